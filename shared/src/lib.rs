@@ -1,0 +1,15 @@
+//! memoria-shared: what every Memoria program must agree on byte for byte.
+//!
+//! It owns the note file format ([`note`]), note ids ([`id`]), the content hash ([`hash`])
+//! and the clock abstraction ([`clock`]). It must never do I/O, spawn threads or depend on an
+//! async runtime: the engine, the sync server and the desktop app all link it.
+
+pub mod clock;
+pub mod hash;
+pub mod id;
+pub mod note;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use hash::ContentHash;
+pub use id::{IdError, NoteId, slugify};
+pub use note::{Note, NoteType, ParseError, Relation, RelationKind, Source, Status, Trust};

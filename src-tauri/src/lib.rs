@@ -1,0 +1,1 @@
+//! memoria-desktop: the desktop shell.

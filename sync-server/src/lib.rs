@@ -1,0 +1,1 @@
+//! memoria-sync-server: validates and compare-and-swaps; it never merges.
