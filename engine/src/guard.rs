@@ -47,7 +47,7 @@ static RULES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         ),
         (
             "password-line",
-            r#"(?im)^[\s>*-]*["']?(?:password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key|access[_-]?token|auth[_-]?token)["']?\s*[:=]\s*["']?[^\s"'<>{}$*]{4,}"#,
+            r#"(?i)\b(?:password|passwd|passphrase|secret|client_secret|api[_-]?key|access[_-]?token|auth[_-]?token)["']?\s*[:=]\s*["']?[^\s"'<>{}$*]{4,}"#,
         ),
         (
             "url-credentials",
@@ -138,6 +138,7 @@ mod tests {
                 "jwt",
             ),
             ("db host\npassword: hunter22", "password-line"),
+            ("the db password: hunter22", "password-line"),
             ("  - API_KEY=abcd1234efgh", "password-line"),
             (
                 "postgres://admin:s3cretpw@db.example.com/app",

@@ -725,3 +725,6 @@ fn with_final_newline(mut body: String) -> String {
     }
     body
 }
+
+#[cfg(test)]
+mod tests;
