@@ -9,6 +9,7 @@ use crate::scan;
 use crate::vault::Engine;
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BrokenFile {
     pub path: String,
     pub id: String,
@@ -16,6 +17,7 @@ pub struct BrokenFile {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ScopeHealth {
     pub scope: String,
     pub dir: String,
@@ -28,6 +30,7 @@ pub struct ScopeHealth {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProjectInfo {
     pub id: String,
     pub root: String,
@@ -35,6 +38,7 @@ pub struct ProjectInfo {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DoctorReport {
     pub home: String,
     pub index: String,

@@ -23,6 +23,7 @@ pub const SECRETS_TAG: &str = "contains-secrets";
 
 /// One file that was not imported, and why.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Skipped {
     pub path: String,
     pub reason: String,
@@ -30,6 +31,7 @@ pub struct Skipped {
 
 /// What an import did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ImportReport {
     pub scope: String,
     pub files: usize,
@@ -260,6 +262,7 @@ fn import_hash(note: &Note) -> String {
 
 /// What an export wrote.
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExportReport {
     pub dir: String,
     pub files: usize,

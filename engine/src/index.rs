@@ -56,6 +56,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5(
 /// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
 /// holds the whole file so it stays searchable).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IndexedNote {
     pub path: String,
     pub scope: String,
@@ -82,6 +83,7 @@ pub struct IndexedNote {
 
 /// A full-text hit.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TextHit {
     pub scope: String,
     pub id: String,
@@ -102,6 +104,7 @@ pub struct ListFilter {
 
 /// A row of the backups table.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BackupRow {
     pub backup_id: String,
     pub scope: String,

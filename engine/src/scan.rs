@@ -24,6 +24,7 @@ pub struct FoundFile {
 
 /// What a scan changed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ScanStats {
     pub added: usize,
     pub updated: usize,

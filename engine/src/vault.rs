@@ -112,6 +112,7 @@ pub struct NoteView {
 
 /// Where a written note went.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Written {
     pub scope: String,
     pub id: String,
@@ -120,6 +121,7 @@ pub struct Written {
 
 /// The outcome of a restore.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Restored {
     pub scope: String,
     pub id: String,

@@ -1,1 +1,3 @@
-//! One integration test binary for the workspace.
+//! One integration test binary for the workspace: tests that cross crate boundaries.
+
+mod vault_protocol;
