@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod hash;
 pub mod id;
+pub mod merge;
 pub mod note;
 
 pub use clock::{Clock, FixedClock, SystemClock};
