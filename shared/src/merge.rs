@@ -39,6 +39,8 @@ pub enum ConflictKind {
 }
 
 /// The result of a three-way merge.
+// One outcome per note, short-lived: boxing the note would only add noise at every use.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum MergeOutcome {
     /// Merged cleanly: the note to keep, or `None` when it stays deleted.
