@@ -66,6 +66,7 @@ pub fn import(
     }
     let scope = engine.scope_of(scope.unwrap_or(ScopeChoice::User))?;
     let files = scan::list_files(dir)?;
+    let obsidian = dir.join(".obsidian").is_dir();
     let mut report = ImportReport {
         scope: scope.key(),
         files: files.len(),
@@ -73,7 +74,7 @@ pub fn import(
     };
     let mut candidates = Vec::new();
     for f in &files {
-        match read_candidate(engine, f) {
+        match read_candidate(engine, f, obsidian) {
             Ok(c) => candidates.push(c),
             Err(reason) => report.skipped.push(Skipped {
                 path: f.rel.clone(),
@@ -116,7 +117,28 @@ pub fn import(
     Ok(report)
 }
 
-fn read_candidate(engine: &Engine, f: &scan::FoundFile) -> std::result::Result<Candidate, String> {
+/// The tool a file came from, tagged `source:<adapter>` on import so agents and the user can
+/// tell imported memory apart. Memoria's own notes (an export) get no tag.
+fn adapter(rel: &str, text: &str, obsidian: bool) -> Option<&'static str> {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if text.starts_with("---\n{") {
+        None
+    } else if rel == "MEMORY.md" || rel.starts_with("memory/") {
+        Some("source:openclaw")
+    } else if name == "CLAUDE.md" || name == "CLAUDE.local.md" {
+        Some("source:claude-code")
+    } else if obsidian {
+        Some("source:obsidian")
+    } else {
+        Some("source:markdown")
+    }
+}
+
+fn read_candidate(
+    engine: &Engine,
+    f: &scan::FoundFile,
+    obsidian: bool,
+) -> std::result::Result<Candidate, String> {
     let bytes = std::fs::read(&f.abs).map_err(|e| format!("cannot read: {e}"))?;
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
     let mut note = Note::parse(
@@ -148,6 +170,11 @@ fn read_candidate(engine: &Engine, f: &scan::FoundFile) -> std::result::Result<C
     let mtime_ms = f.mtime_ns / 1_000_000;
     note.created_at = note.created_at.or(stem_date).or(Some(mtime_ms));
     note.updated_at = note.updated_at.or(Some(mtime_ms));
+    if let Some(tag) = adapter(&f.rel, &text, obsidian)
+        && !note.tags.iter().any(|t| t == tag)
+    {
+        note.tags.push(tag.to_owned());
+    }
     let text_to_check = format!("{}\n{}", note.summary, note.body);
     if guard::scan(&text_to_check).is_some() && !note.tags.iter().any(|t| t == SECRETS_TAG) {
         note.tags.push(SECRETS_TAG.to_owned());

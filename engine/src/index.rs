@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -25,6 +25,9 @@ CREATE TABLE IF NOT EXISTS notes(
     created_at INTEGER,
     updated_at INTEGER,
     hash TEXT,
+    trust TEXT,
+    source TEXT,
+    importance REAL,
     mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL,
     error TEXT,
@@ -69,6 +72,9 @@ pub struct IndexedNote {
     pub created_at: Option<i64>,
     pub updated_at: Option<i64>,
     pub hash: Option<String>,
+    pub trust: Option<String>,
+    pub source: Option<String>,
+    pub importance: Option<f64>,
     #[serde(skip)]
     pub mtime_ns: i64,
     #[serde(skip)]
@@ -190,8 +196,8 @@ impl Index {
         }
         for n in upserts {
             tx.execute(
-                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, mtime_ns, size, error, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     n.path,
                     n.scope,
@@ -203,6 +209,9 @@ impl Index {
                     n.created_at,
                     n.updated_at,
                     n.hash,
+                    n.trust,
+                    n.source,
+                    n.importance,
                     n.mtime_ns,
                     n.size,
                     n.error,
@@ -407,7 +416,7 @@ impl Index {
 
     fn select(&self, tail: &str, p: impl rusqlite::Params) -> Result<Vec<IndexedNote>> {
         let sql = format!(
-            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, mtime_ns, size, error, body
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body
              FROM notes {tail}"
         );
         let mut st = self.conn.prepare_cached(&sql)?;
@@ -424,10 +433,13 @@ impl Index {
                 created_at: r.get(7)?,
                 updated_at: r.get(8)?,
                 hash: r.get(9)?,
-                mtime_ns: r.get(10)?,
-                size: r.get(11)?,
-                error: r.get(12)?,
-                body: r.get(13)?,
+                trust: r.get(10)?,
+                source: r.get(11)?,
+                importance: r.get(12)?,
+                mtime_ns: r.get(13)?,
+                size: r.get(14)?,
+                error: r.get(15)?,
+                body: r.get(16)?,
                 links: Vec::new(),
             })
         })?;

@@ -3,6 +3,7 @@
 //! sync client and MCP server join as their issues land). The binary `memoria` is a thin CLI
 //! over [`Engine`]. No GUI dependencies; plain Rust types out, JSON only at the CLI boundary.
 
+pub mod agent;
 pub mod backup;
 pub mod doctor;
 pub mod error;

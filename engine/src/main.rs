@@ -265,6 +265,7 @@ fn run(cli: Cli) -> Result<()> {
                     .collect(),
                 scope: scope.as_deref().map(str::parse).transpose()?,
                 id: id.clone(),
+                ..Default::default()
             })?;
             if json {
                 print_json(&written)?;
@@ -341,6 +342,7 @@ fn run(cli: Cli) -> Result<()> {
                 body: read_body(body.clone())?,
                 tags: tags.as_deref().map(tags_arg),
                 note_type: note_type(ty.as_deref())?,
+                ..Default::default()
             };
             if edit.summary.is_none()
                 && edit.body.is_none()

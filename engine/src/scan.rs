@@ -131,6 +131,9 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
             created_at: note.created_at,
             updated_at: note.updated_at,
             hash: Some(note.content_hash().to_string()),
+            trust: note.trust.map(|t| enum_name(&t)),
+            source: note.source.map(|s| enum_name(&s)),
+            importance: note.importance,
             mtime_ns: f.mtime_ns,
             size: f.size,
             error: None,
@@ -158,6 +161,9 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 created_at: None,
                 updated_at: None,
                 hash: None,
+                trust: None,
+                source: None,
+                importance: None,
                 mtime_ns: f.mtime_ns,
                 size: f.size,
                 error: Some(error),
@@ -166,6 +172,14 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
             }
         }
     })
+}
+
+/// The serde name of a unit enum variant (`Trust::Owner` → `owner`).
+fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
 }
 
 /// Brings the index rows of one scope in step with its folder. Only changed files are read.

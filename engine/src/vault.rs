@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memoria_shared::note::{FileContext, Note, NoteType};
+use memoria_shared::note::{FileContext, Note, NoteType, Relation, Source};
 use memoria_shared::{Clock, NoteId, SystemClock, slugify};
 
 use crate::backup::{BackupMeta, BackupReason, BackupRequest, Backups};
@@ -89,6 +89,9 @@ pub struct NewNote {
     pub tags: Vec<String>,
     pub scope: Option<ScopeChoice>,
     pub id: Option<String>,
+    pub importance: Option<f64>,
+    pub source: Option<Source>,
+    pub relations: Vec<Relation>,
 }
 
 /// Changes to an existing note; `None` leaves a part as it is.
@@ -98,6 +101,9 @@ pub struct NoteEdit {
     pub body: Option<String>,
     pub tags: Option<Vec<String>>,
     pub note_type: Option<NoteType>,
+    pub importance: Option<f64>,
+    pub source: Option<Source>,
+    pub relations: Option<Vec<Relation>>,
 }
 
 /// A note as shown to a user: the file's parsed content (absent when it does not parse), its
@@ -407,6 +413,7 @@ impl Engine {
     /// Creates a note. Refuses secrets, oversize bodies, taken ids and full scopes.
     pub fn add(&mut self, new: NewNote) -> Result<Written> {
         self.check_text(&new.summary, &new.body, &new.tags)?;
+        check_importance(new.importance)?;
         let scope = self.resolve_scope(new.scope, new.note_type.as_ref())?;
         let dir = self.scope_dir(&scope)?;
         let _lock = self.write_lock(&scope)?;
@@ -424,6 +431,9 @@ impl Engine {
         let mut note = Note::new(id, new.summary.trim(), with_final_newline(new.body));
         note.note_type = new.note_type;
         note.tags = new.tags;
+        note.importance = new.importance;
+        note.source = new.source;
+        note.relations = new.relations;
         note.created_at = Some(now);
         note.updated_at = Some(now);
         let rel = note.id.file_name();
@@ -455,11 +465,16 @@ impl Engine {
     }
 
     /// Finds a visible note by id: project first, then domain, then user (or only `scope`).
-    pub fn resolve(&self, id: &str, scope: Option<&Scope>) -> Result<(Scope, IndexedNote)> {
-        let id = id.strip_prefix("vt:").unwrap_or(id);
+    /// Accepts a plain id, `vt:<id>` or `vt:<user|project|domain>/<id>` (the recall ids).
+    pub fn resolve(&self, reference: &str, scope: Option<&Scope>) -> Result<(Scope, IndexedNote)> {
+        let bare = reference.strip_prefix("vt:").unwrap_or(reference);
+        let (kind, id) = match bare.split_once('/') {
+            Some((kind @ ("user" | "project" | "domain"), id)) => (Some(kind), id),
+            _ => (None, bare),
+        };
         NoteId::new(id)?;
         for s in self.visible_scopes() {
-            if scope.is_some_and(|want| want != &s) {
+            if scope.is_some_and(|want| want != &s) || kind.is_some_and(|k| k != s.kind()) {
                 continue;
             }
             if let Some(row) = self.index.find(&s.key(), id)?.into_iter().next() {
@@ -467,6 +482,11 @@ impl Engine {
             }
         }
         Err(Error::NotFound(id.to_owned()))
+    }
+
+    /// The recall id of a note: `vt:<scope kind>/<id>`.
+    pub fn reference(scope: &Scope, id: &str) -> String {
+        format!("vt:{}/{id}", scope.kind())
     }
 
     /// A note with its parsed content and backlinks; counts one access on this machine.
@@ -496,6 +516,18 @@ impl Engine {
 
     /// Changes parts of a note the user chose to change. Broken files are never rewritten.
     pub fn edit(&mut self, id: &str, scope: Option<&Scope>, edit: NoteEdit) -> Result<Written> {
+        self.edit_with_backup(id, scope, edit, None)
+    }
+
+    /// Like [`Engine::edit`], backing the current version up first when `backup` is given (an
+    /// agent's update, which nobody chose version by version).
+    pub fn edit_with_backup(
+        &mut self,
+        id: &str,
+        scope: Option<&Scope>,
+        edit: NoteEdit,
+        backup: Option<BackupReason>,
+    ) -> Result<Written> {
         let (scope, _) = self.resolve(id, scope)?;
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
@@ -513,7 +545,20 @@ impl Engine {
         if let Some(t) = edit.note_type {
             note.note_type = Some(t);
         }
+        if edit.importance.is_some() {
+            note.importance = edit.importance;
+        }
+        if edit.source.is_some() {
+            note.source = edit.source;
+        }
+        if let Some(r) = edit.relations {
+            note.relations = r;
+        }
         self.check_text(&note.summary, &note.body, &note.tags)?;
+        check_importance(note.importance)?;
+        if let Some(reason) = backup {
+            self.backup(&scope, &row, reason)?;
+        }
         note.updated_at = Some(self.clock.now_ms());
         let dir = self.scope_dir(&scope)?;
         self.write_note(&scope, &dir, &row.rel_path, &note)
@@ -717,6 +762,15 @@ impl Engine {
     pub(crate) fn put_note(&mut self, scope: &Scope, rel: &str, note: &Note) -> Result<Written> {
         let dir = self.scope_dir(scope)?;
         self.write_note(scope, &dir, rel, note)
+    }
+}
+
+fn check_importance(importance: Option<f64>) -> Result<()> {
+    match importance {
+        Some(i) if !(0.0..=1.0).contains(&i) => Err(Error::Invalid(format!(
+            "importance {i} is outside 0..1: use a value between 0 and 1"
+        ))),
+        _ => Ok(()),
     }
 }
 

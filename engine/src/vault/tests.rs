@@ -483,13 +483,14 @@ fn import_obsidian_and_openclaw_idempotently() {
     write(&src, "memory/2026-01-05.md", "Worked on the parser.\n");
     write(&src, "Secrets.md", "db password: hunter22xyz\n");
     write(&src, "Broken.md", "---\n{\"id\": nope}\n---\nbody\n");
+    write(&src, "app/CLAUDE.md", "# Project rules\nUse pnpm.\n");
     write(&src, "image.png", "not markdown");
     let mut e = w.engine(None);
     let mut calls = 0;
     let r = import::import(&mut e, &src, None, &mut |_, _, _| calls += 1).unwrap();
     assert_eq!(
         (r.added, r.updated, r.unchanged, r.skipped.len()),
-        (7, 0, 0, 1),
+        (8, 0, 0, 1),
         "{r:?}"
     );
     assert!(r.skipped[0].path.ends_with("Broken.md") && r.skipped[0].reason.contains("JSON"));
@@ -501,6 +502,7 @@ fn import_obsidian_and_openclaw_idempotently() {
         vec![
             "2026-01-05",
             "be-brief",
+            "claude",
             "daily-notes",
             "memory",
             "moby-dick",
@@ -508,6 +510,11 @@ fn import_obsidian_and_openclaw_idempotently() {
             "work-notes"
         ]
     );
+    let tag_of = |id: &str| all.iter().find(|r| r.id == id).unwrap().tags.clone();
+    assert!(tag_of("memory").contains(&"source:openclaw".to_string()));
+    assert!(tag_of("2026-01-05").contains(&"source:openclaw".to_string()));
+    assert!(tag_of("claude").contains(&"source:claude-code".to_string()));
+    assert!(tag_of("moby-dick").contains(&"source:obsidian".to_string()));
     let daily = e.show("2026-01-05", None).unwrap().note.unwrap();
     assert_eq!(daily.created_at, crate::backup::date_to_ms("2026-01-05"));
     assert_eq!(
@@ -531,7 +538,7 @@ fn import_obsidian_and_openclaw_idempotently() {
     let again = import::import(&mut e, &src, None, &mut |_, _, _| {}).unwrap();
     assert_eq!(
         (again.added, again.updated, again.unchanged),
-        (0, 0, 7),
+        (0, 0, 8),
         "{again:?}"
     );
     assert!(e.backups(10).unwrap().is_empty());
@@ -540,7 +547,7 @@ fn import_obsidian_and_openclaw_idempotently() {
     let third = import::import(&mut e, &src, None, &mut |_, _, _| {}).unwrap();
     assert_eq!(
         (third.added, third.updated, third.unchanged),
-        (0, 1, 6),
+        (0, 1, 7),
         "{third:?}"
     );
     let b = e.backups(10).unwrap();
@@ -565,7 +572,7 @@ fn import_obsidian_and_openclaw_idempotently() {
     })
     .unwrap();
     let r = import::import(&mut e2, &src, None, &mut |_, _, _| {}).unwrap();
-    assert_eq!(r.added, 7);
+    assert_eq!(r.added, 8);
     assert_eq!(
         e2.show("memory", None).unwrap().note.unwrap().body,
         "mine\n"
