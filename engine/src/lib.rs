@@ -12,6 +12,7 @@ pub mod guard;
 pub mod home;
 pub mod import;
 pub mod index;
+pub mod mcp;
 pub mod project;
 pub mod scan;
 pub mod vault;

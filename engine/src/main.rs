@@ -134,6 +134,16 @@ enum Command {
     Watch,
     /// Projects this machine has seen.
     Projects,
+    /// Serve Memoria's tools to an agent over MCP (stdio by default). The scope is locked to the
+    /// project of the working directory (or --project) plus the user's notes.
+    Mcp {
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:7424) instead of stdio.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<std::net::SocketAddr>,
+        /// Bearer token clients must send over HTTP (required off loopback).
+        #[arg(long, env = "MEMORIA_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -542,6 +552,25 @@ fn run(cli: Cli) -> Result<()> {
             }
             loop {
                 std::thread::park();
+            }
+        }
+        Command::Mcp { http, token } => {
+            let engine = open(&cli)?;
+            // Keep the index fresh while the agent session runs.
+            let _watch = watch::start(&engine, |_, _| {})?;
+            let server = memoria_engine::mcp::MemoriaMcp::new(engine);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            match http {
+                Some(addr) => runtime.block_on(memoria_engine::mcp::serve_http(
+                    server,
+                    *addr,
+                    token.clone(),
+                ))?,
+                None => runtime.block_on(memoria_engine::mcp::serve_stdio(server))?,
             }
         }
         Command::Projects => {
