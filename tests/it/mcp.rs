@@ -81,3 +81,65 @@ fn python_sdk_client_remember_search_expand_forget_and_isolation() {
     assert_eq!(backups[0]["backupId"], facts["forget_backup"]);
     assert_eq!(backups[0]["reason"], "forget");
 }
+
+#[test]
+fn streamable_http_with_a_bearer_token() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let memoria = workspace_bin("memoria");
+    let mut server = Command::new(&memoria)
+        .env("MEMORIA_HOME", tmp.path())
+        .current_dir(tmp.path())
+        .args(["mcp", "--http", "127.0.0.1:0", "--token", "s3cret-token"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .unwrap();
+        if let Some(rest) = line.split("serving on ").nth(1) {
+            break rest.trim().to_owned();
+        }
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_http_client.py");
+    let out = Command::new(test_python())
+        .arg(script)
+        .arg(&url)
+        .arg("s3cret-token")
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(facts["without_token"], 401);
+    assert_eq!(facts["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(facts["found"], serde_json::json!([facts["remembered"]]));
+}
+
+#[test]
+fn http_off_loopback_needs_a_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(workspace_bin("memoria"))
+        .env("MEMORIA_HOME", tmp.path())
+        .env_remove("MEMORIA_MCP_TOKEN")
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bearer token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
