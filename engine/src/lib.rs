@@ -10,6 +10,7 @@ pub mod error;
 pub mod fsx;
 pub mod guard;
 pub mod home;
+pub mod hook;
 pub mod import;
 pub mod index;
 pub mod mcp;
