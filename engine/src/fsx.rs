@@ -12,6 +12,53 @@ pub const TEMP_MARK: &str = ".tmp-";
 
 /// Writes `bytes` to `path` atomically: temp file in the same folder, fsync, rename, fsync folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_inner(path, bytes)?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
+    }
+    Ok(())
+}
+
+/// Writes many files, each atomically as [`write_atomic`] does, on several threads: the
+/// file-system journal then commits their fsyncs together, which is several times faster than
+/// one after another. Each folder is synced once at the end. On error, files written so far stay
+/// (each complete) and the first error is returned.
+pub fn write_many_atomic(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<()> {
+    const THREADS: usize = 8;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let first_error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..THREADS.min(files.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some((path, bytes)) = files.get(i) else {
+                        break;
+                    };
+                    if let Err(e) = write_atomic_inner(path, bytes) {
+                        first_error
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let mut dirs: Vec<&Path> = files.iter().filter_map(|(p, _)| p.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        sync_dir(d);
+    }
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn write_atomic_inner(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::Invalid(format!("{} has no parent folder", path.display())))?;
@@ -28,7 +75,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.sync_all().map_err(Error::io("sync", &tmp))?;
         drop(f);
         fs::rename(&tmp, path).map_err(Error::io("rename into place", path))?;
-        sync_dir(dir);
         Ok(())
     })();
     if result.is_err() {
@@ -125,6 +171,26 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn write_many_writes_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<_> = (0..50)
+            .map(|i| {
+                (
+                    dir.path().join(format!("d{}/f{i}.md", i % 3)),
+                    vec![b'x'; i],
+                )
+            })
+            .collect();
+        write_many_atomic(&files).unwrap();
+        for (p, b) in &files {
+            assert_eq!(&fs::read(p).unwrap(), b);
+        }
+        let blocked = vec![(dir.path().join("f0.md/inside"), vec![1u8])];
+        std::fs::write(dir.path().join("f0.md"), "a file, not a folder").unwrap();
+        assert!(write_many_atomic(&blocked).is_err());
     }
 
     #[test]

@@ -31,12 +31,15 @@ pub enum HookRequest {
 
 impl ClaudeCodeInput {
     pub fn parse(stdin: &str) -> Result<Self, String> {
-        serde_json::from_str(stdin).map_err(|e| format!("the hook input is not Claude Code hook JSON: {e}"))
+        serde_json::from_str(stdin)
+            .map_err(|e| format!("the hook input is not Claude Code hook JSON: {e}"))
     }
 
     pub fn request(&self) -> Option<HookRequest> {
         match self.hook_event_name.as_str() {
-            "UserPromptSubmit" => Some(HookRequest::Message(self.prompt.clone().unwrap_or_default())),
+            "UserPromptSubmit" => Some(HookRequest::Message(
+                self.prompt.clone().unwrap_or_default(),
+            )),
             "SessionStart" => Some(HookRequest::SessionStart),
             _ => None,
         }
@@ -66,16 +69,29 @@ mod tests {
     fn parses_recorded_inputs() {
         let p = ClaudeCodeInput::parse(PROMPT).unwrap();
         assert_eq!(p.cwd.as_deref(), Some("/home/u/code/app"));
-        assert_eq!(p.request(), Some(HookRequest::Message("How do we deploy on Fridays?".into())));
-        assert_eq!(ClaudeCodeInput::parse(START).unwrap().request(), Some(HookRequest::SessionStart));
+        assert_eq!(
+            p.request(),
+            Some(HookRequest::Message("How do we deploy on Fridays?".into()))
+        );
+        assert_eq!(
+            ClaudeCodeInput::parse(START).unwrap().request(),
+            Some(HookRequest::SessionStart)
+        );
         assert_eq!(ClaudeCodeInput::parse(OTHER).unwrap().request(), None);
-        assert!(ClaudeCodeInput::parse("not json").unwrap_err().contains("hook JSON"));
+        assert!(
+            ClaudeCodeInput::parse("not json")
+                .unwrap_err()
+                .contains("hook JSON")
+        );
     }
 
     #[test]
     fn output_shape() {
         let v = claude_code_output("UserPromptSubmit", "<memoria-recall>…</memoria-recall>");
         assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
-        assert_eq!(v["hookSpecificOutput"]["additionalContext"], "<memoria-recall>…</memoria-recall>");
+        assert_eq!(
+            v["hookSpecificOutput"]["additionalContext"],
+            "<memoria-recall>…</memoria-recall>"
+        );
     }
 }

@@ -42,6 +42,16 @@ pub struct ImportReport {
     pub skipped: Vec<Skipped>,
 }
 
+/// Notes written together: a batch's files are fsynced in parallel and indexed in one go.
+const BATCH: usize = 256;
+
+/// Notes decided but not yet written: `(file name in the scope, note)`.
+#[derive(Default)]
+struct Pending {
+    notes: Vec<(String, Note)>,
+    new_ids: std::collections::HashSet<String>,
+}
+
 /// Progress callback: `(done, total, current relative path)`.
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
 
@@ -97,14 +107,16 @@ pub fn import(
     let _lock = engine.lock_scope(&scope)?;
     engine.rescan_scope(&scope)?;
     let total = candidates.len();
+    let mut pending = Pending::default();
     for (i, c) in candidates.into_iter().enumerate() {
         progress(i, total, &c.rel);
         let rel = c.rel.clone();
-        if let Err(e) = import_one(engine, &scope, &dir_out, c, &mut report) {
+        if let Err(e) = import_one(engine, &scope, &dir_out, c, &mut report, &mut pending) {
             if matches!(
                 e,
                 Error::ScopeFull { .. } | Error::Io { .. } | Error::Index(_)
             ) {
+                engine.put_notes(&scope, &pending.notes)?;
                 return Err(e);
             }
             report.skipped.push(Skipped {
@@ -112,7 +124,12 @@ pub fn import(
                 reason: e.to_string(),
             });
         }
+        if pending.notes.len() >= BATCH {
+            engine.put_notes(&scope, &pending.notes)?;
+            pending = Pending::default();
+        }
     }
+    engine.put_notes(&scope, &pending.notes)?;
     progress(total, total, "");
     Ok(report)
 }
@@ -192,6 +209,7 @@ fn import_one(
     dir_out: &Path,
     c: Candidate,
     report: &mut ImportReport,
+    pending: &mut Pending,
 ) -> Result<()> {
     let Candidate { rel, mut note, .. } = c;
     let source_hash = import_hash(&note);
@@ -238,13 +256,16 @@ fn import_one(
                 }
                 engine.backup(scope, &row, BackupReason::ImportReplace)?;
                 note.id = id;
-                engine.put_note(scope, &row.rel_path, &note)?;
+                pending.notes.push((row.rel_path.clone(), note));
                 report.updated += 1;
                 report.flagged_secrets += usize::from(flagged);
                 return Ok(());
             }
+            None if pending.new_ids.contains(id.as_str()) => continue,
             None => {
-                if engine.index().count(&scope.key())? >= engine.limits().notes_per_scope {
+                if engine.index().count(&scope.key())? + pending.new_ids.len()
+                    >= engine.limits().notes_per_scope
+                {
                     return Err(Error::ScopeFull {
                         scope: scope.key(),
                         limit: engine.limits().notes_per_scope,
@@ -254,8 +275,8 @@ fn import_one(
                     continue;
                 }
                 note.id = id;
-                let file = note.id.file_name();
-                engine.put_note(scope, &file, &note)?;
+                pending.new_ids.insert(note.id.to_string());
+                pending.notes.push((note.id.file_name(), note));
                 report.added += 1;
                 report.flagged_secrets += usize::from(flagged);
                 return Ok(());

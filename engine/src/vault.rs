@@ -758,10 +758,40 @@ impl Engine {
         self.write_lock(scope)
     }
 
-    /// Writes a prepared note at `rel` inside `scope` (bulk writers; checks are the caller's).
-    pub(crate) fn put_note(&mut self, scope: &Scope, rel: &str, note: &Note) -> Result<Written> {
+    /// Writes many prepared notes of one scope: the files in parallel (each atomic), then one
+    /// index transaction. For bulk writers (import, sync downloads); checks are the caller's.
+    pub fn put_notes(&mut self, scope: &Scope, notes: &[(String, Note)]) -> Result<Vec<Written>> {
         let dir = self.scope_dir(scope)?;
-        self.write_note(scope, &dir, rel, note)
+        let files: Vec<(PathBuf, Vec<u8>)> = notes
+            .iter()
+            .map(|(rel, n)| (dir.join(rel), n.serialize().into_bytes()))
+            .collect();
+        if let Err(e) = fsx::write_many_atomic(&files) {
+            // Whatever did land is complete; let the index see it before reporting the error.
+            self.rescan_scope(scope)?;
+            return Err(e);
+        }
+        let mut rows = Vec::with_capacity(notes.len());
+        for ((rel, _), (abs, _)) in notes.iter().zip(&files) {
+            let meta = std::fs::metadata(abs).map_err(Error::io("stat", abs))?;
+            let found = FoundFile {
+                abs: abs.clone(),
+                rel: rel.clone(),
+                mtime_ns: scan::mtime_ns(&meta),
+                size: meta.len() as i64,
+            };
+            rows.push(scan::read_file(&scope.key(), &found)?);
+        }
+        self.index.apply(&rows, &[])?;
+        Ok(notes
+            .iter()
+            .zip(&files)
+            .map(|((_, n), (abs, _))| Written {
+                scope: scope.key(),
+                id: n.id.to_string(),
+                path: abs.to_string_lossy().into_owned(),
+            })
+            .collect())
     }
 }
 
