@@ -8,8 +8,10 @@ pub mod clock;
 pub mod hash;
 pub mod id;
 pub mod note;
+pub mod protocol;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use hash::ContentHash;
 pub use id::{IdError, NoteId, slugify};
+pub use protocol::PROTOCOL_VERSION;
 pub use note::{Note, NoteType, ParseError, Relation, RelationKind, Source, Status, Trust};
