@@ -13,5 +13,5 @@ pub mod protocol;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use hash::ContentHash;
 pub use id::{IdError, NoteId, slugify};
-pub use protocol::PROTOCOL_VERSION;
 pub use note::{Note, NoteType, ParseError, Relation, RelationKind, Source, Status, Trust};
+pub use protocol::PROTOCOL_VERSION;

@@ -166,6 +166,9 @@ pub struct ManifestEntry {
     /// Content hash of the live revision; `None` for a tombstone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash: Option<ContentHash>,
+    /// Bytes of the live revision's note file; `None` for a tombstone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     /// True for a tombstone.
     #[serde(default)]
     pub deleted: bool,
@@ -364,7 +367,15 @@ mod tests {
             let json = serde_json::to_string(&scope).unwrap();
             assert_eq!(serde_json::from_str::<Scope>(&json).unwrap(), scope);
         }
-        for bad in ["", "User", "project", "project:", "project:../x", "project:A", "team:x"] {
+        for bad in [
+            "",
+            "User",
+            "project",
+            "project:",
+            "project:../x",
+            "project:A",
+            "team:x",
+        ] {
             assert!(Scope::parse(bad).is_err(), "{bad}");
         }
     }
