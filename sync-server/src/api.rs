@@ -378,8 +378,8 @@ pub async fn erase(
     let mut deleted = 0u64;
     for chunk in keys.chunks(PARALLEL) {
         let mut tasks = JoinSet::new();
-        for key in chunk.iter().cloned() {
-            let store = st.store.clone();
+        for key in chunk {
+            let (store, key) = (st.store.clone(), key.clone());
             tasks.spawn(async move { store.delete(&key).await });
         }
         while let Some(joined) = tasks.join_next().await {
