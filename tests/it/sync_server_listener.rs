@@ -125,7 +125,11 @@ async fn binary_serve_and_token_commands() {
     // The store can come from the environment.
     let env_token = create_token_env(&store);
     assert!(env_token.starts_with(auth::TOKEN_PREFIX));
-    server.stop();
+    // SIGTERM shuts the server down gracefully: it exits by itself, successfully.
+    let status = server
+        .terminate(std::time::Duration::from_secs(10))
+        .expect("serve did not exit within 10 s of SIGTERM");
+    assert!(status.success(), "serve exited with {status}");
 }
 
 fn create_token_env(store: &str) -> String {

@@ -188,11 +188,26 @@ impl ServerProcess {
         format!("http://{}{path}", self.addr)
     }
 
-    /// Sends SIGTERM-equivalent shutdown by killing (tests of graceful shutdown use the
-    /// in-process server) and waits.
+    /// Kills the server and waits for it.
     pub fn stop(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM (Unix) and waits up to `timeout` for the server to exit on its own;
+    /// returns its exit status, or `None` if it had to be killed.
+    pub fn terminate(mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "could not send SIGTERM");
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
     }
 }
 
