@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 
 use crate::AppState;
-use crate::auth::{Admin, AuthUser};
+use crate::auth::{Admin, AuthUser, is_erased};
 use crate::error::ApiError;
 use crate::layout::{UserId, erased_key, manifest_key, object_key, user_prefix};
 use crate::manifest::{CheckedPut, Manifest, Refusal, duplicate_ids, plan_commit};
@@ -326,6 +326,13 @@ pub async fn commit(
         };
         match swapped {
             Ok(new_etag) => {
+                // An erase that began after this request was authenticated wrote its marker
+                // before listing; if it listed before our writes, they are ours to remove.
+                if is_erased(store, &user).await? {
+                    written.push(key.clone());
+                    remove_orphans(store, &written).await;
+                    return Err(ApiError::AccountErased);
+                }
                 return Ok(Json(CommitResponse {
                     protocol_version: PROTOCOL_VERSION,
                     quotas: st.quotas,

@@ -818,6 +818,45 @@ async fn tenant_isolation_on_every_endpoint() {
     );
 }
 
+/// A store in which an erase of alice lands between a commit's authentication and its
+/// manifest write: the marker appears just before the first manifest is created.
+#[derive(Debug)]
+struct EraseDuringCommit(FsStore);
+
+#[async_trait::async_trait]
+impl ObjectStore for EraseDuringCommit {
+    async fn get(&self, k: &str, v: Option<&ETag>) -> Result<Fetched, StoreError> {
+        self.0.get(k, v).await
+    }
+    async fn put_if_match(&self, k: &str, b: Vec<u8>, e: &ETag) -> Result<ETag, StoreError> {
+        self.0.put_if_match(k, b, e).await
+    }
+    async fn put_if_absent(&self, k: &str, b: Vec<u8>) -> Result<ETag, StoreError> {
+        if k.ends_with("manifest.json") {
+            let _ = self.0.put_if_absent("erased/alice.json", b"{}".to_vec()).await;
+        }
+        self.0.put_if_absent(k, b).await
+    }
+    async fn list(&self, p: &str) -> Result<Vec<String>, StoreError> {
+        self.0.list(p).await
+    }
+    async fn delete(&self, k: &str) -> Result<(), StoreError> {
+        self.0.delete(k).await
+    }
+}
+
+#[tokio::test]
+async fn a_commit_racing_an_erase_removes_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(EraseDuringCommit(FsStore::open(dir.path()).unwrap()));
+    let h = Harness::on_store(dir, store, |_| {});
+    let t = h.token("alice").await;
+    let r = h.commit(&t, "user", vec![put("a", None, "late\n")]).await;
+    assert_eq!(r.status, StatusCode::GONE, "{}", r.json);
+    let left: Vec<String> = h.tree().into_keys().collect();
+    assert!(left.iter().all(|k| !k.starts_with("users/")), "{left:?}");
+}
+
 /// A store that fails every call with a message that must not reach the client.
 #[derive(Debug)]
 struct BrokenStore;
