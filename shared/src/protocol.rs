@@ -327,7 +327,7 @@ pub enum ErrorCode {
     Forbidden,
     /// 403: the commit would grow the scope past the live-notes quota.
     QuotaExceeded,
-    /// 404: no such route.
+    /// 404: no such route, or a scope that is neither `user` nor `project:<id>`.
     NotFound,
     /// 409: some `baseRevision`s are not current; `stale` lists them.
     Stale,

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use memoria_shared::note::FileContext;
 use memoria_shared::protocol::{
     ChangeOp, CommitRequest, CommitResponse, EraseRequest, EraseResponse, IdentityResponse,
-    NoteBody, PROTOCOL_VERSION, SnapshotRequest, SnapshotResponse,
+    NoteBody, PROTOCOL_VERSION, Scope, ScopeError, SnapshotRequest, SnapshotResponse,
 };
 use memoria_shared::{ContentHash, Note};
 use serde::de::DeserializeOwned;
@@ -27,19 +28,39 @@ use crate::store::{ETag, Fetched, ObjectStore, StoreError};
 /// Store requests a handler keeps in flight at once.
 const PARALLEL: usize = 16;
 
-/// JSON body extractor whose refusals are [`ApiError`]s: 400 naming the field, 413 when too big.
+/// JSON body extractor whose refusals are [`ApiError`]s: 400 naming the field, 413 when too big,
+/// 404 for a scope that is neither `user` nor `project:<id>`.
 pub struct ApiJson<T>(pub T);
+
+/// Just the scope of a request body, to tell an unknown scope from other bad input.
+#[derive(serde::Deserialize)]
+struct ScopeOnly {
+    scope: String,
+}
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Json::<T>::from_request(req, state).await {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge(
+                    "the request body is larger than this server accepts: split the commit".into(),
+                )
+            } else {
+                ApiError::BadRequest(rej.body_text())
+            }
+        })?;
+        match Json::<T>::from_bytes(&bytes) {
             Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rej) if rej.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::TooLarge(
-                "the request body is larger than this server accepts: split the commit".into(),
-            )),
-            Err(rej) => Err(ApiError::BadRequest(rej.body_text())),
+            Err(rej) => {
+                if let Ok(ScopeOnly { scope }) = serde_json::from_slice(&bytes) {
+                    if let Err(e @ ScopeError::Unknown(_)) = Scope::parse(&scope) {
+                        return Err(ApiError::UnknownScope(e.to_string()));
+                    }
+                }
+                Err(ApiError::BadRequest(rej.body_text()))
+            }
         }
     }
 }

@@ -122,6 +122,7 @@ impl FromRequestParts<Arc<AppState>> for AuthUser {
         let user = verify_token(store, token)
             .await?
             .ok_or(ApiError::Unauthorized)?;
+        tracing::Span::current().record("user", user.as_str());
         if is_erased(store, &user).await? {
             return Err(ApiError::AccountErased);
         }

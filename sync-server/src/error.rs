@@ -42,6 +42,9 @@ pub enum ApiError {
     /// No such route.
     #[error("no such endpoint")]
     NotFound,
+    /// A scope that is neither `user` nor `project:<id>`.
+    #[error("{0}")]
+    UnknownScope(String),
     /// Base revisions that are not current.
     #[error("{} note(s) changed on the server since your snapshot: snapshot again and merge", .0.len())]
     Stale(Vec<StaleNote>),
@@ -79,7 +82,7 @@ impl ApiError {
             ApiError::Unauthorized => ErrorCode::Unauthorized,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
-            ApiError::NotFound => ErrorCode::NotFound,
+            ApiError::NotFound | ApiError::UnknownScope(_) => ErrorCode::NotFound,
             ApiError::Stale(_) => ErrorCode::Stale,
             ApiError::AccountErased => ErrorCode::AccountErased,
             ApiError::TooLarge(_) => ErrorCode::TooLarge,
@@ -98,7 +101,7 @@ impl ApiError {
             | ApiError::DuplicateChange(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::QuotaExceeded { .. } => StatusCode::FORBIDDEN,
-            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NotFound | ApiError::UnknownScope(_) => StatusCode::NOT_FOUND,
             ApiError::Stale(_) => StatusCode::CONFLICT,
             ApiError::AccountErased => StatusCode::GONE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

@@ -92,7 +92,12 @@ async fn around_request(State(st): State<Arc<AppState>>, req: Request, next: Nex
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let span = tracing::info_span!("request", method = %req.method(), route = %route);
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        route = %route,
+        user = tracing::field::Empty
+    );
     let started = Instant::now();
     let mut resp = next.run(req).instrument(span.clone()).await;
     span.in_scope(|| {

@@ -432,9 +432,15 @@ async fn bad_input_is_refused_and_changes_nothing() {
         ),
         (
             json!({"scope": "team:x", "changes": [good]}),
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "scope",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "unknown scope",
+        ),
+        (
+            json!({"scope": "users/bob", "changes": [good]}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "unknown scope",
         ),
         (
             json!({"scope": "project:../x", "changes": [good]}),
@@ -560,6 +566,15 @@ async fn bad_input_is_refused_and_changes_nothing() {
         )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = h
+        .post(
+            "/v1/memory/snapshot",
+            Some(&t),
+            json!({"scope": "team:alice"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.json["code"], "not_found");
     assert_eq!(h.tree(), before, "a refused request changed the store");
 }
 
@@ -833,7 +848,10 @@ impl ObjectStore for EraseDuringCommit {
     }
     async fn put_if_absent(&self, k: &str, b: Vec<u8>) -> Result<ETag, StoreError> {
         if k.ends_with("manifest.json") {
-            let _ = self.0.put_if_absent("erased/alice.json", b"{}".to_vec()).await;
+            let _ = self
+                .0
+                .put_if_absent("erased/alice.json", b"{}".to_vec())
+                .await;
         }
         self.0.put_if_absent(k, b).await
     }
