@@ -918,3 +918,223 @@ async fn internal_errors_are_500_without_internals() {
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(!r.json.to_string().contains("secret-path"));
 }
+
+/// An fs store that logs every call, can slip one concurrent manifest write in just before the
+/// server's next compare-and-swap, and can make every manifest swap lose.
+#[derive(Debug)]
+struct Instrumented {
+    inner: FsStore,
+    log: std::sync::Mutex<Vec<String>>,
+    concurrent_write: std::sync::Mutex<Option<Vec<u8>>>,
+    always_lose: bool,
+}
+
+impl Instrumented {
+    fn new(dir: &Path, always_lose: bool) -> Self {
+        Instrumented {
+            inner: FsStore::open(dir).unwrap(),
+            log: Default::default(),
+            concurrent_write: Default::default(),
+            always_lose,
+        }
+    }
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut self.log.lock().unwrap())
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Instrumented {
+    async fn get(&self, k: &str, v: Option<&ETag>) -> Result<Fetched, StoreError> {
+        let tag = if v.is_some() {
+            "get-if-none-match"
+        } else {
+            "get"
+        };
+        self.log.lock().unwrap().push(format!("{tag} {k}"));
+        self.inner.get(k, v).await
+    }
+    async fn put_if_match(&self, k: &str, b: Vec<u8>, e: &ETag) -> Result<ETag, StoreError> {
+        self.log.lock().unwrap().push(format!("put-if-match {k}"));
+        if self.always_lose && k.ends_with("manifest.json") {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let injected = self.concurrent_write.lock().unwrap().take();
+        if let Some(other) = injected {
+            self.inner.put_if_match(k, other, e).await.unwrap();
+        }
+        self.inner.put_if_match(k, b, e).await
+    }
+    async fn put_if_absent(&self, k: &str, b: Vec<u8>) -> Result<ETag, StoreError> {
+        self.log.lock().unwrap().push(format!("put-if-absent {k}"));
+        self.inner.put_if_absent(k, b).await
+    }
+    async fn list(&self, p: &str) -> Result<Vec<String>, StoreError> {
+        self.log.lock().unwrap().push(format!("list {p}"));
+        self.inner.list(p).await
+    }
+    async fn delete(&self, k: &str) -> Result<(), StoreError> {
+        self.log.lock().unwrap().push(format!("delete {k}"));
+        self.inner.delete(k).await
+    }
+}
+
+fn instrumented(always_lose: bool) -> (Harness, Arc<Instrumented>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Instrumented::new(dir.path(), always_lose));
+    let h = Harness::on_store(dir, store.clone(), |s| s.commit_attempts = 4);
+    (h, store)
+}
+
+#[tokio::test]
+async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_read() {
+    let (h, store) = instrumented(false);
+    let t = h.token("alice").await;
+    h.commit_ok(&t, "user", vec![put("a", None, "1"), put("b", None, "2")])
+        .await;
+    let first = h.snap(&t, "user").await;
+    store.take_log();
+    let s = h
+        .snapshot(
+            &t,
+            SnapshotRequest {
+                scope: Scope::User,
+                have: first.bodies.iter().map(|b| b.hash.clone()).collect(),
+                known_manifest: None,
+            },
+        )
+        .await;
+    assert!(s.bodies.is_empty());
+    let log = store.take_log();
+    assert!(
+        log.iter().all(|l| !l.contains("/objects/")),
+        "bodies in `have` were read: {log:?}"
+    );
+    h.snapshot(
+        &t,
+        SnapshotRequest {
+            scope: Scope::User,
+            have: vec![],
+            known_manifest: first.manifest_version.clone(),
+        },
+    )
+    .await;
+    let log = store.take_log();
+    let data: Vec<&String> = log.iter().filter(|l| l.contains("users/")).collect();
+    assert_eq!(
+        data,
+        vec!["get-if-none-match users/alice/memory/manifest.json"],
+        "an unchanged poll must cost one conditional manifest read: {log:?}"
+    );
+}
+
+/// Moves note `id` to revision `rev` in the stored manifest, as another device's commit would.
+async fn concurrent_manifest(h: &Harness, id: &str, rev: &str) -> Vec<u8> {
+    let Fetched::Object(o) = h
+        .store
+        .get("users/alice/memory/manifest.json", None)
+        .await
+        .unwrap()
+    else {
+        panic!("no manifest")
+    };
+    let mut m = memoria_sync_server::manifest::Manifest::from_bytes(&o.bytes).unwrap();
+    m.generation += 1;
+    let e = m
+        .notes
+        .get_mut(&memoria_shared::NoteId::new(id).unwrap())
+        .unwrap();
+    // The other device's revision file, written before its manifest as the server does.
+    let dir = format!("users/alice/memory/objects/{id}");
+    let Fetched::Object(body) = h
+        .store
+        .get(&format!("{dir}/{}.md", e.revision), None)
+        .await
+        .unwrap()
+    else {
+        panic!("no revision")
+    };
+    h.store
+        .put_if_absent(&format!("{dir}/{rev}.md"), body.bytes)
+        .await
+        .unwrap();
+    e.revision = rev.to_owned();
+    m.to_bytes()
+}
+
+#[tokio::test]
+async fn a_lost_swap_revalidates_stale_bases_are_refused_never_overwritten() {
+    let (h, store) = instrumented(false);
+    let t = h.token("alice").await;
+    let c = h
+        .commit_ok(&t, "user", vec![put("a", None, "1"), put("b", None, "1")])
+        .await;
+    // Another device edits `a` between this commit's manifest read and its swap.
+    let other = concurrent_manifest(&h, "a", "from-another-device").await;
+    *store.concurrent_write.lock().unwrap() = Some(other.clone());
+    let r = h
+        .commit(&t, "user", vec![put("a", Some(&rev(&c, 0)), "mine")])
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.json);
+    assert_eq!(
+        r.json["stale"],
+        json!([{"id": "a", "currentRevision": "from-another-device"}])
+    );
+    let stored = h.tree()["users/alice/memory/manifest.json"].clone();
+    assert_eq!(stored, other, "the other device's manifest was overwritten");
+    let objects = h
+        .tree()
+        .into_keys()
+        .filter(|k| k.contains("/objects/a/"))
+        .count();
+    assert_eq!(
+        objects, 2,
+        "only the first and the other device's revisions of a may remain"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_swap_on_other_notes_retries_and_applies() {
+    let (h, store) = instrumented(false);
+    let t = h.token("alice").await;
+    let c = h
+        .commit_ok(&t, "user", vec![put("a", None, "1"), put("b", None, "1")])
+        .await;
+    *store.concurrent_write.lock().unwrap() =
+        Some(concurrent_manifest(&h, "a", "from-another-device").await);
+    let ok = h
+        .commit_ok(&t, "user", vec![put("b", Some(&rev(&c, 1)), "mine")])
+        .await;
+    let s = h.snap(&t, "user").await;
+    assert_eq!(
+        s.notes[0].revision, "from-another-device",
+        "kept the other edit"
+    );
+    assert_eq!(s.notes[1].revision, rev(&ok, 0));
+    let swaps = store
+        .take_log()
+        .iter()
+        .filter(|l| l.starts_with("put-if-match"))
+        .count();
+    assert_eq!(swaps, 2, "one lost swap, one retry");
+}
+
+#[tokio::test]
+async fn endless_contention_is_503_and_leaves_nothing_behind() {
+    let (h, _store) = instrumented(true);
+    let t = h.token("alice").await;
+    // The first commit creates the manifest (create-only), the second must swap it.
+    let c = h.commit_ok(&t, "user", vec![put("a", None, "1")]).await;
+    let before = h.tree();
+    let r = h
+        .commit(
+            &t,
+            "user",
+            vec![put("a", Some(&rev(&c, 0)), "2"), put("b", None, "2")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.json);
+    assert_eq!(r.json["code"], "contention");
+    assert_eq!(r.headers["retry-after"], "1");
+    assert_eq!(h.tree(), before, "a refused commit left revisions behind");
+}
