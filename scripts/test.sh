@@ -7,6 +7,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/memoria/target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 scripts/install-test-tools.sh
+scripts/install-moto.sh
 export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
 
 if cargo nextest --version >/dev/null 2>&1; then

@@ -1,5 +1,8 @@
 //! Fixtures shared by the integration tests.
 
+pub mod moto;
+pub mod sync_server;
+
 use std::path::PathBuf;
 
 /// A binary of this workspace, built by the same `cargo test`/`cargo nextest` run (every
