@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use memoria_shared::protocol::{Change, ChangeOp};
 use memoria_shared::{ContentHash, Note, NoteId};
@@ -90,46 +90,13 @@ impl Drop for InProcessServer {
     }
 }
 
-/// The `memoria-sync` binary, built (once per test process) if cargo is driving the tests.
+/// The `memoria-sync` binary (`MEMORIA_SYNC_BIN` overrides). The workspace build that runs the
+/// tests builds it, because `sync-server` has integration tests of its own.
 pub fn sync_binary() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("MEMORIA_SYNC_BIN") {
-            return PathBuf::from(p);
-        }
-        // target/<profile>/deps/it-<hash> → target/<profile>/memoria-sync
-        let exe = std::env::current_exe().expect("test executable path");
-        let dir = exe
-            .parent()
-            .and_then(|d| d.parent())
-            .expect("target directory")
-            .to_path_buf();
-        if let Some(cargo) = std::env::var_os("CARGO") {
-            let release = dir.file_name().is_some_and(|n| n == "release");
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "memoria-sync-server",
-                "--bin",
-                "memoria-sync",
-            ]);
-            if release {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build for memoria-sync");
-            assert!(status.success(), "cargo build of memoria-sync failed");
-        }
-        let bin = dir.join(format!("memoria-sync{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            bin.exists(),
-            "{} is missing: run `cargo build -p memoria-sync-server` or set MEMORIA_SYNC_BIN",
-            bin.display()
-        );
-        bin
-    })
-    .clone()
+    match std::env::var_os("MEMORIA_SYNC_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => crate::workspace_bin("memoria-sync"),
+    }
 }
 
 /// Runs `memoria-sync ARGS` to completion; returns stdout, panicking with stderr on failure.
