@@ -1,1 +1,3 @@
 //! memoria-engine
+
+pub mod recall;
