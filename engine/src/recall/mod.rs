@@ -441,7 +441,6 @@ impl RecallIndex {
                 .collect()
         };
         report.embedded = embed_missing(&self.shared, &need, progress)?;
-        *lock(&self.data_version) = lock(&self.docs).data_version()?;
         Ok(report)
     }
 
@@ -659,7 +658,6 @@ impl RecallIndex {
                 }
             }
         }
-        *lock(&self.data_version) = lock(&self.docs).data_version()?;
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! Tests of the whole index: scopes, fallbacks, re-embedding, damage, bad input, concurrency.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use memoria_shared::{FixedClock, Trust};
 
@@ -11,8 +11,9 @@ use super::*;
 struct Counting {
     id: String,
     passages: Arc<AtomicUsize>,
-    /// Held by the test to stall embedding (to observe search during a re-embed).
-    gate: Arc<Mutex<()>>,
+    /// Set by the test to stall embedding (to observe search during a re-embed); a stall
+    /// never outlasts ten seconds, so a failing test cannot hang.
+    stall: Arc<AtomicBool>,
 }
 
 impl Embedder for Counting {
@@ -20,7 +21,10 @@ impl Embedder for Counting {
         &self.id
     }
     fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
-        let _g = self.gate.lock().unwrap();
+        let start = std::time::Instant::now();
+        while self.stall.load(Ordering::SeqCst) && start.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         self.passages.fetch_add(texts.len(), Ordering::SeqCst);
         Ok(texts.iter().map(|t| HashEmbedder::embed(t)).collect())
     }
@@ -29,27 +33,27 @@ impl Embedder for Counting {
     }
 }
 
-fn counting(
-    id: &str,
-) -> (
+type Counted = (
     Box<dyn Embedder>,
     EmbedderChoice,
     Arc<AtomicUsize>,
-    Arc<Mutex<()>>,
-) {
+    Arc<AtomicBool>,
+);
+
+fn counting(id: &str, stalled: bool) -> Counted {
     let n = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Mutex::new(()));
+    let stall = Arc::new(AtomicBool::new(stalled));
     let e = Counting {
         id: id.into(),
         passages: Arc::clone(&n),
-        gate: Arc::clone(&gate),
+        stall: Arc::clone(&stall),
     };
     let choice = EmbedderChoice {
         kind: "hash",
         model_id: id.into(),
         fallback_reason: None,
     };
-    (Box::new(e), choice, n, gate)
+    (Box::new(e), choice, n, stall)
 }
 
 fn clock() -> Arc<dyn Clock> {
@@ -260,7 +264,7 @@ fn new_and_edited_notes_are_searchable_at_once_and_removal_works() {
 fn unchanged_notes_are_never_re_embedded_and_a_model_change_re_embeds_in_background() {
     let dir = tempfile::tempdir().unwrap();
     let config = RecallConfig::new(dir.path());
-    let (e, c, n1, _) = counting("model-one");
+    let (e, c, n1, _) = counting("model-one", false);
     let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
     let report = ix.upsert(&corpus()).unwrap();
     assert_eq!(report.embedded, 4);
@@ -277,19 +281,22 @@ fn unchanged_notes_are_never_re_embedded_and_a_model_change_re_embeds_in_backgro
     drop(ix);
 
     // A new model: everything is re-embedded on a background thread while search works.
-    let (e, c, n2, gate) = counting("model-two");
-    let stall = gate.lock().unwrap();
+    let (e, c, n2, stall) = counting("model-two", true);
     let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
     assert_eq!(ix.status().pending_embeddings, 4);
     let hits = ix
-        .search("pricing cards", &SearchOptions::default())
+        .search("pricing cards fill", &SearchOptions::default())
         .unwrap();
     assert_eq!(
         ids(&hits)[0],
         "project:a/pricing",
         "lexical recall during re-embedding"
     );
-    drop(stall);
+    assert!(
+        hits[0].cosine.is_none(),
+        "the busy model was not waited for"
+    );
+    stall.store(false, Ordering::SeqCst);
     ix.wait_for_vectors();
     assert_eq!(ix.status().documents_with_vectors, 4);
     assert_eq!(ix.status().pending_embeddings, 0);
@@ -297,7 +304,7 @@ fn unchanged_notes_are_never_re_embedded_and_a_model_change_re_embeds_in_backgro
     drop(ix);
 
     // Back to the first model: its vectors are still cached.
-    let (e, c, n3, _) = counting("model-one");
+    let (e, c, n3, _) = counting("model-one", false);
     let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
     ix.wait_for_vectors();
     assert_eq!(n3.load(Ordering::SeqCst), 0);
