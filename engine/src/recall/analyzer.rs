@@ -244,7 +244,7 @@ pub fn detect(text: &str) -> Detected {
         }
     }
     let mut ranked: Vec<(u32, Lang)> = Lang::ALL.iter().map(|l| (score[l.index()], *l)).collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
     let (best, lang) = ranked[0];
     let second = ranked[1].0;
     // Two marker words at least, and a clear lead over the runner-up.

@@ -89,7 +89,7 @@ pub fn load(model_dir: Option<&Path>, threads: usize) -> (Box<dyn Embedder>, Emb
 }
 
 fn hash_fallback(reason: String) -> (Box<dyn Embedder>, EmbedderChoice) {
-    let e = HashEmbedder::default();
+    let e = HashEmbedder;
     let choice = EmbedderChoice {
         kind: "hash",
         model_id: e.model_id().to_owned(),

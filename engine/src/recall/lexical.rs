@@ -26,8 +26,8 @@ use super::{Error, RecallDoc};
 pub const WRITER_WAIT: Duration = Duration::from_secs(15);
 
 /// Field boosts: a hit in the summary or tags says more than one in the body.
-pub const SUMMARY_BOOST: f32 = 2.0;
-pub const TAGS_BOOST: f32 = 1.5;
+pub const SUMMARY_BOOST: f32 = 1.0;
+pub const TAGS_BOOST: f32 = 1.0;
 pub const BODY_BOOST: f32 = 1.0;
 
 /// Bumped whenever the schema or the analysis changes; a mismatch rebuilds the index.

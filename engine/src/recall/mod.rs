@@ -264,6 +264,9 @@ pub struct RecallIndex {
     rebuilt: bool,
 }
 
+/// A result during MMR: fused entry, its explanation, its first chunk's vector.
+type MmrItem = (rank::Fused, Explain, Option<Vec<f32>>);
+
 /// Embedding batch size (chunks); small, so a search waiting for the model waits little.
 const EMBED_BATCH: usize = 8;
 
@@ -592,7 +595,7 @@ impl RecallIndex {
             // Diversity among the top of the list only: MMR is quadratic.
             let tail = scored.split_off(scored.len().min(opts.limit.max(1) * 3));
             let vectors = read(&self.shared.vectors);
-            let with_vec: Vec<((rank::Fused, Explain, Option<Vec<f32>>), f64)> = scored
+            let with_vec: Vec<(MmrItem, f64)> = scored
                 .into_iter()
                 .map(|(f, e)| {
                     let v = vectors.first_vector(&f.key);
