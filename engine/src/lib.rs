@@ -1,3 +1,25 @@
-//! memoria-engine
+//! memoria-engine: everything that runs on a user's machine — the vault of Markdown notes, the
+//! SQLite index, backups, the credential guard, import/export and the file watcher (recall,
+//! sync client and MCP server join as their issues land). The binary `memoria` is a thin CLI
+//! over [`Engine`]. No GUI dependencies; plain Rust types out, JSON only at the CLI boundary.
 
+pub mod agent;
+pub mod backup;
+pub mod doctor;
+pub mod error;
+pub mod fsx;
+pub mod guard;
+pub mod home;
+pub mod hook;
+pub mod import;
+pub mod index;
+pub mod mcp;
+pub mod project;
 pub mod recall;
+pub mod scan;
+pub mod vault;
+pub mod watch;
+
+pub use error::{Error, Result};
+pub use project::{Project, Scope};
+pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};

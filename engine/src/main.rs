@@ -1,24 +1,149 @@
-//! The `memoria` binary: parses arguments and dispatches to the engine.
+//! `memoria`: the command line over the engine. Human output by default, `--json` for scripts;
+//! exit codes 0 ok, 1 error, 2 usage.
 
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use memoria_engine::recall::cli::{BenchArgs, EvalArgs};
+use memoria_engine::backup::human_utc;
+use memoria_engine::vault::OpenOptions;
+use memoria_engine::{
+    Engine, NewNote, NoteEdit, Project, Scope, ScopeChoice, doctor, import, watch,
+};
+use memoria_shared::NoteType;
+use serde_json::json;
 
-#[derive(Debug, Parser)]
+#[derive(Parser, Debug)]
 #[command(
     name = "memoria",
     version,
-    about = "Local-first memory for people and their agents"
+    about = "Local-first long-term memory for you and your AI agents"
 )]
 struct Cli {
-    /// Print machine-readable JSON.
+    /// Memoria's home folder (default: $MEMORIA_HOME, else the platform data folder).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// The project folder (default: the current folder; the project is found walking up).
+    #[arg(long, global = true, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand, Debug)]
 enum Command {
+    /// Create the home folders; with DIR, also make DIR a project (.memoria/project.json, MEMORY/).
+    Init {
+        dir: Option<PathBuf>,
+        /// The project's type; projects of one type share `domain` notes.
+        #[arg(long = "type", value_name = "TYPE")]
+        project_type: Option<String>,
+    },
+    /// Add a note and print its id.
+    Add {
+        #[arg(long)]
+        summary: String,
+        /// user, feedback, project, reference or domain.
+        #[arg(long = "type", value_name = "TYPE")]
+        note_type: Option<String>,
+        /// Comma-separated tags.
+        #[arg(long, value_delimiter = ',')]
+        tags: Vec<String>,
+        /// user, project or domain (default: user for user notes, else the current project).
+        #[arg(long)]
+        scope: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
+        /// The body text, or `-` to read it from standard input.
+        #[arg(long)]
+        body: Option<String>,
+    },
+    /// Show a note with its metadata and backlinks.
+    Show {
+        id: String,
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Change a note's summary, body, tags or type.
+    Edit {
+        id: String,
+        #[arg(long)]
+        summary: Option<String>,
+        /// The new body, or `-` to read it from standard input.
+        #[arg(long)]
+        body: Option<String>,
+        /// Comma-separated tags (replaces the tags; give an empty string to clear them).
+        #[arg(long)]
+        tags: Option<String>,
+        #[arg(long = "type", value_name = "TYPE")]
+        note_type: Option<String>,
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// List notes (parse errors are shown, never hidden).
+    List {
+        #[arg(long)]
+        scope: Option<String>,
+        #[arg(long = "type", value_name = "TYPE")]
+        note_type: Option<String>,
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// Back a note up, then remove it.
+    Forget {
+        id: String,
+        /// Required: forgetting is deliberate.
+        #[arg(long)]
+        confirm: bool,
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Search the visible notes (lexical).
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// List backups, newest first.
+    Backups {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Put a backup back into the scope it came from.
+    Restore { backup_id: String },
+    /// Import a folder of Markdown (an Obsidian vault, OpenClaw's MEMORY.md + memory/*.md, an export).
+    Import {
+        dir: PathBuf,
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Copy every visible note into DIR/<scope>/.
+    Export { dir: PathBuf },
+    /// Paths, counts, files with errors and index health.
+    Doctor {
+        /// Delete the index and rebuild it from the notes (usage counts restart from zero).
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// Keep the index in step with edits made outside Memoria until interrupted.
+    Watch,
+    /// Projects this machine has seen.
+    Projects,
+    /// Serve Memoria's tools to an agent over MCP (stdio by default). The scope is locked to the
+    /// project of the working directory (or --project) plus the user's notes.
+    Mcp {
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:7424) instead of stdio.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<std::net::SocketAddr>,
+        /// Bearer token clients must send over HTTP (required off loopback).
+        #[arg(long, env = "MEMORIA_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
     /// Measure retrieval quality.
     #[command(subcommand)]
     Eval(EvalCommand),
@@ -30,23 +155,521 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum EvalCommand {
     /// Index a BEIR corpus into a temporary home and report nDCG@10, Recall@100, MRR@10.
-    Beir(EvalArgs),
+    Beir(memoria_engine::recall::cli::EvalArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// Search latency, indexing throughput and memory of hybrid recall.
-    Recall(BenchArgs),
+    Recall(memoria_engine::recall::cli::BenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Eval(EvalCommand::Beir(args)) => {
-            memoria_engine::recall::cli::run_eval(&args, cli.json)
-        }
-        Command::Bench(BenchCommand::Recall(args)) => {
-            memoria_engine::recall::cli::run_bench(&args, cli.json)
+    let json = cli.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let message = format!("{e:#}");
+            if json {
+                eprintln!("{}", json!({ "error": { "message": message } }));
+            } else {
+                eprintln!("memoria: {message}");
+            }
+            ExitCode::from(1)
         }
     }
+}
+
+fn open(cli: &Cli) -> Result<Engine> {
+    let project_dir = match &cli.project {
+        Some(dir) => {
+            if Project::discover(dir)?.is_none() {
+                anyhow::bail!(
+                    "{} is not inside a Memoria project: run `memoria init {}` first",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            Some(dir.clone())
+        }
+        None => std::env::current_dir().ok(),
+    };
+    Ok(Engine::open(OpenOptions {
+        home: cli.home.clone(),
+        project_dir,
+        ..Default::default()
+    })?)
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn read_body(arg: Option<String>) -> Result<Option<String>> {
+    match arg.as_deref() {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the body from standard input")?;
+            Ok(Some(s))
+        }
+        _ => Ok(arg),
+    }
+}
+
+fn note_type(arg: Option<&str>) -> Result<Option<NoteType>> {
+    arg.map(|t| NoteType::parse_known(t).map_err(anyhow::Error::msg))
+        .transpose()
+}
+
+fn scope_arg(engine: &Engine, arg: Option<&str>) -> Result<Option<Scope>> {
+    Ok(match arg {
+        None => None,
+        Some(s) => Some(engine.scope_of(s.parse::<ScopeChoice>()?)?),
+    })
+}
+
+fn tags_arg(arg: &str) -> Vec<String> {
+    arg.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    match &cli.command {
+        Command::Eval(EvalCommand::Beir(args)) => memoria_engine::recall::cli::run_eval(args, json),
+        Command::Bench(BenchCommand::Recall(args)) => {
+            memoria_engine::recall::cli::run_bench(args, json)
+        }
+        Command::Init { dir, project_type } => {
+            let dir = dir.clone().or_else(|| cli.project.clone());
+            let project = match &dir {
+                Some(d) => Some(Project::init(d, project_type.as_deref())?),
+                None if project_type.is_some() => {
+                    anyhow::bail!("--type needs a project folder: `memoria init DIR --type T`")
+                }
+                None => None,
+            };
+            let engine = Engine::open(OpenOptions {
+                home: cli.home.clone(),
+                project_dir: project.as_ref().map(|p| p.root.clone()),
+                ..Default::default()
+            })?;
+            let home = engine.home().root().display().to_string();
+            if json {
+                print_json(&json!({
+                    "home": home,
+                    "project": project.as_ref().map(|p| json!({"id": p.id, "root": p.root, "projectType": p.project_type})),
+                }))?;
+            } else {
+                println!("home: {home}");
+                match &project {
+                    Some(p) => println!("project: {} ({})", p.root.display(), p.id),
+                    None => println!(
+                        "no project: run `memoria init DIR` inside a project folder to give it its own notes"
+                    ),
+                }
+            }
+        }
+        Command::Add {
+            summary,
+            note_type: ty,
+            tags,
+            scope,
+            id,
+            body,
+        } => {
+            let mut engine = open(&cli)?;
+            let written = engine.add(NewNote {
+                summary: summary.clone(),
+                body: read_body(body.clone())?.unwrap_or_default(),
+                note_type: note_type(ty.as_deref())?,
+                tags: tags
+                    .iter()
+                    .map(|t| t.trim().to_owned())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+                scope: scope.as_deref().map(str::parse).transpose()?,
+                id: id.clone(),
+                ..Default::default()
+            })?;
+            if json {
+                print_json(&written)?;
+            } else {
+                println!("{}", written.id);
+            }
+        }
+        Command::Show { id, scope } => {
+            let mut engine = open(&cli)?;
+            let scope = scope_arg(&engine, scope.as_deref())?;
+            let view = engine.show(id, scope.as_ref())?;
+            let ix = &view.indexed;
+            if json {
+                print_json(&json!({
+                    "scope": view.scope.key(),
+                    "id": ix.id,
+                    "path": ix.path,
+                    "summary": ix.summary,
+                    "type": ix.note_type,
+                    "tags": ix.tags,
+                    "createdAt": ix.created_at,
+                    "updatedAt": ix.updated_at,
+                    "hash": ix.hash,
+                    "error": ix.error,
+                    "links": view.note.as_ref().map(|n| n.links()).unwrap_or_default(),
+                    "backlinks": view.backlinks.iter().map(|(s, i)| json!({"scope": s, "id": i})).collect::<Vec<_>>(),
+                    "body": view.note.as_ref().map(|n| n.body.clone()).unwrap_or_else(|| ix.body.clone()),
+                }))?;
+            } else {
+                println!("id:       {}", ix.id);
+                println!("scope:    {}", view.scope);
+                println!("summary:  {}", ix.summary);
+                if let Some(t) = &ix.note_type {
+                    println!("type:     {t}");
+                }
+                if !ix.tags.is_empty() {
+                    println!("tags:     {}", ix.tags.join(", "));
+                }
+                if let Some(t) = ix.updated_at {
+                    println!("updated:  {}", human_utc(t));
+                }
+                println!("path:     {}", ix.path);
+                if !view.backlinks.is_empty() {
+                    let b: Vec<String> = view.backlinks.iter().map(|(_, i)| i.clone()).collect();
+                    println!("linked from: {}", b.join(", "));
+                }
+                if let Some(e) = &ix.error {
+                    println!("ERROR:    {e}");
+                }
+                println!("---");
+                let body = view
+                    .note
+                    .as_ref()
+                    .map(|n| n.body.as_str())
+                    .unwrap_or(ix.body.as_str());
+                print!("{body}");
+                if !body.ends_with('\n') {
+                    println!();
+                }
+            }
+        }
+        Command::Edit {
+            id,
+            summary,
+            body,
+            tags,
+            note_type: ty,
+            scope,
+        } => {
+            let mut engine = open(&cli)?;
+            let scope = scope_arg(&engine, scope.as_deref())?;
+            let edit = NoteEdit {
+                summary: summary.clone(),
+                body: read_body(body.clone())?,
+                tags: tags.as_deref().map(tags_arg),
+                note_type: note_type(ty.as_deref())?,
+                ..Default::default()
+            };
+            if edit.summary.is_none()
+                && edit.body.is_none()
+                && edit.tags.is_none()
+                && edit.note_type.is_none()
+            {
+                anyhow::bail!("nothing to change: give --summary, --body, --tags or --type");
+            }
+            let written = engine.edit(id, scope.as_ref(), edit)?;
+            if json {
+                print_json(&written)?;
+            } else {
+                println!("{}", written.id);
+            }
+        }
+        Command::List {
+            scope,
+            note_type: ty,
+            tag,
+        } => {
+            let engine = open(&cli)?;
+            let scope = scope_arg(&engine, scope.as_deref())?;
+            let rows = engine.list(scope.as_ref(), ty.as_deref(), tag.as_deref())?;
+            if json {
+                print_json(&rows)?;
+            } else if rows.is_empty() {
+                println!("no notes");
+            } else {
+                for r in &rows {
+                    let ty = r.note_type.as_deref().unwrap_or("-");
+                    match &r.error {
+                        Some(e) => println!(
+                            "{:<10} {:<32} {:<10} ! {} — {e}",
+                            r.scope, r.id, ty, r.rel_path
+                        ),
+                        None => println!("{:<10} {:<32} {:<10} {}", r.scope, r.id, ty, r.summary),
+                    }
+                }
+            }
+        }
+        Command::Forget { id, confirm, scope } => {
+            if !confirm {
+                anyhow::bail!("forgetting `{id}` needs --confirm (a backup is kept either way)");
+            }
+            let mut engine = open(&cli)?;
+            let scope = scope_arg(&engine, scope.as_deref())?;
+            let meta = engine.forget(id, scope.as_ref())?;
+            if json {
+                print_json(&meta)?;
+            } else {
+                println!(
+                    "forgot {} (backup {}; `memoria restore {}` brings it back)",
+                    meta.note_id, meta.backup_id, meta.backup_id
+                );
+            }
+        }
+        Command::Search { query, limit } => {
+            let engine = open(&cli)?;
+            let hits = engine.search(query, *limit)?;
+            if json {
+                print_json(&hits)?;
+            } else if hits.is_empty() {
+                println!("no matches");
+            } else {
+                for h in &hits {
+                    println!("{:>6.2}  {:<32} {}", h.score, h.id, h.summary);
+                    let snippet = h.snippet.replace('\n', " ");
+                    if !snippet.trim().is_empty() {
+                        println!("        {}", snippet.trim());
+                    }
+                }
+            }
+        }
+        Command::Backups { limit } => {
+            let engine = open(&cli)?;
+            let rows = engine.backups(*limit)?;
+            if json {
+                print_json(&rows)?;
+            } else if rows.is_empty() {
+                println!("no backups");
+            } else {
+                for b in &rows {
+                    println!(
+                        "{}  {:<18} {:<12} {}  {}",
+                        b.backup_id,
+                        b.reason,
+                        b.scope,
+                        b.note_id,
+                        human_utc(b.created_at)
+                    );
+                }
+            }
+        }
+        Command::Restore { backup_id } => {
+            let mut engine = open(&cli)?;
+            let r = engine.restore(backup_id)?;
+            if json {
+                print_json(&r)?;
+            } else if r.unchanged {
+                println!("{} already matches the backup; nothing changed", r.id);
+            } else {
+                println!("restored {} into {} ({})", r.id, r.scope, r.path);
+                if let Some(b) = &r.replaced_backup {
+                    println!("the version it replaced is in backup {b}");
+                }
+            }
+        }
+        Command::Import { dir, scope } => {
+            let mut engine = open(&cli)?;
+            let choice = scope
+                .as_deref()
+                .map(str::parse::<ScopeChoice>)
+                .transpose()?;
+            let bar = indicatif::ProgressBar::new(0);
+            if !std::io::stderr().is_terminal() || json {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+            }
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let report = import::import(&mut engine, dir, choice, &mut |done, total, rel| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message(rel.to_owned());
+            })?;
+            bar.finish_and_clear();
+            if json {
+                print_json(&report)?;
+            } else {
+                println!(
+                    "{} files: {} added, {} updated, {} unchanged, {} skipped (into {})",
+                    report.files,
+                    report.added,
+                    report.updated,
+                    report.unchanged,
+                    report.skipped.len(),
+                    report.scope
+                );
+                if report.flagged_secrets > 0 {
+                    println!(
+                        "{} notes look like they contain secrets: kept, tagged `{}`, never recalled",
+                        report.flagged_secrets,
+                        import::SECRETS_TAG
+                    );
+                }
+                for s in &report.skipped {
+                    println!("skipped {}: {}", s.path, s.reason);
+                }
+            }
+        }
+        Command::Export { dir } => {
+            let engine = open(&cli)?;
+            let report = import::export(&engine, dir)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                println!("exported {} notes to {}", report.files, report.dir);
+            }
+        }
+        Command::Doctor { rebuild } => {
+            if *rebuild {
+                rebuild_index(&cli)?;
+            }
+            let engine = open(&cli)?;
+            let report = doctor::run(&engine)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_doctor(&report);
+            }
+        }
+        Command::Watch => {
+            let engine = open(&cli)?;
+            let handle = watch::start(&engine, move |scope, stats| {
+                if json {
+                    println!(
+                        "{}",
+                        json!({"scope": scope.key(), "added": stats.added, "updated": stats.updated, "removed": stats.removed})
+                    );
+                } else {
+                    println!(
+                        "{scope}: {} added, {} updated, {} removed",
+                        stats.added, stats.updated, stats.removed
+                    );
+                }
+            })?;
+            for (scope, dir) in handle.scopes() {
+                if !json {
+                    println!("watching {scope} in {}", dir.display());
+                }
+            }
+            if json {
+                println!("{}", json!({"ready": true}));
+            } else {
+                println!("ready; press Ctrl-C to stop");
+            }
+            loop {
+                std::thread::park();
+            }
+        }
+        Command::Mcp { http, token } => {
+            let engine = open(&cli)?;
+            // Keep the index fresh while the agent session runs.
+            let _watch = watch::start(&engine, |_, _| {})?;
+            let server = memoria_engine::mcp::MemoriaMcp::new(engine);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            match http {
+                Some(addr) => runtime.block_on(memoria_engine::mcp::serve_http(
+                    server,
+                    *addr,
+                    token.clone(),
+                ))?,
+                None => runtime.block_on(memoria_engine::mcp::serve_stdio(server))?,
+            }
+        }
+        Command::Projects => {
+            let engine = open(&cli)?;
+            let rows = engine.index().projects()?;
+            if json {
+                let v: Vec<_> = rows
+                    .iter()
+                    .map(|(id, root, t, seen)| json!({"id": id, "root": root, "projectType": t, "lastSeen": seen}))
+                    .collect();
+                print_json(&v)?;
+            } else if rows.is_empty() {
+                println!("no projects yet: `memoria init DIR` makes a folder a project");
+            } else {
+                for (id, root, t, _) in &rows {
+                    let gone = if Path::new(root).join(".memoria").is_dir() {
+                        ""
+                    } else {
+                        "  (folder gone)"
+                    };
+                    println!("{id}  {:<10} {root}{gone}", t.as_deref().unwrap_or("-"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rebuild_index(cli: &Cli) -> Result<()> {
+    let home = memoria_engine::home::Home::resolve(cli.home.as_deref())?;
+    for ext in ["sqlite", "sqlite-wal", "sqlite-shm"] {
+        let p = home.index_db().with_extension(ext);
+        if p.exists() {
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn print_doctor(r: &doctor::DoctorReport) {
+    println!("home:     {}", r.home);
+    println!("index:    {} ({})", r.index, r.index_integrity);
+    println!("backups:  {} in {}", r.backups, r.backups_dir);
+    match &r.project {
+        Some(p) => println!(
+            "project:  {} ({}, type {})",
+            p.root,
+            p.id,
+            p.project_type.as_deref().unwrap_or("-")
+        ),
+        None => println!("project:  none here"),
+    }
+    for s in &r.scopes {
+        let watched = if s.watched { ", watched" } else { "" };
+        println!(
+            "{}: {} notes, {} files in {}{watched}",
+            s.scope, s.notes, s.files_on_disk, s.dir
+        );
+        for b in &s.broken {
+            println!("  ! {} ({}): {}", b.path, b.id, b.error);
+        }
+        for d in &s.duplicate_ids {
+            println!("  ! id `{d}` is claimed by more than one file: rename one");
+        }
+        if s.leftover_temp_files > 0 {
+            println!(
+                "  {} leftover temp files from interrupted writes (removed after 10 minutes)",
+                s.leftover_temp_files
+            );
+        }
+    }
+    println!(
+        "{}",
+        if r.ok {
+            "all good"
+        } else {
+            "problems found (see above)"
+        }
+    );
 }

@@ -177,39 +177,4 @@ mod tests {
         assert_eq!(ContentHash::parse("XYZ"), None);
         assert_eq!(ContentHash::parse(&"A".repeat(64)), None);
     }
-
-    #[test]
-    fn print_vectors() {
-        // Run with --nocapture to regenerate the table in docs/PROTOCOL.md.
-        for (id, summary, ty, tags, body) in [
-            ("a", "b", None, vec![], ""),
-            (
-                "pricing-borderless-3fa",
-                "Pricing cards use fills, not borders",
-                Some("feedback"),
-                vec!["design"],
-                "Cards are separated by fill and whitespace. See [[pricing-layout-a91]].\n",
-            ),
-            (
-                "tags-order",
-                "Tags are a set",
-                Some("reference"),
-                vec!["zeta", "alpha", "alpha", "Mid"],
-                "body\n",
-            ),
-            ("crlf", "Line endings", None, vec![], "one\r\ntwo\r\n"),
-            (
-                "unicode-7",
-                "定价卡片 · Precios",
-                Some("user"),
-                vec!["中文", "español"],
-                "Línea 1\n第二行\n",
-            ),
-        ] {
-            let tags: Vec<String> = tags.into_iter().map(String::from).collect();
-            let h = ContentHash::of_parts(id, summary, ty, &tags, body);
-            let json = serde_json::json!([id, summary, ty, tags, body]);
-            println!("| vector | `{json}` | `{h}` |");
-        }
-    }
 }

@@ -1,1 +1,8 @@
-//! One integration test binary for the workspace.
+//! One integration test binary for the workspace: tests that cross crate boundaries.
+
+mod mcp;
+mod sync_server;
+mod sync_server_listener;
+mod sync_server_load;
+mod sync_server_s3;
+mod vault_protocol;

@@ -1,1 +1,41 @@
 //! Fixtures shared by the integration tests.
+
+pub mod moto;
+pub mod sync_server;
+
+use std::path::PathBuf;
+
+/// A binary of this workspace, built by the same `cargo test`/`cargo nextest` run (every
+/// workspace binary with integration tests of its own is built before tests run).
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/it-<hash> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target profile folder");
+    let bin = dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} is not built: run the tests through scripts/test.sh",
+        bin.display()
+    );
+    bin
+}
+
+/// The Python with the test tools (python-frontmatter, the MCP SDK) that
+/// `scripts/install-test-tools.sh` installs.
+pub fn test_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMORIA_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let default = home.join(".cache/memoria/tools/py-venv/bin/python");
+    assert!(
+        default.exists(),
+        "the test Python is not installed: run scripts/install-test-tools.sh (or set MEMORIA_TEST_PYTHON)"
+    );
+    default
+}

@@ -1,0 +1,558 @@
+//! What agents may do with memory, as plain Rust: search, expand, remember, forget. The MCP
+//! server (and later other agent front ends) are thin layers over these functions. Scope is the
+//! engine's — fixed when it was opened — never an argument here.
+//!
+//! Never returned to an agent: quarantined notes and notes tagged `contains-secrets`.
+
+use std::collections::HashMap;
+
+use memoria_shared::note::{NoteType, Relation, Source};
+use memoria_shared::slugify;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::backup::BackupReason;
+use crate::error::{Error, Result};
+use crate::import::SECRETS_TAG;
+use crate::index::IndexedNote;
+use crate::vault::{Engine, NewNote, NoteEdit};
+
+/// Longest snippet returned per hit, in characters.
+pub const SNIPPET_CHARS: usize = 280;
+/// Longest query accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// A search as an agent asks it.
+#[derive(Debug, Clone, Default)]
+pub struct AgentQuery {
+    /// One to five phrasings; results are fused.
+    pub queries: Vec<String>,
+    pub limit: usize,
+    pub types: Vec<String>,
+    pub tags: Vec<String>,
+    /// Milliseconds since the epoch, inclusive.
+    pub created_after: Option<i64>,
+    pub created_before: Option<i64>,
+}
+
+/// One search result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentHit {
+    /// `vt:<user|project|domain>/<note id>`; pass it to `memory_expand`.
+    pub id: String,
+    pub summary: String,
+    pub snippet: String,
+    pub score: f64,
+    /// `[CONFIRMED]`, `[INFERRED]`, `[INGESTED]` or `[PEER]`.
+    pub trust: &'static str,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub note_type: Option<String>,
+    pub tags: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<i64>,
+}
+
+/// Whether an agent may see a note at all.
+pub fn recallable(row: &IndexedNote) -> bool {
+    row.trust.as_deref() != Some("quarantined") && !row.tags.iter().any(|t| t == SECRETS_TAG)
+}
+
+/// The label an agent sees for how far to trust a note.
+pub fn trust_label(row: &IndexedNote) -> &'static str {
+    match (row.trust.as_deref(), row.source.as_deref()) {
+        (Some("peer"), _) => "[PEER]",
+        (Some("ingested"), _) => "[INGESTED]",
+        (_, Some("agent_inferred")) => "[INFERRED]",
+        _ => "[CONFIRMED]",
+    }
+}
+
+fn check_query(q: &str) -> Result<()> {
+    if q.trim().is_empty() {
+        return Err(Error::Invalid(
+            "a query is empty: give words to look for".into(),
+        ));
+    }
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(Error::Invalid(format!(
+            "a query is {} bytes; the limit is {MAX_QUERY_BYTES}: ask with fewer words",
+            q.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Searches the visible scopes. Several phrasings are fused by reciprocal rank.
+pub fn search(engine: &Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
+    if q.queries.is_empty() || q.queries.len() > 5 {
+        return Err(Error::Invalid(format!(
+            "give 1 to 5 queries, not {}",
+            q.queries.len()
+        )));
+    }
+    for query in &q.queries {
+        check_query(query)?;
+    }
+    let limit = q.limit.clamp(1, 50);
+    let pool = (limit * 5).max(50);
+    let mut fused: HashMap<(String, String), (f64, String)> = HashMap::new();
+    for query in &q.queries {
+        for (rank, hit) in engine.search(query, pool)?.into_iter().enumerate() {
+            let e = fused
+                .entry((hit.scope.clone(), hit.id.clone()))
+                .or_insert((0.0, hit.snippet.clone()));
+            e.0 += 1.0 / (60.0 + rank as f64 + 1.0);
+        }
+    }
+    let mut hits = Vec::new();
+    for ((scope_key, id), (score, snippet)) in fused {
+        let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
+            continue;
+        };
+        if !recallable(&row) || row.error.is_some() {
+            continue;
+        }
+        if !q.types.is_empty() && !row.note_type.as_ref().is_some_and(|t| q.types.contains(t)) {
+            continue;
+        }
+        if !q.tags.iter().all(|t| row.tags.contains(t)) {
+            continue;
+        }
+        let created = row.created_at.unwrap_or(0);
+        if q.created_after.is_some_and(|a| created < a)
+            || q.created_before.is_some_and(|b| created > b)
+        {
+            continue;
+        }
+        let scope = crate::Scope::from_key(&scope_key)?;
+        let snippet = if snippet.trim().is_empty() {
+            row.body.clone()
+        } else {
+            snippet
+        };
+        hits.push(AgentHit {
+            id: Engine::reference(&scope, &row.id),
+            summary: row.summary.clone(),
+            snippet: clip(&snippet.replace('\n', " "), SNIPPET_CHARS),
+            score: (score * 1e4).round() / 1e4,
+            trust: trust_label(&row),
+            note_type: row.note_type.clone(),
+            tags: row.tags.clone(),
+            updated_at: row.updated_at,
+        });
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    hits.truncate(limit);
+    Ok(hits)
+}
+
+fn clip(s: &str, chars: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= chars {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(chars - 1).collect();
+    out.push('…');
+    out
+}
+
+/// A link from a note, and whether its target exists.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Link {
+    pub target: String,
+    pub exists: bool,
+}
+
+/// A whole note for an agent.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Expanded {
+    pub id: String,
+    pub scope: String,
+    /// Every frontmatter field, as in the file.
+    pub frontmatter: Value,
+    pub body: String,
+    pub links: Vec<Link>,
+    pub backlinks: Vec<String>,
+    pub trust: &'static str,
+}
+
+/// Opens a note by its recall id (or plain id).
+pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
+    let (scope, row) = engine.resolve(reference, None)?;
+    if !recallable(&row) {
+        return Err(Error::Invalid(format!(
+            "note `{}` is quarantined or holds secrets and is not shown to agents",
+            row.id
+        )));
+    }
+    let view = engine.show(reference, Some(&scope))?;
+    let note = view.note.ok_or_else(|| Error::Broken {
+        id: row.id.clone(),
+        path: row.path.clone().into(),
+        reason: row.error.clone().unwrap_or_default(),
+    })?;
+    let text = note.serialize();
+    let frontmatter: Value =
+        serde_json::from_str(text.lines().nth(1).unwrap_or("{}")).unwrap_or(Value::Null);
+    let links = note
+        .links()
+        .iter()
+        .map(|l| Link {
+            target: l.clone(),
+            exists: engine.resolve(slugify(l).as_str(), None).is_ok(),
+        })
+        .collect();
+    let backlinks = view
+        .backlinks
+        .iter()
+        .map(|(s, id)| crate::Scope::from_key(s).map(|s| Engine::reference(&s, id)))
+        .collect::<Result<_>>()?;
+    Ok(Expanded {
+        id: Engine::reference(&scope, &row.id),
+        scope: scope.key(),
+        frontmatter,
+        body: note.body,
+        links,
+        backlinks,
+        trust: trust_label(&row),
+    })
+}
+
+/// A note an agent wants to keep.
+#[derive(Debug, Clone, Default)]
+pub struct Remember {
+    pub summary: String,
+    pub body: String,
+    pub note_type: Option<NoteType>,
+    pub tags: Vec<String>,
+    /// Update this note (after a backup); or create it with this id.
+    pub id: Option<String>,
+    pub importance: Option<f64>,
+    pub source: Option<Source>,
+    pub relations: Vec<Relation>,
+}
+
+/// A note close to the one remembered.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Related {
+    pub id: String,
+    pub summary: String,
+}
+
+/// What `remember` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remembered {
+    pub id: String,
+    pub scope: String,
+    pub created: bool,
+    /// The backup of the version an update replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    pub related: Vec<Related>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likely_duplicate: Option<Related>,
+    /// `[[links]]` and relation targets that name no visible note.
+    pub missing_links: Vec<String>,
+}
+
+/// Writes a note (or updates one, backing it up first) and reports what it relates to.
+pub fn remember(engine: &mut Engine, r: Remember) -> Result<Remembered> {
+    for rel in &r.relations {
+        if rel.target.trim().is_empty() || rel.target.len() > 200 {
+            return Err(Error::Invalid("a relation target must be a note id".into()));
+        }
+    }
+    let existing = match &r.id {
+        Some(id) => match engine.resolve(id, None) {
+            Ok(found) => Some(found),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let source = r.source.or(Some(Source::AgentInferred));
+    let (written, created, backup) = match existing {
+        Some((scope, row)) => {
+            let edit = NoteEdit {
+                summary: Some(r.summary.clone()),
+                body: Some(r.body.clone()),
+                tags: Some(r.tags.clone()),
+                note_type: r.note_type.clone(),
+                importance: r.importance,
+                source,
+                relations: Some(r.relations.clone()),
+            };
+            let before = engine.backups(1)?.first().map(|b| b.backup_id.clone());
+            let w = engine.edit_with_backup(
+                &row.id,
+                Some(&scope),
+                edit,
+                Some(BackupReason::AgentUpdate),
+            )?;
+            let after = engine.backups(1)?.first().map(|b| b.backup_id.clone());
+            (w, false, after.filter(|a| Some(a) != before.as_ref()))
+        }
+        None => {
+            let w = engine.add(NewNote {
+                summary: r.summary.clone(),
+                body: r.body.clone(),
+                note_type: r.note_type.clone(),
+                tags: r.tags.clone(),
+                scope: None,
+                id: r.id.clone(),
+                importance: r.importance,
+                source,
+                relations: r.relations.clone(),
+            })?;
+            (w, true, None)
+        }
+    };
+    let scope = crate::Scope::from_key(&written.scope)?;
+    let me = Engine::reference(&scope, &written.id);
+    let probe: String = format!(
+        "{} {}",
+        r.summary,
+        r.body.chars().take(400).collect::<String>()
+    );
+    let related: Vec<AgentHit> = search(
+        engine,
+        &AgentQuery {
+            queries: vec![clip(&probe, 1000)],
+            limit: 6,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_default()
+    .into_iter()
+    .filter(|h| h.id != me)
+    .take(5)
+    .collect();
+    let likely_duplicate = related
+        .iter()
+        .find(|h| word_overlap(&h.summary, &r.summary) >= 0.6)
+        .map(|h| Related {
+            id: h.id.clone(),
+            summary: h.summary.clone(),
+        });
+    let mut missing_links = Vec::new();
+    let targets = memoria_shared::note::links_in(&r.body)
+        .into_iter()
+        .chain(r.relations.iter().map(|x| x.target.clone()));
+    for t in targets {
+        if engine.resolve(slugify(&t).as_str(), None).is_err() && !missing_links.contains(&t) {
+            missing_links.push(t);
+        }
+    }
+    Ok(Remembered {
+        id: me,
+        scope: written.scope,
+        created,
+        backup,
+        related: related
+            .into_iter()
+            .map(|h| Related {
+                id: h.id,
+                summary: h.summary,
+            })
+            .collect(),
+        likely_duplicate,
+        missing_links,
+    })
+}
+
+/// Share of distinct words two summaries have in common (Jaccard).
+fn word_overlap(a: &str, b: &str) -> f64 {
+    let words = |s: &str| -> std::collections::HashSet<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_lowercase())
+            .collect()
+    };
+    let (a, b) = (words(a), words(b));
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    a.intersection(&b).count() as f64 / a.union(&b).count() as f64
+}
+
+/// What `forget` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forgotten {
+    pub id: String,
+    pub backup_id: String,
+}
+
+/// Removes a note after a backup. Refused without `confirm`.
+pub fn forget(engine: &mut Engine, reference: &str, confirm: bool) -> Result<Forgotten> {
+    if !confirm {
+        return Err(Error::Invalid(
+            "forget needs confirm: true; ask the user first (a backup is kept either way)".into(),
+        ));
+    }
+    let (scope, row) = engine.resolve(reference, None)?;
+    let meta = engine.forget(&row.id, Some(&scope))?;
+    Ok(Forgotten {
+        id: Engine::reference(&scope, &row.id),
+        backup_id: meta.backup_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{OpenOptions, Project};
+
+    fn engine_in(home: &std::path::Path, project: Option<&std::path::Path>) -> Engine {
+        Engine::open(OpenOptions {
+            home: Some(home.to_path_buf()),
+            project_dir: project.map(|p| p.to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn remember_search_expand_forget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = Project::init(&tmp.path().join("p"), None).unwrap();
+        let mut e = engine_in(&tmp.path().join("home"), Some(&proj.root));
+        let r = remember(
+            &mut e,
+            Remember {
+                summary: "Release trains leave on Tuesdays".into(),
+                body: "See [[deploy-policy]] and [[missing-note]].".into(),
+                tags: vec!["ops".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(r.created && r.id.starts_with("vt:project/"), "{r:?}");
+        assert_eq!(r.missing_links, vec!["deploy-policy", "missing-note"]);
+        let again = remember(
+            &mut e,
+            Remember {
+                summary: "Release trains leave on Tuesdays".into(),
+                body: "dup".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            again.likely_duplicate.as_ref().map(|d| d.id.as_str()),
+            Some(r.id.as_str())
+        );
+
+        let hits = search(
+            &e,
+            &AgentQuery {
+                queries: vec!["release trains".into()],
+                limit: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(hits.len(), 2);
+        assert_eq!(hits[0].trust, "[INFERRED]");
+        let filtered = search(
+            &e,
+            &AgentQuery {
+                queries: vec!["release".into(), "tuesday".into()],
+                tags: vec!["ops".into()],
+                limit: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(filtered.len(), 1);
+        let x = expand(&mut e, &r.id).unwrap();
+        assert_eq!(x.frontmatter["source"], "agent_inferred");
+        assert_eq!(x.links.len(), 2);
+
+        // Update with a backup first.
+        let updated = remember(
+            &mut e,
+            Remember {
+                id: Some(r.id.clone()),
+                summary: "Release trains leave on Wednesdays".into(),
+                body: "changed".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(!updated.created);
+        let backup = updated.backup.unwrap();
+        assert_eq!(e.backups(5).unwrap()[0].reason, "agent-update");
+        assert_eq!(e.backups(5).unwrap()[0].backup_id, backup);
+
+        assert!(matches!(
+            forget(&mut e, &r.id, false),
+            Err(Error::Invalid(_))
+        ));
+        let f = forget(&mut e, &r.id, true).unwrap();
+        assert_eq!(f.id, r.id);
+        assert!(matches!(expand(&mut e, &r.id), Err(Error::NotFound(_))));
+    }
+
+    #[test]
+    fn secrets_and_quarantine_are_never_shown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let mut e = engine_in(&home, None);
+        e.add(NewNote {
+            summary: "visible zebra".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        drop(e);
+        let dir = home.join("memory/user");
+        std::fs::write(
+            dir.join("q.md"),
+            "---\n{\"id\":\"q\",\"summary\":\"zebra q\",\"trust\":\"quarantined\"}\n---\nzebra\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("s.md"), "---\n{\"id\":\"s\",\"summary\":\"zebra s\",\"tags\":[\"contains-secrets\"]}\n---\nzebra\n").unwrap();
+        let mut e = engine_in(&home, None);
+        let hits = search(
+            &e,
+            &AgentQuery {
+                queries: vec!["zebra".into()],
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert!(matches!(expand(&mut e, "q"), Err(Error::Invalid(_))));
+        assert!(matches!(
+            expand(&mut e, "vt:user/s"),
+            Err(Error::Invalid(_))
+        ));
+        let big = "x".repeat(MAX_QUERY_BYTES + 1);
+        assert!(
+            search(
+                &e,
+                &AgentQuery {
+                    queries: vec![big],
+                    limit: 1,
+                    ..Default::default()
+                }
+            )
+            .is_err()
+        );
+        assert!(
+            search(
+                &e,
+                &AgentQuery {
+                    queries: vec![],
+                    limit: 1,
+                    ..Default::default()
+                }
+            )
+            .is_err()
+        );
+    }
+}

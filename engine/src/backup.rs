@@ -1,0 +1,259 @@
+//! Backups: a copy of a note's file, with time and reason, taken before any replacement or
+//! delete the user did not choose version by version. `$MEMORIA_HOME/backups/<id>.md` holds the
+//! exact bytes, `<id>.json` the metadata; the index keeps a list, repaired from the folder.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::index::{BackupRow, Index};
+
+/// Why a backup was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackupReason {
+    /// `memoria forget` / the MCP `forget` tool.
+    Forget,
+    /// An import replaced a note it had imported before.
+    ImportReplace,
+    /// A restore replaced a newer version.
+    RestoreOver,
+    /// An agent replaced a note's body through `remember`.
+    AgentUpdate,
+    /// A sync download changed or deleted the note.
+    SyncDownload,
+    /// Conflict resolution set this version aside.
+    ConflictSetAside,
+    /// A merge (review queue or sync) replaced or deleted the note.
+    Merge,
+}
+
+impl BackupReason {
+    pub const ALL: [BackupReason; 7] = [
+        BackupReason::Forget,
+        BackupReason::ImportReplace,
+        BackupReason::RestoreOver,
+        BackupReason::AgentUpdate,
+        BackupReason::SyncDownload,
+        BackupReason::ConflictSetAside,
+        BackupReason::Merge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupReason::Forget => "forget",
+            BackupReason::ImportReplace => "import-replace",
+            BackupReason::RestoreOver => "restore-over",
+            BackupReason::AgentUpdate => "agent-update",
+            BackupReason::SyncDownload => "sync-download",
+            BackupReason::ConflictSetAside => "conflict-set-aside",
+            BackupReason::Merge => "merge",
+        }
+    }
+}
+
+/// Everything needed to put a backup back where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupMeta {
+    pub backup_id: String,
+    /// Scope key: `user`, `project:<id>`, `domain:<type>`.
+    pub scope: String,
+    pub note_id: String,
+    pub reason: BackupReason,
+    pub created_at: i64,
+    /// Path of the file inside its scope folder.
+    pub rel_path: String,
+    /// For project notes: the project folder at backup time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_root: Option<String>,
+}
+
+impl BackupMeta {
+    pub fn row(&self) -> BackupRow {
+        BackupRow {
+            backup_id: self.backup_id.clone(),
+            scope: self.scope.clone(),
+            note_id: self.note_id.clone(),
+            reason: self.reason.as_str().to_owned(),
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// The backups folder.
+#[derive(Debug, Clone)]
+pub struct Backups {
+    dir: PathBuf,
+}
+
+/// What to back up.
+#[derive(Debug, Clone)]
+pub struct BackupRequest<'a> {
+    pub scope: &'a str,
+    pub note_id: &'a str,
+    pub rel_path: &'a str,
+    pub project_root: Option<&'a Path>,
+    pub bytes: &'a [u8],
+    pub reason: BackupReason,
+    pub now_ms: i64,
+}
+
+impl Backups {
+    pub fn new(dir: PathBuf) -> Self {
+        Backups { dir }
+    }
+
+    /// Writes the copy (bytes first, then metadata, both atomic) and lists it in the index.
+    pub fn write(&self, index: &Index, req: BackupRequest<'_>) -> Result<BackupMeta> {
+        let short: String = req.note_id.chars().take(40).collect();
+        let backup_id = format!("{}-{short}-{}", compact_utc(req.now_ms), fsx::random_hex(2));
+        let meta = BackupMeta {
+            backup_id: backup_id.clone(),
+            scope: req.scope.to_owned(),
+            note_id: req.note_id.to_owned(),
+            reason: req.reason,
+            created_at: req.now_ms,
+            rel_path: req.rel_path.to_owned(),
+            project_root: req.project_root.map(|p| p.to_string_lossy().into_owned()),
+        };
+        fsx::write_atomic(&self.bytes_path(&backup_id), req.bytes)?;
+        let json = serde_json::to_string_pretty(&meta).unwrap_or_default();
+        fsx::write_atomic(&self.meta_path(&backup_id), json.as_bytes())?;
+        index.put_backup(&meta.row())?;
+        Ok(meta)
+    }
+
+    pub fn read(&self, backup_id: &str) -> Result<(BackupMeta, Vec<u8>)> {
+        let valid = !backup_id.is_empty()
+            && backup_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !backup_id.contains("..");
+        let meta_path = self.meta_path(backup_id);
+        if !valid || !meta_path.is_file() {
+            return Err(Error::BackupNotFound(backup_id.to_owned()));
+        }
+        let meta: BackupMeta =
+            serde_json::from_slice(&fs::read(&meta_path).map_err(Error::io("read", &meta_path))?)
+                .map_err(|e| {
+                Error::Invalid(format!(
+                    "backup metadata {} is damaged: {e}",
+                    meta_path.display()
+                ))
+            })?;
+        let bytes_path = self.bytes_path(backup_id);
+        let bytes = fs::read(&bytes_path).map_err(Error::io("read", &bytes_path))?;
+        Ok((meta, bytes))
+    }
+
+    /// Makes the index's list match the folder (after a crash, or a rebuilt index).
+    pub fn repair_index(&self, index: &Index) -> Result<()> {
+        let mut on_disk = std::collections::HashSet::new();
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(id) = name.strip_suffix(".json")
+                    && !name.starts_with('.')
+                {
+                    on_disk.insert(id.to_owned());
+                }
+            }
+        }
+        let listed: std::collections::HashSet<String> = index.backup_ids()?.into_iter().collect();
+        for id in on_disk.difference(&listed) {
+            if let Ok((meta, _)) = self.read(id) {
+                index.put_backup(&meta.row())?;
+            }
+        }
+        let gone: Vec<String> = listed.difference(&on_disk).cloned().collect();
+        index.remove_backups(&gone)
+    }
+
+    fn bytes_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.md"))
+    }
+    fn meta_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+}
+
+/// `20261130T130850123Z`: sortable UTC time with milliseconds.
+pub fn compact_utc(ms: i64) -> String {
+    let (y, mo, d, h, mi, s, milli) = civil(ms);
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}{milli:03}Z")
+}
+
+/// `2026-11-30 13:08:50 UTC`.
+pub fn human_utc(ms: i64) -> String {
+    let (y, mo, d, h, mi, s, _) = civil(ms);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
+}
+
+/// Milliseconds since the epoch for a `YYYY-MM-DD` date (midnight UTC).
+pub fn date_to_ms(date: &str) -> Option<i64> {
+    let mut parts = date.split('-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let d: i64 = parts.next()?.parse().ok()?;
+    if parts.next().is_some()
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&d)
+        || !(1970..=9999).contains(&y)
+    {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146097 + doe - 719468) * 86_400_000)
+}
+
+fn civil(ms: i64) -> (i64, i64, i64, i64, i64, i64, i64) {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (
+        y,
+        m,
+        d,
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(compact_utc(0), "19700101T000000000Z");
+        assert_eq!(compact_utc(1_796_000_930_123), "20261130T010850123Z");
+        assert_eq!(human_utc(1_789_000_000_000), "2026-09-10 00:26:40 UTC");
+        assert_eq!(date_to_ms("1970-01-02"), Some(86_400_000));
+        assert_eq!(
+            date_to_ms("2026-11-30").map(compact_utc).as_deref(),
+            Some("20261130T000000000Z")
+        );
+        assert_eq!(date_to_ms("2026-13-01"), None);
+        assert_eq!(date_to_ms("notes"), None);
+    }
+}

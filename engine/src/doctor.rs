@@ -1,0 +1,108 @@
+//! `memoria doctor`: where everything is, how many notes each scope has, which files do not
+//! parse (and why), duplicate ids, leftovers of interrupted writes, and index health.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::fsx::FileLock;
+use crate::scan;
+use crate::vault::Engine;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokenFile {
+    pub path: String,
+    pub id: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeHealth {
+    pub scope: String,
+    pub dir: String,
+    pub notes: usize,
+    pub files_on_disk: usize,
+    pub broken: Vec<BrokenFile>,
+    pub duplicate_ids: Vec<String>,
+    pub leftover_temp_files: usize,
+    pub watched: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectInfo {
+    pub id: String,
+    pub root: String,
+    pub project_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    pub home: String,
+    pub index: String,
+    pub backups_dir: String,
+    pub project: Option<ProjectInfo>,
+    pub scopes: Vec<ScopeHealth>,
+    pub backups: usize,
+    pub index_integrity: String,
+    /// True when nothing needs attention.
+    pub ok: bool,
+}
+
+pub fn run(engine: &Engine) -> Result<DoctorReport> {
+    let mut scopes = Vec::new();
+    for scope in engine.visible_scopes() {
+        let dir = engine.scope_dir(&scope)?;
+        let rows = engine.list(Some(&scope), None, None)?;
+        let broken: Vec<BrokenFile> = rows
+            .iter()
+            .filter_map(|r| {
+                r.error.as_ref().map(|e| BrokenFile {
+                    path: r.path.clone(),
+                    id: r.id.clone(),
+                    error: e.clone(),
+                })
+            })
+            .collect();
+        let mut ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        ids.sort_unstable();
+        let mut duplicate_ids: Vec<String> = ids
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0].to_owned())
+            .collect();
+        duplicate_ids.dedup();
+        scopes.push(ScopeHealth {
+            scope: scope.key(),
+            dir: dir.to_string_lossy().into_owned(),
+            notes: rows.len(),
+            files_on_disk: scan::list_files(&dir)?.len(),
+            broken,
+            duplicate_ids,
+            leftover_temp_files: scan::stale_temp_files(&dir).len(),
+            watched: FileLock::is_held(&engine.watch_lock_path(&scope)),
+        });
+    }
+    let integrity = engine.index().integrity()?;
+    let ok = integrity == "ok"
+        && scopes.iter().all(|s| {
+            s.broken.is_empty() && s.duplicate_ids.is_empty() && s.notes == s.files_on_disk
+        });
+    let home = engine.home();
+    Ok(DoctorReport {
+        home: home.root().to_string_lossy().into_owned(),
+        index: home.index_db().to_string_lossy().into_owned(),
+        backups_dir: home.backups_dir().to_string_lossy().into_owned(),
+        project: engine.project().map(|p| ProjectInfo {
+            id: p.id.clone(),
+            root: p.root.to_string_lossy().into_owned(),
+            project_type: p.project_type.clone(),
+        }),
+        scopes,
+        backups: engine.backups(usize::MAX >> 1)?.len(),
+        index_integrity: integrity,
+        ok,
+    })
+}

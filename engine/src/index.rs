@@ -1,0 +1,448 @@
+//! The SQLite index: note metadata, tags, links, full text, per-machine usage counts, backups
+//! and known projects. It is derived from the files (except usage counts, which never go into
+//! note files): delete it and the next start rebuilds it. Several processes share it (WAL mode,
+//! busy timeout); every write is one short transaction.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+
+const SCHEMA_VERSION: i64 = 2;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes(
+    path TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    rel_path TEXT NOT NULL,
+    id TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    type TEXT,
+    tags TEXT NOT NULL,
+    created_at INTEGER,
+    updated_at INTEGER,
+    hash TEXT,
+    trust TEXT,
+    source TEXT,
+    importance REAL,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    error TEXT,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notes_scope_id ON notes(scope, id);
+CREATE TABLE IF NOT EXISTS tags(path TEXT NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tags_path ON tags(path);
+CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag);
+CREATE TABLE IF NOT EXISTS links(path TEXT NOT NULL, target TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS links_path ON links(path);
+CREATE INDEX IF NOT EXISTS links_target ON links(target);
+CREATE TABLE IF NOT EXISTS usage(
+    scope TEXT NOT NULL, id TEXT NOT NULL, access_count INTEGER NOT NULL, last_access INTEGER NOT NULL,
+    PRIMARY KEY(scope, id)
+);
+CREATE TABLE IF NOT EXISTS backups(
+    backup_id TEXT PRIMARY KEY, scope TEXT NOT NULL, note_id TEXT NOT NULL, reason TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS projects(
+    id TEXT PRIMARY KEY, root TEXT NOT NULL, project_type TEXT, last_seen INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5(
+    path UNINDEXED, summary, tags, body, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+";
+
+/// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
+/// holds the whole file so it stays searchable).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexedNote {
+    pub path: String,
+    pub scope: String,
+    pub rel_path: String,
+    pub id: String,
+    pub summary: String,
+    #[serde(rename = "type")]
+    pub note_type: Option<String>,
+    pub tags: Vec<String>,
+    pub created_at: Option<i64>,
+    pub updated_at: Option<i64>,
+    pub hash: Option<String>,
+    pub trust: Option<String>,
+    pub source: Option<String>,
+    pub importance: Option<f64>,
+    #[serde(skip)]
+    pub mtime_ns: i64,
+    #[serde(skip)]
+    pub size: i64,
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub body: String,
+    /// Link targets as written, for backlinks.
+    #[serde(skip)]
+    pub links: Vec<String>,
+}
+
+/// A full-text hit.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextHit {
+    pub scope: String,
+    pub id: String,
+    pub summary: String,
+    pub path: String,
+    pub score: f64,
+    pub snippet: String,
+    pub error: Option<String>,
+}
+
+/// Filters for [`Index::list`].
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub scopes: Vec<String>,
+    pub note_type: Option<String>,
+    pub tag: Option<String>,
+}
+
+/// A row of the backups table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupRow {
+    pub backup_id: String,
+    pub scope: String,
+    pub note_id: String,
+    pub reason: String,
+    pub created_at: i64,
+}
+
+/// A connection to the index database.
+#[derive(Debug)]
+pub struct Index {
+    conn: Connection,
+}
+
+impl Index {
+    /// Opens (creating if needed) the index at `path`. A file that is not a usable database is
+    /// moved aside and rebuilt: the index holds nothing that cannot be derived again.
+    pub fn open(path: &Path) -> Result<Index> {
+        match Self::try_open(path) {
+            Ok(ix) => Ok(ix),
+            Err(Error::Index(e)) if path.exists() => {
+                let aside = path.with_extension(format!("corrupt-{}", crate::fsx::random_hex(3)));
+                std::fs::rename(path, &aside)
+                    .map_err(Error::io("move aside corrupt index", path))?;
+                for ext in ["sqlite-wal", "sqlite-shm"] {
+                    let _ = std::fs::remove_file(path.with_extension(ext));
+                }
+                eprintln!(
+                    "memoria: the index was unreadable ({e}); moved it to {} and rebuilding",
+                    aside.display()
+                );
+                Self::try_open(path)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn try_open(path: &Path) -> Result<Index> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(15))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version != SCHEMA_VERSION {
+            // Derived data: an older or newer layout is simply rebuilt.
+            conn.execute_batch(
+                "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS tags; DROP TABLE IF EXISTS links;
+                 DROP TABLE IF EXISTS notes_fts; DROP TABLE IF EXISTS backups;",
+            )?;
+        }
+        conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(Index { conn })
+    }
+
+    /// `ok` or what SQLite's integrity check found.
+    pub fn integrity(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
+    }
+
+    /// `(path, mtime_ns, size)` of every indexed file of a scope.
+    pub fn file_states(&self, scope: &str) -> Result<Vec<(String, i64, i64)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
+        let rows = st.query_map([scope], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Applies a batch of upserts and removals in one transaction.
+    pub fn apply(&mut self, upserts: &[IndexedNote], removals: &[String]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for path in removals.iter().chain(upserts.iter().map(|n| &n.path)) {
+            tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM tags WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM links WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM notes_fts WHERE path = ?1", [path])?;
+        }
+        for n in upserts {
+            tx.execute(
+                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                params![
+                    n.path,
+                    n.scope,
+                    n.rel_path,
+                    n.id,
+                    n.summary,
+                    n.note_type,
+                    serde_json::to_string(&n.tags).unwrap_or_default(),
+                    n.created_at,
+                    n.updated_at,
+                    n.hash,
+                    n.trust,
+                    n.source,
+                    n.importance,
+                    n.mtime_ns,
+                    n.size,
+                    n.error,
+                    n.body
+                ],
+            )?;
+            for t in &n.tags {
+                tx.execute(
+                    "INSERT INTO tags(path, tag) VALUES (?1, ?2)",
+                    params![n.path, t],
+                )?;
+            }
+            for l in &n.links {
+                tx.execute(
+                    "INSERT INTO links(path, target) VALUES (?1, ?2)",
+                    params![n.path, l],
+                )?;
+            }
+            tx.execute(
+                "INSERT INTO notes_fts(path, summary, tags, body) VALUES (?1, ?2, ?3, ?4)",
+                params![n.path, n.summary, n.tags.join(" "), n.body],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Notes of the given scopes with this id (several when two files claim one id).
+    pub fn find(&self, scope: &str, id: &str) -> Result<Vec<IndexedNote>> {
+        self.select(
+            "WHERE scope = ?1 AND id = ?2 ORDER BY error IS NOT NULL, path",
+            params![scope, id],
+        )
+    }
+
+    /// Notes in `scope` whose id equals `id` ignoring case.
+    pub fn find_ignoring_case(&self, scope: &str, id: &str) -> Result<Vec<IndexedNote>> {
+        self.select(
+            "WHERE scope = ?1 AND lower(id) = lower(?2) ORDER BY path",
+            params![scope, id],
+        )
+    }
+
+    pub fn by_path(&self, path: &str) -> Result<Option<IndexedNote>> {
+        Ok(self
+            .select("WHERE path = ?1", params![path])?
+            .into_iter()
+            .next())
+    }
+
+    pub fn count(&self, scope: &str) -> Result<usize> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM notes WHERE scope = ?1",
+            [scope],
+            |r| r.get(0),
+        )?;
+        Ok(n as usize)
+    }
+
+    /// Notes matching the filter, by scope then id.
+    pub fn list(&self, f: &ListFilter) -> Result<Vec<IndexedNote>> {
+        let scopes = serde_json::to_string(&f.scopes).unwrap_or_default();
+        self.select(
+            "WHERE scope IN (SELECT value FROM json_each(?1))
+               AND (?2 IS NULL OR type = ?2)
+               AND (?3 IS NULL OR path IN (SELECT path FROM tags WHERE tag = ?3))
+             ORDER BY scope, id, path",
+            params![scopes, f.note_type, f.tag],
+        )
+    }
+
+    /// Notes in `scopes` that link to `id`.
+    pub fn backlinks(&self, scopes: &[String], id: &str) -> Result<Vec<(String, String)>> {
+        let scopes = serde_json::to_string(scopes).unwrap_or_default();
+        let mut st = self.conn.prepare_cached(
+            "SELECT DISTINCT n.scope, n.id FROM links l JOIN notes n ON n.path = l.path
+             WHERE n.scope IN (SELECT value FROM json_each(?1)) AND l.target = ?2 ORDER BY n.scope, n.id",
+        )?;
+        let rows = st.query_map(params![scopes, id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Lexical full-text search (BM25 over summary ×3, tags ×2, body ×1), any query word.
+    pub fn search(&self, scopes: &[String], query: &str, limit: usize) -> Result<Vec<TextHit>> {
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .take(64)
+            .map(|w| format!("\"{w}\""))
+            .collect();
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let scopes = serde_json::to_string(scopes).unwrap_or_default();
+        let mut st = self.conn.prepare_cached(
+            "SELECT n.scope, n.id, n.summary, n.path, bm25(notes_fts, 0.0, 3.0, 2.0, 1.0) AS rank,
+                    snippet(notes_fts, 3, '', '', '…', 24), n.error
+             FROM notes_fts JOIN notes n ON n.path = notes_fts.path
+             WHERE notes_fts MATCH ?1 AND n.scope IN (SELECT value FROM json_each(?2))
+             ORDER BY rank LIMIT ?3",
+        )?;
+        let rows = st.query_map(params![words.join(" OR "), scopes, limit as i64], |r| {
+            Ok(TextHit {
+                scope: r.get(0)?,
+                id: r.get(1)?,
+                summary: r.get(2)?,
+                path: r.get(3)?,
+                score: -r.get::<_, f64>(4)?,
+                snippet: r.get(5)?,
+                error: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Counts one access of a note on this machine.
+    pub fn record_access(&self, scope: &str, id: &str, now_ms: i64) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO usage(scope, id, access_count, last_access) VALUES (?1, ?2, 1, ?3)
+             ON CONFLICT(scope, id) DO UPDATE SET access_count = access_count + 1, last_access = ?3",
+            params![scope, id, now_ms],
+        )?;
+        Ok(())
+    }
+
+    /// `(access_count, last_access)` for a note on this machine.
+    pub fn usage(&self, scope: &str, id: &str) -> Result<Option<(i64, i64)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT access_count, last_access FROM usage WHERE scope = ?1 AND id = ?2",
+                params![scope, id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    pub fn backup_ids(&self) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare_cached("SELECT backup_id FROM backups")?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn put_backup(&self, b: &BackupRow) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO backups(backup_id, scope, note_id, reason, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![b.backup_id, b.scope, b.note_id, b.reason, b.created_at],
+        )?;
+        Ok(())
+    }
+
+    pub fn remove_backups(&self, ids: &[String]) -> Result<()> {
+        for id in ids {
+            self.conn
+                .execute("DELETE FROM backups WHERE backup_id = ?1", [id])?;
+        }
+        Ok(())
+    }
+
+    /// Backups, newest first.
+    pub fn backups(&self, limit: usize) -> Result<Vec<BackupRow>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT backup_id, scope, note_id, reason, created_at FROM backups
+             ORDER BY created_at DESC, backup_id DESC LIMIT ?1",
+        )?;
+        let rows = st.query_map([limit as i64], |r| {
+            Ok(BackupRow {
+                backup_id: r.get(0)?,
+                scope: r.get(1)?,
+                note_id: r.get(2)?,
+                reason: r.get(3)?,
+                created_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn remember_project(
+        &self,
+        id: &str,
+        root: &str,
+        project_type: Option<&str>,
+        now_ms: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO projects(id, root, project_type, last_seen) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET root = ?2, project_type = ?3, last_seen = ?4",
+            params![id, root, project_type, now_ms],
+        )?;
+        Ok(())
+    }
+
+    /// `(id, root, project_type, last_seen)` of every project this machine has seen.
+    #[allow(clippy::type_complexity)]
+    pub fn projects(&self) -> Result<Vec<(String, String, Option<String>, i64)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, root, project_type, last_seen FROM projects ORDER BY root",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn select(&self, tail: &str, p: impl rusqlite::Params) -> Result<Vec<IndexedNote>> {
+        let sql = format!(
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body
+             FROM notes {tail}"
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
+        let rows = st.query_map(p, |r| {
+            let tags: String = r.get(6)?;
+            Ok(IndexedNote {
+                path: r.get(0)?,
+                scope: r.get(1)?,
+                rel_path: r.get(2)?,
+                id: r.get(3)?,
+                summary: r.get(4)?,
+                note_type: r.get(5)?,
+                tags: serde_json::from_str(&tags).unwrap_or_default(),
+                created_at: r.get(7)?,
+                updated_at: r.get(8)?,
+                hash: r.get(9)?,
+                trust: r.get(10)?,
+                source: r.get(11)?,
+                importance: r.get(12)?,
+                mtime_ns: r.get(13)?,
+                size: r.get(14)?,
+                error: r.get(15)?,
+                body: r.get(16)?,
+                links: Vec::new(),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

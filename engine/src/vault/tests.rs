@@ -1,0 +1,610 @@
+use std::fs;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memoria_shared::FixedClock;
+
+use super::*;
+use crate::backup::BackupReason;
+use crate::import;
+
+const T0: i64 = 1_789_000_000_000;
+
+struct World {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    root: PathBuf,
+    clock: Arc<FixedClock>,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        World {
+            home: root.join("home"),
+            root,
+            _tmp: tmp,
+            clock: Arc::new(FixedClock::new(T0)),
+        }
+    }
+
+    fn engine(&self, project: Option<&Path>) -> Engine {
+        self.engine_with(project, Limits::default())
+    }
+
+    fn engine_with(&self, project: Option<&Path>, limits: Limits) -> Engine {
+        Engine::open(OpenOptions {
+            home: Some(self.home.clone()),
+            project_dir: project.map(Path::to_path_buf),
+            clock: self.clock.clone(),
+            limits,
+        })
+        .unwrap()
+    }
+
+    fn project(&self, name: &str, ty: Option<&str>) -> PathBuf {
+        let dir = self.root.join(name);
+        Project::init(&dir, ty).unwrap().root
+    }
+}
+
+fn note(summary: &str, body: &str) -> NewNote {
+    NewNote {
+        summary: summary.into(),
+        body: body.into(),
+        ..Default::default()
+    }
+}
+
+fn ids(rows: &[IndexedNote]) -> Vec<String> {
+    let mut v: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn add_show_edit_round_trip() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let written = e
+        .add(NewNote {
+            summary: "Pricing cards use fills".into(),
+            body: "See [[layout-a]].".into(),
+            note_type: Some(NoteType::Feedback),
+            tags: vec!["design".into()],
+            id: Some("pricing".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(written.scope, "user");
+    e.add(NewNote {
+        id: Some("layout-a".into()),
+        ..note("Layout A", "grid")
+    })
+    .unwrap();
+    let text = fs::read_to_string(&written.path).unwrap();
+    assert_eq!(
+        text,
+        "---\n{\"id\":\"pricing\",\"summary\":\"Pricing cards use fills\",\"type\":\"feedback\",\"tags\":[\"design\"],\"createdAt\":1789000000000,\"updatedAt\":1789000000000}\n---\nSee [[layout-a]].\n"
+    );
+    let view = e.show("layout-a", None).unwrap();
+    assert_eq!(
+        view.backlinks,
+        vec![("user".to_string(), "pricing".to_string())]
+    );
+    assert_eq!(e.index().usage("user", "layout-a").unwrap(), Some((1, T0)));
+
+    w.clock.advance(1000);
+    e.edit(
+        "pricing",
+        None,
+        NoteEdit {
+            tags: Some(vec!["design".into(), "ui".into()]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let view = e.show("vt:pricing", None).unwrap();
+    let n = view.note.unwrap();
+    assert_eq!(n.tags, vec!["design", "ui"]);
+    assert_eq!(n.created_at, Some(T0));
+    assert_eq!(n.updated_at, Some(T0 + 1000));
+    assert_eq!(e.search("fills", 10).unwrap()[0].id, "pricing");
+    assert!(matches!(
+        e.add(NewNote {
+            id: Some("pricing".into()),
+            ..note("x", "")
+        }),
+        Err(Error::Exists(_))
+    ));
+    assert!(matches!(e.show("nope", None), Err(Error::NotFound(_))));
+    assert!(matches!(e.show("../etc", None), Err(Error::InvalidId(_))));
+    assert!(matches!(e.search("  ", 10), Err(Error::Invalid(_))));
+}
+
+#[test]
+fn projects_never_see_each_other() {
+    let w = World::new();
+    let a = w.project("a", Some("web"));
+    let b = w.project("b", Some("web"));
+    let c = w.project("c", Some("cli"));
+    let mut ea = w.engine(Some(&a));
+    ea.add(note("secret plan of project a", "alpha")).unwrap();
+    ea.add(NewNote {
+        note_type: Some(NoteType::User),
+        ..note("user likes tea", "")
+    })
+    .unwrap();
+    ea.add(NewNote {
+        note_type: Some(NoteType::Domain),
+        ..note("web apps need csp headers", "")
+    })
+    .unwrap();
+    let eb = w.engine(Some(&b));
+    let ec = w.engine(Some(&c));
+    let en = w.engine(None);
+    assert_eq!(ea.list(None, None, None).unwrap().len(), 3);
+    let b_sees: Vec<String> = eb
+        .list(None, None, None)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.summary)
+        .collect();
+    assert_eq!(b_sees.len(), 2, "{b_sees:?}");
+    assert!(b_sees.contains(&"web apps need csp headers".to_string()));
+    assert_eq!(ec.list(None, None, None).unwrap().len(), 1);
+    assert_eq!(en.list(None, None, None).unwrap().len(), 1);
+    for e in [&eb, &ec, &en] {
+        assert!(e.search("secret plan alpha", 10).unwrap().is_empty());
+    }
+    let id = ea
+        .list(
+            Some(&ea.scope_of(ScopeChoice::Project).unwrap()),
+            None,
+            None,
+        )
+        .unwrap()[0]
+        .id
+        .clone();
+    assert!(matches!(
+        w.engine(Some(&b)).show(&id, None),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        en.scope_of(ScopeChoice::Project),
+        Err(Error::NoProject)
+    ));
+    assert!(fs::read_dir(a.join("MEMORY")).unwrap().count() == 1);
+}
+
+#[test]
+fn limits_and_collisions_are_refused_with_clear_errors() {
+    let w = World::new();
+    let mut e = w.engine_with(
+        None,
+        Limits {
+            notes_per_scope: 2,
+            ..Limits::default()
+        },
+    );
+    let big = "x".repeat(128 * 1024 + 1);
+    let err = e.add(note("big", &big)).unwrap_err();
+    assert!(matches!(err, Error::BodyTooLarge { .. }));
+    assert!(err.to_string().contains("128 KiB"), "{err}");
+    assert!(matches!(e.add(note("  ", "")), Err(Error::Invalid(_))));
+    assert!(matches!(
+        e.add(note("two\nlines", "")),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        e.add(NewNote {
+            tags: vec!["a b".into()],
+            ..note("t", "")
+        }),
+        Err(Error::Invalid(_))
+    ));
+    fs::write(w.home.join("memory/user/Foo.md"), "hand written").unwrap();
+    let err = e
+        .add(NewNote {
+            id: Some("foo".into()),
+            ..note("x", "")
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::CaseCollision { .. } | Error::Exists(_)),
+        "{err}"
+    );
+    e.add(note("one", "")).unwrap();
+    let err = e.add(note("two", "")).unwrap_err();
+    assert!(matches!(err, Error::ScopeFull { limit: 2, .. }), "{err}");
+    let err = e.add(note("key", "AKIAIOSFODNN7EXAMPLE")).unwrap_err();
+    assert!(matches!(
+        err,
+        Error::Secret {
+            rule: "aws-access-key-id",
+            ..
+        }
+    ));
+    assert!(
+        !err.to_string().contains("AKIA"),
+        "the secret is never echoed: {err}"
+    );
+}
+
+#[test]
+fn every_backup_reason_is_restorable() {
+    let w = World::new();
+    let p = w.project("p", None);
+    let mut e = w.engine(Some(&p));
+    for (i, reason) in BackupReason::ALL.into_iter().enumerate() {
+        let id = format!("n{i}");
+        let scope = if i % 2 == 0 {
+            ScopeChoice::User
+        } else {
+            ScopeChoice::Project
+        };
+        e.add(NewNote {
+            id: Some(id.clone()),
+            scope: Some(scope),
+            ..note("original", "original body")
+        })
+        .unwrap();
+        let (s, row) = e.resolve(&id, None).unwrap();
+        let original = fs::read(&row.path).unwrap();
+        let b = e.backup(&s, &row, reason).unwrap();
+        assert_eq!(b.reason, reason);
+        w.clock.advance(10);
+        e.edit(
+            &id,
+            None,
+            NoteEdit {
+                body: Some("newer".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let r = e.restore(&b.backup_id).unwrap();
+        assert!(!r.unchanged);
+        assert_eq!(fs::read(&row.path).unwrap(), original, "{reason:?}");
+        // The newer version it replaced is itself restorable.
+        let over = r.replaced_backup.unwrap();
+        let (meta, bytes) = e.backups.read(&over).unwrap();
+        assert_eq!(meta.reason, BackupReason::RestoreOver);
+        assert!(String::from_utf8(bytes).unwrap().ends_with("newer\n"));
+        assert!(e.restore(&b.backup_id).unwrap().unchanged);
+    }
+    let listed = e.backups(100).unwrap();
+    assert_eq!(listed.len(), 2 * BackupReason::ALL.len());
+    assert!(
+        listed
+            .windows(2)
+            .all(|w| w[0].created_at >= w[1].created_at),
+        "newest first"
+    );
+    assert!(matches!(e.restore("nope"), Err(Error::BackupNotFound(_))));
+    assert!(matches!(
+        e.restore("../../etc/passwd"),
+        Err(Error::BackupNotFound(_))
+    ));
+}
+
+#[test]
+fn forget_then_restore_from_another_folder() {
+    let w = World::new();
+    let p = w.project("p", None);
+    let mut e = w.engine(Some(&p));
+    let written = e.add(note("project fact", "body")).unwrap();
+    let meta = e.forget(&written.id, None).unwrap();
+    assert!(!Path::new(&written.path).exists());
+    assert!(e.list(None, None, None).unwrap().is_empty());
+    // Restored from outside the project: it still goes back to the project's folder.
+    let mut outside = w.engine(None);
+    let r = outside.restore(&meta.backup_id).unwrap();
+    assert_eq!(r.scope, written.scope);
+    assert!(Path::new(&written.path).exists());
+    assert_eq!(
+        ids(&w.engine(Some(&p)).list(None, None, None).unwrap()),
+        vec![written.id]
+    );
+}
+
+#[test]
+fn broken_files_are_listed_searchable_and_never_rewritten() {
+    let w = World::new();
+    let e = w.engine(None);
+    drop(e);
+    let path = w.home.join("memory/user/broken.md");
+    let text = "---\n{\"id\": \"broken\", \"summary\": oops}\n---\nthe zebra body\n";
+    fs::write(&path, text).unwrap();
+    let mut e = w.engine(None);
+    let rows = e.list(None, None, None).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0].error.as_deref().unwrap().contains("JSON"),
+        "{:?}",
+        rows[0].error
+    );
+    assert_eq!(e.search("zebra", 5).unwrap()[0].id, "broken");
+    let err = e
+        .edit(
+            "broken",
+            None,
+            NoteEdit {
+                summary: Some("x".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Broken { .. }), "{err}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), text);
+    let report = crate::doctor::run(&e).unwrap();
+    assert!(!report.ok);
+    assert_eq!(report.scopes[0].broken.len(), 1);
+    let b = e.forget("broken", None).unwrap();
+    assert_eq!(e.backups.read(&b.backup_id).unwrap().1, text.as_bytes());
+}
+
+#[test]
+fn index_is_derived_and_rebuilds() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    for i in 0..5 {
+        e.add(note(&format!("note number {i}"), "body")).unwrap();
+    }
+    let before = ids(&e.list(None, None, None).unwrap());
+    drop(e);
+    for ext in ["sqlite", "sqlite-wal", "sqlite-shm"] {
+        let _ = fs::remove_file(w.home.join("index/memoria").with_extension(ext));
+    }
+    let e = w.engine(None);
+    assert_eq!(ids(&e.list(None, None, None).unwrap()), before);
+    drop(e);
+    fs::write(
+        w.home.join("index/memoria.sqlite"),
+        b"this is not a database at all, not even close",
+    )
+    .unwrap();
+    let _ = fs::remove_file(w.home.join("index/memoria.sqlite-wal"));
+    let _ = fs::remove_file(w.home.join("index/memoria.sqlite-shm"));
+    let e = w.engine(None);
+    assert_eq!(ids(&e.list(None, None, None).unwrap()), before);
+    assert_eq!(e.index().integrity().unwrap(), "ok");
+}
+
+#[test]
+fn external_edits_are_picked_up_on_start() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let a = e
+        .add(NewNote {
+            id: Some("a".into()),
+            ..note("alpha", "first")
+        })
+        .unwrap();
+    drop(e);
+    fs::write(
+        &a.path,
+        fs::read_to_string(&a.path)
+            .unwrap()
+            .replace("first", "second"),
+    )
+    .unwrap();
+    fs::create_dir_all(w.home.join("memory/user/feedback")).unwrap();
+    fs::write(
+        w.home.join("memory/user/feedback/Hand Made.md"),
+        "# Always run tests\nbefore pushing\n",
+    )
+    .unwrap();
+    let e = w.engine(None);
+    assert_eq!(e.search("second", 5).unwrap()[0].id, "a");
+    let hand = e.list(None, Some("feedback"), None).unwrap();
+    assert_eq!(hand[0].id, "hand-made");
+    assert_eq!(hand[0].summary, "Always run tests");
+    drop(e);
+    fs::remove_file(&a.path).unwrap();
+    assert_eq!(
+        ids(&w.engine(None).list(None, None, None).unwrap()),
+        vec!["hand-made"]
+    );
+}
+
+#[test]
+fn watcher_picks_up_edits_creations_renames_and_deletions() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let a = e
+        .add(NewNote {
+            id: Some("a".into()),
+            ..note("alpha", "first")
+        })
+        .unwrap();
+    let handle = crate::watch::start(&e, |_, _| {}).unwrap();
+    assert!(crate::fsx::FileLock::is_held(
+        &e.watch_lock_path(&Scope::User)
+    ));
+    let wait_for = |e: &Engine, what: &str, cond: &dyn Fn(&Engine) -> bool| {
+        let start = Instant::now();
+        while !cond(e) {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "watcher missed: {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    fs::write(
+        &a.path,
+        fs::read_to_string(&a.path)
+            .unwrap()
+            .replace("first", "kumquat"),
+    )
+    .unwrap();
+    wait_for(&e, "edit", &|e| e.search("kumquat", 5).unwrap().len() == 1);
+    let b = w.home.join("memory/user/b.md");
+    fs::write(&b, "persimmon").unwrap();
+    wait_for(&e, "create", &|e| {
+        e.search("persimmon", 5).unwrap().len() == 1
+    });
+    fs::rename(&b, w.home.join("memory/user/c.md")).unwrap();
+    wait_for(&e, "rename", &|e| {
+        ids(&e.list(None, None, None).unwrap()) == vec!["a", "c"]
+    });
+    fs::remove_file(&a.path).unwrap();
+    wait_for(&e, "delete", &|e| {
+        ids(&e.list(None, None, None).unwrap()) == vec!["c"]
+    });
+    drop(handle);
+    assert!(!crate::fsx::FileLock::is_held(
+        &e.watch_lock_path(&Scope::User)
+    ));
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, text).unwrap();
+}
+
+#[test]
+fn import_obsidian_and_openclaw_idempotently() {
+    let w = World::new();
+    let src = w.root.join("vault");
+    write(&src, ".obsidian/workspace.md", "ignored");
+    write(
+        &src,
+        "Books/Moby Dick.md",
+        "---\ntype: book\ntags: [fiction]\n---\n# Moby Dick\nCall me Ishmael.\n",
+    );
+    write(&src, "Daily/notes.md", "daily notes\n");
+    write(&src, "Work/notes.md", "work notes\n");
+    write(&src, "feedback/Be Brief.md", "Be brief in reviews.\n");
+    write(&src, "MEMORY.md", "# Curated memory\n- likes tea\n");
+    write(&src, "memory/2026-01-05.md", "Worked on the parser.\n");
+    write(&src, "Secrets.md", "db password: hunter22xyz\n");
+    write(&src, "Broken.md", "---\n{\"id\": nope}\n---\nbody\n");
+    write(&src, "app/CLAUDE.md", "# Project rules\nUse pnpm.\n");
+    write(&src, "image.png", "not markdown");
+    let mut e = w.engine(None);
+    let mut calls = 0;
+    let r = import::import(&mut e, &src, None, &mut |_, _, _| calls += 1).unwrap();
+    assert_eq!(
+        (r.added, r.updated, r.unchanged, r.skipped.len()),
+        (8, 0, 0, 1),
+        "{r:?}"
+    );
+    assert!(r.skipped[0].path.ends_with("Broken.md") && r.skipped[0].reason.contains("JSON"));
+    assert_eq!(r.flagged_secrets, 1);
+    assert!(calls >= 8);
+    let all = e.list(None, None, None).unwrap();
+    assert_eq!(
+        ids(&all),
+        vec![
+            "2026-01-05",
+            "be-brief",
+            "claude",
+            "daily-notes",
+            "memory",
+            "moby-dick",
+            "secrets",
+            "work-notes"
+        ]
+    );
+    let tag_of = |id: &str| all.iter().find(|r| r.id == id).unwrap().tags.clone();
+    assert!(tag_of("memory").contains(&"source:openclaw".to_string()));
+    assert!(tag_of("2026-01-05").contains(&"source:openclaw".to_string()));
+    assert!(tag_of("claude").contains(&"source:claude-code".to_string()));
+    assert!(tag_of("moby-dick").contains(&"source:obsidian".to_string()));
+    let daily = e.show("2026-01-05", None).unwrap().note.unwrap();
+    assert_eq!(daily.created_at, crate::backup::date_to_ms("2026-01-05"));
+    assert_eq!(
+        e.show("be-brief", None)
+            .unwrap()
+            .indexed
+            .note_type
+            .as_deref(),
+        Some("feedback")
+    );
+    assert_eq!(
+        e.show("moby-dick", None)
+            .unwrap()
+            .indexed
+            .note_type
+            .as_deref(),
+        Some("book")
+    );
+    assert!(e.list(None, None, Some(import::SECRETS_TAG)).unwrap()[0].id == "secrets");
+
+    let again = import::import(&mut e, &src, None, &mut |_, _, _| {}).unwrap();
+    assert_eq!(
+        (again.added, again.updated, again.unchanged),
+        (0, 0, 8),
+        "{again:?}"
+    );
+    assert!(e.backups(10).unwrap().is_empty());
+
+    write(&src, "MEMORY.md", "# Curated memory\n- likes green tea\n");
+    let third = import::import(&mut e, &src, None, &mut |_, _, _| {}).unwrap();
+    assert_eq!(
+        (third.added, third.updated, third.unchanged),
+        (0, 1, 7),
+        "{third:?}"
+    );
+    let b = e.backups(10).unwrap();
+    assert_eq!(
+        (b.len(), b[0].reason.as_str(), b[0].note_id.as_str()),
+        (1, "import-replace", "memory")
+    );
+    assert!(
+        e.show("memory", None)
+            .unwrap()
+            .note
+            .unwrap()
+            .body
+            .contains("green tea")
+    );
+    // A note of the user's own that has the same id is never overwritten by an import.
+    let w2 = World::new();
+    let mut e2 = w2.engine(None);
+    e2.add(NewNote {
+        id: Some("memory".into()),
+        ..note("mine", "mine")
+    })
+    .unwrap();
+    let r = import::import(&mut e2, &src, None, &mut |_, _, _| {}).unwrap();
+    assert_eq!(r.added, 8);
+    assert_eq!(
+        e2.show("memory", None).unwrap().note.unwrap().body,
+        "mine\n"
+    );
+}
+
+#[test]
+fn export_then_import_reproduces_the_notes() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    e.add(NewNote {
+        tags: vec!["a".into()],
+        note_type: Some(NoteType::Reference),
+        ..note("first note", "body one")
+    })
+    .unwrap();
+    e.add(note("定价卡片", "中文正文")).unwrap();
+    let out = w.root.join("export");
+    assert_eq!(import::export(&e, &out).unwrap().files, 2);
+    let w2 = World::new();
+    let mut e2 = w2.engine(None);
+    let r = import::import(&mut e2, &out.join("user"), None, &mut |_, _, _| {}).unwrap();
+    assert_eq!(r.added, 2);
+    let hashes = |e: &Engine| {
+        let mut v: Vec<_> = e
+            .list(None, None, None)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.id, r.hash))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(hashes(&e), hashes(&e2));
+}

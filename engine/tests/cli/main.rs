@@ -1,0 +1,514 @@
+//! End-to-end tests of the `memoria` binary: exit codes, JSON output, the watcher, crash
+//! safety under kill -9, many processes at once, and Obsidian compatibility (python-frontmatter).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use memoria_shared::note::{FileContext, Note};
+use serde_json::Value;
+
+struct Memoria {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Memoria {
+    fn new() -> Memoria {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let cwd = root.join("work");
+        std::fs::create_dir_all(&cwd).unwrap();
+        Memoria {
+            home: root.join("home"),
+            cwd,
+            _tmp: tmp,
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_memoria"));
+        c.env("MEMORIA_HOME", &self.home).current_dir(&self.cwd);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "memoria {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    fn user_dir(&self) -> PathBuf {
+        self.home.join("memory/user")
+    }
+}
+
+fn kill9(child: &mut Child) {
+    // Child::kill sends SIGKILL on Unix: no destructor, no flush, no cleanup runs.
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn exit_codes_and_errors() {
+    let m = Memoria::new();
+    assert_eq!(m.run(&[]).status.code(), Some(2));
+    assert_eq!(
+        m.run(&["add"]).status.code(),
+        Some(2),
+        "missing --summary is a usage error"
+    );
+    assert_eq!(m.run(&["frobnicate"]).status.code(), Some(2));
+    let out = m.run(&["show", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not found") && err.contains("memoria list"),
+        "{err}"
+    );
+    let out = m.run(&["--json", "show", "Bad/Id"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("invalid"),
+        "{v}"
+    );
+    let out = m.run(&["add", "--summary", "s", "--scope", "project"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memoria init"));
+    let out = m.run(&["add", "--summary", "s", "--type", "idea"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("user, feedback, project, reference, domain")
+    );
+    assert_eq!(m.run(&["forget", "x"]).status.code(), Some(1));
+    let out = m.run(&[
+        "add",
+        "--summary",
+        "token",
+        "--body",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("github-token") && !err.contains("ghp_"),
+        "{err}"
+    );
+}
+
+#[test]
+fn add_show_edit_list_forget_restore_through_the_cli() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    let mut child = m
+        .command()
+        .args([
+            "add",
+            "--summary",
+            "Deploys go out on Tuesdays",
+            "--type",
+            "feedback",
+            "--tags",
+            "ops,release",
+            "--body",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Never on Fridays.\nSee [[release-train]].\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(id.starts_with("deploys-go-out-on-tuesdays-"), "{id}");
+    let shown = m.json(&["show", &id]);
+    assert_eq!(shown["body"], "Never on Fridays.\nSee [[release-train]].\n");
+    assert_eq!(shown["tags"], serde_json::json!(["ops", "release"]));
+    assert_eq!(shown["links"], serde_json::json!(["release-train"]));
+    m.ok(&[
+        "edit",
+        &id,
+        "--tags",
+        "ops",
+        "--summary",
+        "Deploys go out on Wednesdays",
+    ]);
+    let listed = m.json(&["list", "--tag", "ops"]);
+    assert_eq!(listed[0]["summary"], "Deploys go out on Wednesdays");
+    assert_eq!(
+        m.json(&["list", "--tag", "release"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let hits = m.json(&["search", "wednesdays"]);
+    assert_eq!(hits[0]["id"], id.as_str());
+    let forgotten = m.json(&["forget", &id, "--confirm"]);
+    assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 0);
+    let backup_id = forgotten["backupId"].as_str().unwrap();
+    assert_eq!(m.json(&["backups"])[0]["reason"], "forget");
+    m.ok(&["restore", backup_id]);
+    assert_eq!(
+        m.json(&["show", &id])["summary"],
+        "Deploys go out on Wednesdays"
+    );
+    let doctor = m.json(&["doctor"]);
+    assert_eq!(doctor["ok"], true, "{doctor}");
+}
+
+#[test]
+fn project_scope_from_the_working_directory() {
+    let m = Memoria::new();
+    let proj = m.cwd.join("app");
+    m.ok(&["init", proj.to_str().unwrap(), "--type", "web"]);
+    let deep = proj.join("src/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    let out = m
+        .command()
+        .current_dir(&deep)
+        .args(["--json", "add", "--summary", "uses vite"])
+        .output()
+        .unwrap();
+    let written: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(written["scope"].as_str().unwrap().starts_with("project:"));
+    assert!(
+        written["path"]
+            .as_str()
+            .unwrap()
+            .starts_with(proj.join("MEMORY").to_str().unwrap())
+    );
+    // From outside the project the note is invisible; --project makes it visible again.
+    assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 0);
+    assert_eq!(
+        m.json(&["--project", deep.to_str().unwrap(), "list"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        m.run(&["--project", m.cwd.to_str().unwrap(), "list"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn watcher_makes_hand_edits_searchable_within_two_seconds() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    let id = m
+        .ok(&[
+            "add",
+            "--summary",
+            "fruit note",
+            "--id",
+            "fruit",
+            "--body",
+            "apple",
+        ])
+        .trim()
+        .to_owned();
+    let path = m.user_dir().join(format!("{id}.md"));
+    let mut watcher = m
+        .command()
+        .args(["--json", "watch"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("watcher exited before it was ready")
+            .unwrap();
+        if line.contains("\"ready\"") {
+            break;
+        }
+    }
+    assert!(
+        m.json(&["doctor"])["scopes"][0]["watched"]
+            .as_bool()
+            .unwrap()
+    );
+
+    // While the watcher holds the scope, CLI calls skip their own start-up scan: only the
+    // watcher can make this edit visible.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("apple", "kumquat")).unwrap();
+    let start = Instant::now();
+    loop {
+        let hits = m.json(&["search", "kumquat"]);
+        if hits.as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the watcher did not index the edit within 2 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(
+        m.user_dir().join("new.md"),
+        "# Created by hand\npersimmon\n",
+    )
+    .unwrap();
+    let start = Instant::now();
+    while m
+        .json(&["search", "persimmon"])
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the watcher did not index the new file within 2 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill9(&mut watcher);
+
+    // Without a watcher, the next start repairs the index.
+    std::fs::write(&path, text.replace("apple", "durian")).unwrap();
+    assert_eq!(m.json(&["search", "durian"])[0]["id"], "fruit");
+    assert!(
+        m.json(&["search", "kumquat"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !m.json(&["doctor"])["scopes"][0]["watched"]
+            .as_bool()
+            .unwrap()
+    );
+}
+
+fn source_body(i: usize, version: char) -> String {
+    let line = format!("file {i} version {version} ");
+    format!("{}\n", line.repeat(2500))
+}
+
+#[test]
+fn kill_9_during_a_burst_of_writes_leaves_no_torn_note() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    let src = m.cwd.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let files = 120;
+    let mut interrupted = 0;
+    let delays = [40u64, 90, 160, 250, 400, 600];
+    for (round, delay) in delays.iter().enumerate() {
+        let version = if round % 2 == 0 { 'A' } else { 'B' };
+        for i in 0..files {
+            let text = format!(
+                "---\n{{\"id\":\"n{i}\",\"summary\":\"note {i}\"}}\n---\n{}",
+                source_body(i, version)
+            );
+            std::fs::write(src.join(format!("n{i}.md")), text).unwrap();
+        }
+        let mut child = m
+            .command()
+            .args(["import", src.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(*delay));
+        if child.try_wait().unwrap().is_none() {
+            interrupted += 1;
+        }
+        kill9(&mut child);
+        for entry in std::fs::read_dir(m.user_dir()).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue; // a temp file of the interrupted write: never a note
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            let note = Note::parse(
+                &text,
+                FileContext {
+                    relative_path: &name,
+                },
+            )
+            .unwrap_or_else(|e| panic!("round {round}: {name} is torn: {e}"));
+            let i: usize = note.id.as_str()[1..].parse().unwrap();
+            assert!(
+                note.body == source_body(i, 'A') || note.body == source_body(i, 'B'),
+                "round {round}: {name} holds a partial body ({} bytes)",
+                note.body.len()
+            );
+        }
+    }
+    assert!(
+        interrupted >= 2,
+        "the kills never landed mid-import ({interrupted}); the test proved nothing"
+    );
+    // Finish the job: the vault converges and nothing is broken.
+    m.ok(&["import", src.to_str().unwrap()]);
+    let doctor = m.json(&["doctor"]);
+    assert_eq!(doctor["ok"], true, "{doctor}");
+    assert_eq!(doctor["scopes"][0]["notes"], files);
+}
+
+#[test]
+fn many_processes_write_at_once() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let home = m.home.clone();
+            let cwd = m.cwd.clone();
+            std::thread::spawn(move || {
+                for i in 0..12 {
+                    let out = Command::new(env!("CARGO_BIN_EXE_memoria"))
+                        .env("MEMORIA_HOME", &home)
+                        .current_dir(&cwd)
+                        .args([
+                            "add",
+                            "--summary",
+                            &format!("writer {t} note {i}"),
+                            "--body",
+                            "concurrent",
+                        ])
+                        .output()
+                        .unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 48);
+    assert_eq!(
+        m.json(&["search", "concurrent", "--limit", "100"])
+            .as_array()
+            .unwrap()
+            .len(),
+        48
+    );
+    assert_eq!(m.json(&["doctor"])["ok"], true);
+}
+
+fn test_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMORIA_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let default = home.join(".cache/memoria/tools/py-venv/bin/python");
+    assert!(
+        default.exists(),
+        "python-frontmatter is not installed: run scripts/install-test-tools.sh (or set MEMORIA_TEST_PYTHON)"
+    );
+    default
+}
+
+#[test]
+fn vault_parses_with_python_frontmatter() {
+    let python = test_python();
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "Plain note",
+        "--id",
+        "plain",
+        "--body",
+        "Hello",
+    ]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "定价卡片: \"quotes\" & colons",
+        "--id",
+        "unicode",
+        "--type",
+        "reference",
+        "--tags",
+        "中文,español",
+        "--body",
+        "Línea\n---\nnot a fence\n",
+    ]);
+    m.ok(&["add", "--summary", "Empty body", "--id", "empty"]);
+    let src = m.cwd.join("obsidian");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("yaml.md"),
+        "---\nid: yaml\nsummary: From YAML\naliases: [Y]\ncssclass: wide\n---\nbody\n",
+    )
+    .unwrap();
+    m.ok(&["import", src.to_str().unwrap()]);
+    m.ok(&["edit", "yaml", "--body", "rewritten by memoria"]);
+
+    let script = r#"
+import json, sys, pathlib, frontmatter
+out = {}
+for p in sorted(pathlib.Path(sys.argv[1]).glob("*.md")):
+    post = frontmatter.load(p)
+    out[p.stem] = {"meta": post.metadata, "content": post.content}
+print(json.dumps(out))
+"#;
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(m.user_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python-frontmatter failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for id in ["plain", "unicode", "empty", "yaml"] {
+        let ours = m.json(&["show", id]);
+        let theirs = &parsed[id];
+        assert_eq!(theirs["meta"]["id"], ours["id"], "{id}");
+        assert_eq!(theirs["meta"]["summary"], ours["summary"], "{id}");
+        assert_eq!(theirs["meta"]["tags"], ours["tags"], "{id}");
+        assert_eq!(
+            theirs["content"].as_str().unwrap().trim(),
+            ours["body"].as_str().unwrap().trim(),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        parsed["yaml"]["meta"]["aliases"],
+        serde_json::json!(["Y"]),
+        "unknown keys survive a rewrite"
+    );
+    assert_eq!(parsed["yaml"]["meta"]["cssclass"], "wide");
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine or a warm one: installs what the tests need
+# (idempotent, cached outside the clone), then runs every test in the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/memoria/target}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+scripts/install-test-tools.sh
+scripts/install-moto.sh
+export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
+
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi

@@ -1,0 +1,305 @@
+//! Three-way merge of one note: the heart of sync's promise that no edit is lost silently.
+//!
+//! Given the note as last synced (`base`), this machine's version (`ours`) and the cloud's
+//! (`theirs`) — each possibly absent (never synced, or deleted) — [`merge`] returns either a
+//! clean result or a conflict the user resolves. Rules (PRODUCT §8):
+//! - unchanged → keep; changed on one side → take that side (including a delete);
+//! - changed on both → summary and type from the side that changed them; tags as sets (additions
+//!   from either side kept, removals from either side applied); bodies merged by lines;
+//! - edit vs delete keeps the edit;
+//! - anything else is a conflict: two different summaries or types, edits on the same or
+//!   adjacent lines (stricter than diffy, which merges adjacent edits that git would refuse), a
+//!   merged body over the size limit, or both sides having the note with no base.
+//!
+//! The function is pure and symmetric: swapping `ours` and `theirs` gives the same outcome.
+
+use std::ops::Range;
+
+use serde_json::Map;
+use similar::{Algorithm, DiffTag, capture_diff_slices};
+
+use crate::note::Note;
+
+/// Why a note could not be merged automatically.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictKind {
+    /// Both sides have the note and there is no last-synced copy to compare with.
+    NoBase,
+    /// Both sides changed the summary, differently.
+    Summary,
+    /// Both sides changed the type, differently.
+    Type,
+    /// Both sides changed the same or adjacent lines of the body.
+    Body,
+    /// The merged body is over the size limit.
+    TooLarge,
+}
+
+/// The result of a three-way merge.
+// One outcome per note, short-lived: boxing the note would only add noise at every use.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum MergeOutcome {
+    /// Merged cleanly: the note to keep, or `None` when it stays deleted.
+    Clean(Option<Note>),
+    /// Needs a person; every reason found is listed.
+    Conflict(Vec<ConflictKind>),
+}
+
+/// Merges one note. `max_body_bytes` is the server's per-body limit.
+pub fn merge(
+    base: Option<&Note>,
+    ours: Option<&Note>,
+    theirs: Option<&Note>,
+    max_body_bytes: usize,
+) -> MergeOutcome {
+    let same = |a: Option<&Note>, b: Option<&Note>| match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.content_hash() == b.content_hash(),
+        _ => false,
+    };
+    if same(ours, theirs) {
+        // Same content; metadata (times, trust, unknown keys) still merges deterministically.
+        return MergeOutcome::Clean(match (base, ours, theirs) {
+            (_, Some(o), Some(t)) => Some(merge_meta(base, o, t, o)),
+            _ => None,
+        });
+    }
+    // Changed on one side only: that side's content, with metadata merged.
+    if base.is_some() && same(base, ours) {
+        return MergeOutcome::Clean(
+            theirs.map(|t| ours.map_or_else(|| t.clone(), |o| merge_meta(base, o, t, t))),
+        );
+    }
+    if base.is_some() && same(base, theirs) {
+        return MergeOutcome::Clean(
+            ours.map(|o| theirs.map_or_else(|| o.clone(), |t| merge_meta(base, o, t, o))),
+        );
+    }
+    match (base, ours, theirs) {
+        // One side has a note the other never had (or the base is gone): copy it.
+        (None, Some(n), None) | (None, None, Some(n)) => MergeOutcome::Clean(Some(n.clone())),
+        (None, Some(_), Some(_)) => MergeOutcome::Conflict(vec![ConflictKind::NoBase]),
+        // Edit vs delete keeps the edit.
+        (Some(_), Some(n), None) | (Some(_), None, Some(n)) => MergeOutcome::Clean(Some(n.clone())),
+        (Some(b), Some(o), Some(t)) => merge_both(b, o, t, max_body_bytes),
+        (_, None, None) => MergeOutcome::Clean(None),
+    }
+}
+
+fn merge_both(b: &Note, o: &Note, t: &Note, max_body_bytes: usize) -> MergeOutcome {
+    let mut kinds = Vec::new();
+    let summary = pick(&b.summary, &o.summary, &t.summary).cloned();
+    if summary.is_none() {
+        kinds.push(ConflictKind::Summary);
+    }
+    let note_type = pick(&b.note_type, &o.note_type, &t.note_type).cloned();
+    if note_type.is_none() {
+        kinds.push(ConflictKind::Type);
+    }
+    let body = merge_lines(&b.body, &o.body, &t.body);
+    match &body {
+        None => kinds.push(ConflictKind::Body),
+        Some(body) if body.len() > max_body_bytes => kinds.push(ConflictKind::TooLarge),
+        Some(_) => {}
+    }
+    if !kinds.is_empty() {
+        return MergeOutcome::Conflict(kinds);
+    }
+    let mut merged = merge_meta(Some(b), o, t, o);
+    merged.summary = summary.unwrap_or_default();
+    merged.note_type = note_type.unwrap_or_default();
+    merged.tags = merge_tags(&b.tags, &o.tags, &t.tags);
+    merged.body = body.unwrap_or_default();
+    MergeOutcome::Clean(Some(merged))
+}
+
+/// The value from the side that changed it; `None` when both changed it differently.
+fn pick<'a, T: PartialEq>(b: &'a T, o: &'a T, t: &'a T) -> Option<&'a T> {
+    if o == t || t == b {
+        Some(o)
+    } else if o == b {
+        Some(t)
+    } else {
+        None
+    }
+}
+
+/// Tags as sets: additions from either side kept, removals from either side applied.
+/// Order: ours first, then theirs' additions — sorted, so the result is symmetric.
+pub fn merge_tags(b: &[String], o: &[String], t: &[String]) -> Vec<String> {
+    let has = |v: &[String], x: &String| v.contains(x);
+    let mut out: Vec<String> = Vec::new();
+    for x in o.iter().chain(t.iter()) {
+        let keep = if has(b, x) {
+            has(o, x) && has(t, x)
+        } else {
+            true
+        };
+        if keep && !out.contains(x) {
+            out.push(x.clone());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Metadata that is not part of the content hash: every field from the side that changed it;
+/// when both changed it: created = earliest, updated = latest, trust = the lower (trust only goes
+/// down), anything else the larger value, so that the result is symmetric.
+fn merge_meta(b: Option<&Note>, o: &Note, t: &Note, content: &Note) -> Note {
+    let mut n = content.clone();
+    let bf = |f: fn(&Note) -> Option<i64>| b.map(f);
+    n.created_at = choose_by(
+        bf(|n| n.created_at).as_ref(),
+        &o.created_at,
+        &t.created_at,
+        |x, y| [*x, *y].into_iter().flatten().min(),
+    );
+    n.updated_at = choose_by(
+        bf(|n| n.updated_at).as_ref(),
+        &o.updated_at,
+        &t.updated_at,
+        |x, y| [*x, *y].into_iter().flatten().max(),
+    );
+    n.trust = choose_by(b.map(|b| &b.trust), &o.trust, &t.trust, |x, y| {
+        match (x, y) {
+            (Some(x), Some(y)) => Some(*x.min(y)),
+            (x, y) => x.or(*y),
+        }
+    });
+    n.origin = choose(b.map(|b| &b.origin), &o.origin, &t.origin);
+    n.importance = choose(b.map(|b| &b.importance), &o.importance, &t.importance);
+    n.source = choose(b.map(|b| &b.source), &o.source, &t.source);
+    n.status = choose(b.map(|b| &b.status), &o.status, &t.status);
+    n.relations = choose(b.map(|b| &b.relations), &o.relations, &t.relations);
+    n.project = choose(b.map(|b| &b.project), &o.project, &t.project);
+    n.project_type = choose(b.map(|b| &b.project_type), &o.project_type, &t.project_type);
+    let empty = Map::new();
+    let be = b.map(|b| &b.extra).unwrap_or(&empty);
+    let mut keys: Vec<&String> = o.extra.keys().chain(t.extra.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut extra = Map::new();
+    for k in keys {
+        if let Some(v) = choose(Some(&be.get(k)), &o.extra.get(k), &t.extra.get(k)) {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    n.extra = extra;
+    n
+}
+
+/// The value from the side that changed it; when both changed it differently, the larger by
+/// its debug form (arbitrary, but the same whichever side is "ours").
+fn choose<T: PartialEq + Clone + std::fmt::Debug>(b: Option<&T>, o: &T, t: &T) -> T {
+    choose_by(b, o, t, |o, t| {
+        if format!("{o:?}") >= format!("{t:?}") {
+            o.clone()
+        } else {
+            t.clone()
+        }
+    })
+}
+
+fn choose_by<T: PartialEq + Clone>(b: Option<&T>, o: &T, t: &T, both: impl Fn(&T, &T) -> T) -> T {
+    if o == t || Some(t) == b {
+        o.clone()
+    } else if Some(o) == b {
+        t.clone()
+    } else {
+        both(o, t)
+    }
+}
+
+/// A change to the base: base lines `old` replaced by the side's lines `new`.
+#[derive(Debug, Clone, PartialEq)]
+struct Hunk {
+    old: Range<usize>,
+    new: Range<usize>,
+}
+
+fn hunks(base: &[&str], side: &[&str]) -> Vec<Hunk> {
+    let mut out: Vec<Hunk> = Vec::new();
+    for op in capture_diff_slices(Algorithm::Myers, base, side) {
+        let (tag, old, new) = op.as_tag_tuple();
+        if tag == DiffTag::Equal {
+            continue;
+        }
+        match out.last_mut() {
+            // A delete right next to an insert is one change.
+            Some(last) if last.old.end == old.start && last.new.end == new.start => {
+                last.old.end = old.end;
+                last.new.end = new.end;
+            }
+            _ => out.push(Hunk { old, new }),
+        }
+    }
+    out
+}
+
+/// Line-based three-way merge. `None` when both sides changed the same or adjacent lines
+/// (two insertions at the same place count too), unless they made the very same change.
+pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
+    if ours == theirs || theirs == base {
+        return Some(ours.to_owned());
+    }
+    if ours == base {
+        return Some(theirs.to_owned());
+    }
+    let b: Vec<&str> = base.split_inclusive('\n').collect();
+    let o: Vec<&str> = ours.split_inclusive('\n').collect();
+    let t: Vec<&str> = theirs.split_inclusive('\n').collect();
+    let ho: Vec<(Hunk, &[&str])> = hunks(&b, &o)
+        .into_iter()
+        .map(|h| (h, o.as_slice()))
+        .collect();
+    let ht: Vec<(Hunk, &[&str])> = hunks(&b, &t)
+        .into_iter()
+        .map(|h| (h, t.as_slice()))
+        .collect();
+    let mut out = String::with_capacity(ours.len().max(theirs.len()));
+    let (mut i, mut j, mut pos) = (0, 0, 0);
+    loop {
+        let (hunk, side) = match (ho.get(i), ht.get(j)) {
+            (None, None) => break,
+            (Some(x), Some(y)) => {
+                let touch = x.0.old.start <= y.0.old.end && y.0.old.start <= x.0.old.end;
+                if touch {
+                    // The very same change on both sides is fine; anything else conflicts.
+                    if x.0.old != y.0.old || x.1[x.0.new.clone()] != y.1[y.0.new.clone()] {
+                        return None;
+                    }
+                    i += 1;
+                    j += 1;
+                    x
+                } else if x.0.old.start < y.0.old.start {
+                    i += 1;
+                    x
+                } else {
+                    j += 1;
+                    y
+                }
+            }
+            (Some(x), None) => {
+                i += 1;
+                x
+            }
+            (None, Some(y)) => {
+                j += 1;
+                y
+            }
+        };
+        b[pos..hunk.old.start].iter().for_each(|l| out.push_str(l));
+        side[hunk.new.clone()].iter().for_each(|l| out.push_str(l));
+        pos = hunk.old.end;
+    }
+    b[pos..].iter().for_each(|l| out.push_str(l));
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests;

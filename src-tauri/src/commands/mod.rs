@@ -1,0 +1,3 @@
+//! Commands the desktop window calls, grouped by page.
+
+pub mod notes;

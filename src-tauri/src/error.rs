@@ -1,0 +1,28 @@
+//! Errors as the UI sees them: `{code, message}`. A code exists only where the UI branches on it.
+
+use memoria_engine::Error;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UiError {
+    /// `not-found`, `invalid`, `secret`, `broken-note`, `limit`, or `internal`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl From<Error> for UiError {
+    fn from(e: Error) -> Self {
+        let code = match &e {
+            Error::NotFound(_) | Error::BackupNotFound(_) => "not-found",
+            Error::Secret { .. } => "secret",
+            Error::Broken { .. } => "broken-note",
+            Error::BodyTooLarge { .. } | Error::ScopeFull { .. } => "limit",
+            Error::Io { .. } | Error::Index(_) => "internal",
+            _ => "invalid",
+        };
+        UiError {
+            code,
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `memoria mcp` driven by a real MCP client: the official Python SDK over stdio.
+
+use std::process::Command;
+
+use memoria_tests::{test_python, workspace_bin};
+use serde_json::Value;
+
+#[test]
+fn python_sdk_client_remember_search_expand_forget_and_isolation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let memoria = workspace_bin("memoria");
+    let home = root.join("home");
+    let (a, b) = (root.join("project-a"), root.join("project-b"));
+    for p in [&a, &b] {
+        let out = Command::new(&memoria)
+            .env("MEMORIA_HOME", &home)
+            .arg("init")
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_client.py");
+    let out = Command::new(test_python())
+        .arg(script)
+        .arg(&memoria)
+        .arg(&home)
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "MCP client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(facts["server"], "memoria");
+    assert_eq!(facts["instructions_name_project"], true);
+    assert_eq!(
+        facts["tools"],
+        serde_json::json!(["forget", "memory_expand", "memory_search", "remember"])
+    );
+    assert_eq!(facts["search_schema_has_query"], true);
+    let id = facts["remember_id"].as_str().unwrap();
+    assert!(
+        id.starts_with("vt:project/deploys-go-out-on-tuesdays-"),
+        "{id}"
+    );
+    assert_eq!(facts["missing_links"], serde_json::json!(["release-train"]));
+    assert_eq!(facts["search_top"], id);
+    assert_eq!(facts["search_trust"], "[CONFIRMED]");
+    assert_eq!(facts["multi_top_summary"], "Prefers tea over coffee");
+    assert_eq!(
+        facts["expand_body"],
+        "Never on Fridays. See [[release-train]].\n"
+    );
+    assert_eq!(facts["expand_tags"], serde_json::json!(["ops"]));
+    assert_eq!(facts["errors"].as_array().unwrap().len(), 8);
+    assert_eq!(facts["serving_after_errors"], true);
+    assert_eq!(
+        facts["b_sees_a"],
+        serde_json::json!([]),
+        "project B must never see project A's notes"
+    );
+    assert_eq!(facts["b_sees_user_note"], true);
+    assert_eq!(facts["after_forget"], 0);
+    // The forgotten note is in the backups, restorable.
+    let backups = Command::new(&memoria)
+        .env("MEMORIA_HOME", &home)
+        .args(["--json", "backups"])
+        .output()
+        .unwrap();
+    let backups: Value = serde_json::from_slice(&backups.stdout).unwrap();
+    assert_eq!(backups[0]["backupId"], facts["forget_backup"]);
+    assert_eq!(backups[0]["reason"], "forget");
+}
+
+#[test]
+fn streamable_http_with_a_bearer_token() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let memoria = workspace_bin("memoria");
+    let mut server = Command::new(&memoria)
+        .env("MEMORIA_HOME", tmp.path())
+        .current_dir(tmp.path())
+        .args(["mcp", "--http", "127.0.0.1:0", "--token", "s3cret-token"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .unwrap();
+        if let Some(rest) = line.split("serving on ").nth(1) {
+            break rest.trim().to_owned();
+        }
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_http_client.py");
+    let out = Command::new(test_python())
+        .arg(script)
+        .arg(&url)
+        .arg("s3cret-token")
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(facts["without_token"], 401);
+    assert_eq!(facts["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(facts["found"], serde_json::json!([facts["remembered"]]));
+}
+
+#[test]
+fn http_off_loopback_needs_a_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(workspace_bin("memoria"))
+        .env("MEMORIA_HOME", tmp.path())
+        .env_remove("MEMORIA_MCP_TOKEN")
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bearer token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

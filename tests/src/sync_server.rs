@@ -1,0 +1,219 @@
+//! Fixtures for the sync-server tests: note files with their hashes, an in-process server on a
+//! real port, and the `memoria-sync` binary run as a child process. Every fixture cleans up on
+//! drop.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+
+use memoria_shared::protocol::{Change, ChangeOp};
+use memoria_shared::{ContentHash, Note, NoteId};
+use memoria_sync_server::AppState;
+
+/// A note file for `id` and its content hash, as a client would commit it.
+pub fn note_file(id: &str, summary: &str, body: &str) -> (String, ContentHash) {
+    let note = Note::new(NoteId::new(id).expect("valid test id"), summary, body);
+    (note.serialize(), ContentHash::of_note(&note))
+}
+
+/// A `put` change for a fresh note file.
+pub fn put(id: &str, base: Option<&str>, body: &str) -> Change {
+    let (file, hash) = note_file(id, &format!("summary of {id}"), body);
+    Change {
+        id: NoteId::new(id).expect("valid test id"),
+        op: ChangeOp::Put,
+        base_revision: base.map(str::to_owned),
+        body: Some(file),
+        hash: Some(hash),
+    }
+}
+
+/// A `delete` change.
+pub fn delete(id: &str, base: Option<&str>) -> Change {
+    Change {
+        id: NoteId::new(id).expect("valid test id"),
+        op: ChangeOp::Delete,
+        base_revision: base.map(str::to_owned),
+        body: None,
+        hash: None,
+    }
+}
+
+/// The API served in this process on 127.0.0.1 and a free port; shut down (gracefully) on drop.
+pub struct InProcessServer {
+    pub addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl InProcessServer {
+    pub async fn start(state: Arc<AppState>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind port 0");
+        let addr = listener.local_addr().expect("local addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(memoria_sync_server::serve_state(state, listener, async {
+            let _ = rx.await;
+        }));
+        InProcessServer {
+            addr,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops accepting, lets requests in flight finish, and waits for the server to end.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("server task")
+                .expect("server ended cleanly");
+        }
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The `memoria-sync` binary, built (once per test process) if cargo is driving the tests.
+pub fn sync_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("MEMORIA_SYNC_BIN") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/it-<hash> → target/<profile>/memoria-sync
+        let exe = std::env::current_exe().expect("test executable path");
+        let dir = exe
+            .parent()
+            .and_then(|d| d.parent())
+            .expect("target directory")
+            .to_path_buf();
+        if let Some(cargo) = std::env::var_os("CARGO") {
+            let release = dir.file_name().is_some_and(|n| n == "release");
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "--quiet",
+                "-p",
+                "memoria-sync-server",
+                "--bin",
+                "memoria-sync",
+            ]);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build for memoria-sync");
+            assert!(status.success(), "cargo build of memoria-sync failed");
+        }
+        let bin = dir.join(format!("memoria-sync{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.exists(),
+            "{} is missing: run `cargo build -p memoria-sync-server` or set MEMORIA_SYNC_BIN",
+            bin.display()
+        );
+        bin
+    })
+    .clone()
+}
+
+/// Runs `memoria-sync ARGS` to completion; returns stdout, panicking with stderr on failure.
+pub fn run_sync(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(sync_binary())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run memoria-sync");
+    assert!(
+        out.status.success(),
+        "memoria-sync {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// `memoria-sync token create`; returns the token (the last line of stdout).
+pub fn create_token(store: &str, user: &str, env: &[(&str, &str)]) -> String {
+    let out = run_sync(&["token", "create", "--store", store, "--user", user], env);
+    out.lines().last().expect("a token line").trim().to_owned()
+}
+
+/// `memoria-sync serve` as a child process on a free port; killed on drop.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl ServerProcess {
+    pub fn start(store: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(sync_binary())
+            .args(["serve", "--store", store, "--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied())
+            .env("MEMORIA_SYNC_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start memoria-sync serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the bound address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
+            .parse()
+            .expect("a socket address");
+        ServerProcess { child, addr }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Kills the server and waits for it.
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM (Unix) and waits up to `timeout` for the server to exit on its own;
+    /// returns its exit status, or `None` if it had to be killed.
+    pub fn terminate(mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "could not send SIGTERM");
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
