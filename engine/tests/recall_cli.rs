@@ -96,6 +96,21 @@ fn eval_beir_reports_metrics_and_writes_a_trec_run() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("quality gate failed"));
+
+    // A gate that requires the model refuses to run on the hash fallback.
+    let out = memoria(dir.path())
+        .args(["eval", "beir", "--require-model", "--model-dir"])
+        .arg(dir.path().join("no-model"))
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--queries")
+        .arg(&queries)
+        .arg("--qrels")
+        .arg(&qrels)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not load"));
 }
 
 #[test]

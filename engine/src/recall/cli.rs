@@ -56,7 +56,7 @@ pub struct EvalArgs {
     pub run_out: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
     pub mode: Mode,
-    #[arg(long, value_enum, default_value_t = FusionArg::Rrf)]
+    #[arg(long, value_enum, default_value_t = FusionArg::Weighted)]
     pub fusion: FusionArg,
     /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w)).
     #[arg(long)]
@@ -83,6 +83,9 @@ pub struct EvalArgs {
     /// Also report every mode and fusion variant from the same index.
     #[arg(long)]
     pub compare: bool,
+    /// Fail unless the ONNX model loaded (a CI gate must not pass on the hash fallback).
+    #[arg(long)]
+    pub require_model: bool,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -175,6 +178,15 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
     let status = index.status();
     if let Some(reason) = &status.fallback_reason {
         eprintln!("note: using the hash embedder ({reason})");
+    }
+    if args.require_model && status.embedder != "onnx" {
+        bail!(
+            "--require-model: the embedding model did not load ({}); install it with scripts/install-model.sh",
+            status
+                .fallback_reason
+                .as_deref()
+                .unwrap_or("unknown reason")
+        );
     }
     let docs: Vec<RecallDoc> = corpus
         .iter()
@@ -640,7 +652,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         };
         // Warm up caches and the model.
         for i in 0..5 {
-            index.search(&query_text(i), &opts)?;
+            index.search(&query_text(100_000 + i), &opts)?;
         }
         let mut times = Vec::with_capacity(args.queries);
         for i in 0..args.queries {

@@ -251,7 +251,12 @@ struct Shared {
     meta: RwLock<HashMap<String, DocMeta>>,
     pending: AtomicUsize,
     stop: AtomicBool,
+    /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
+    query_cache: Mutex<HashMap<String, Vec<f32>>>,
 }
+
+/// Query vectors kept before the cache is emptied.
+const QUERY_CACHE: usize = 1024;
 
 /// The recall index of one home.
 pub struct RecallIndex {
@@ -302,6 +307,7 @@ impl RecallIndex {
             meta: RwLock::new(HashMap::new()),
             pending: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            query_cache: Mutex::new(HashMap::new()),
         });
         let data_version = docs.data_version()?;
         let me = Self {
@@ -551,7 +557,19 @@ impl RecallIndex {
             };
             match embedder {
                 Some(mut e) => {
-                    let q = e.embed_query(&query)?;
+                    let cached = lock(&self.shared.query_cache).get(&query).cloned();
+                    let q = match cached {
+                        Some(q) => q,
+                        None => {
+                            let q = e.embed_query(&query)?;
+                            let mut cache = lock(&self.shared.query_cache);
+                            if cache.len() >= QUERY_CACHE {
+                                cache.clear();
+                            }
+                            cache.insert(query.clone(), q.clone());
+                            q
+                        }
+                    };
                     drop(e);
                     read(&self.shared.vectors).search(&q, opts.candidates, admit)
                 }
