@@ -243,9 +243,11 @@ fn tags_arg(arg: &str) -> Vec<String> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match &cli.command {
-        Command::Eval(EvalCommand::Beir(args)) => memoria_engine::recall::cli::run_eval(args, json),
+        Command::Eval(EvalCommand::Beir(args)) => {
+            memoria_engine::recall::cli::run_eval(args, json)?
+        }
         Command::Bench(BenchCommand::Recall(args)) => {
-            memoria_engine::recall::cli::run_bench(args, json)
+            memoria_engine::recall::cli::run_bench(args, json)?
         }
         Command::Init { dir, project_type } => {
             let dir = dir.clone().or_else(|| cli.project.clone());

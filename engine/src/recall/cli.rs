@@ -302,10 +302,10 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
                 }
             }
         }
-        if i == 0 {
-            if let Some(p) = &args.run_out {
-                std::fs::write(p, &run).with_context(|| format!("writing {}", p.display()))?;
-            }
+        if i == 0
+            && let Some(p) = &args.run_out
+        {
+            std::fs::write(p, &run).with_context(|| format!("writing {}", p.display()))?;
         }
         times.sort_by(f64::total_cmp);
         let m = eval::mean(&per_query);
@@ -352,13 +352,13 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             )?;
         }
     }
-    if let Some(floor) = args.min_ndcg {
-        if results[0].ndcg10 < floor {
-            bail!(
-                "quality gate failed: nDCG@10 {:.4} is below the floor {floor}",
-                results[0].ndcg10
-            );
-        }
+    if let Some(floor) = args.min_ndcg
+        && results[0].ndcg10 < floor
+    {
+        bail!(
+            "quality gate failed: nDCG@10 {:.4} is below the floor {floor}",
+            results[0].ndcg10
+        );
     }
     Ok(())
 }
@@ -551,7 +551,14 @@ fn synthetic_note(i: usize) -> RecallDoc {
         &summary.join(" "),
         &body.join(" "),
     );
-    d.note_type = Some(if i % 3 == 0 { "feedback" } else { "project" }.into());
+    d.note_type = Some(
+        if i.is_multiple_of(3) {
+            "feedback"
+        } else {
+            "project"
+        }
+        .into(),
+    );
     d.rehash()
 }
 

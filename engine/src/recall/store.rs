@@ -341,7 +341,7 @@ fn encode(vecs: &[Vec<f32>]) -> Vec<u8> {
 
 /// Decodes a blob of little-endian f32 rows; a blob of the wrong size reads as missing.
 fn decode(b: &[u8]) -> Option<Vec<Vec<f32>>> {
-    if b.is_empty() || b.len() % (DIM * 4) != 0 {
+    if b.is_empty() || !b.len().is_multiple_of(DIM * 4) {
         return None;
     }
     Some(
