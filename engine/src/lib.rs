@@ -15,6 +15,7 @@ pub mod import;
 pub mod index;
 pub mod mcp;
 pub mod project;
+pub mod recall;
 pub mod scan;
 pub mod vault;
 pub mod watch;

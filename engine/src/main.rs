@@ -144,6 +144,24 @@ enum Command {
         #[arg(long, env = "MEMORIA_MCP_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
+    /// Measure retrieval quality.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+    /// Measure speed and memory.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum EvalCommand {
+    /// Index a BEIR corpus into a temporary home and report nDCG@10, Recall@100, MRR@10.
+    Beir(memoria_engine::recall::cli::EvalArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Search latency, indexing throughput and memory of hybrid recall.
+    Recall(memoria_engine::recall::cli::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -225,6 +243,12 @@ fn tags_arg(arg: &str) -> Vec<String> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match &cli.command {
+        Command::Eval(EvalCommand::Beir(args)) => {
+            memoria_engine::recall::cli::run_eval(args, json)?
+        }
+        Command::Bench(BenchCommand::Recall(args)) => {
+            memoria_engine::recall::cli::run_bench(args, json)?
+        }
         Command::Init { dir, project_type } => {
             let dir = dir.clone().or_else(|| cli.project.clone());
             let project = match &dir {

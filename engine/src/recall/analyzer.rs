@@ -1,0 +1,446 @@
+//! Text analysis for the lexical index: language detection, word and CJK-bigram tokens,
+//! per-language stop words and stemming.
+//!
+//! Documents are analysed with the language detected over the whole note (summary, tags and
+//! body together), so a short summary is stemmed like its body. Queries are analysed with their
+//! own detected language; a short query with no clear language is expanded to the stems of every
+//! supported language and loses the stop words of all of them. Text in Chinese, Japanese or
+//! Korean script becomes overlapping character bigrams (a lone character stays a unigram), so
+//! no segmenter is needed. Stems are folded to ASCII afterwards, so `canción` and `cancion`
+//! meet.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use tantivy::tokenizer::{
+    Language, Stemmer, StopWordFilter, TextAnalyzer, Token, TokenStream, WhitespaceTokenizer,
+};
+
+/// The languages that get stemming and stop words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lang {
+    En,
+    Es,
+    De,
+    Fr,
+    Hu,
+}
+
+impl Lang {
+    pub const ALL: [Lang; 5] = [Lang::En, Lang::Es, Lang::De, Lang::Fr, Lang::Hu];
+
+    fn tantivy(self) -> Language {
+        match self {
+            Lang::En => Language::English,
+            Lang::Es => Language::Spanish,
+            Lang::De => Language::German,
+            Lang::Fr => Language::French,
+            Lang::Hu => Language::Hungarian,
+        }
+    }
+
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Es => "es",
+            Lang::De => "de",
+            Lang::Fr => "fr",
+            Lang::Hu => "hu",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Words longer than this are not indexed (base64 blobs, hashes pasted into notes).
+const MAX_WORD_CHARS: usize = 40;
+
+/// What the detector decided about a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detected {
+    /// One language clearly dominates the Latin-script words.
+    Clear(Lang),
+    /// Too little evidence (short text, or a tie).
+    Unclear,
+}
+
+/// One raw piece of text before stemming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// A lowercased alphanumeric word.
+    Word(String),
+    /// A CJK unigram or bigram; never stemmed or stop-filtered.
+    Cjk(String),
+}
+
+/// True for Han, Hiragana, Katakana and Hangul characters.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // Hiragana, Katakana
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0x1100..=0x11FF    // Hangul Jamo
+        | 0x20000..=0x2FFFF) // Extensions B..
+}
+
+/// Splits text into lowercased words and CJK bigrams, in order.
+fn pieces(text: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush_word = |word: &mut String, out: &mut Vec<Piece>| {
+        if !word.is_empty() {
+            if word.chars().count() <= MAX_WORD_CHARS {
+                out.push(Piece::Word(std::mem::take(word)));
+            } else {
+                word.clear();
+            }
+        }
+    };
+    let flush_cjk = |cjk: &mut Vec<char>, out: &mut Vec<Piece>| {
+        match cjk.len() {
+            0 => {}
+            1 => out.push(Piece::Cjk(cjk[0].to_string())),
+            _ => {
+                for pair in cjk.windows(2) {
+                    out.push(Piece::Cjk(pair.iter().collect()));
+                }
+            }
+        }
+        cjk.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            flush_word(&mut word, &mut out);
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(&mut cjk, &mut out);
+            word.extend(c.to_lowercase());
+        } else {
+            flush_word(&mut word, &mut out);
+            flush_cjk(&mut cjk, &mut out);
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+thread_local! {
+    /// Per language: stop-word removal then stemming (tantivy's Snowball stemmers and lists).
+    static FULL: Vec<TextAnalyzer> = Lang::ALL
+        .iter()
+        .map(|l| {
+            TextAnalyzer::builder(WhitespaceTokenizer::default())
+                .filter(StopWordFilter::new(l.tantivy()).expect("tantivy ships this stop list"))
+                .filter(Stemmer::new(l.tantivy()))
+                .build()
+        })
+        .collect();
+    /// Per language: stemming only.
+    static STEM: Vec<TextAnalyzer> = Lang::ALL
+        .iter()
+        .map(|l| {
+            TextAnalyzer::builder(WhitespaceTokenizer::default())
+                .filter(Stemmer::new(l.tantivy()))
+                .build()
+        })
+        .collect();
+}
+
+/// Runs whitespace-joined words through one of the per-language analyzers.
+fn run(
+    analyzers: &'static std::thread::LocalKey<Vec<TextAnalyzer>>,
+    lang: Lang,
+    words: &str,
+) -> Vec<String> {
+    analyzers.with(|a| {
+        let mut analyzer = a[lang.index()].clone();
+        let mut stream = analyzer.token_stream(words);
+        let mut out = Vec::new();
+        while stream.advance() {
+            out.push(fold_ascii(&stream.token().text));
+        }
+        out
+    })
+}
+
+/// True when `word` (lowercased) is a stop word of `lang`.
+pub fn is_stop_word(lang: Lang, word: &str) -> bool {
+    !word.contains(char::is_whitespace) && run(&FULL, lang, word).is_empty()
+}
+
+/// Language-evidence words: frequent function words that are rare in the other languages.
+fn marker_words(lang: Lang) -> &'static [&'static str] {
+    match lang {
+        Lang::En => &[
+            "the", "and", "of", "is", "are", "was", "with", "what", "which", "who", "how", "when",
+            "where", "why", "does", "this", "that", "from", "have", "has", "to", "in", "for", "it",
+            "be", "by", "not", "or", "on", "as", "at", "an", "were", "been", "their",
+        ],
+        Lang::Es => &[
+            "el", "la", "los", "las", "del", "y", "que", "qué", "es", "son", "por", "para", "con",
+            "una", "un", "se", "su", "sus", "cuál", "cuáles", "cómo", "dónde", "quién", "cuándo",
+            "fue", "más", "lo", "al", "en", "como", "pero", "muy", "también", "de",
+        ],
+        Lang::De => &[
+            "der", "die", "das", "und", "ist", "nicht", "mit", "ein", "eine", "einer", "den",
+            "dem", "des", "zu", "von", "auf", "für", "sich", "auch", "wird", "wurde", "sind",
+            "wie", "was", "wer", "wo", "ich", "im", "bei", "oder",
+        ],
+        Lang::Fr => &[
+            "le", "les", "des", "et", "est", "une", "du", "au", "aux", "dans", "pour", "avec",
+            "qui", "que", "sur", "pas", "sont", "ce", "cette", "il", "elle", "quel", "quelle",
+            "où", "comment", "par", "plus", "mais", "ou", "de", "la", "un",
+        ],
+        Lang::Hu => &[
+            "a", "az", "egy", "és", "hogy", "nem", "van", "volt", "meg", "is", "ez", "azt", "ezt",
+            "mint", "csak", "vagy", "mi", "ki", "hol", "mikor", "miért", "szerint", "között",
+            "után", "lesz", "el",
+        ],
+    }
+}
+
+/// Letters that point at one language.
+fn marker_char(c: char) -> Option<Lang> {
+    match c {
+        'ñ' | '¿' | '¡' => Some(Lang::Es),
+        'ß' | 'ä' => Some(Lang::De),
+        'ő' | 'ű' => Some(Lang::Hu),
+        'ç' | 'è' | 'ê' | 'à' | 'â' | 'î' | 'ô' | 'û' | 'œ' => Some(Lang::Fr),
+        _ => None,
+    }
+}
+
+/// Detects the language of a text's Latin-script words.
+pub fn detect(text: &str) -> Detected {
+    static MARKERS: OnceLock<Vec<HashSet<&'static str>>> = OnceLock::new();
+    let markers = MARKERS.get_or_init(|| {
+        Lang::ALL
+            .iter()
+            .map(|l| marker_words(*l).iter().copied().collect())
+            .collect()
+    });
+    let mut score = [0u32; 5];
+    let mut words = 0u32;
+    // Enough evidence is gathered from the first few hundred words.
+    for piece in pieces(text).into_iter().take(400) {
+        if let Piece::Word(w) = piece {
+            words += 1;
+            for l in Lang::ALL {
+                if markers[l.index()].contains(w.as_str()) {
+                    score[l.index()] += 2;
+                }
+            }
+            for c in w.chars() {
+                if let Some(l) = marker_char(c) {
+                    score[l.index()] += 1;
+                }
+            }
+        }
+    }
+    let mut ranked: Vec<(u32, Lang)> = Lang::ALL.iter().map(|l| (score[l.index()], *l)).collect();
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let (best, lang) = ranked[0];
+    let second = ranked[1].0;
+    // Two marker words at least, and a clear lead over the runner-up.
+    if words > 0 && best >= 4 && best * 2 >= second * 3 {
+        Detected::Clear(lang)
+    } else {
+        Detected::Unclear
+    }
+}
+
+/// Folds the accented Latin letters of the supported languages to ASCII.
+pub fn fold_ascii(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| match c {
+            'á' | 'à' | 'â' | 'ä' | 'ã' | 'å' => 'a',
+            'é' | 'è' | 'ê' | 'ë' => 'e',
+            'í' | 'ì' | 'î' | 'ï' => 'i',
+            'ó' | 'ò' | 'ô' | 'ö' | 'õ' | 'ő' => 'o',
+            'ú' | 'ù' | 'û' | 'ü' | 'ű' => 'u',
+            'ñ' => 'n',
+            'ç' => 'c',
+            'ý' | 'ÿ' => 'y',
+            c => c,
+        })
+        .collect()
+}
+
+/// Analyses a document: one language for the whole note (English when unclear).
+pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
+    let lang = match lang {
+        Detected::Clear(l) => l,
+        Detected::Unclear => Lang::En,
+    };
+    let mut words = String::new();
+    let mut out = Vec::new();
+    for p in pieces(text) {
+        match p {
+            Piece::Word(w) => {
+                words.push_str(&w);
+                words.push(' ');
+            }
+            Piece::Cjk(s) => out.push(s),
+        }
+    }
+    out.extend(run(&FULL, lang, &words));
+    out
+}
+
+/// Analyses a query into the distinct terms to look up. A query with a clear language uses
+/// that language; otherwise every supported language's stop words are removed and every
+/// language's stem of each remaining word is kept.
+pub fn analyze_query(text: &str) -> Vec<String> {
+    let detected = detect(text);
+    let mut out: Vec<String> = Vec::new();
+    let push = |t: String, out: &mut Vec<String>| {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    };
+    for p in pieces(text) {
+        match p {
+            Piece::Cjk(s) => push(s, &mut out),
+            Piece::Word(w) => match detected {
+                Detected::Clear(l) => {
+                    for t in run(&FULL, l, &w) {
+                        push(t, &mut out);
+                    }
+                }
+                Detected::Unclear => {
+                    if Lang::ALL.iter().any(|l| is_stop_word(*l, &w)) {
+                        continue;
+                    }
+                    for l in Lang::ALL {
+                        for t in run(&STEM, l, &w) {
+                            push(t, &mut out);
+                        }
+                    }
+                }
+            },
+        }
+    }
+    out
+}
+
+/// Turns analysed terms into tantivy tokens for a pre-tokenized field value.
+pub fn to_tokens(terms: Vec<String>) -> Vec<Token> {
+    terms
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| Token {
+            offset_from: 0,
+            offset_to: 0,
+            position: i,
+            text,
+            position_length: 1,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Vec<String> {
+        analyze_doc(text, detect(text))
+    }
+
+    #[test]
+    fn english_is_stemmed_and_stop_words_dropped() {
+        let t = doc("The runners were running and the cats are jumping over the fences");
+        assert_eq!(
+            detect("The runners were running and the cats are jumping"),
+            Detected::Clear(Lang::En)
+        );
+        assert!(t.contains(&"run".to_owned()), "{t:?}");
+        assert!(t.contains(&"cat".to_owned()), "{t:?}");
+        assert!(t.contains(&"fenc".to_owned()), "{t:?}");
+        assert!(!t.contains(&"the".to_owned()), "{t:?}");
+        assert!(!t.contains(&"and".to_owned()), "{t:?}");
+    }
+
+    #[test]
+    fn spanish_german_french_hungarian_are_detected_and_stemmed() {
+        let es = "Las canciones de los niños son muy bonitas y la canción del perro también";
+        assert_eq!(detect(es), Detected::Clear(Lang::Es));
+        let t = doc(es);
+        assert!(t.contains(&"cancion".to_owned()), "{t:?}");
+        assert!(!t.contains(&"los".to_owned()), "{t:?}");
+
+        let de = "Die Häuser der Stadt sind nicht alt und das Haus ist schön";
+        assert_eq!(detect(de), Detected::Clear(Lang::De));
+        let t = doc(de);
+        assert!(t.contains(&"haus".to_owned()), "{t:?}");
+        assert!(!t.contains(&"die".to_owned()), "{t:?}");
+
+        let fr = "Les maisons de la ville sont belles et elle est dans la maison avec les enfants";
+        assert_eq!(detect(fr), Detected::Clear(Lang::Fr));
+        let t = doc(fr);
+        assert!(t.contains(&"maison".to_owned()), "{t:?}");
+        assert!(!t.contains(&"les".to_owned()), "{t:?}");
+
+        let hu = "A házak a városban vannak és az egy nagy ház, hogy nem volt ott";
+        assert_eq!(detect(hu), Detected::Clear(Lang::Hu));
+        let t = doc(hu);
+        assert!(t.contains(&"haz".to_owned()), "{t:?}");
+        assert!(!t.contains(&"az".to_owned()), "{t:?}");
+    }
+
+    #[test]
+    fn cjk_becomes_overlapping_bigrams() {
+        let t = doc("北京大学 is in 中国");
+        assert_eq!(
+            t,
+            vec!["北京", "京大", "大学", "中国"]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(analyze_query("京"), vec!["京".to_owned()]);
+        // Mixed script splits at the boundary: "gpu" stays a word, "模型" a bigram.
+        let q = analyze_query("GPU模型");
+        assert!(q.contains(&"模型".to_owned()), "{q:?}");
+        assert!(q.contains(&"gpu".to_owned()), "{q:?}");
+    }
+
+    #[test]
+    fn short_query_without_clear_language_drops_all_stop_words_and_expands_stems() {
+        assert_eq!(detect("las canciones"), Detected::Unclear);
+        let q = analyze_query("las canciones");
+        assert!(!q.contains(&"las".to_owned()), "{q:?}");
+        // Spanish stem present, as well as the English one.
+        assert!(q.contains(&"cancion".to_owned()), "{q:?}");
+        assert!(q.contains(&"canciones".to_owned()) || q.contains(&"cancion".to_owned()));
+        let q = analyze_query("der Hund");
+        assert!(!q.contains(&"der".to_owned()), "{q:?}");
+        assert!(q.contains(&"hund".to_owned()), "{q:?}");
+    }
+
+    #[test]
+    fn clear_query_uses_its_language_only() {
+        let q = analyze_query("¿Cuáles son las canciones más populares del año?");
+        assert!(q.contains(&"cancion".to_owned()), "{q:?}");
+        assert!(!q.contains(&"son".to_owned()), "{q:?}");
+    }
+
+    #[test]
+    fn garbage_and_long_words_are_harmless() {
+        assert!(analyze_query("").is_empty());
+        assert!(analyze_query("!!! ??? ---").is_empty());
+        let long = "x".repeat(500);
+        assert!(analyze_query(&long).is_empty());
+        let bin: String = (0u8..=255).map(char::from).collect();
+        let _ = analyze_query(&bin);
+        let _ = doc(&bin);
+    }
+}

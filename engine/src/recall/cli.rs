@@ -1,0 +1,714 @@
+//! `memoria eval beir` and `memoria bench recall`: argument structs and runners. The binary
+//! only parses and dispatches.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use memoria_shared::{ContentHash, SystemClock};
+
+use super::eval::{self, Metrics};
+use super::{
+    Embedder, EmbedderChoice, Error, Fusion, HashEmbedder, Mode, RecallConfig, RecallDoc,
+    RecallIndex, SearchOptions, embed,
+};
+
+/// Fusion method for hybrid mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FusionArg {
+    Rrf,
+    Weighted,
+}
+
+/// Options shared by eval and bench for finding the model.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// Model directory (else MEMORIA_MODEL_DIR, else $MEMORIA_HOME/models/default).
+    #[arg(long)]
+    pub model_dir: Option<PathBuf>,
+    /// ONNX Runtime intra-op threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+}
+
+impl ModelArgs {
+    fn resolve(&self) -> Option<PathBuf> {
+        let home = std::env::var_os("MEMORIA_HOME").map(PathBuf::from);
+        embed::resolve_model_dir(self.model_dir.as_deref(), home.as_deref())
+    }
+}
+
+/// `memoria eval beir`: index a BEIR corpus into a temporary home and score every query.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EvalArgs {
+    #[arg(long)]
+    pub corpus: PathBuf,
+    #[arg(long)]
+    pub queries: PathBuf,
+    #[arg(long)]
+    pub qrels: PathBuf,
+    /// Write a TREC run file (`qid Q0 docid rank score memoria`, top 100).
+    #[arg(long)]
+    pub run_out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
+    pub mode: Mode,
+    #[arg(long, value_enum, default_value_t = FusionArg::Weighted)]
+    pub fusion: FusionArg,
+    /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w)).
+    #[arg(long)]
+    pub vector_weight: Option<f64>,
+    /// RRF's k.
+    #[arg(long, default_value_t = 60.0)]
+    pub rrf_k: f64,
+    /// Candidates per retriever before fusion.
+    #[arg(long, default_value_t = 100)]
+    pub candidates: usize,
+    /// Only the first N queries that have judgements.
+    #[arg(long)]
+    pub max_queries: Option<usize>,
+    /// Index only the documents judged for the chosen queries plus this many others (a fixed
+    /// sample), for a bounded CI gate.
+    #[arg(long)]
+    pub distractors: Option<usize>,
+    /// Where vectors are cached by (content hash, model id) between runs.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Fail (exit 1) when nDCG@10 is below this.
+    #[arg(long)]
+    pub min_ndcg: Option<f64>,
+    /// Also report every mode and fusion variant from the same index.
+    #[arg(long)]
+    pub compare: bool,
+    /// Fail unless the ONNX model loaded (a CI gate must not pass on the hash fallback).
+    #[arg(long)]
+    pub require_model: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+fn default_cache_dir() -> PathBuf {
+    dirs::home_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".cache")
+        .join("memoria")
+        .join("vectors")
+}
+
+#[derive(serde::Serialize)]
+struct EvalResult {
+    label: String,
+    mode: String,
+    queries: usize,
+    documents: usize,
+    embedder: String,
+    model_id: String,
+    #[serde(rename = "ndcg@10")]
+    ndcg10: f64,
+    #[serde(rename = "recall@100")]
+    recall100: f64,
+    #[serde(rename = "mrr@10")]
+    mrr10: f64,
+    query_ms_p50: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs `memoria eval beir`.
+pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
+    let corpus = eval::read_corpus(&args.corpus)?;
+    let queries = eval::read_queries(&args.queries)?;
+    let qrels = eval::read_qrels(&args.qrels)?;
+    let mut queries: Vec<(String, String)> = queries
+        .into_iter()
+        .filter(|(id, _)| qrels.contains_key(id))
+        .collect();
+    if let Some(n) = args.max_queries {
+        queries.truncate(n);
+    }
+    if queries.is_empty() {
+        bail!(
+            "no query in {} has judgements in {}",
+            args.queries.display(),
+            args.qrels.display()
+        );
+    }
+    let corpus: Vec<eval::CorpusDoc> = match args.distractors {
+        None => corpus,
+        Some(n) => {
+            let judged: HashSet<&String> =
+                queries.iter().flat_map(|(q, _)| qrels[q].keys()).collect();
+            // A fixed sample: the documents whose id hashes lowest, independent of file order.
+            let mut others: Vec<(String, &eval::CorpusDoc)> = corpus
+                .iter()
+                .filter(|d| !judged.contains(&d.id))
+                .map(|d| (memoria_shared::hash::sha256_hex(d.id.as_bytes()), d))
+                .collect();
+            others.sort_by(|a, b| a.0.cmp(&b.0));
+            let keep: HashSet<&String> = others.iter().take(n).map(|(_, d)| &d.id).collect();
+            corpus
+                .iter()
+                .filter(|d| judged.contains(&d.id) || keep.contains(&d.id))
+                .cloned()
+                .collect()
+        }
+    };
+
+    let home = tempfile::tempdir().context("creating a temporary home")?;
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    std::fs::create_dir_all(&cache_dir)
+        .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
+    let config = RecallConfig {
+        dir: super::default_dir(home.path()),
+        model_dir: args.model.resolve(),
+        vector_cache: Some(cache_dir.join("vectors.sqlite")),
+        threads: args.model.threads,
+        background_reembed: false,
+    };
+    let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
+    let status = index.status();
+    if let Some(reason) = &status.fallback_reason {
+        eprintln!("note: using the hash embedder ({reason})");
+    }
+    if args.require_model && status.embedder != "onnx" {
+        bail!(
+            "--require-model: the embedding model did not load ({}); install it with scripts/install-model.sh",
+            status
+                .fallback_reason
+                .as_deref()
+                .unwrap_or("unknown reason")
+        );
+    }
+    let docs: Vec<RecallDoc> = corpus
+        .iter()
+        .map(|d| RecallDoc {
+            hash: ContentHash::of_parts(&d.id, &d.title, None, &[], &d.text),
+            ..RecallDoc::new("eval", &d.id, &d.title, &d.text)
+        })
+        .collect();
+    let started = Instant::now();
+    let mut last = Instant::now();
+    let needs_vectors = args.mode != Mode::Bm25 || args.compare;
+    let report = if needs_vectors {
+        index.upsert_with_progress(&docs, &mut |done, total| {
+            if last.elapsed().as_secs() >= 10 || done == total {
+                last = Instant::now();
+                eprintln!(
+                    "embedding {done}/{total} documents ({:.0} s)",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        })?
+    } else {
+        index.upsert_lexical_only(&docs)?
+    };
+    eprintln!(
+        "indexed {} documents in {:.1} s ({} embedded now, the rest from the cache)",
+        docs.len(),
+        started.elapsed().as_secs_f64(),
+        report.embedded
+    );
+
+    let vw = |default: f64| args.vector_weight.unwrap_or(default);
+    let chosen = match args.fusion {
+        FusionArg::Rrf => Fusion::Rrf {
+            k: args.rrf_k,
+            vector_weight: vw(1.0),
+        },
+        FusionArg::Weighted => Fusion::Weighted {
+            vector_weight: vw(0.7),
+        },
+    };
+    let mut variants: Vec<(String, Mode, Fusion)> =
+        vec![(label(args.mode, chosen), args.mode, chosen)];
+    if args.compare {
+        for (m, f) in [
+            (Mode::Bm25, Fusion::default()),
+            (Mode::Vector, Fusion::default()),
+            (
+                Mode::Hybrid,
+                Fusion::Rrf {
+                    k: 60.0,
+                    vector_weight: 1.0,
+                },
+            ),
+            (
+                Mode::Hybrid,
+                Fusion::Rrf {
+                    k: 60.0,
+                    vector_weight: 1.5,
+                },
+            ),
+            (
+                Mode::Hybrid,
+                Fusion::Rrf {
+                    k: 20.0,
+                    vector_weight: 1.0,
+                },
+            ),
+            (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.5 }),
+            (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.7 }),
+            (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.8 }),
+        ] {
+            let l = label(m, f);
+            if !variants.iter().any(|v| v.0 == l) {
+                variants.push((l, m, f));
+            }
+        }
+    }
+    let mut results = Vec::new();
+    for (i, (name, mode, fusion)) in variants.iter().enumerate() {
+        let opts = SearchOptions {
+            visible_scopes: None,
+            limit: 100,
+            mode: *mode,
+            fusion: *fusion,
+            candidates: args.candidates,
+            ranking: false,
+            mmr_lambda: None,
+            include_secrets: true,
+            explain: false,
+        };
+        let mut per_query: Vec<Metrics> = Vec::with_capacity(queries.len());
+        let mut times = Vec::with_capacity(queries.len());
+        let mut run = String::new();
+        for (qid, text) in &queries {
+            let t = Instant::now();
+            let hits = match index.search(text, &opts) {
+                Ok(h) => h,
+                Err(Error::EmptyQuery) => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            let ranked: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+            per_query.push(eval::metrics(&ranked, &qrels[qid]));
+            if i == 0 && args.run_out.is_some() {
+                for (r, h) in hits.iter().enumerate() {
+                    run.push_str(&format!(
+                        "{qid} Q0 {} {} {:.6} memoria\n",
+                        h.id,
+                        r + 1,
+                        h.score
+                    ));
+                }
+            }
+        }
+        if i == 0
+            && let Some(p) = &args.run_out
+        {
+            std::fs::write(p, &run).with_context(|| format!("writing {}", p.display()))?;
+        }
+        times.sort_by(f64::total_cmp);
+        let m = eval::mean(&per_query);
+        results.push(EvalResult {
+            label: name.clone(),
+            mode: format!("{mode:?}").to_lowercase(),
+            queries: queries.len(),
+            documents: docs.len(),
+            embedder: status.embedder.to_owned(),
+            model_id: status.model_id.clone(),
+            ndcg10: m.ndcg10,
+            recall100: m.recall100,
+            mrr10: m.mrr10,
+            query_ms_p50: percentile(&times, 0.5),
+        });
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = if results.len() == 1 {
+            serde_json::to_value(&results[0])?
+        } else {
+            serde_json::to_value(&results)?
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        writeln!(
+            out,
+            "{} queries, {} documents, embedder {} ({})",
+            queries.len(),
+            docs.len(),
+            status.embedder,
+            status.model_id
+        )?;
+        writeln!(
+            out,
+            "{:<28} {:>8} {:>10} {:>7} {:>8}",
+            "variant", "nDCG@10", "Recall@100", "MRR@10", "p50 ms"
+        )?;
+        for r in &results {
+            writeln!(
+                out,
+                "{:<28} {:>8.4} {:>10.4} {:>7.4} {:>8.1}",
+                r.label, r.ndcg10, r.recall100, r.mrr10, r.query_ms_p50
+            )?;
+        }
+    }
+    if let Some(floor) = args.min_ndcg
+        && results[0].ndcg10 < floor
+    {
+        bail!(
+            "quality gate failed: nDCG@10 {:.4} is below the floor {floor}",
+            results[0].ndcg10
+        );
+    }
+    Ok(())
+}
+
+fn label(mode: Mode, fusion: Fusion) -> String {
+    match (mode, fusion) {
+        (Mode::Bm25, _) => "bm25".into(),
+        (Mode::Vector, _) => "vector".into(),
+        (Mode::Hybrid, Fusion::Rrf { k, vector_weight }) => {
+            format!("hybrid rrf k={k} wv={vector_weight}")
+        }
+        (Mode::Hybrid, Fusion::Weighted { vector_weight }) => {
+            format!("hybrid weighted wv={vector_weight}")
+        }
+    }
+}
+
+/// `memoria bench recall`: latency, indexing throughput and memory on synthetic notes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Notes in the index.
+    #[arg(long, default_value_t = 10_000)]
+    pub notes: usize,
+    /// Queries timed per mode.
+    #[arg(long, default_value_t = 200)]
+    pub queries: usize,
+    /// Notes embedded with the real model to measure indexing throughput.
+    #[arg(long, default_value_t = 200)]
+    pub throughput_notes: usize,
+    /// Where the benchmark's home lives (a temporary directory by default).
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// Queries embed with the real model; the N synthetic notes' vectors come from the hash
+/// embedder, which costs the same to search (same dimension) but nothing to build, so 100k
+/// notes can be benchmarked in minutes. Indexing throughput is measured with the real model on
+/// `--throughput-notes` further notes (`real_passages` set).
+struct BenchEmbedder {
+    inner: Box<dyn Embedder>,
+    real_passages: Arc<AtomicBool>,
+    id: String,
+}
+
+impl Embedder for BenchEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        if self.real_passages.load(Ordering::SeqCst) {
+            self.inner.embed_passages(texts)
+        } else {
+            HashEmbedder.embed_passages(texts)
+        }
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        self.inner.embed_query(text)
+    }
+}
+
+const WORDS: &[&str] = &[
+    "pricing",
+    "layout",
+    "card",
+    "border",
+    "fill",
+    "deploy",
+    "server",
+    "database",
+    "migration",
+    "index",
+    "query",
+    "latency",
+    "memory",
+    "budget",
+    "review",
+    "design",
+    "token",
+    "release",
+    "branch",
+    "commit",
+    "merge",
+    "conflict",
+    "sync",
+    "backup",
+    "restore",
+    "vault",
+    "note",
+    "project",
+    "feedback",
+    "user",
+    "prefers",
+    "dark",
+    "mode",
+    "font",
+    "spacing",
+    "colour",
+    "testing",
+    "coverage",
+    "benchmark",
+    "profile",
+    "cache",
+    "network",
+    "timeout",
+    "retry",
+    "error",
+    "warning",
+    "log",
+    "trace",
+    "metric",
+    "dashboard",
+    "alert",
+    "schedule",
+    "meeting",
+    "standup",
+    "deadline",
+    "customer",
+    "invoice",
+    "payment",
+    "refund",
+    "subscription",
+    "plan",
+    "team",
+    "hiring",
+    "onboarding",
+    "document",
+    "spec",
+    "protocol",
+    "schema",
+    "field",
+    "value",
+    "python",
+    "rust",
+    "typescript",
+    "react",
+    "svelte",
+    "tauri",
+    "sqlite",
+    "tantivy",
+    "vector",
+    "embedding",
+    "model",
+    "prompt",
+    "agent",
+    "session",
+    "window",
+    "context",
+    "recall",
+    "search",
+    "ranking",
+    "fusion",
+    "decay",
+    "trust",
+    "scope",
+    "domain",
+    "reference",
+    "the",
+    "and",
+    "with",
+    "for",
+    "uses",
+    "never",
+    "always",
+    "should",
+    "because",
+    "after",
+    "before",
+    "when",
+    "which",
+];
+
+fn synthetic_note(i: usize) -> RecallDoc {
+    // A small linear congruential generator: the same notes on every run.
+    let mut x = (i as u64)
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut word = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        WORDS[((x >> 33) % WORDS.len() as u64) as usize]
+    };
+    let summary: Vec<&str> = (0..8).map(|_| word()).collect();
+    let body: Vec<&str> = (0..90).map(|_| word()).collect();
+    let mut d = RecallDoc::new(
+        "user",
+        &format!("note-{i}"),
+        &summary.join(" "),
+        &body.join(" "),
+    );
+    d.note_type = Some(
+        if i.is_multiple_of(3) {
+            "feedback"
+        } else {
+            "project"
+        }
+        .into(),
+    );
+    d.rehash()
+}
+
+fn rss_kb(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[derive(serde::Serialize)]
+struct BenchResult {
+    notes: usize,
+    embedder: String,
+    bm25_ms_p50: f64,
+    bm25_ms_p95: f64,
+    hybrid_ms_p50: f64,
+    hybrid_ms_p95: f64,
+    build_seconds: f64,
+    notes_per_second_embedded: f64,
+    rss_mb_after_model_load: f64,
+    rss_mb_after_search: f64,
+    peak_rss_mb: f64,
+}
+
+/// Runs `memoria bench recall`.
+pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let home = args.home.clone().unwrap_or_else(|| tmp.path().to_owned());
+    let model_dir = args.model.resolve();
+
+    let (model, choice) = embed::load(model_dir.as_deref(), args.model.threads);
+    let rss_model = rss_kb("VmRSS:");
+    let real_kind = choice.kind;
+    let real_passages = Arc::new(AtomicBool::new(false));
+    let bench = BenchEmbedder {
+        id: format!("bench-{}", choice.model_id),
+        inner: model,
+        real_passages: Arc::clone(&real_passages),
+    };
+    let config = RecallConfig {
+        dir: super::default_dir(&home),
+        model_dir: None,
+        vector_cache: None,
+        threads: args.model.threads,
+        background_reembed: false,
+    };
+    let choice = EmbedderChoice {
+        kind: real_kind,
+        model_id: bench.id.clone(),
+        fallback_reason: choice.fallback_reason,
+    };
+    let index =
+        RecallIndex::open_with_embedder(&config, Box::new(bench), choice, Arc::new(SystemClock))?;
+    let t = Instant::now();
+    for start in (0..args.notes).step_by(5_000) {
+        let batch: Vec<RecallDoc> = (start..(start + 5_000).min(args.notes))
+            .map(synthetic_note)
+            .collect();
+        index.upsert(&batch)?;
+        eprintln!(
+            "built {}/{} notes",
+            (start + 5_000).min(args.notes),
+            args.notes
+        );
+    }
+    let build_seconds = t.elapsed().as_secs_f64();
+
+    // Indexing throughput with the real model on notes it has not seen.
+    real_passages.store(true, Ordering::SeqCst);
+    let tp_docs: Vec<RecallDoc> = (0..args.throughput_notes)
+        .map(|i| synthetic_note(1_000_000_000 + i))
+        .collect();
+    let t = Instant::now();
+    index.upsert(&tp_docs)?;
+    let notes_per_second = tp_docs.len() as f64 / t.elapsed().as_secs_f64();
+    real_passages.store(false, Ordering::SeqCst);
+    eprintln!("indexing throughput: {notes_per_second:.1} notes/s ({real_kind})");
+    let query_text = |i: usize| {
+        let d = synthetic_note(7_000_000 + i);
+        d.summary
+            .split_whitespace()
+            .take(6)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let time_mode = |mode: Mode| -> anyhow::Result<(f64, f64)> {
+        let opts = SearchOptions {
+            visible_scopes: Some(vec!["user".into(), "project:p".into()]),
+            limit: 10,
+            mode,
+            ..SearchOptions::default()
+        };
+        // Warm up caches and the model.
+        for i in 0..5 {
+            index.search(&query_text(100_000 + i), &opts)?;
+        }
+        let mut times = Vec::with_capacity(args.queries);
+        for i in 0..args.queries {
+            let t = Instant::now();
+            index.search(&query_text(i), &opts)?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok((percentile(&times, 0.5), percentile(&times, 0.95)))
+    };
+    let (b50, b95) = time_mode(Mode::Bm25)?;
+    let (h50, h95) = time_mode(Mode::Hybrid)?;
+    let r = BenchResult {
+        notes: args.notes,
+        embedder: real_kind.to_owned(),
+        bm25_ms_p50: b50,
+        bm25_ms_p95: b95,
+        hybrid_ms_p50: h50,
+        hybrid_ms_p95: h95,
+        build_seconds,
+        notes_per_second_embedded: notes_per_second,
+        rss_mb_after_model_load: rss_model as f64 / 1024.0,
+        rss_mb_after_search: rss_kb("VmRSS:") as f64 / 1024.0,
+        peak_rss_mb: rss_kb("VmHWM:") as f64 / 1024.0,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{} notes, embedder {}: BM25 p50 {:.2} ms p95 {:.2} ms; hybrid p50 {:.2} ms p95 {:.2} ms",
+            r.notes, r.embedder, r.bm25_ms_p50, r.bm25_ms_p95, r.hybrid_ms_p50, r.hybrid_ms_p95
+        );
+        println!(
+            "indexing {:.1} notes/s with the model; RSS {:.0} MB after model load, {:.0} MB after search, peak {:.0} MB",
+            r.notes_per_second_embedded,
+            r.rss_mb_after_model_load,
+            r.rss_mb_after_search,
+            r.peak_rss_mb
+        );
+    }
+    Ok(())
+}
+
+/// Used by tests: the model directory the environment points at, if it holds a model.
+pub fn installed_model_dir() -> Option<PathBuf> {
+    let dir = ModelArgs {
+        model_dir: None,
+        threads: 1,
+    }
+    .resolve()?;
+    Path::new(&dir).join("model.onnx").exists().then_some(dir)
+}

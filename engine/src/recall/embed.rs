@@ -1,0 +1,332 @@
+//! Text embedders: the local ONNX model (multilingual-e5-small through fastembed) and the
+//! deterministic hash embedder that keeps recall working when no model or runtime is present.
+//!
+//! Loading never panics: ONNX Runtime is loaded with `ort::init_from`, which returns an error
+//! for a missing or wrong library (fastembed alone would panic inside ort), and any failure
+//! falls back to the hash embedder with the reason kept for the engine card.
+
+use std::path::{Path, PathBuf};
+
+use memoria_shared::hash::sha256_hex;
+
+use super::Error;
+
+/// Dimensions of both embedders (e5-small's width; the hash embedder matches it).
+pub const DIM: usize = 384;
+
+/// Words per passage chunk; long notes are split into overlapping chunks of this size.
+pub const CHUNK_WORDS: usize = 200;
+/// Words shared by consecutive chunks.
+pub const CHUNK_OVERLAP: usize = 40;
+
+/// Something that turns text into unit-length vectors.
+pub trait Embedder: Send {
+    /// Identifies the model and its settings; vectors are cached under it.
+    fn model_id(&self) -> &str;
+    /// Embeds passages (note text) — the e5 "passage: " prefix is added here.
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error>;
+    /// Embeds one query — the e5 "query: " prefix is added here.
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error>;
+}
+
+/// Where the model and runtime come from, and why the hash embedder is used when it is.
+#[derive(Debug, Clone)]
+pub struct EmbedderChoice {
+    /// `onnx` or `hash`.
+    pub kind: &'static str,
+    pub model_id: String,
+    /// Why the model was not loaded, when it was not.
+    pub fallback_reason: Option<String>,
+}
+
+/// Resolves the model directory: `--model-dir`, else `MEMORIA_MODEL_DIR`, else
+/// `$MEMORIA_HOME/models/default`.
+pub fn resolve_model_dir(explicit: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_owned());
+    }
+    if let Some(p) = std::env::var_os("MEMORIA_MODEL_DIR").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    home.map(|h| h.join("models").join("default"))
+}
+
+/// Resolves the ONNX Runtime library: `ORT_DYLIB_PATH`, else `libonnxruntime.so` in the model
+/// directory.
+pub fn resolve_runtime(model_dir: &Path) -> PathBuf {
+    match std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => model_dir.join(runtime_file_name()),
+    }
+}
+
+fn runtime_file_name() -> &'static str {
+    if cfg!(target_os = "macos") {
+        "libonnxruntime.dylib"
+    } else if cfg!(target_os = "windows") {
+        "onnxruntime.dll"
+    } else {
+        "libonnxruntime.so"
+    }
+}
+
+/// Loads the ONNX model when it can, else the hash embedder. Never panics.
+pub fn load(model_dir: Option<&Path>, threads: usize) -> (Box<dyn Embedder>, EmbedderChoice) {
+    let Some(dir) = model_dir else {
+        return hash_fallback("no model directory configured".into());
+    };
+    match OnnxEmbedder::load(dir, threads) {
+        Ok(e) => {
+            let choice = EmbedderChoice {
+                kind: "onnx",
+                model_id: e.model_id.clone(),
+                fallback_reason: None,
+            };
+            (Box::new(e), choice)
+        }
+        Err(err) => hash_fallback(err.to_string()),
+    }
+}
+
+fn hash_fallback(reason: String) -> (Box<dyn Embedder>, EmbedderChoice) {
+    let e = HashEmbedder;
+    let choice = EmbedderChoice {
+        kind: "hash",
+        model_id: e.model_id().to_owned(),
+        fallback_reason: Some(reason),
+    };
+    (Box::new(e), choice)
+}
+
+/// multilingual-e5-small (or any fastembed-loadable BERT-like model) through ONNX Runtime.
+pub struct OnnxEmbedder {
+    model: fastembed::TextEmbedding,
+    model_id: String,
+}
+
+impl OnnxEmbedder {
+    /// Loads `dir/model.onnx` and its tokenizer files with the runtime from
+    /// [`resolve_runtime`].
+    pub fn load(dir: &Path, threads: usize) -> Result<Self, Error> {
+        let read = |name: &str| {
+            std::fs::read(dir.join(name)).map_err(|e| {
+                Error::Model(format!(
+                    "cannot read {}: {e}; install the model with scripts/install-model.sh",
+                    dir.join(name).display()
+                ))
+            })
+        };
+        let onnx = read("model.onnx")?;
+        let tokenizer_files = fastembed::TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let runtime = resolve_runtime(dir);
+        if !runtime.exists() {
+            return Err(Error::Model(format!(
+                "ONNX Runtime library not found at {} (set ORT_DYLIB_PATH)",
+                runtime.display()
+            )));
+        }
+        // Returns an error instead of the panic fastembed would hit on a bad library.
+        let _env = ort::init_from(&runtime).map_err(|e| {
+            Error::Model(format!(
+                "cannot load ONNX Runtime from {}: {e}",
+                runtime.display()
+            ))
+        })?;
+        let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &sha256_hex(&onnx)[..16]);
+        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, tokenizer_files)
+            .with_pooling(fastembed::Pooling::Mean);
+        let mut options = fastembed::InitOptionsUserDefined::new()
+            .with_max_length(512)
+            .with_intra_threads(threads.max(1));
+        if std::env::var("MEMORIA_ORT_DISABLE_PREPACKING").is_ok_and(|v| v == "1") {
+            options = options.with_session_config("session.disable_prepacking", "1");
+        }
+        let model = fastembed::TextEmbedding::try_new_from_user_defined(user_model, options)
+            .map_err(|e| Error::Model(format!("cannot start the embedding model: {e}")))?;
+        Ok(Self { model, model_id })
+    }
+
+    fn embed_prefixed(&mut self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
+        let mut out = self
+            .model
+            .embed(texts, Some(16))
+            .map_err(|e| Error::Model(format!("embedding failed: {e}")))?;
+        for v in &mut out {
+            normalize(v);
+        }
+        Ok(out)
+    }
+}
+
+impl Embedder for OnnxEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        self.embed_prefixed(texts.iter().map(|t| format!("passage: {t}")).collect())
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        let mut v = self.embed_prefixed(vec![format!("query: {text}")])?;
+        v.pop()
+            .ok_or_else(|| Error::Model("the model returned no vector".into()))
+    }
+}
+
+/// Feature hashing of words and character trigrams into [`DIM`] signed buckets: no model, no
+/// data, the same vector on every machine. Catches paraphrase only through shared sub-words.
+#[derive(Debug, Default)]
+pub struct HashEmbedder;
+
+impl HashEmbedder {
+    pub const MODEL_ID: &'static str = "hash-v1-384";
+
+    pub fn embed(text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; DIM];
+        let lower = text.to_lowercase();
+        let mut add = |feature: &str, weight: f32| {
+            let h = fnv1a(feature.as_bytes());
+            let bucket = (h % DIM as u64) as usize;
+            let sign = if (h >> 32) & 1 == 0 { 1.0 } else { -1.0 };
+            v[bucket] += sign * weight;
+        };
+        for word in lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            add(word, 1.0);
+            let chars: Vec<char> = format!("<{word}>").chars().collect();
+            for tri in chars.windows(3) {
+                add(&tri.iter().collect::<String>(), 0.5);
+            }
+        }
+        normalize(&mut v);
+        v
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+impl Embedder for HashEmbedder {
+    fn model_id(&self) -> &str {
+        Self::MODEL_ID
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        Ok(texts.iter().map(|t| Self::embed(t)).collect())
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        Ok(Self::embed(text))
+    }
+}
+
+/// Scales a vector to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// Splits a note into the passages that get embedded: the summary leads the first chunk, and
+/// bodies longer than [`CHUNK_WORDS`] words are cut into chunks overlapping by
+/// [`CHUNK_OVERLAP`] words.
+pub fn chunks(summary: &str, tags: &[String], body: &str) -> Vec<String> {
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let mut head = summary.trim().to_owned();
+    if !tags.is_empty() {
+        head.push_str(" (");
+        head.push_str(&tags.join(", "));
+        head.push(')');
+    }
+    if words.len() <= CHUNK_WORDS {
+        let text = format!("{head}\n{}", words.join(" "));
+        return vec![text.trim().to_owned()];
+    }
+    let step = CHUNK_WORDS - CHUNK_OVERLAP;
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let end = (start + CHUNK_WORDS).min(words.len());
+        let part = words[start..end].join(" ");
+        out.push(format!("{head}\n{part}").trim().to_owned());
+        if end == words.len() {
+            break;
+        }
+        start += step;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_embedder_is_deterministic_unit_length_and_similar_for_shared_words() {
+        let a = HashEmbedder::embed("pricing cards use fills not borders");
+        let b = HashEmbedder::embed("pricing cards use fills not borders");
+        assert_eq!(a, b);
+        let norm: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5);
+        let c = HashEmbedder::embed("the pricing card layout");
+        let d = HashEmbedder::embed("quantum chromodynamics lattice");
+        let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+        assert!(dot(&a, &c) > dot(&a, &d) + 0.1);
+        assert!(HashEmbedder::embed("").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn missing_model_dir_falls_back_to_hash_embedder() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, choice) = load(Some(&dir.path().join("nope")), 1);
+        assert_eq!(choice.kind, "hash");
+        assert!(choice.fallback_reason.unwrap().contains("model.onnx"));
+        assert_eq!(e.model_id(), HashEmbedder::MODEL_ID);
+        assert_eq!(e.embed_query("hello").unwrap().len(), DIM);
+        let (_, choice) = load(None, 1);
+        assert_eq!(choice.kind, "hash");
+    }
+
+    #[test]
+    fn model_files_without_runtime_fall_back_instead_of_panicking() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "model.onnx",
+            "tokenizer.json",
+            "config.json",
+            "special_tokens_map.json",
+            "tokenizer_config.json",
+        ] {
+            std::fs::write(dir.path().join(f), b"not a model").unwrap();
+        }
+        // A runtime library that is not a library: ort must report, not panic.
+        std::fs::write(dir.path().join(runtime_file_name()), b"garbage").unwrap();
+        let (_, choice) = load(Some(dir.path()), 1);
+        assert_eq!(choice.kind, "hash", "{choice:?}");
+    }
+
+    #[test]
+    fn chunks_overlap_and_cover_long_bodies() {
+        let body: Vec<String> = (0..450).map(|i| format!("w{i}")).collect();
+        let c = chunks("Title", &["t".into()], &body.join(" "));
+        assert_eq!(c.len(), 3);
+        assert!(c[0].starts_with("Title (t)\nw0 "));
+        assert!(c[1].contains("w160 ") && c[0].contains("w199"));
+        assert!(c[2].ends_with("w449"));
+        assert_eq!(
+            chunks("S", &[], "short body"),
+            vec!["S\nshort body".to_owned()]
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! The BM25 index (tantivy) over summary, tags and body.
+//!
+//! Text is analysed by [`super::analyzer`] and handed to tantivy pre-tokenized, so one field
+//! holds stems of every language and the document's language is decided once per note.
+//!
+//! Many processes share one home: tantivy allows one writer at a time (its lock file), so a
+//! writer is taken only for one batch, committed and dropped; a process that finds the lock
+//! busy retries with a short backoff for up to [`WRITER_WAIT`]. Readers never block.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tantivy::collector::TopDocs;
+use tantivy::directory::error::LockError;
+use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::PreTokenizedString;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
+
+use super::analyzer::{analyze_doc, analyze_query, detect, to_tokens};
+use super::{Error, RecallDoc};
+
+/// Longest a writer waits for another process's writer to finish.
+pub const WRITER_WAIT: Duration = Duration::from_secs(15);
+
+/// Field boosts: a hit in the summary or tags says more than one in the body.
+pub const SUMMARY_BOOST: f32 = 1.0;
+pub const TAGS_BOOST: f32 = 1.0;
+pub const BODY_BOOST: f32 = 1.0;
+
+/// Bumped whenever the schema or the analysis changes; a mismatch rebuilds the index.
+const SCHEMA_VERSION: &str = "lexical-v1";
+
+struct Fields {
+    key: Field,
+    scope: Field,
+    summary: Field,
+    tags: Field,
+    body: Field,
+}
+
+pub struct LexicalIndex {
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("raw")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let f = Fields {
+        key: b.add_text_field("key", STRING | STORED),
+        scope: b.add_text_field("scope", STRING),
+        summary: b.add_text_field("summary", text.clone()),
+        tags: b.add_text_field("tags", text.clone()),
+        body: b.add_text_field("body", text),
+    };
+    (b.build(), f)
+}
+
+impl LexicalIndex {
+    /// Opens the index in `dir`, creating it if absent. An unreadable index or one from another
+    /// schema version is wiped and recreated; the returned flag says so (the caller re-adds
+    /// every document).
+    pub fn open(dir: &Path) -> Result<(Self, bool), Error> {
+        std::fs::create_dir_all(dir)?;
+        let version_file = dir.join("SCHEMA_VERSION");
+        let version_ok = std::fs::read_to_string(&version_file)
+            .map(|v| v.trim() == SCHEMA_VERSION)
+            .unwrap_or(false);
+        let has_meta = dir.join("meta.json").exists();
+        if has_meta
+            && version_ok
+            && let Ok(me) = Self::open_existing(dir)
+        {
+            return Ok((me, false));
+        }
+        let rebuilt = has_meta;
+        for entry in std::fs::read_dir(dir)? {
+            let p = entry?.path();
+            if p.is_file() {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+        let (schema, f) = schema();
+        let index = Index::create_in_dir(dir, schema)?;
+        std::fs::write(&version_file, SCHEMA_VERSION)?;
+        let reader = Self::reader(&index)?;
+        Ok((Self { index, reader, f }, rebuilt))
+    }
+
+    fn open_existing(dir: &Path) -> Result<Self, Error> {
+        let index = Index::open_in_dir(dir)?;
+        let (expected, f) = schema();
+        if index.schema() != expected {
+            return Err(Error::Corrupt("lexical schema differs".into()));
+        }
+        // Reading every segment's files proves they are there and readable.
+        let reader = Self::reader(&index)?;
+        let searcher = reader.searcher();
+        for seg in searcher.segment_readers() {
+            seg.inverted_index(f.body)?;
+        }
+        Ok(Self { index, reader, f })
+    }
+
+    fn reader(index: &Index) -> Result<IndexReader, Error> {
+        Ok(index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::OnCommitWithDelay)
+            .try_into()?)
+    }
+
+    /// Takes the writer lock, retrying while another process holds it.
+    fn writer(&self) -> Result<IndexWriter, Error> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.index.writer_with_num_threads(1, 20_000_000) {
+                Ok(w) => return Ok(w),
+                Err(TantivyError::LockFailure(LockError::LockBusy, _))
+                    if start.elapsed() < WRITER_WAIT =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(TantivyError::LockFailure(LockError::LockBusy, _)) => {
+                    return Err(Error::Busy(
+                        "another Memoria process holds the search index writer".into(),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Adds or replaces documents, and removes `removed` keys, in one commit.
+    pub fn apply(&self, docs: &[RecallDoc], removed: &[String]) -> Result<(), Error> {
+        if docs.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer()?;
+        for k in removed {
+            w.delete_term(Term::from_field_text(self.f.key, k));
+        }
+        for d in docs {
+            let key = super::store::doc_key(&d.scope, &d.id);
+            w.delete_term(Term::from_field_text(self.f.key, &key));
+            w.add_document(self.document(d, key))?;
+        }
+        w.commit()?;
+        drop(w);
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    fn document(&self, d: &RecallDoc, key: String) -> TantivyDocument {
+        let tags = d.tags.join(" ");
+        let all = format!("{}\n{}\n{}", d.summary, tags, d.body);
+        let lang = detect(&all);
+        let pre = |text: &str| PreTokenizedString {
+            text: String::new(),
+            tokens: to_tokens(analyze_doc(text, lang)),
+        };
+        let mut doc = TantivyDocument::default();
+        doc.add_text(self.f.key, key);
+        doc.add_text(self.f.scope, &d.scope);
+        doc.add_pre_tokenized_text(self.f.summary, pre(&d.summary));
+        doc.add_pre_tokenized_text(self.f.tags, pre(&tags));
+        doc.add_pre_tokenized_text(self.f.body, pre(&d.body));
+        doc
+    }
+
+    /// Picks up other processes' commits now rather than after the reload delay.
+    pub fn refresh(&self) -> Result<(), Error> {
+        Ok(self.reader.reload()?)
+    }
+
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// BM25 search: the best `limit` keys with their scores, among documents whose scope is in
+    /// `scopes` (all scopes when `None`).
+    pub fn search(
+        &self,
+        query: &str,
+        scopes: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<(String, f32)>, Error> {
+        let terms = analyze_query(query);
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &terms {
+            for (field, boost) in [
+                (self.f.summary, SUMMARY_BOOST),
+                (self.f.tags, TAGS_BOOST),
+                (self.f.body, BODY_BOOST),
+            ] {
+                let q = TermQuery::new(
+                    Term::from_field_text(field, t),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+            }
+        }
+        let text_query: Box<dyn Query> = Box::new(BooleanQuery::new(should));
+        let query: Box<dyn Query> = match scopes {
+            None => text_query,
+            Some(scopes) => {
+                let scope_q: Vec<(Occur, Box<dyn Query>)> = scopes
+                    .iter()
+                    .map(|s| {
+                        let q: Box<dyn Query> = Box::new(TermQuery::new(
+                            Term::from_field_text(self.f.scope, s),
+                            IndexRecordOption::Basic,
+                        ));
+                        (Occur::Should, q)
+                    })
+                    .collect();
+                Box::new(BooleanQuery::new(vec![
+                    (Occur::Must, text_query),
+                    (
+                        Occur::Must,
+                        Box::new(ConstScoreQuery::new(
+                            Box::new(BooleanQuery::new(scope_q)),
+                            0.0,
+                        )),
+                    ),
+                ]))
+            }
+        };
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr)?;
+            if let Some(k) = doc.get_first(self.f.key).and_then(|v| v.as_str()) {
+                out.push((k.to_owned(), score));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,793 @@
+//! Hybrid recall: BM25 (tantivy) and local embeddings, fused and ranked, plus the recall block
+//! an agent turn receives.
+//!
+//! The module owns `$MEMORIA_HOME/index/recall/`: the lexical index (`lexical/`), the indexed
+//! documents (`docs.sqlite`) and, by default, the vector cache (`vectors.sqlite`, keyed by
+//! (content hash, model id)). It takes plain [`RecallDoc`]s from whoever reads the vault and never
+//! reads or writes notes itself. Scope visibility is decided by the caller
+//! ([`SearchOptions::visible_scopes`]) and applied before ranking; quarantined notes and notes
+//! tagged `contains-secrets` are never returned unless asked for.
+
+pub mod analyzer;
+pub mod block;
+pub mod cli;
+pub mod embed;
+pub mod eval;
+pub mod lexical;
+pub mod rank;
+pub mod store;
+pub mod vectors;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use memoria_shared::{Clock, ContentHash, Trust};
+
+pub use block::{RecallBlock, RecallOptions};
+pub use embed::{Embedder, EmbedderChoice, HashEmbedder};
+pub use rank::Fusion;
+
+use embed::chunks;
+use lexical::LexicalIndex;
+use store::{DocMeta, DocStore, VectorStore, doc_key};
+use vectors::VectorIndex;
+
+/// Notes with this tag are never recalled unless [`SearchOptions::include_secrets`] is set.
+pub const SECRET_TAG: &str = "contains-secrets";
+
+/// Queries are cut to this many characters before analysis and embedding.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+
+/// Everything that can go wrong in recall.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file of the index could not be read or written.
+    #[error("recall index I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The SQLite documents or vector cache failed.
+    #[error("recall store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// tantivy failed.
+    #[error("search index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// The embedding model could not be loaded or run (recall falls back to the hash embedder).
+    #[error("embedding model: {0}")]
+    Model(String),
+    /// An index file is damaged; it is rebuilt from the documents.
+    #[error("damaged index: {0}")]
+    Corrupt(String),
+    /// Another process kept the index writer for too long: try again.
+    #[error("{0}: try again in a moment")]
+    Busy(String),
+    /// The query has no searchable text.
+    #[error("empty query: give some words to search for")]
+    EmptyQuery,
+    /// Evaluation input could not be read.
+    #[error("{0}")]
+    Input(String),
+}
+
+/// One note as recall sees it. The vault builds these from its notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallDoc {
+    /// `user`, `project:<id>` or `domain:<type>`.
+    pub scope: String,
+    pub id: String,
+    pub summary: String,
+    pub tags: Vec<String>,
+    pub body: String,
+    pub note_type: Option<String>,
+    pub updated_at_ms: Option<i64>,
+    pub trust: Option<Trust>,
+    pub importance: Option<f64>,
+    /// Pinned or evergreen: exempt from recency decay.
+    pub evergreen: bool,
+    pub hash: ContentHash,
+}
+
+impl RecallDoc {
+    /// A document with only text; the hash is computed from it.
+    pub fn new(scope: &str, id: &str, summary: &str, body: &str) -> Self {
+        Self {
+            scope: scope.to_owned(),
+            id: id.to_owned(),
+            summary: summary.to_owned(),
+            tags: Vec::new(),
+            body: body.to_owned(),
+            note_type: None,
+            updated_at_ms: None,
+            trust: None,
+            importance: None,
+            evergreen: false,
+            hash: ContentHash::of_parts(id, summary, None, &[], body),
+        }
+    }
+
+    /// Recomputes the hash after fields were changed by hand.
+    pub fn rehash(mut self) -> Self {
+        self.hash = ContentHash::of_parts(
+            &self.id,
+            &self.summary,
+            self.note_type.as_deref(),
+            &self.tags,
+            &self.body,
+        );
+        self
+    }
+
+    pub fn key(&self) -> String {
+        doc_key(&self.scope, &self.id)
+    }
+}
+
+/// Which retrievers take part in a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    Bm25,
+    Vector,
+    #[default]
+    Hybrid,
+}
+
+/// How a search runs.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Scopes the caller may see; `None` means every scope (evaluation, admin tools).
+    pub visible_scopes: Option<Vec<String>>,
+    pub limit: usize,
+    pub mode: Mode,
+    pub fusion: Fusion,
+    /// Candidates taken from each retriever before fusion.
+    pub candidates: usize,
+    /// Apply decay, trust, importance and access factors.
+    pub ranking: bool,
+    /// MMR's λ, when diversity re-ranking is wanted (0.7 is the usual choice).
+    pub mmr_lambda: Option<f64>,
+    pub include_secrets: bool,
+    pub explain: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            visible_scopes: None,
+            limit: 10,
+            mode: Mode::Hybrid,
+            fusion: Fusion::default(),
+            candidates: 100,
+            ranking: true,
+            mmr_lambda: None,
+            include_secrets: false,
+            explain: false,
+        }
+    }
+}
+
+/// The parts of a result's score, for `--explain`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Explain {
+    pub bm25_rank: Option<usize>,
+    pub bm25_score: Option<f32>,
+    pub vector_rank: Option<usize>,
+    pub cosine: Option<f32>,
+    pub fused: f64,
+    pub decay: f64,
+    pub trust: f64,
+    pub importance: f64,
+    pub access: f64,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    pub scope: String,
+    pub id: String,
+    pub summary: String,
+    pub note_type: Option<String>,
+    pub score: f64,
+    pub cosine: Option<f32>,
+    pub bm25_rank: Option<usize>,
+    pub explain: Option<Explain>,
+}
+
+/// Where the index lives and which model it uses.
+#[derive(Debug, Clone)]
+pub struct RecallConfig {
+    /// The recall directory, normally `$MEMORIA_HOME/index/recall`.
+    pub dir: PathBuf,
+    /// The model directory ([`embed::resolve_model_dir`]); `None` uses the hash embedder.
+    pub model_dir: Option<PathBuf>,
+    /// The vector cache file; defaults to `dir/vectors.sqlite`.
+    pub vector_cache: Option<PathBuf>,
+    /// ONNX Runtime intra-op threads.
+    pub threads: usize,
+    /// Embed documents that lack vectors for the current model (a model change) on a background
+    /// thread instead of inside `open`.
+    pub background_reembed: bool,
+}
+
+impl RecallConfig {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            model_dir: None,
+            vector_cache: None,
+            threads: 1,
+            background_reembed: true,
+        }
+    }
+}
+
+/// What the engine card shows about recall.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecallStatus {
+    pub embedder: &'static str,
+    pub model_id: String,
+    pub fallback_reason: Option<String>,
+    pub documents: usize,
+    pub documents_with_vectors: usize,
+    pub pending_embeddings: usize,
+    /// An index file was damaged and rebuilt when opened.
+    pub rebuilt: bool,
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpsertReport {
+    pub indexed: usize,
+    pub unchanged: usize,
+    /// Documents whose vectors were computed now (the rest came from the cache).
+    pub embedded: usize,
+}
+
+struct Shared {
+    embedder: Mutex<Box<dyn Embedder>>,
+    choice: EmbedderChoice,
+    cache: Mutex<VectorStore>,
+    vectors: RwLock<VectorIndex>,
+    meta: RwLock<HashMap<String, DocMeta>>,
+    pending: AtomicUsize,
+    stop: AtomicBool,
+    /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
+    query_cache: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+/// Query vectors kept before the cache is emptied.
+const QUERY_CACHE: usize = 1024;
+
+/// The recall index of one home.
+pub struct RecallIndex {
+    lexical: LexicalIndex,
+    docs: Mutex<DocStore>,
+    shared: Arc<Shared>,
+    clock: Arc<dyn Clock>,
+    data_version: Mutex<i64>,
+    background: Mutex<Option<JoinHandle<()>>>,
+    rebuilt: bool,
+}
+
+/// A result during MMR: fused entry, its explanation, its first chunk's vector.
+type MmrItem = (rank::Fused, Explain, Option<Vec<f32>>);
+
+/// Embedding batch size (chunks); small, so a search waiting for the model waits little.
+const EMBED_BATCH: usize = 8;
+
+impl RecallIndex {
+    /// Opens (creating if needed) the index in `config.dir`. A damaged lexical index or
+    /// document store is rebuilt; documents lacking vectors for the current model are embedded,
+    /// in the background when `config.background_reembed`.
+    pub fn open(config: &RecallConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        let (embedder, choice) = embed::load(config.model_dir.as_deref(), config.threads);
+        Self::open_with_embedder(config, embedder, choice, clock)
+    }
+
+    /// [`Self::open`] with an embedder chosen by the caller (benchmarks, tests).
+    pub fn open_with_embedder(
+        config: &RecallConfig,
+        embedder: Box<dyn Embedder>,
+        choice: EmbedderChoice,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, Error> {
+        std::fs::create_dir_all(&config.dir)?;
+        let (docs, docs_recreated) = DocStore::open(&config.dir.join("docs.sqlite"))?;
+        let (lexical, lexical_rebuilt) = LexicalIndex::open(&config.dir.join("lexical"))?;
+        let cache_path = config
+            .vector_cache
+            .clone()
+            .unwrap_or_else(|| config.dir.join("vectors.sqlite"));
+        let cache = VectorStore::open(&cache_path)?;
+        let shared = Arc::new(Shared {
+            embedder: Mutex::new(embedder),
+            choice,
+            cache: Mutex::new(cache),
+            vectors: RwLock::new(VectorIndex::default()),
+            meta: RwLock::new(HashMap::new()),
+            pending: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            query_cache: Mutex::new(HashMap::new()),
+        });
+        let data_version = docs.data_version()?;
+        let me = Self {
+            lexical,
+            docs: Mutex::new(docs),
+            shared,
+            clock,
+            data_version: Mutex::new(data_version),
+            background: Mutex::new(None),
+            rebuilt: docs_recreated || lexical_rebuilt,
+        };
+        let all_docs_needed = lexical_rebuilt || me.lexical.num_docs() == 0;
+        if all_docs_needed && !docs_recreated {
+            let all = lock(&me.docs).all_docs()?;
+            me.lexical.apply(&all, &[])?;
+        }
+        let missing = me.load_state()?;
+        if !missing.is_empty() {
+            if config.background_reembed {
+                me.spawn_reembed(missing);
+            } else {
+                embed_missing(&me.shared, &missing, &mut |_, _| {})?;
+            }
+        }
+        Ok(me)
+    }
+
+    /// Loads ranking facts and cached vectors into memory; returns the documents whose vectors
+    /// for the current model are not cached.
+    fn load_state(&self) -> Result<Vec<(String, String, Vec<String>)>, Error> {
+        let metas = lock(&self.docs).all_meta()?;
+        let model = self.shared.choice.model_id.clone();
+        let mut vectors = VectorIndex::default();
+        let mut missing = Vec::new();
+        {
+            let cache = lock(&self.shared.cache);
+            for m in &metas {
+                match cache.get(&m.hash, &model)? {
+                    Some(v) => vectors.insert(&m.key, &m.hash, &v),
+                    None => missing.push(m.key.clone()),
+                }
+            }
+        }
+        let docs = lock(&self.docs);
+        let mut need = Vec::with_capacity(missing.len());
+        for k in missing {
+            if let Some(d) = docs.get(&k)? {
+                need.push((
+                    k,
+                    d.hash.as_str().to_owned(),
+                    chunks(&d.summary, &d.tags, &d.body),
+                ));
+            }
+        }
+        drop(docs);
+        *write(&self.shared.vectors) = vectors;
+        *write(&self.shared.meta) = metas.into_iter().map(|m| (m.key.clone(), m)).collect();
+        Ok(need)
+    }
+
+    fn spawn_reembed(&self, missing: Vec<(String, String, Vec<String>)>) {
+        let shared = Arc::clone(&self.shared);
+        shared.pending.store(missing.len(), Ordering::SeqCst);
+        let handle = std::thread::spawn(move || {
+            for batch in missing.chunks(4) {
+                if shared.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                // A failed batch is retried on the next open; recall keeps working lexically.
+                let _ = embed_missing(&shared, batch, &mut |_, _| {});
+                shared.pending.fetch_sub(batch.len(), Ordering::SeqCst);
+            }
+            shared.pending.store(0, Ordering::SeqCst);
+        });
+        *lock(&self.background) = Some(handle);
+    }
+
+    /// Blocks until background embedding has finished.
+    pub fn wait_for_vectors(&self) {
+        if let Some(h) = lock(&self.background).take() {
+            let _ = h.join();
+        }
+    }
+
+    pub fn status(&self) -> RecallStatus {
+        RecallStatus {
+            embedder: self.shared.choice.kind,
+            model_id: self.shared.choice.model_id.clone(),
+            fallback_reason: self.shared.choice.fallback_reason.clone(),
+            documents: read(&self.shared.meta).len(),
+            documents_with_vectors: read(&self.shared.vectors).len_docs(),
+            pending_embeddings: self.shared.pending.load(Ordering::SeqCst),
+            rebuilt: self.rebuilt,
+        }
+    }
+
+    /// Adds or updates documents: searchable lexically when this returns, and by vector too
+    /// (vectors are computed here, or taken from the cache when the content was seen before).
+    pub fn upsert(&self, docs: &[RecallDoc]) -> Result<UpsertReport, Error> {
+        self.upsert_with_progress(docs, &mut |_, _| {})
+    }
+
+    /// [`Self::upsert`], reporting (documents embedded, documents to embed) as it goes.
+    pub fn upsert_with_progress(
+        &self,
+        docs: &[RecallDoc],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<UpsertReport, Error> {
+        self.refresh_if_changed()?;
+        let mut report = UpsertReport::default();
+        let (changed, unchanged): (Vec<&RecallDoc>, Vec<&RecallDoc>) = {
+            let meta = read(&self.shared.meta);
+            docs.iter()
+                .partition(|d| meta.get(&d.key()).is_none_or(|m| m.hash != d.hash.as_str()))
+        };
+        report.unchanged = unchanged.len();
+        report.indexed = changed.len();
+        let changed: Vec<RecallDoc> = changed.into_iter().cloned().collect();
+        self.lexical.apply(&changed, &[])?;
+        lock(&self.docs).upsert(docs)?;
+        {
+            let mut meta = write(&self.shared.meta);
+            for d in docs {
+                let count = meta.get(&d.key()).map_or(0, |m| m.access_count);
+                meta.insert(d.key(), meta_of(d, count));
+            }
+        }
+        let need: Vec<(String, String, Vec<String>)> = {
+            let vectors = read(&self.shared.vectors);
+            changed
+                .iter()
+                .filter(|d| vectors.hash_of(&d.key()) != Some(d.hash.as_str()))
+                .map(|d| {
+                    (
+                        d.key(),
+                        d.hash.as_str().to_owned(),
+                        chunks(&d.summary, &d.tags, &d.body),
+                    )
+                })
+                .collect()
+        };
+        report.embedded = embed_missing(&self.shared, &need, progress)?;
+        Ok(report)
+    }
+
+    /// Adds documents to the lexical index and the document store only (no vectors): for
+    /// BM25-only evaluation, where embedding would be wasted work.
+    pub fn upsert_lexical_only(&self, docs: &[RecallDoc]) -> Result<UpsertReport, Error> {
+        self.lexical.apply(docs, &[])?;
+        lock(&self.docs).upsert(docs)?;
+        let mut meta = write(&self.shared.meta);
+        for d in docs {
+            let count = meta.get(&d.key()).map_or(0, |m| m.access_count);
+            meta.insert(d.key(), meta_of(d, count));
+        }
+        Ok(UpsertReport {
+            indexed: docs.len(),
+            ..UpsertReport::default()
+        })
+    }
+
+    /// Removes a document; unknown ids are fine.
+    pub fn remove(&self, scope: &str, id: &str) -> Result<bool, Error> {
+        let key = doc_key(scope, id);
+        self.lexical.apply(&[], std::slice::from_ref(&key))?;
+        let existed = lock(&self.docs).remove(&key)?;
+        write(&self.shared.meta).remove(&key);
+        write(&self.shared.vectors).remove(&key);
+        Ok(existed)
+    }
+
+    /// Keeps only the given keys (`scope`, `id`): what the vault no longer has goes.
+    pub fn retain(&self, keep: &HashSet<(String, String)>) -> Result<usize, Error> {
+        let gone: Vec<(String, String)> = read(&self.shared.meta)
+            .values()
+            .filter(|m| !keep.contains(&(m.scope.clone(), m.id.clone())))
+            .map(|m| (m.scope.clone(), m.id.clone()))
+            .collect();
+        for (s, i) in &gone {
+            self.remove(s, i)?;
+        }
+        Ok(gone.len())
+    }
+
+    /// Notes another process changed become visible here.
+    fn refresh_if_changed(&self) -> Result<(), Error> {
+        let now = lock(&self.docs).data_version()?;
+        let mut seen = lock(&self.data_version);
+        if *seen != now {
+            *seen = now;
+            drop(seen);
+            self.lexical.refresh()?;
+            let missing = self.load_state()?;
+            embed_missing(&self.shared, &missing, &mut |_, _| {})?;
+        }
+        Ok(())
+    }
+
+    /// Searches the visible notes.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, Error> {
+        let query: String = query.chars().take(MAX_QUERY_CHARS).collect();
+        if query.trim().is_empty() || !query.chars().any(char::is_alphanumeric) {
+            return Err(Error::EmptyQuery);
+        }
+        self.refresh_if_changed()?;
+        let now = self.clock.now_ms();
+        let meta = read(&self.shared.meta);
+        let visible: Option<HashSet<&str>> = opts
+            .visible_scopes
+            .as_ref()
+            .map(|s| s.iter().map(String::as_str).collect());
+        let admit = |key: &str| -> bool {
+            let Some(m) = meta.get(key) else { return false };
+            visible
+                .as_ref()
+                .is_none_or(|v| v.contains(m.scope.as_str()))
+                && (opts.include_secrets || !m.secret)
+                && trust_weight_of(m).is_some()
+        };
+        let lexical = if opts.mode == Mode::Vector {
+            Vec::new()
+        } else {
+            // Over-fetch a little: hidden notes are dropped after the scope filter.
+            let mut l = self.lexical.search(
+                &query,
+                opts.visible_scopes.as_deref(),
+                opts.candidates + 10,
+            )?;
+            l.retain(|(k, _)| admit(k));
+            l.truncate(opts.candidates);
+            l
+        };
+        let vector = if opts.mode == Mode::Bm25 {
+            Vec::new()
+        } else {
+            // While the background re-embeds after a model change, a query does not queue
+            // behind it: it goes lexical-only if the model is busy (the new model's vectors
+            // are incomplete then anyway).
+            let embedder = if self.shared.pending.load(Ordering::SeqCst) > 0 {
+                match self.shared.embedder.try_lock() {
+                    Ok(g) => Some(g),
+                    Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                }
+            } else {
+                Some(lock(&self.shared.embedder))
+            };
+            match embedder {
+                Some(mut e) => {
+                    let cached = lock(&self.shared.query_cache).get(&query).cloned();
+                    let q = match cached {
+                        Some(q) => q,
+                        None => {
+                            let q = e.embed_query(&query)?;
+                            let mut cache = lock(&self.shared.query_cache);
+                            if cache.len() >= QUERY_CACHE {
+                                cache.clear();
+                            }
+                            cache.insert(query.clone(), q.clone());
+                            q
+                        }
+                    };
+                    drop(e);
+                    read(&self.shared.vectors).search(&q, opts.candidates, admit)
+                }
+                None => Vec::new(),
+            }
+        };
+        let fused = rank::fuse(&lexical, &vector, opts.fusion);
+        let mut scored: Vec<(rank::Fused, Explain)> = fused
+            .into_iter()
+            .filter_map(|f| {
+                let m = meta.get(&f.key)?;
+                let (decay, trust, importance, access) = if opts.ranking {
+                    (
+                        rank::decay(m, now),
+                        trust_weight_of(m)?,
+                        rank::importance_factor(m.importance),
+                        rank::access_factor(m.access_count),
+                    )
+                } else {
+                    (1.0, 1.0, 1.0, 1.0)
+                };
+                let e = Explain {
+                    bm25_rank: f.bm25.map(|x| x.0),
+                    bm25_score: f.bm25.map(|x| x.1),
+                    vector_rank: f.vector.map(|x| x.0),
+                    cosine: f.vector.map(|x| x.1),
+                    fused: f.score,
+                    decay,
+                    trust,
+                    importance,
+                    access,
+                };
+                Some((f, e))
+            })
+            .collect();
+        for (f, e) in &mut scored {
+            f.score = e.fused * e.decay * e.trust * e.importance * e.access;
+        }
+        scored.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
+        if let Some(lambda) = opts.mmr_lambda {
+            // Diversity among the top of the list only: MMR is quadratic.
+            let tail = scored.split_off(scored.len().min(opts.limit.max(1) * 3));
+            let vectors = read(&self.shared.vectors);
+            let with_vec: Vec<(MmrItem, f64)> = scored
+                .into_iter()
+                .map(|(f, e)| {
+                    let v = vectors.first_vector(&f.key);
+                    let s = f.score;
+                    ((f, e, v), s)
+                })
+                .collect();
+            let reordered = rank::mmr(with_vec, lambda, |a, b| match (&a.2, &b.2) {
+                (Some(x), Some(y)) => f64::from(x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()),
+                _ => 0.0,
+            });
+            scored = reordered.into_iter().map(|((f, e, _), _)| (f, e)).collect();
+            scored.extend(tail);
+        }
+        scored.truncate(opts.limit);
+        let docs = lock(&self.docs);
+        let mut hits = Vec::with_capacity(scored.len());
+        for (f, e) in scored {
+            let Some(m) = meta.get(&f.key) else { continue };
+            let summary = if opts.limit <= 200 {
+                docs.get(&f.key)?.map(|d| d.summary).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            hits.push(Hit {
+                scope: m.scope.clone(),
+                id: m.id.clone(),
+                summary,
+                note_type: m.note_type.clone(),
+                score: f.score,
+                cosine: e.cosine,
+                bm25_rank: e.bm25_rank,
+                explain: opts.explain.then_some(e),
+            });
+        }
+        Ok(hits)
+    }
+
+    /// The full document (for the recall block's full-text part).
+    pub fn get(&self, scope: &str, id: &str) -> Result<Option<RecallDoc>, Error> {
+        lock(&self.docs).get(&doc_key(scope, id))
+    }
+
+    /// Every visible document's ranking facts (for the recall block's index lines).
+    pub fn visible_meta(&self, scopes: Option<&[String]>) -> Vec<DocMeta> {
+        read(&self.shared.meta)
+            .values()
+            .filter(|m| scopes.is_none_or(|s| s.contains(&m.scope)))
+            .filter(|m| !m.secret && trust_weight_of(m).is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Counts one recall of each note (reinforces it in ranking).
+    pub fn record_access(&self, keys: &[(String, String)]) -> Result<(), Error> {
+        let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
+        lock(&self.docs).record_access(&keys)?;
+        {
+            let mut meta = write(&self.shared.meta);
+            for k in &keys {
+                if let Some(m) = meta.get_mut(k) {
+                    m.access_count += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Which cosine counts as "relevant" for the recall block with the embedder in use: e5's
+    /// cosines sit in a narrow 0.7–0.9 band; the hash embedder's spread much wider.
+    pub fn relevance_floor(&self) -> f32 {
+        match self.shared.choice.kind {
+            "onnx" => 0.82,
+            _ => 0.25,
+        }
+    }
+}
+
+impl Drop for RecallIndex {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.wait_for_vectors();
+    }
+}
+
+fn trust_weight_of(m: &DocMeta) -> Option<f64> {
+    rank::trust_weight(m.trust)
+}
+
+fn meta_of(d: &RecallDoc, access_count: i64) -> DocMeta {
+    DocMeta {
+        key: d.key(),
+        scope: d.scope.clone(),
+        id: d.id.clone(),
+        hash: d.hash.as_str().to_owned(),
+        note_type: d.note_type.clone(),
+        updated_at_ms: d.updated_at_ms,
+        trust: d.trust,
+        importance: d.importance,
+        evergreen: d.evergreen,
+        secret: d.tags.iter().any(|t| t == SECRET_TAG),
+        access_count,
+    }
+}
+
+/// Computes (or takes from the cache) the vectors of `need` = (key, hash, chunks) and puts them
+/// into the in-memory index. Returns how many documents were embedded now.
+fn embed_missing(
+    shared: &Shared,
+    need: &[(String, String, Vec<String>)],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<usize, Error> {
+    let model = shared.choice.model_id.clone();
+    let mut todo: Vec<&(String, String, Vec<String>)> = Vec::new();
+    {
+        let cache = lock(&shared.cache);
+        let mut vectors = write(&shared.vectors);
+        for item in need {
+            match cache.get(&item.1, &model)? {
+                Some(v) => vectors.insert(&item.0, &item.1, &v),
+                None => todo.push(item),
+            }
+        }
+    }
+    let total = todo.len();
+    let mut done = 0;
+    // Group whole documents into batches of about EMBED_BATCH chunks.
+    let mut start = 0;
+    while start < todo.len() {
+        let mut end = start;
+        let mut n = 0;
+        while end < todo.len() && (n == 0 || n + todo[end].2.len() <= EMBED_BATCH) {
+            n += todo[end].2.len();
+            end += 1;
+        }
+        let batch = &todo[start..end];
+        let texts: Vec<String> = batch.iter().flat_map(|d| d.2.iter().cloned()).collect();
+        let vecs = lock(&shared.embedder).embed_passages(&texts)?;
+        let mut it = vecs.into_iter();
+        let mut rows: Vec<(String, Vec<Vec<f32>>)> = Vec::with_capacity(batch.len());
+        for d in batch {
+            let v: Vec<Vec<f32>> = it.by_ref().take(d.2.len()).collect();
+            rows.push((d.1.clone(), v));
+        }
+        lock(&shared.cache).put_many(&model, &rows)?;
+        {
+            let mut vectors = write(&shared.vectors);
+            for (d, (_, v)) in batch.iter().zip(&rows) {
+                vectors.insert(&d.0, &d.1, v);
+            }
+        }
+        done += batch.len();
+        progress(done, total);
+        start = end;
+    }
+    Ok(total)
+}
+
+/// Locks, recovering the data of a poisoned lock (a panicking thread cannot corrupt these
+/// plain collections half-way in a way that matters more than losing recall).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The default recall directory of a home.
+pub fn default_dir(home: &Path) -> PathBuf {
+    home.join("index").join("recall")
+}
+
+#[cfg(test)]
+mod tests;

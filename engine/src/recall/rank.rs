@@ -1,0 +1,277 @@
+//! Fusion of lexical and vector candidates, and the ranking factors applied after it.
+//! Pure arithmetic: no I/O, time passed in.
+
+use std::collections::HashMap;
+
+use memoria_shared::Trust;
+
+use super::store::DocMeta;
+
+/// How BM25 and vector candidates are combined.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fusion {
+    /// Reciprocal rank fusion: Σ w / (k + rank), ranks from 1.
+    Rrf { k: f64, vector_weight: f64 },
+    /// Scores normalised per list (BM25 divided by the best BM25 score; cosine min-max over the
+    /// candidates), then `vector_weight · v + (1 − vector_weight) · t`.
+    Weighted { vector_weight: f64 },
+}
+
+/// Weighted fusion at 0.7 beat RRF on every set measured (docs/recall.md): SciFact gate slice
+/// 0.898 vs 0.867 nDCG@10, XQuAD-R es 0.865 vs 0.835.
+impl Default for Fusion {
+    fn default() -> Self {
+        Fusion::Weighted { vector_weight: 0.7 }
+    }
+}
+
+/// One candidate after fusion, with where its score came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused {
+    pub key: String,
+    /// 1-based rank and raw BM25 score, when the lexical list had it.
+    pub bm25: Option<(usize, f32)>,
+    /// 1-based rank and cosine, when the vector list had it.
+    pub vector: Option<(usize, f32)>,
+    pub score: f64,
+}
+
+/// Fuses two ranked lists (best first).
+pub fn fuse(lexical: &[(String, f32)], vector: &[(String, f32)], how: Fusion) -> Vec<Fused> {
+    let blank = |k: &str| Fused {
+        key: k.to_owned(),
+        bm25: None,
+        vector: None,
+        score: 0.0,
+    };
+    let mut staged: HashMap<String, Fused> = HashMap::new();
+    for (i, (k, s)) in lexical.iter().enumerate() {
+        staged.entry(k.clone()).or_insert_with(|| blank(k)).bm25 = Some((i + 1, *s));
+    }
+    for (i, (k, s)) in vector.iter().enumerate() {
+        staged.entry(k.clone()).or_insert_with(|| blank(k)).vector = Some((i + 1, *s));
+    }
+    let mut all: Vec<Fused> = Vec::with_capacity(staged.len());
+    let best_bm25 = lexical.iter().map(|x| x.1).fold(0f32, f32::max);
+    let (vmin, vmax) = vector
+        .iter()
+        .map(|x| x.1)
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), s| {
+            (a.min(s), b.max(s))
+        });
+    for (_, mut f) in staged {
+        f.score = match how {
+            Fusion::Rrf { k, vector_weight } => {
+                f.bm25.map_or(0.0, |(r, _)| 1.0 / (k + r as f64))
+                    + f.vector
+                        .map_or(0.0, |(r, _)| vector_weight / (k + r as f64))
+            }
+            Fusion::Weighted { vector_weight } => {
+                let t = f.bm25.map_or(0.0, |(_, s)| {
+                    if best_bm25 > 0.0 {
+                        f64::from(s / best_bm25)
+                    } else {
+                        0.0
+                    }
+                });
+                let v = f.vector.map_or(0.0, |(_, s)| {
+                    if vmax > vmin {
+                        f64::from((s - vmin) / (vmax - vmin))
+                    } else {
+                        1.0
+                    }
+                });
+                vector_weight * v + (1.0 - vector_weight) * t
+            }
+        };
+        all.push(f);
+    }
+    all.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.key.cmp(&b.key)));
+    all
+}
+
+/// Half-lives of recency decay by kind of note, in days; `None` is never decayed.
+pub fn half_life_days(meta: &DocMeta) -> Option<f64> {
+    if meta.evergreen {
+        return None;
+    }
+    match meta.note_type.as_deref() {
+        // Who the user is and how they want things done stay true until changed.
+        Some("user" | "feedback" | "reference" | "domain") => None,
+        Some("fact") => Some(30.0),
+        Some("message") => Some(90.0),
+        _ => Some(365.0),
+    }
+}
+
+/// Decay never takes more than this share of a score away: it re-ranks, never buries.
+pub const DECAY_FLOOR: f64 = 0.35;
+
+/// Multiplier for age: `e^(−ln2 · age / half-life)`, floored at [`DECAY_FLOOR`].
+pub fn decay(meta: &DocMeta, now_ms: i64) -> f64 {
+    let (Some(hl), Some(updated)) = (half_life_days(meta), meta.updated_at_ms) else {
+        return 1.0;
+    };
+    let age_days = ((now_ms - updated).max(0) as f64) / 86_400_000.0;
+    (-std::f64::consts::LN_2 * age_days / hl)
+        .exp()
+        .max(DECAY_FLOOR)
+}
+
+/// Trust weight; `None` means never recalled.
+pub fn trust_weight(trust: Option<Trust>) -> Option<f64> {
+    match trust {
+        None | Some(Trust::Owner | Trust::Derived) => Some(1.0),
+        Some(Trust::Ingested) => Some(0.6),
+        Some(Trust::Peer) => Some(0.3),
+        Some(Trust::Quarantined) => None,
+    }
+}
+
+/// 0.75 … 1.25 for importance 0 … 1; notes without one count as 0.5 (factor 1).
+pub fn importance_factor(importance: Option<f64>) -> f64 {
+    let i = importance.unwrap_or(0.5).clamp(0.0, 1.0);
+    0.75 + 0.5 * i
+}
+
+/// Each recall of a note nudges it up, with diminishing returns, at most ×1.2.
+pub fn access_factor(access_count: i64) -> f64 {
+    (1.0 + 0.05 * (1.0 + access_count.max(0) as f64).ln()).min(1.2)
+}
+
+/// Maximal marginal relevance: reorders `scored` (best first) so each pick maximises
+/// `λ · relevance − (1 − λ) · max similarity to what was already picked`. Relevance is the score
+/// divided by the best score.
+pub fn mmr<T>(scored: Vec<(T, f64)>, lambda: f64, sim: impl Fn(&T, &T) -> f64) -> Vec<(T, f64)> {
+    let best = scored.iter().map(|x| x.1).fold(0f64, f64::max);
+    let mut rest: Vec<(T, f64)> = scored;
+    let mut picked: Vec<(T, f64)> = Vec::with_capacity(rest.len());
+    while !rest.is_empty() {
+        let mut best_i = 0;
+        let mut best_v = f64::NEG_INFINITY;
+        for (i, (item, s)) in rest.iter().enumerate() {
+            let rel = if best > 0.0 { s / best } else { 0.0 };
+            let redundancy = picked
+                .iter()
+                .map(|(p, _)| sim(item, p))
+                .fold(0f64, f64::max);
+            let v = lambda * rel - (1.0 - lambda) * redundancy;
+            if v > best_v {
+                best_v = v;
+                best_i = i;
+            }
+        }
+        picked.push(rest.remove(best_i));
+    }
+    picked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(items: &[(&str, f32)]) -> Vec<(String, f32)> {
+        items.iter().map(|(k, s)| (k.to_string(), *s)).collect()
+    }
+
+    fn meta(note_type: Option<&str>, updated: Option<i64>) -> DocMeta {
+        DocMeta {
+            key: "k".into(),
+            scope: "user".into(),
+            id: "k".into(),
+            hash: "h".into(),
+            note_type: note_type.map(String::from),
+            updated_at_ms: updated,
+            trust: None,
+            importance: None,
+            evergreen: false,
+            secret: false,
+            access_count: 0,
+        }
+    }
+
+    #[test]
+    fn rrf_adds_reciprocal_ranks() {
+        let f = fuse(
+            &l(&[("a", 9.0), ("b", 5.0)]),
+            &l(&[("b", 0.9), ("c", 0.8)]),
+            Fusion::Rrf {
+                k: 60.0,
+                vector_weight: 1.0,
+            },
+        );
+        assert_eq!(f[0].key, "b");
+        assert!((f[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-12);
+        assert_eq!(f[0].bm25, Some((2, 5.0)));
+        assert_eq!(f[0].vector, Some((1, 0.9)));
+        assert_eq!(f[1].key, "a");
+        assert!((f[1].score - 1.0 / 61.0).abs() < 1e-12);
+        assert_eq!(f[2].key, "c");
+        assert!((f[2].score - 1.0 / 62.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn weighted_fusion_normalises_each_list() {
+        let f = fuse(
+            &l(&[("a", 10.0), ("b", 5.0)]),
+            &l(&[("b", 0.9), ("c", 0.7)]),
+            Fusion::Weighted { vector_weight: 0.7 },
+        );
+        let score = |k: &str| f.iter().find(|x| x.key == k).unwrap().score;
+        assert!((score("a") - 0.3).abs() < 1e-9);
+        assert!((score("b") - (0.7 + 0.3 * 0.5)).abs() < 1e-6);
+        assert!((score("c") - 0.0).abs() < 1e-9);
+        assert_eq!(f[0].key, "b");
+    }
+
+    #[test]
+    fn decay_halves_per_half_life_with_a_floor_and_spares_evergreen_kinds() {
+        let day = 86_400_000;
+        let now = 1_000 * day;
+        let m = meta(Some("project"), Some(now - 365 * day));
+        assert!((decay(&m, now) - 0.5).abs() < 1e-9);
+        let m = meta(Some("fact"), Some(now - 30 * day));
+        assert!((decay(&m, now) - 0.5).abs() < 1e-9);
+        let m = meta(Some("fact"), Some(now - 300 * day));
+        assert_eq!(decay(&m, now), DECAY_FLOOR);
+        assert_eq!(decay(&meta(Some("feedback"), Some(0)), now), 1.0);
+        assert_eq!(decay(&meta(None, None), now), 1.0);
+        let mut m = meta(Some("fact"), Some(0));
+        m.evergreen = true;
+        assert_eq!(decay(&m, now), 1.0);
+    }
+
+    #[test]
+    fn trust_importance_and_access_weights() {
+        assert_eq!(trust_weight(Some(Trust::Owner)), Some(1.0));
+        assert_eq!(trust_weight(Some(Trust::Derived)), Some(1.0));
+        assert_eq!(trust_weight(Some(Trust::Ingested)), Some(0.6));
+        assert_eq!(trust_weight(Some(Trust::Peer)), Some(0.3));
+        assert_eq!(trust_weight(Some(Trust::Quarantined)), None);
+        assert_eq!(importance_factor(None), 1.0);
+        assert_eq!(importance_factor(Some(1.0)), 1.25);
+        assert_eq!(importance_factor(Some(7.0)), 1.25);
+        assert_eq!(access_factor(0), 1.0);
+        assert!(access_factor(3) > 1.0 && access_factor(1_000_000) == 1.2);
+    }
+
+    #[test]
+    fn mmr_demotes_near_duplicates() {
+        // a and a2 are duplicates; b is different and slightly less relevant.
+        let scored = vec![("a", 1.0), ("a2", 0.99), ("b", 0.9)];
+        let sim = |x: &&str, y: &&str| {
+            if x.starts_with('a') && y.starts_with('a') {
+                1.0
+            } else {
+                0.0
+            }
+        };
+        let out: Vec<&str> = mmr(scored.clone(), 0.7, sim)
+            .into_iter()
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(out, vec!["a", "b", "a2"]);
+        let out: Vec<&str> = mmr(scored, 1.0, sim).into_iter().map(|x| x.0).collect();
+        assert_eq!(out, vec!["a", "a2", "b"]);
+    }
+}

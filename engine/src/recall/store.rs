@@ -1,0 +1,378 @@
+//! SQLite files of the recall index: the indexed documents (`docs.sqlite`, a copy of what the
+//! vault gave us, so the lexical index can be rebuilt without the vault) and the vector cache
+//! (`vectors.sqlite`, keyed by (content hash, model id), shareable between homes so evaluations
+//! and CI reuse vectors).
+//!
+//! Both run in WAL mode with a busy timeout, so several processes can share one home.
+
+use std::path::Path;
+use std::time::Duration;
+
+use memoria_shared::{ContentHash, Trust};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::embed::DIM;
+use super::{Error, RecallDoc};
+
+/// The per-document facts that ranking needs, kept in memory (bodies stay on disk).
+#[derive(Debug, Clone)]
+pub struct DocMeta {
+    pub key: String,
+    pub scope: String,
+    pub id: String,
+    pub hash: String,
+    pub note_type: Option<String>,
+    pub updated_at_ms: Option<i64>,
+    pub trust: Option<Trust>,
+    pub importance: Option<f64>,
+    pub evergreen: bool,
+    pub secret: bool,
+    pub access_count: i64,
+}
+
+fn open(path: &Path) -> Result<Connection, Error> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// Opens an SQLite file with `schema`; a file that is not a database (or fails its schema) is
+/// moved aside and recreated, so a corrupt cache never stops recall.
+fn open_or_recreate(path: &Path, schema: &str) -> Result<(Connection, bool), Error> {
+    let attempt = |p: &Path| -> Result<Connection, Error> {
+        let c = open(p)?;
+        c.execute_batch(schema)?;
+        let ok: String = c.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if ok != "ok" {
+            return Err(Error::Corrupt(format!("{}: {ok}", p.display())));
+        }
+        Ok(c)
+    };
+    match attempt(path) {
+        Ok(c) => Ok((c, false)),
+        Err(_) => {
+            for suffix in ["", "-wal", "-shm"] {
+                let p = format!("{}{suffix}", path.display());
+                let _ = std::fs::remove_file(p);
+            }
+            Ok((attempt(path)?, true))
+        }
+    }
+}
+
+const DOCS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS docs (
+  key TEXT PRIMARY KEY,
+  scope TEXT NOT NULL,
+  id TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  body TEXT NOT NULL,
+  note_type TEXT,
+  updated_at INTEGER,
+  trust TEXT,
+  importance REAL,
+  evergreen INTEGER NOT NULL,
+  access_count INTEGER NOT NULL DEFAULT 0
+);";
+
+const VECTORS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS vectors (
+  hash TEXT NOT NULL,
+  model TEXT NOT NULL,
+  vecs BLOB NOT NULL,
+  PRIMARY KEY (hash, model)
+) WITHOUT ROWID;";
+
+/// The key of a document: scope and id, which together are unique.
+pub fn doc_key(scope: &str, id: &str) -> String {
+    format!("{scope}\u{1f}{id}")
+}
+
+fn trust_name(t: Trust) -> &'static str {
+    match t {
+        Trust::Owner => "owner",
+        Trust::Derived => "derived",
+        Trust::Peer => "peer",
+        Trust::Ingested => "ingested",
+        Trust::Quarantined => "quarantined",
+    }
+}
+
+fn trust_from(s: &str) -> Option<Trust> {
+    Some(match s {
+        "owner" => Trust::Owner,
+        "derived" => Trust::Derived,
+        "peer" => Trust::Peer,
+        "ingested" => Trust::Ingested,
+        "quarantined" => Trust::Quarantined,
+        _ => return None,
+    })
+}
+
+/// The documents table.
+pub struct DocStore {
+    conn: Connection,
+}
+
+impl DocStore {
+    /// Opens (or recreates, when corrupt) `path`. The flag says it was recreated empty.
+    pub fn open(path: &Path) -> Result<(Self, bool), Error> {
+        let (conn, recreated) = open_or_recreate(path, DOCS_SCHEMA)?;
+        Ok((Self { conn }, recreated))
+    }
+
+    /// Changes whenever another connection commits: the cue to reload in-memory state.
+    pub fn data_version(&self) -> Result<i64, Error> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    pub fn upsert(&mut self, docs: &[RecallDoc]) -> Result<(), Error> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO docs (key, scope, id, hash, summary, tags, body, note_type,
+                   updated_at, trust, importance, evergreen)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 ON CONFLICT(key) DO UPDATE SET hash = excluded.hash,
+                   summary = excluded.summary, tags = excluded.tags, body = excluded.body,
+                   note_type = excluded.note_type, updated_at = excluded.updated_at,
+                   trust = excluded.trust, importance = excluded.importance,
+                   evergreen = excluded.evergreen",
+            )?;
+            for d in docs {
+                st.execute(params![
+                    doc_key(&d.scope, &d.id),
+                    d.scope,
+                    d.id,
+                    d.hash.as_str(),
+                    d.summary,
+                    serde_json::to_string(&d.tags).unwrap_or_else(|_| "[]".into()),
+                    d.body,
+                    d.note_type,
+                    d.updated_at_ms,
+                    d.trust.map(trust_name),
+                    d.importance,
+                    d.evergreen,
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn remove(&mut self, key: &str) -> Result<bool, Error> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM docs WHERE key = ?1", [key])?
+            > 0)
+    }
+
+    pub fn record_access(&mut self, keys: &[String]) -> Result<(), Error> {
+        let tx = self.conn.transaction()?;
+        for k in keys {
+            tx.execute(
+                "UPDATE docs SET access_count = access_count + 1 WHERE key = ?1",
+                [k],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every document's ranking facts.
+    pub fn all_meta(&self) -> Result<Vec<DocMeta>, Error> {
+        let mut st = self.conn.prepare(
+            "SELECT key, scope, id, hash, note_type, updated_at, trust, importance, evergreen,
+                    access_count, tags FROM docs",
+        )?;
+        let rows = st.query_map([], |r| {
+            let tags: String = r.get(10)?;
+            let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
+            Ok(DocMeta {
+                key: r.get(0)?,
+                scope: r.get(1)?,
+                id: r.get(2)?,
+                hash: r.get(3)?,
+                note_type: r.get(4)?,
+                updated_at_ms: r.get(5)?,
+                trust: r.get::<_, Option<String>>(6)?.and_then(|s| trust_from(&s)),
+                importance: r.get(7)?,
+                evergreen: r.get(8)?,
+                access_count: r.get(9)?,
+                secret: tags.iter().any(|t| t == super::SECRET_TAG),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The full document for a key.
+    pub fn get(&self, key: &str) -> Result<Option<RecallDoc>, Error> {
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<f64>,
+            bool,
+        );
+        let row: Option<Row> = self
+            .conn
+            .prepare_cached(
+                "SELECT scope, id, hash, summary, tags, body, note_type, updated_at, trust,
+                        importance, evergreen FROM docs WHERE key = ?1",
+            )?
+            .query_row([key], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                ))
+            })
+            .optional()?;
+        let Some((scope, id, hash, summary, tags, body, note_type, updated, trust, imp, ever)) =
+            row
+        else {
+            return Ok(None);
+        };
+        let hash = ContentHash::parse(&hash)
+            .ok_or_else(|| Error::Corrupt(format!("stored hash {hash:?} of {key:?}")))?;
+        Ok(Some(RecallDoc {
+            scope,
+            id,
+            summary,
+            tags: serde_json::from_str(&tags).unwrap_or_default(),
+            body,
+            note_type,
+            updated_at_ms: updated,
+            trust: trust.and_then(|t| trust_from(&t)),
+            importance: imp,
+            evergreen: ever,
+            hash,
+        }))
+    }
+
+    /// Every document, for rebuilding the lexical index.
+    pub fn all_docs(&self) -> Result<Vec<RecallDoc>, Error> {
+        let keys: Vec<String> = {
+            let mut st = self.conn.prepare("SELECT key FROM docs")?;
+            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Some(d) = self.get(&k)? {
+                out.push(d);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The vector cache: all chunk vectors of one (content hash, model id) in one row.
+pub struct VectorStore {
+    conn: Connection,
+}
+
+impl VectorStore {
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(Self {
+            conn: open_or_recreate(path, VECTORS_SCHEMA)?.0,
+        })
+    }
+
+    pub fn get(&self, hash: &str, model: &str) -> Result<Option<Vec<Vec<f32>>>, Error> {
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT vecs FROM vectors WHERE hash = ?1 AND model = ?2")?
+            .query_row([hash, model], |r| r.get(0))
+            .optional()?;
+        Ok(blob.and_then(|b| decode(&b)))
+    }
+
+    pub fn put_many(
+        &mut self,
+        model: &str,
+        items: &[(String, Vec<Vec<f32>>)],
+    ) -> Result<(), Error> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut st = tx.prepare_cached(
+                "INSERT OR REPLACE INTO vectors (hash, model, vecs) VALUES (?1, ?2, ?3)",
+            )?;
+            for (hash, vecs) in items {
+                st.execute(params![hash, model, encode(vecs)])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn encode(vecs: &[Vec<f32>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(vecs.len() * DIM * 4);
+    for v in vecs {
+        for x in v {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes a blob of little-endian f32 rows; a blob of the wrong size reads as missing.
+fn decode(b: &[u8]) -> Option<Vec<Vec<f32>>> {
+    if b.is_empty() || !b.len().is_multiple_of(DIM * 4) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(DIM * 4)
+            .map(|row| {
+                row.chunks_exact(4)
+                    .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_files_are_recreated() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("docs.sqlite");
+        std::fs::write(&p, b"this is not a database, just garbage bytes ........").unwrap();
+        let (store, recreated) = DocStore::open(&p).unwrap();
+        assert!(recreated);
+        assert!(store.all_meta().unwrap().is_empty());
+        let v = dir.path().join("vectors.sqlite");
+        std::fs::write(&v, vec![7u8; 5000]).unwrap();
+        let mut vs = VectorStore::open(&v).unwrap();
+        vs.put_many("m", &[("h".into(), vec![vec![0.5; DIM]])])
+            .unwrap();
+        assert_eq!(vs.get("h", "m").unwrap().unwrap()[0][3], 0.5);
+        assert!(vs.get("h", "other").unwrap().is_none());
+    }
+}

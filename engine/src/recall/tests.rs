@@ -1,0 +1,458 @@
+//! Tests of the whole index: scopes, fallbacks, re-embedding, damage, bad input, concurrency.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use memoria_shared::{FixedClock, Trust};
+
+use super::*;
+
+/// The hash embedder under another model id, counting the passages it embeds.
+struct Counting {
+    id: String,
+    passages: Arc<AtomicUsize>,
+    /// Set by the test to stall embedding (to observe search during a re-embed); a stall
+    /// never outlasts ten seconds, so a failing test cannot hang.
+    stall: Arc<AtomicBool>,
+}
+
+impl Embedder for Counting {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        let start = std::time::Instant::now();
+        while self.stall.load(Ordering::SeqCst) && start.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.passages.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts.iter().map(|t| HashEmbedder::embed(t)).collect())
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        Ok(HashEmbedder::embed(text))
+    }
+}
+
+type Counted = (
+    Box<dyn Embedder>,
+    EmbedderChoice,
+    Arc<AtomicUsize>,
+    Arc<AtomicBool>,
+);
+
+fn counting(id: &str, stalled: bool) -> Counted {
+    let n = Arc::new(AtomicUsize::new(0));
+    let stall = Arc::new(AtomicBool::new(stalled));
+    let e = Counting {
+        id: id.into(),
+        passages: Arc::clone(&n),
+        stall: Arc::clone(&stall),
+    };
+    let choice = EmbedderChoice {
+        kind: "hash",
+        model_id: id.into(),
+        fallback_reason: None,
+    };
+    (Box::new(e), choice, n, stall)
+}
+
+fn clock() -> Arc<dyn Clock> {
+    Arc::new(FixedClock::new(1_800_000_000_000))
+}
+
+fn open(dir: &Path) -> RecallIndex {
+    let mut c = RecallConfig::new(dir);
+    c.background_reembed = false;
+    RecallIndex::open(&c, clock()).unwrap()
+}
+
+fn doc(scope: &str, id: &str, summary: &str, body: &str) -> RecallDoc {
+    RecallDoc::new(scope, id, summary, body)
+}
+
+fn ids(hits: &[Hit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| format!("{}/{}", h.scope, h.id))
+        .collect()
+}
+
+fn corpus() -> Vec<RecallDoc> {
+    vec![
+        doc(
+            "user",
+            "dark-mode",
+            "Prefers dark mode",
+            "The user prefers dark mode in every editor.",
+        ),
+        doc(
+            "project:a",
+            "pricing",
+            "Pricing cards use fills",
+            "Cards are separated by fill, not borders.",
+        ),
+        doc(
+            "project:b",
+            "pricing-b",
+            "Pricing cards in project b",
+            "Project b pricing cards use borders.",
+        ),
+        doc(
+            "domain:web",
+            "spacing",
+            "Spacing scale",
+            "Use an 8px spacing scale for web layouts.",
+        ),
+    ]
+}
+
+#[test]
+fn hybrid_search_finds_notes_with_the_hash_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    assert_eq!(ix.status().embedder, "hash");
+    ix.upsert(&corpus()).unwrap();
+    for mode in [Mode::Bm25, Mode::Vector, Mode::Hybrid] {
+        let hits = ix
+            .search(
+                "pricing cards fill",
+                &SearchOptions {
+                    mode,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(ids(&hits)[0], "project:a/pricing", "{mode:?}");
+    }
+}
+
+#[test]
+fn other_projects_are_excluded_before_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&corpus()).unwrap();
+    let visible = vec!["user".to_string(), "project:a".into(), "domain:web".into()];
+    for mode in [Mode::Bm25, Mode::Vector, Mode::Hybrid] {
+        let hits = ix
+            .search(
+                "project b pricing borders",
+                &SearchOptions {
+                    visible_scopes: Some(visible.clone()),
+                    mode,
+                    limit: 50,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        assert!(
+            !ids(&hits).iter().any(|h| h.starts_with("project:b")),
+            "{mode:?}: {hits:?}"
+        );
+    }
+}
+
+#[test]
+fn quarantined_and_secret_notes_are_never_recalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    let mut q = doc(
+        "user",
+        "q",
+        "Deploy token rotation",
+        "rotate the deploy token weekly",
+    );
+    q.trust = Some(Trust::Quarantined);
+    let mut s = doc(
+        "user",
+        "s",
+        "Deploy token location",
+        "the deploy token lives in the vault",
+    );
+    s.tags = vec![SECRET_TAG.into()];
+    let s = s.rehash();
+    let mut p = doc(
+        "user",
+        "p",
+        "Deploy token from a peer",
+        "deploy token notes from a peer",
+    );
+    p.trust = Some(Trust::Peer);
+    ix.upsert(&[q, s, p]).unwrap();
+    let hits = ix
+        .search("deploy token", &SearchOptions::default())
+        .unwrap();
+    assert_eq!(ids(&hits), vec!["user/p"]);
+    let with = ix
+        .search(
+            "deploy token",
+            &SearchOptions {
+                include_secrets: true,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(ids(&with).contains(&"user/s".to_string()));
+    assert!(!ids(&with).contains(&"user/q".to_string()));
+}
+
+#[test]
+fn trust_weight_and_decay_show_in_explain() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    let mut a = doc(
+        "user",
+        "a",
+        "Standup moved to 14:15",
+        "standup time changed",
+    );
+    a.trust = Some(Trust::Ingested);
+    a.note_type = Some("project".into());
+    a.updated_at_ms = Some(1_800_000_000_000 - 365 * 86_400_000);
+    ix.upsert(&[a.rehash()]).unwrap();
+    let hits = ix
+        .search(
+            "standup",
+            &SearchOptions {
+                explain: true,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    let e = hits[0].explain.clone().unwrap();
+    assert_eq!(e.trust, 0.6);
+    assert!((e.decay - 0.5).abs() < 1e-6);
+    assert!((hits[0].score - e.fused * 0.6 * 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn new_and_edited_notes_are_searchable_at_once_and_removal_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&corpus()).unwrap();
+    ix.upsert(&[doc("user", "kiwi", "Kiwi allergy", "allergic to kiwi")])
+        .unwrap();
+    let hits = ix.search("kiwi", &SearchOptions::default()).unwrap();
+    assert_eq!(ids(&hits)[0], "user/kiwi");
+    let v = ix
+        .search(
+            "kiwi",
+            &SearchOptions {
+                mode: Mode::Vector,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(ids(&v)[0], "user/kiwi");
+    ix.upsert(&[doc("user", "kiwi", "Mango allergy", "allergic to mango")])
+        .unwrap();
+    let bm = SearchOptions {
+        mode: Mode::Bm25,
+        ..SearchOptions::default()
+    };
+    assert!(ix.search("kiwi", &bm).unwrap().is_empty());
+    assert_eq!(ids(&ix.search("mango", &bm).unwrap()), vec!["user/kiwi"]);
+    assert!(ix.remove("user", "kiwi").unwrap());
+    assert!(
+        ix.search("mango", &SearchOptions::default())
+            .unwrap()
+            .iter()
+            .all(|h| h.id != "kiwi")
+    );
+    assert!(!ix.remove("user", "kiwi").unwrap());
+}
+
+#[test]
+fn unchanged_notes_are_never_re_embedded_and_a_model_change_re_embeds_in_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecallConfig::new(dir.path());
+    let (e, c, n1, _) = counting("model-one", false);
+    let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
+    let report = ix.upsert(&corpus()).unwrap();
+    assert_eq!(report.embedded, 4);
+    let first = n1.load(Ordering::SeqCst);
+    assert_eq!(
+        ix.upsert(&corpus()).unwrap(),
+        UpsertReport {
+            indexed: 0,
+            unchanged: 4,
+            embedded: 0
+        }
+    );
+    assert_eq!(n1.load(Ordering::SeqCst), first);
+    drop(ix);
+
+    // A new model: everything is re-embedded on a background thread while search works.
+    let (e, c, n2, stall) = counting("model-two", true);
+    let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
+    assert_eq!(ix.status().pending_embeddings, 4);
+    let hits = ix
+        .search("pricing cards fill", &SearchOptions::default())
+        .unwrap();
+    assert_eq!(
+        ids(&hits)[0],
+        "project:a/pricing",
+        "lexical recall during re-embedding"
+    );
+    assert!(
+        hits[0].cosine.is_none(),
+        "the busy model was not waited for"
+    );
+    stall.store(false, Ordering::SeqCst);
+    ix.wait_for_vectors();
+    assert_eq!(ix.status().documents_with_vectors, 4);
+    assert_eq!(ix.status().pending_embeddings, 0);
+    assert_eq!(n2.load(Ordering::SeqCst), first);
+    drop(ix);
+
+    // Back to the first model: its vectors are still cached.
+    let (e, c, n3, _) = counting("model-one", false);
+    let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
+    ix.wait_for_vectors();
+    assert_eq!(n3.load(Ordering::SeqCst), 0);
+    assert_eq!(ix.status().documents_with_vectors, 4);
+}
+
+#[test]
+fn corrupt_lexical_index_is_rebuilt_from_the_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ix = open(dir.path());
+        ix.upsert(&corpus()).unwrap();
+    }
+    let lexical = dir.path().join("lexical");
+    for entry in std::fs::read_dir(&lexical).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "idx" || e == "term") {
+            std::fs::write(&p, b"garbage").unwrap();
+        }
+    }
+    std::fs::write(lexical.join("meta.json"), b"{not json").unwrap();
+    let ix = open(dir.path());
+    assert!(ix.status().rebuilt);
+    let hits = ix
+        .search(
+            "spacing scale",
+            &SearchOptions {
+                mode: Mode::Bm25,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(ids(&hits)[0], "domain:web/spacing");
+}
+
+#[test]
+fn bad_queries_give_an_error_or_nothing_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&corpus()).unwrap();
+    let o = SearchOptions::default();
+    assert!(matches!(ix.search("", &o), Err(Error::EmptyQuery)));
+    assert!(matches!(ix.search("  \n\t ", &o), Err(Error::EmptyQuery)));
+    assert!(matches!(ix.search("?!…", &o), Err(Error::EmptyQuery)));
+    let huge = "pricing ".repeat(100_000 / 8);
+    assert!(!ix.search(&huge, &o).unwrap().is_empty());
+    let garbage: String = (0..100_000u32)
+        .map(|i| char::from_u32((i * 7919) % 0x10FFFF).unwrap_or('\u{FFFD}'))
+        .collect();
+    let _ = ix.search(&garbage, &o).unwrap();
+    let bin = String::from_utf8_lossy(&[0xff, 0x00, 0xfe, 0x41, 0x00]).into_owned();
+    let _ = ix.search(&bin, &o);
+}
+
+#[test]
+fn two_writers_on_one_home_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Arc::new(open(dir.path()));
+    let b = Arc::new(open(dir.path()));
+    let threads: Vec<_> = [a.clone(), b.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(w, ix)| {
+            std::thread::spawn(move || {
+                for i in 0..15 {
+                    ix.upsert(&[doc(
+                        "user",
+                        &format!("w{w}-{i}"),
+                        "shared topic",
+                        "concurrent writer",
+                    )])
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Each sees the other's notes (reload on the other's commit).
+    let o = SearchOptions {
+        mode: Mode::Bm25,
+        limit: 100,
+        ..SearchOptions::default()
+    };
+    assert_eq!(a.search("concurrent writer", &o).unwrap().len(), 30);
+    assert_eq!(b.search("concurrent writer", &o).unwrap().len(), 30);
+}
+
+#[test]
+fn recall_block_lists_durable_notes_first_and_fits_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    let mut notes = corpus();
+    notes[0].note_type = Some("user".into());
+    let mut fb = doc(
+        "user",
+        "fb",
+        "Feedback: keep answers short",
+        "Short answers, no preamble.",
+    );
+    fb.note_type = Some("feedback".into());
+    notes.push(fb);
+    for i in 0..300 {
+        notes.push(doc(
+            "project:a",
+            &format!("filler-{i}"),
+            &format!("Filler note {i} about gardening"),
+            "gardening",
+        ));
+    }
+    let notes: Vec<RecallDoc> = notes.into_iter().map(RecallDoc::rehash).collect();
+    ix.upsert(&notes).unwrap();
+    let opts = RecallOptions {
+        visible_scopes: Some(vec!["user".into(), "project:a".into(), "domain:web".into()]),
+        budget_chars: None,
+        window_tokens: Some(100_000),
+    };
+    let b = ix
+        .recall_block("how are pricing cards separated, fill or borders?", &opts)
+        .unwrap();
+    assert!(b.text.len() <= 2_400, "{}", b.text.len());
+    let user = b.text.find("vt:user/dark-mode").unwrap();
+    let feedback = b.text.find("vt:user/fb").unwrap();
+    let filler = b.text.find("vt:project:a/filler").unwrap();
+    assert!(user < feedback && feedback < filler, "{}", b.text);
+    assert!(b.text.contains("### vt:project:a/pricing"), "{}", b.text);
+    assert!(!b.text.contains("project:b"));
+    assert!(b.not_shown > 0 && b.text.contains("more notes not shown"));
+    // The recalled note was reinforced.
+    let hits = ix
+        .search(
+            "pricing cards",
+            &SearchOptions {
+                explain: true,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    let e = hits
+        .iter()
+        .find(|h| h.id == "pricing")
+        .unwrap()
+        .explain
+        .clone()
+        .unwrap();
+    assert!(e.access > 1.0);
+    // An empty message still gives the index.
+    let b = ix.recall_block("", &opts).unwrap();
+    assert!(b.text.contains("vt:user/dark-mode"));
+}

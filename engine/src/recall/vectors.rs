@@ -1,0 +1,207 @@
+//! The in-memory vector index: every chunk vector of every document, quantized to int8 with
+//! one scale per row (a quarter of f32's memory; 100k one-chunk notes take ~40 MB), searched
+//! exhaustively. At this app's sizes (≤ 100k notes) a full scan costs a few milliseconds and
+//! needs no approximate structure that could miss a note.
+
+use std::collections::HashMap;
+
+use super::embed::DIM;
+
+#[derive(Debug, Default)]
+pub struct VectorIndex {
+    /// Row → owning document slot.
+    row_doc: Vec<u32>,
+    /// Row-major int8 vectors, `DIM` per row.
+    data: Vec<i8>,
+    /// Row → dequantization scale.
+    scale: Vec<f32>,
+    /// Document slot → (key, hash of the content the rows were made from, alive, rows).
+    slots: Vec<(String, String, bool, usize)>,
+    by_key: HashMap<String, u32>,
+    dead_rows: usize,
+}
+
+fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 {
+        return (vec![0; v.len()], 0.0);
+    }
+    let s = max / 127.0;
+    (v.iter().map(|x| (x / s).round() as i8).collect(), s)
+}
+
+impl VectorIndex {
+    pub fn len_docs(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// The content hash whose vectors the document has, if any.
+    pub fn hash_of(&self, key: &str) -> Option<&str> {
+        self.by_key
+            .get(key)
+            .map(|s| self.slots[*s as usize].1.as_str())
+    }
+
+    /// Replaces a document's vectors.
+    pub fn insert(&mut self, key: &str, hash: &str, vecs: &[Vec<f32>]) {
+        self.remove(key);
+        let slot = self.slots.len() as u32;
+        let rows = vecs.iter().filter(|v| v.len() == DIM).count();
+        self.slots
+            .push((key.to_owned(), hash.to_owned(), true, rows));
+        self.by_key.insert(key.to_owned(), slot);
+        for v in vecs.iter().filter(|v| v.len() == DIM) {
+            let (q, s) = quantize(v);
+            self.data.extend_from_slice(&q);
+            self.scale.push(s);
+            self.row_doc.push(slot);
+        }
+    }
+
+    pub fn remove(&mut self, key: &str) {
+        if let Some(slot) = self.by_key.remove(key) {
+            self.slots[slot as usize].2 = false;
+            self.dead_rows += self.slots[slot as usize].3;
+            if self.dead_rows > 1024 && self.dead_rows * 2 > self.row_doc.len() {
+                self.compact();
+            }
+        }
+    }
+
+    fn compact(&mut self) {
+        let mut fresh = VectorIndex::default();
+        let mut rows_of: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (r, d) in self.row_doc.iter().enumerate() {
+            rows_of.entry(*d).or_default().push(r);
+        }
+        for (slot, (key, hash, alive, rows)) in self.slots.iter().enumerate() {
+            if !alive {
+                continue;
+            }
+            let new_slot = fresh.slots.len() as u32;
+            fresh.slots.push((key.clone(), hash.clone(), true, *rows));
+            fresh.by_key.insert(key.clone(), new_slot);
+            for r in rows_of.get(&(slot as u32)).into_iter().flatten() {
+                fresh
+                    .data
+                    .extend_from_slice(&self.data[r * DIM..(r + 1) * DIM]);
+                fresh.scale.push(self.scale[*r]);
+                fresh.row_doc.push(new_slot);
+            }
+        }
+        *self = fresh;
+    }
+
+    /// The best `limit` documents by their best chunk's cosine with `query`, among keys that
+    /// `admit` accepts.
+    pub fn search(
+        &self,
+        query: &[f32],
+        limit: usize,
+        admit: impl Fn(&str) -> bool,
+    ) -> Vec<(String, f32)> {
+        if query.len() != DIM || limit == 0 {
+            return Vec::new();
+        }
+        let (q, qs) = quantize(query);
+        if qs == 0.0 {
+            return Vec::new();
+        }
+        let admitted: Vec<bool> = self
+            .slots
+            .iter()
+            .map(|(k, _, alive, _)| *alive && admit(k))
+            .collect();
+        let mut best = vec![f32::NEG_INFINITY; self.slots.len()];
+        for (r, row) in self.data.chunks_exact(DIM).enumerate() {
+            let slot = self.row_doc[r] as usize;
+            if !admitted[slot] {
+                continue;
+            }
+            let dot: i32 = row
+                .iter()
+                .zip(&q)
+                .map(|(a, b)| i32::from(*a) * i32::from(*b))
+                .sum();
+            let score = dot as f32 * qs * self.scale[r];
+            if score > best[slot] {
+                best[slot] = score;
+            }
+        }
+        let mut hits: Vec<(u32, f32)> = best
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_finite())
+            .map(|(i, s)| (i as u32, *s))
+            .collect();
+        let k = limit.min(hits.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        hits.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+        hits.truncate(k);
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+        hits.into_iter()
+            .map(|(slot, s)| (self.slots[slot as usize].0.clone(), s))
+            .collect()
+    }
+
+    /// The document's first chunk vector, dequantized (for MMR's similarity between results).
+    pub fn first_vector(&self, key: &str) -> Option<Vec<f32>> {
+        let slot = *self.by_key.get(key)?;
+        let r = self.row_doc.iter().position(|d| *d == slot)?;
+        Some(
+            self.data[r * DIM..(r + 1) * DIM]
+                .iter()
+                .map(|x| f32::from(*x) * self.scale[r])
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(i: usize) -> Vec<f32> {
+        let mut v = vec![0.0; DIM];
+        v[i] = 1.0;
+        v
+    }
+
+    #[test]
+    fn best_chunk_scores_the_document_and_filters_apply() {
+        let mut ix = VectorIndex::default();
+        ix.insert("a", "h1", &[unit(0), unit(1)]);
+        ix.insert("b", "h2", &[unit(2)]);
+        let hits = ix.search(&unit(1), 10, |_| true);
+        assert_eq!(hits[0].0, "a");
+        assert!((hits[0].1 - 1.0).abs() < 0.01);
+        let hits = ix.search(&unit(1), 10, |k| k != "a");
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].0, "b");
+        ix.insert("a", "h3", &[unit(2)]);
+        assert_eq!(ix.hash_of("a"), Some("h3"));
+        let hits = ix.search(&unit(1), 10, |_| true);
+        assert!(hits.iter().all(|h| h.1 < 0.01), "{hits:?}");
+        ix.remove("a");
+        assert_eq!(ix.search(&unit(2), 10, |_| true).len(), 1);
+        assert!(ix.search(&[1.0; 3], 10, |_| true).is_empty());
+    }
+
+    #[test]
+    fn compaction_keeps_live_rows() {
+        let mut ix = VectorIndex::default();
+        for i in 0..3000 {
+            ix.insert(&format!("k{i}"), "h", &[unit(i % DIM)]);
+        }
+        for i in 0..2500 {
+            ix.remove(&format!("k{i}"));
+        }
+        assert_eq!(ix.len_docs(), 500);
+        assert!(ix.slots.len() < 3000, "compacted");
+        let hits = ix.search(&unit(2999 % DIM), 1, |_| true);
+        assert_eq!(hits[0].1.round(), 1.0);
+        assert!(ix.first_vector("k2999").is_some());
+    }
+}
