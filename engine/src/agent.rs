@@ -84,7 +84,7 @@ fn check_query(q: &str) -> Result<()> {
 }
 
 /// Searches the visible scopes. Several phrasings are fused by reciprocal rank.
-pub fn search(engine: &Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
+pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     if q.queries.is_empty() || q.queries.len() > 5 {
         return Err(Error::Invalid(format!(
             "give 1 to 5 queries, not {}",
@@ -96,17 +96,24 @@ pub fn search(engine: &Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     }
     let limit = q.limit.clamp(1, 50);
     let pool = (limit * 5).max(50);
-    let mut fused: HashMap<(String, String), (f64, String)> = HashMap::new();
+    // Several phrasings: reciprocal-rank fusion of their hybrid rankings.
+    let mut fused: HashMap<(String, String), f64> = HashMap::new();
     for query in &q.queries {
-        for (rank, hit) in engine.search(query, pool)?.into_iter().enumerate() {
-            let e = fused
-                .entry((hit.scope.clone(), hit.id.clone()))
-                .or_insert((0.0, hit.snippet.clone()));
-            e.0 += 1.0 / (60.0 + rank as f64 + 1.0);
+        let opts = crate::recall::SearchOptions {
+            limit: pool,
+            ..Default::default()
+        };
+        for (rank, hit) in engine.hybrid_search(query, opts)?.into_iter().enumerate() {
+            let single = if q.queries.len() == 1 {
+                hit.score
+            } else {
+                1.0 / (60.0 + rank as f64 + 1.0)
+            };
+            *fused.entry((hit.scope, hit.id)).or_insert(0.0) += single;
         }
     }
     let mut hits = Vec::new();
-    for ((scope_key, id), (score, snippet)) in fused {
+    for ((scope_key, id), score) in fused {
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
             continue;
         };
@@ -126,11 +133,7 @@ pub fn search(engine: &Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             continue;
         }
         let scope = crate::Scope::from_key(&scope_key)?;
-        let snippet = if snippet.trim().is_empty() {
-            row.body.clone()
-        } else {
-            snippet
-        };
+        let snippet = snippet_for(&row.body, &q.queries);
         hits.push(AgentHit {
             id: Engine::reference(&scope, &row.id),
             summary: row.summary.clone(),
@@ -145,6 +148,27 @@ pub fn search(engine: &Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     hits.truncate(limit);
     Ok(hits)
+}
+
+/// The part of `body` around the first word of the queries it contains, else its start.
+fn snippet_for(body: &str, queries: &[String]) -> String {
+    let lower = body.to_lowercase();
+    let at = queries
+        .iter()
+        .flat_map(|q| q.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| w.chars().count() >= 3)
+        .filter_map(|w| lower.find(&w.to_lowercase()))
+        .min()
+        .filter(|&i| lower.len() == body.len() && body.is_char_boundary(i))
+        .unwrap_or(0);
+    let start = body[..at]
+        .char_indices()
+        .rev()
+        .nth(80)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    let prefix = if start > 0 { "…" } else { "" };
+    format!("{prefix}{}", &body[start..])
 }
 
 fn clip(s: &str, chars: usize) -> String {
@@ -410,6 +434,8 @@ mod tests {
         Engine::open(OpenOptions {
             home: Some(home.to_path_buf()),
             project_dir: project.map(|p| p.to_path_buf()),
+            // No model in unit tests: recall uses its deterministic hash embedder.
+            model_dir: Some(home.join("no-model")),
             ..Default::default()
         })
         .unwrap()
@@ -447,7 +473,7 @@ mod tests {
         );
 
         let hits = search(
-            &e,
+            &mut e,
             &AgentQuery {
                 queries: vec!["release trains".into()],
                 limit: 5,
@@ -458,7 +484,7 @@ mod tests {
         assert_eq!(hits.len(), 2);
         assert_eq!(hits[0].trust, "[INFERRED]");
         let filtered = search(
-            &e,
+            &mut e,
             &AgentQuery {
                 queries: vec!["release".into(), "tuesday".into()],
                 tags: vec!["ops".into()],
@@ -517,7 +543,7 @@ mod tests {
         std::fs::write(dir.join("s.md"), "---\n{\"id\":\"s\",\"summary\":\"zebra s\",\"tags\":[\"contains-secrets\"]}\n---\nzebra\n").unwrap();
         let mut e = engine_in(&home, None);
         let hits = search(
-            &e,
+            &mut e,
             &AgentQuery {
                 queries: vec!["zebra".into()],
                 limit: 10,
@@ -534,7 +560,7 @@ mod tests {
         let big = "x".repeat(MAX_QUERY_BYTES + 1);
         assert!(
             search(
-                &e,
+                &mut e,
                 &AgentQuery {
                     queries: vec![big],
                     limit: 1,
@@ -545,7 +571,7 @@ mod tests {
         );
         assert!(
             search(
-                &e,
+                &mut e,
                 &AgentQuery {
                     queries: vec![],
                     limit: 1,

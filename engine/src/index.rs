@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,9 +51,6 @@ CREATE TABLE IF NOT EXISTS backups(
 CREATE TABLE IF NOT EXISTS projects(
     id TEXT PRIMARY KEY, root TEXT NOT NULL, project_type TEXT, last_seen INTEGER NOT NULL
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5(
-    path UNINDEXED, summary, tags, body, tokenize = 'porter unicode61 remove_diacritics 2'
-);
 ";
 
 /// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
@@ -85,19 +82,6 @@ pub struct IndexedNote {
     /// Link targets as written, for backlinks.
     #[serde(skip)]
     pub links: Vec<String>,
-}
-
-/// A full-text hit.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TextHit {
-    pub scope: String,
-    pub id: String,
-    pub summary: String,
-    pub path: String,
-    pub score: f64,
-    pub snippet: String,
-    pub error: Option<String>,
 }
 
 /// Filters for [`Index::list`].
@@ -192,7 +176,6 @@ impl Index {
             tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
             tx.execute("DELETE FROM tags WHERE path = ?1", [path])?;
             tx.execute("DELETE FROM links WHERE path = ?1", [path])?;
-            tx.execute("DELETE FROM notes_fts WHERE path = ?1", [path])?;
         }
         for n in upserts {
             tx.execute(
@@ -230,10 +213,6 @@ impl Index {
                     params![n.path, l],
                 )?;
             }
-            tx.execute(
-                "INSERT INTO notes_fts(path, summary, tags, body) VALUES (?1, ?2, ?3, ?4)",
-                params![n.path, n.summary, n.tags.join(" "), n.body],
-            )?;
         }
         tx.commit()?;
         Ok(())
@@ -294,37 +273,9 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Lexical full-text search (BM25 over summary ×3, tags ×2, body ×1), any query word.
-    pub fn search(&self, scopes: &[String], query: &str, limit: usize) -> Result<Vec<TextHit>> {
-        let words: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .take(64)
-            .map(|w| format!("\"{w}\""))
-            .collect();
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        let scopes = serde_json::to_string(scopes).unwrap_or_default();
-        let mut st = self.conn.prepare_cached(
-            "SELECT n.scope, n.id, n.summary, n.path, bm25(notes_fts, 0.0, 3.0, 2.0, 1.0) AS rank,
-                    snippet(notes_fts, 3, '', '', '…', 24), n.error
-             FROM notes_fts JOIN notes n ON n.path = notes_fts.path
-             WHERE notes_fts MATCH ?1 AND n.scope IN (SELECT value FROM json_each(?2))
-             ORDER BY rank LIMIT ?3",
-        )?;
-        let rows = st.query_map(params![words.join(" OR "), scopes, limit as i64], |r| {
-            Ok(TextHit {
-                scope: r.get(0)?,
-                id: r.get(1)?,
-                summary: r.get(2)?,
-                path: r.get(3)?,
-                score: -r.get::<_, f64>(4)?,
-                snippet: r.get(5)?,
-                error: r.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    /// Every indexed note of every scope (the recall index is kept in step with this).
+    pub fn all_notes(&self) -> Result<Vec<IndexedNote>> {
+        self.select("ORDER BY scope, id, error IS NOT NULL, path", [])
     }
 
     /// Counts one access of a note on this machine.

@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod project;
 pub mod recall;
 pub mod scan;
+pub mod search;
 pub mod vault;
 pub mod watch;
 

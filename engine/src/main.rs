@@ -31,6 +31,9 @@ struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// The embedding model folder (default: $MEMORIA_MODEL_DIR, else $MEMORIA_HOME/models/default).
+    #[arg(long, global = true, value_name = "DIR")]
+    model_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -103,11 +106,31 @@ enum Command {
         #[arg(long)]
         scope: Option<String>,
     },
-    /// Search the visible notes (lexical).
+    /// Search the visible notes: BM25 and local embeddings, fused and ranked.
     Search {
         query: String,
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Show the parts of each result's score.
+        #[arg(long)]
+        explain: bool,
+        #[arg(long, value_enum, default_value_t = memoria_engine::recall::Mode::Hybrid)]
+        mode: memoria_engine::recall::Mode,
+    },
+    /// Print the recall block an agent turn gets for MESSAGE.
+    Recall {
+        message: String,
+        /// The block's size in characters (default: 2,400 scaled to --window).
+        #[arg(long)]
+        budget: Option<usize>,
+        /// The model's context window in tokens (default 100,000).
+        #[arg(long)]
+        window: Option<usize>,
+    },
+    /// Per-message recall for agent hosts (reads the host's hook JSON on stdin).
+    Hook {
+        #[command(subcommand)]
+        host: HookHost,
     },
     /// List backups, newest first.
     Backups {
@@ -150,6 +173,12 @@ enum Command {
     /// Measure speed and memory.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum HookHost {
+    /// Claude Code's UserPromptSubmit and SessionStart hooks.
+    ClaudeCode,
 }
 
 #[derive(Debug, Subcommand)]
@@ -433,21 +462,65 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
-        Command::Search { query, limit } => {
-            let engine = open(&cli)?;
-            let hits = engine.search(query, *limit)?;
+        Command::Search {
+            query,
+            limit,
+            explain,
+            mode,
+        } => {
+            let mut engine = open(&cli)?;
+            let opts = memoria_engine::recall::SearchOptions {
+                limit: (*limit).clamp(1, 1000),
+                mode: *mode,
+                explain: *explain,
+                ..Default::default()
+            };
+            let hits = engine.hybrid_search(query, opts)?;
             if json {
                 print_json(&hits)?;
             } else if hits.is_empty() {
                 println!("no matches");
             } else {
                 for h in &hits {
-                    println!("{:>6.2}  {:<32} {}", h.score, h.id, h.summary);
-                    let snippet = h.snippet.replace('\n', " ");
-                    if !snippet.trim().is_empty() {
-                        println!("        {}", snippet.trim());
+                    let kind = h.scope.split(':').next().unwrap_or("");
+                    println!("{:>6.3}  vt:{kind}/{:<32} {}", h.score, h.id, h.summary);
+                    if let Some(x) = &h.explain {
+                        println!(
+                            "        bm25 rank {:?} score {:?} · vector rank {:?} cosine {:?} · fused {:.3} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
+                            x.bm25_rank,
+                            x.bm25_score,
+                            x.vector_rank,
+                            x.cosine,
+                            x.fused,
+                            x.decay,
+                            x.trust,
+                            x.importance,
+                            x.access
+                        );
                     }
                 }
+            }
+        }
+        Command::Recall {
+            message,
+            budget,
+            window,
+        } => {
+            let mut engine = open(&cli)?;
+            let block = engine.recall_block(message, *budget, *window)?;
+            if json {
+                print_json(&json!({"text": block.text, "notShown": block.not_shown,
+                    "shown": block.shown.iter().map(|(s, i)| json!({"scope": s, "id": i})).collect::<Vec<_>>()}))?;
+            } else {
+                print!("{}", block.text);
+            }
+        }
+        Command::Hook {
+            host: HookHost::ClaudeCode,
+        } => {
+            // Never block the user's prompt: failures print nothing on stdout and exit 0.
+            if let Err(e) = claude_code_hook(&cli) {
+                eprintln!("memoria hook: {e:#}");
             }
         }
         Command::Backups { limit } => {
@@ -620,6 +693,38 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn claude_code_hook(cli: &Cli) -> Result<()> {
+    use memoria_engine::hook::{ClaudeCodeInput, HookRequest, claude_code_output};
+    let mut stdin = String::new();
+    std::io::stdin()
+        .read_to_string(&mut stdin)
+        .context("reading the hook input")?;
+    let input = ClaudeCodeInput::parse(&stdin).map_err(anyhow::Error::msg)?;
+    let Some(request) = input.request() else {
+        return Ok(());
+    };
+    let project_dir = cli
+        .project
+        .clone()
+        .or_else(|| input.cwd.as_ref().map(PathBuf::from));
+    let mut engine = Engine::open(OpenOptions {
+        home: cli.home.clone(),
+        project_dir,
+        model_dir: cli.model_dir.clone(),
+        ..Default::default()
+    })?;
+    let message = match &request {
+        HookRequest::Message(m) => m.as_str(),
+        HookRequest::SessionStart => "",
+    };
+    let block = engine.recall_block(message, None, None)?;
+    println!(
+        "{}",
+        claude_code_output(&input.hook_event_name, &block.text)
+    );
     Ok(())
 }
 

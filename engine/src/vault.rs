@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fsx::{self, FileLock};
 use crate::guard;
 use crate::home::Home;
-use crate::index::{BackupRow, Index, IndexedNote, ListFilter, TextHit};
+use crate::index::{BackupRow, Index, IndexedNote, ListFilter};
 use crate::project::{Project, Scope};
 use crate::scan::{self, FoundFile, ScanStats};
 
@@ -45,6 +45,9 @@ pub struct OpenOptions {
     pub project_dir: Option<PathBuf>,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
+    /// The embedding model folder (`--model-dir`); else `MEMORIA_MODEL_DIR`, else
+    /// `$MEMORIA_HOME/models/default`; without a model, recall uses the hash embedder.
+    pub model_dir: Option<PathBuf>,
 }
 
 impl Default for OpenOptions {
@@ -54,6 +57,7 @@ impl Default for OpenOptions {
             project_dir: None,
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
+            model_dir: None,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct Engine {
     clock: Arc<dyn Clock>,
     limits: Limits,
     backups: Backups,
+    model_dir: Option<PathBuf>,
+    /// Opened on first search (loading the model takes a moment); see `search.rs`.
+    pub(crate) recall_index: Option<crate::recall::RecallIndex>,
 }
 
 impl Engine {
@@ -167,6 +174,8 @@ impl Engine {
             clock: opts.clock,
             limits: opts.limits,
             backups,
+            model_dir: opts.model_dir,
+            recall_index: None,
         };
         if let Some(p) = &engine.project {
             engine.index.remember_project(
@@ -195,6 +204,12 @@ impl Engine {
     }
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+    pub fn model_dir(&self) -> Option<&Path> {
+        self.model_dir.as_deref()
     }
 
     /// The scopes this process may see, most specific first: project, its domain, user.
@@ -642,17 +657,6 @@ impl Engine {
             note_type: note_type.map(String::from),
             tag: tag.map(String::from),
         })
-    }
-
-    /// Plain lexical search over the visible scopes (the recall engine replaces it).
-    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<TextHit>> {
-        if query.trim().is_empty() {
-            return Err(Error::Invalid(
-                "the search query is empty: give some words to look for".into(),
-            ));
-        }
-        self.index
-            .search(&self.visible_keys(), query, limit.clamp(1, 1000))
     }
 
     /// Backups, newest first.

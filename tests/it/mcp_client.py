@@ -70,7 +70,7 @@ async def session_a():
                 await expect_error(s, "memory_expand", {"id": "../../etc/passwd"}, "invalid"),
             ]
             still = (await s.call_tool("memory_search", {"query": "tuesdays"})).structuredContent["results"]
-            facts["serving_after_errors"] = len(still) == 1
+            facts["serving_after_errors"] = still[0]["id"] == rem["id"]
 
 
 async def session_b():
@@ -78,9 +78,10 @@ async def session_b():
         async with ClientSession(r, w) as s:
             await s.initialize()
             hits = (await s.call_tool("memory_search", {"query": "deploys tuesdays fridays"})).structuredContent["results"]
-            facts["b_sees_a"] = [h["id"] for h in hits]
+            # Vector search returns neighbours of any query; none may come from project A.
+            facts["b_sees_a"] = [h["id"] for h in hits if h["id"].startswith("vt:project/")]
             user = (await s.call_tool("memory_search", {"query": "tea"})).structuredContent["results"]
-            facts["b_sees_user_note"] = len(user) == 1
+            facts["b_sees_user_note"] = user[0]["summary"] == "Prefers tea over coffee"
             facts["b_expand_a"] = await expect_error(s, "memory_expand", {"id": facts["remember_id"]}, "not found")
 
 
@@ -91,7 +92,7 @@ async def session_a_forget():
             res = await s.call_tool("forget", {"id": facts["remember_id"], "confirm": True})
             facts["forget_backup"] = res.structuredContent["backupId"]
             hits = (await s.call_tool("memory_search", {"query": "tuesdays"})).structuredContent["results"]
-            facts["after_forget"] = len(hits)
+            facts["after_forget"] = len([h for h in hits if h["id"] == facts["remember_id"]])
 
 
 async def main():

@@ -32,7 +32,7 @@ async def main():
             res = await s.call_tool("remember", {"summary": "Over HTTP", "body": "streamable", "type": "user"})
             facts["remembered"] = res.structuredContent["id"]
             hits = (await s.call_tool("memory_search", {"query": "streamable"})).structuredContent["results"]
-            facts["found"] = [h["id"] for h in hits]
+            facts["found"] = [h["id"] for h in hits][:1]
     print(json.dumps(facts))
 
 

@@ -43,7 +43,10 @@ pub struct RecallBlock {
 
 /// The id an agent quotes back to read or cite a vault note.
 pub fn vault_ref(scope: &str, id: &str) -> String {
-    format!("vt:{scope}/{id}")
+    // `project:<id>` → `project`: within what one session may see, kind + id is unambiguous,
+    // and it is what `Engine::resolve` and the MCP tools accept.
+    let kind = scope.split(':').next().unwrap_or(scope);
+    format!("vt:{kind}/{id}")
 }
 
 /// Keeps note text from closing the fence early.

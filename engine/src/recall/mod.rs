@@ -258,6 +258,14 @@ struct Shared {
 /// Query vectors kept before the cache is emptied.
 const QUERY_CACHE: usize = 1024;
 
+impl std::fmt::Debug for RecallIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecallIndex")
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The recall index of one home.
 pub struct RecallIndex {
     lexical: LexicalIndex,

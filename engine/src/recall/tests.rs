@@ -429,10 +429,14 @@ fn recall_block_lists_durable_notes_first_and_fits_the_budget() {
     assert!(b.text.len() <= 2_400, "{}", b.text.len());
     let user = b.text.find("vt:user/dark-mode").unwrap();
     let feedback = b.text.find("vt:user/fb").unwrap();
-    let filler = b.text.find("vt:project:a/filler").unwrap();
+    let filler = b.text.find("vt:project/filler").unwrap();
     assert!(user < feedback && feedback < filler, "{}", b.text);
-    assert!(b.text.contains("### vt:project:a/pricing"), "{}", b.text);
-    assert!(!b.text.contains("project:b"));
+    assert!(b.text.contains("### vt:project/pricing"), "{}", b.text);
+    assert!(
+        !b.text.contains("pricing-b") && !b.text.contains("project b"),
+        "{}",
+        b.text
+    );
     assert!(b.not_shown > 0 && b.text.contains("more notes not shown"));
     // The recalled note was reinforced.
     let hits = ix

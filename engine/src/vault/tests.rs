@@ -39,6 +39,8 @@ impl World {
             project_dir: project.map(Path::to_path_buf),
             clock: self.clock.clone(),
             limits,
+            // No model in unit tests: recall uses its deterministic hash embedder.
+            model_dir: Some(self.root.join("no-model")),
         })
         .unwrap()
     }
@@ -47,6 +49,19 @@ impl World {
         let dir = self.root.join(name);
         Project::init(&dir, ty).unwrap().root
     }
+}
+
+/// Ids of the notes that match `q` lexically (BM25 only: vector neighbours match anything).
+fn lexical(e: &mut Engine, q: &str) -> Vec<String> {
+    let opts = crate::recall::SearchOptions {
+        mode: crate::recall::Mode::Bm25,
+        ..Default::default()
+    };
+    e.hybrid_search(q, opts)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.id)
+        .collect()
 }
 
 fn note(summary: &str, body: &str) -> NewNote {
@@ -110,7 +125,7 @@ fn add_show_edit_round_trip() {
     assert_eq!(n.tags, vec!["design", "ui"]);
     assert_eq!(n.created_at, Some(T0));
     assert_eq!(n.updated_at, Some(T0 + 1000));
-    assert_eq!(e.search("fills", 10).unwrap()[0].id, "pricing");
+    assert_eq!(lexical(&mut e, "fills"), vec!["pricing"]);
     assert!(matches!(
         e.add(NewNote {
             id: Some("pricing".into()),
@@ -120,7 +135,10 @@ fn add_show_edit_round_trip() {
     ));
     assert!(matches!(e.show("nope", None), Err(Error::NotFound(_))));
     assert!(matches!(e.show("../etc", None), Err(Error::InvalidId(_))));
-    assert!(matches!(e.search("  ", 10), Err(Error::Invalid(_))));
+    assert!(matches!(
+        e.hybrid_search("  ", Default::default()),
+        Err(Error::Invalid(_))
+    ));
 }
 
 #[test]
@@ -141,9 +159,9 @@ fn projects_never_see_each_other() {
         ..note("web apps need csp headers", "")
     })
     .unwrap();
-    let eb = w.engine(Some(&b));
-    let ec = w.engine(Some(&c));
-    let en = w.engine(None);
+    let mut eb = w.engine(Some(&b));
+    let mut ec = w.engine(Some(&c));
+    let mut en = w.engine(None);
     assert_eq!(ea.list(None, None, None).unwrap().len(), 3);
     let b_sees: Vec<String> = eb
         .list(None, None, None)
@@ -155,8 +173,15 @@ fn projects_never_see_each_other() {
     assert!(b_sees.contains(&"web apps need csp headers".to_string()));
     assert_eq!(ec.list(None, None, None).unwrap().len(), 1);
     assert_eq!(en.list(None, None, None).unwrap().len(), 1);
-    for e in [&eb, &ec, &en] {
-        assert!(e.search("secret plan alpha", 10).unwrap().is_empty());
+    for e in [&mut eb, &mut ec, &mut en] {
+        assert!(lexical(e, "secret plan alpha").is_empty());
+        let any = e
+            .hybrid_search("secret plan alpha", Default::default())
+            .unwrap();
+        assert!(
+            any.iter().all(|h| !h.scope.starts_with("project:")),
+            "{any:?}"
+        );
     }
     let id = ea
         .list(
@@ -325,7 +350,7 @@ fn broken_files_are_listed_searchable_and_never_rewritten() {
         "{:?}",
         rows[0].error
     );
-    assert_eq!(e.search("zebra", 5).unwrap()[0].id, "broken");
+    assert_eq!(lexical(&mut e, "zebra"), vec!["broken"]);
     let err = e
         .edit(
             "broken",
@@ -396,8 +421,8 @@ fn external_edits_are_picked_up_on_start() {
         "# Always run tests\nbefore pushing\n",
     )
     .unwrap();
-    let e = w.engine(None);
-    assert_eq!(e.search("second", 5).unwrap()[0].id, "a");
+    let mut e = w.engine(None);
+    assert_eq!(lexical(&mut e, "second"), vec!["a"]);
     let hand = e.list(None, Some("feedback"), None).unwrap();
     assert_eq!(hand[0].id, "hand-made");
     assert_eq!(hand[0].summary, "Always run tests");
@@ -423,7 +448,7 @@ fn watcher_picks_up_edits_creations_renames_and_deletions() {
     assert!(crate::fsx::FileLock::is_held(
         &e.watch_lock_path(&Scope::User)
     ));
-    let wait_for = |e: &Engine, what: &str, cond: &dyn Fn(&Engine) -> bool| {
+    let wait_for = |e: &mut Engine, what: &str, cond: &dyn Fn(&mut Engine) -> bool| {
         let start = Instant::now();
         while !cond(e) {
             assert!(
@@ -440,18 +465,16 @@ fn watcher_picks_up_edits_creations_renames_and_deletions() {
             .replace("first", "kumquat"),
     )
     .unwrap();
-    wait_for(&e, "edit", &|e| e.search("kumquat", 5).unwrap().len() == 1);
+    wait_for(&mut e, "edit", &|e| lexical(e, "kumquat").len() == 1);
     let b = w.home.join("memory/user/b.md");
     fs::write(&b, "persimmon").unwrap();
-    wait_for(&e, "create", &|e| {
-        e.search("persimmon", 5).unwrap().len() == 1
-    });
+    wait_for(&mut e, "create", &|e| lexical(e, "persimmon").len() == 1);
     fs::rename(&b, w.home.join("memory/user/c.md")).unwrap();
-    wait_for(&e, "rename", &|e| {
+    wait_for(&mut e, "rename", &|e| {
         ids(&e.list(None, None, None).unwrap()) == vec!["a", "c"]
     });
     fs::remove_file(&a.path).unwrap();
-    wait_for(&e, "delete", &|e| {
+    wait_for(&mut e, "delete", &|e| {
         ids(&e.list(None, None, None).unwrap()) == vec!["c"]
     });
     drop(handle);

@@ -164,7 +164,7 @@ fn add_show_edit_list_forget_restore_through_the_cli() {
             .len(),
         0
     );
-    let hits = m.json(&["search", "wednesdays"]);
+    let hits = m.json(&["search", "wednesdays", "--mode", "bm25"]);
     assert_eq!(hits[0]["id"], id.as_str());
     let forgotten = m.json(&["forget", &id, "--confirm"]);
     assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 0);
@@ -262,7 +262,7 @@ fn watcher_makes_hand_edits_searchable_within_two_seconds() {
     std::fs::write(&path, text.replace("apple", "kumquat")).unwrap();
     let start = Instant::now();
     loop {
-        let hits = m.json(&["search", "kumquat"]);
+        let hits = m.json(&["search", "kumquat", "--mode", "bm25"]);
         if hits.as_array().unwrap().len() == 1 {
             break;
         }
@@ -279,7 +279,7 @@ fn watcher_makes_hand_edits_searchable_within_two_seconds() {
     .unwrap();
     let start = Instant::now();
     while m
-        .json(&["search", "persimmon"])
+        .json(&["search", "persimmon", "--mode", "bm25"])
         .as_array()
         .unwrap()
         .is_empty()
@@ -294,9 +294,12 @@ fn watcher_makes_hand_edits_searchable_within_two_seconds() {
 
     // Without a watcher, the next start repairs the index.
     std::fs::write(&path, text.replace("apple", "durian")).unwrap();
-    assert_eq!(m.json(&["search", "durian"])[0]["id"], "fruit");
+    assert_eq!(
+        m.json(&["search", "durian", "--mode", "bm25"])[0]["id"],
+        "fruit"
+    );
     assert!(
-        m.json(&["search", "kumquat"])
+        m.json(&["search", "kumquat", "--mode", "bm25"])
             .as_array()
             .unwrap()
             .is_empty()
@@ -411,7 +414,7 @@ fn many_processes_write_at_once() {
     }
     assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 48);
     assert_eq!(
-        m.json(&["search", "concurrent", "--limit", "100"])
+        m.json(&["search", "concurrent", "--limit", "100", "--mode", "bm25"])
             .as_array()
             .unwrap()
             .len(),

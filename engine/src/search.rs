@@ -1,0 +1,135 @@
+//! Hybrid search over the vault: the bridge between the vault's SQLite index (which files
+//! exist, their hashes) and the recall index (BM25 + vectors). Before every search the recall
+//! index is brought in step with the vault — only notes whose content hash changed are
+//! re-indexed — so edits from other processes, the watcher or an editor are always seen.
+
+use std::collections::HashSet;
+
+use memoria_shared::{ContentHash, Trust};
+
+use crate::error::{Error, Result};
+use crate::index::IndexedNote;
+use crate::recall::{
+    self, RecallBlock, RecallConfig, RecallDoc, RecallIndex, RecallOptions, SearchOptions,
+};
+use crate::vault::Engine;
+
+/// Tags that exempt a note from recency decay.
+const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
+
+fn recall_err(e: recall::Error) -> Error {
+    Error::Invalid(format!("search failed: {e}"))
+}
+
+/// The recall document of an index row. Broken files are searchable by their whole text.
+pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
+    let hash = row
+        .hash
+        .as_deref()
+        .and_then(ContentHash::parse)
+        .unwrap_or_else(|| ContentHash::of_parts(&row.id, &row.summary, None, &[], &row.body));
+    RecallDoc {
+        scope: row.scope.clone(),
+        id: row.id.clone(),
+        summary: row.summary.clone(),
+        tags: row.tags.clone(),
+        body: row.body.clone(),
+        note_type: row.note_type.clone(),
+        updated_at_ms: row.updated_at.or(row.created_at),
+        trust: row
+            .trust
+            .as_deref()
+            .and_then(|t| serde_json::from_value::<Trust>(t.into()).ok()),
+        importance: row.importance,
+        evergreen: row
+            .tags
+            .iter()
+            .any(|t| EVERGREEN_TAGS.contains(&t.as_str())),
+        hash,
+    }
+}
+
+impl Engine {
+    /// The recall index, opened on first use (loading the embedding model takes a moment) and
+    /// brought in step with the vault.
+    pub fn recall(&mut self) -> Result<&RecallIndex> {
+        if self.recall_index.is_none() {
+            let mut config = RecallConfig::new(recall::default_dir(self.home().root()));
+            config.model_dir =
+                recall::embed::resolve_model_dir(self.model_dir(), Some(self.home().root()));
+            let index = RecallIndex::open(&config, self.clock()).map_err(recall_err)?;
+            self.recall_index = Some(index);
+        }
+        self.sync_recall()?;
+        Ok(self.recall_index.as_ref().expect("opened above"))
+    }
+
+    /// Re-indexes notes whose content changed since the recall index last saw them and drops
+    /// notes that are gone. Cheap when nothing changed: a hash comparison per note.
+    fn sync_recall(&mut self) -> Result<()> {
+        let Some(recall) = self.recall_index.as_ref() else {
+            return Ok(());
+        };
+        let rows = self.index().all_notes()?;
+        let known: std::collections::HashMap<(String, String), String> = recall
+            .visible_meta(None)
+            .into_iter()
+            .map(|m| ((m.scope, m.id), m.hash))
+            .collect();
+        let mut keep = HashSet::new();
+        let mut changed = Vec::new();
+        for row in &rows {
+            let key = (row.scope.clone(), row.id.clone());
+            if !keep.insert(key.clone()) {
+                continue; // a second file claiming the same id: the first one wins
+            }
+            let doc = recall_doc(row);
+            if known.get(&key) != Some(&doc.hash.to_string()) {
+                changed.push(doc);
+            }
+        }
+        if !changed.is_empty() {
+            recall.upsert(&changed).map_err(recall_err)?;
+        }
+        if known.keys().any(|k| !keep.contains(k)) {
+            recall.retain(&keep).map_err(recall_err)?;
+        }
+        Ok(())
+    }
+
+    /// Hybrid search over the visible scopes.
+    pub fn hybrid_search(
+        &mut self,
+        query: &str,
+        mut opts: SearchOptions,
+    ) -> Result<Vec<recall::Hit>> {
+        if query.trim().is_empty() {
+            return Err(Error::Invalid(
+                "the search query is empty: give some words to look for".into(),
+            ));
+        }
+        opts.visible_scopes = Some(self.visible_scopes().iter().map(|s| s.key()).collect());
+        match self.recall()?.search(query, &opts) {
+            Ok(hits) => Ok(hits),
+            Err(recall::Error::EmptyQuery) => Ok(Vec::new()),
+            Err(e) => Err(recall_err(e)),
+        }
+    }
+
+    /// The recall block for one agent turn.
+    pub fn recall_block(
+        &mut self,
+        message: &str,
+        budget_chars: Option<usize>,
+        window_tokens: Option<usize>,
+    ) -> Result<RecallBlock> {
+        let opts = RecallOptions {
+            visible_scopes: Some(self.visible_scopes().iter().map(|s| s.key()).collect()),
+            budget_chars,
+            window_tokens,
+        };
+        self.recall()?
+            .recall_block(message, &opts)
+            .map_err(recall_err)
+    }
+}
