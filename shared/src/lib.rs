@@ -9,8 +9,10 @@ pub mod hash;
 pub mod id;
 pub mod merge;
 pub mod note;
+pub mod protocol;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use hash::ContentHash;
 pub use id::{IdError, NoteId, slugify};
 pub use note::{Note, NoteType, ParseError, Relation, RelationKind, Source, Status, Trust};
+pub use protocol::PROTOCOL_VERSION;

@@ -1,1 +1,131 @@
-//! memoria-sync-server: validates and compare-and-swaps; it never merges.
+//! memoria-sync-server: a stateless axum service over an object store. It validates and
+//! compare-and-swaps; it never merges.
+//!
+//! Entry points: [`router`] (tests drive it with `tower::ServiceExt::oneshot`), [`serve`] (the
+//! binary and listener tests), the [`store`] trait with its filesystem and S3 implementations,
+//! and [`auth`] for tokens. Every object key is built in [`layout`] from validated ids.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod layout;
+pub mod manifest;
+pub mod random;
+pub mod ratelimit;
+pub mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use memoria_shared::protocol::{QUOTAS_HEADER, Quotas};
+use memoria_shared::{Clock, SystemClock};
+use tracing::Instrument;
+
+pub use config::{Secret, Settings};
+pub use error::ApiError;
+pub use random::{OsRandom, Randomness, SeededRandom};
+pub use store::{ObjectStore, StoreError};
+
+/// What every handler shares. Nothing in it is per-user state except the rate limiter's
+/// buckets, so any number of instances can serve one store.
+#[derive(Debug)]
+pub struct AppState {
+    pub store: Arc<dyn ObjectStore>,
+    pub quotas: Quotas,
+    pub clock: Arc<dyn Clock>,
+    pub rng: Arc<dyn Randomness>,
+    pub limiter: ratelimit::RateLimiter,
+    pub admin_key: Option<Secret>,
+    pub commit_attempts: u32,
+    pub request_limit: usize,
+}
+
+impl AppState {
+    pub fn new(
+        settings: &Settings,
+        store: Arc<dyn ObjectStore>,
+        clock: Arc<dyn Clock>,
+        rng: Arc<dyn Randomness>,
+    ) -> Arc<Self> {
+        Arc::new(AppState {
+            store,
+            quotas: settings.quotas,
+            limiter: ratelimit::RateLimiter::new(settings.rate_limit, clock.clone()),
+            clock,
+            rng,
+            admin_key: settings.admin_key.clone(),
+            commit_attempts: settings.commit_attempts,
+            request_limit: settings.request_limit(),
+        })
+    }
+}
+
+/// The whole HTTP API.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(api::healthz))
+        .route("/v1/memory/identity", get(api::identity))
+        .route("/v1/memory/snapshot", post(api::snapshot))
+        .route("/v1/memory/commit", post(api::commit))
+        .route("/v1/admin/erase", post(api::erase))
+        .fallback(api::not_found)
+        .layer(DefaultBodyLimit::max(state.request_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            around_request,
+        ))
+        .with_state(state)
+}
+
+/// Logs each request in a span named after its route, and announces the quotas on every
+/// response.
+async fn around_request(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let span = tracing::info_span!("request", method = %req.method(), route = %route);
+    let started = Instant::now();
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            status = resp.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+            "answered"
+        )
+    });
+    if let Ok(v) = HeaderValue::from_str(&st.quotas.header_value()) {
+        resp.headers_mut().insert(QUOTAS_HEADER, v);
+    }
+    resp
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes requests in flight.
+pub async fn serve(
+    settings: &Settings,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let store = settings.store.open().map_err(std::io::Error::other)?;
+    let state = AppState::new(settings, store, Arc::new(SystemClock), Arc::new(OsRandom));
+    serve_state(state, listener, shutdown).await
+}
+
+/// [`serve`] with a prepared state (tests inject a clock, randomness or a store).
+pub async fn serve_state(
+    state: Arc<AppState>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

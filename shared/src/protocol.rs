@@ -1,0 +1,407 @@
+//! The sync protocol's wire types: every request and response body the sync server and its
+//! clients exchange, as serde DTOs. `docs/PROTOCOL.md` ("Sync protocol") describes them in prose.
+//!
+//! This module owns only shapes and their validation. It never does I/O; the server decides what
+//! to do with them, and it never merges.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::ContentHash;
+use crate::id::{IdError, NoteId};
+
+/// Version of the request and response shapes below. A client that sees a higher major version
+/// from `GET /v1/memory/identity` must stop syncing and ask its user to update.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Response header that carries the server's quotas on every response, as
+/// `notes=5000, changes=500, body=131072, response=16777216, tombstone-days=90`.
+pub const QUOTAS_HEADER: &str = "memoria-quotas";
+
+/// A project id: the same character rules as a note id (lowercase `[a-z0-9._-]`, no `..`), so it
+/// is safe as a path segment in every store.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProjectId(String);
+
+impl ProjectId {
+    /// Validates `s` as a project id.
+    pub fn new(s: &str) -> Result<Self, IdError> {
+        NoteId::new(s).map(|id| Self(id.as_str().to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which set of notes a request is about. Every scope belongs to the token's user; there is no
+/// way to name another user's scope.
+///
+/// On the wire: `"user"` or `"project:<project-id>"`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Scope {
+    /// The user's own notes (`users/<uid>/memory/`).
+    #[default]
+    User,
+    /// One project's notes (`users/<uid>/projects/<pid>/memory/`).
+    Project(ProjectId),
+}
+
+/// Why a scope string was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScopeError {
+    /// Neither `user` nor `project:<id>`.
+    #[error("unknown scope {0:?}: use \"user\" or \"project:<project-id>\"")]
+    Unknown(String),
+    /// `project:` followed by an invalid project id.
+    #[error("invalid project id in scope: {0}")]
+    ProjectId(IdError),
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Result<Self, ScopeError> {
+        if s == "user" {
+            return Ok(Scope::User);
+        }
+        match s.strip_prefix("project:") {
+            Some(pid) => ProjectId::new(pid)
+                .map(Scope::Project)
+                .map_err(ScopeError::ProjectId),
+            None => Err(ScopeError::Unknown(s.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::User => f.write_str("user"),
+            Scope::Project(pid) => write!(f, "project:{pid}"),
+        }
+    }
+}
+
+impl Serialize for Scope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Scope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Scope::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The server's limits. The server owns them and announces them in every response; clients keep
+/// no copy of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Quotas {
+    /// Live (not deleted) notes per scope. A commit that would end above it *and* above the
+    /// scope's current count is refused; shrinking is always allowed.
+    pub live_notes_per_scope: u32,
+    /// Changes in one commit.
+    pub changes_per_commit: u32,
+    /// Bytes of one note file (frontmatter + body).
+    pub body_bytes: u32,
+    /// Bytes of note bodies in one snapshot response (the snapshot pages beyond it).
+    pub response_body_bytes: u32,
+    /// Days a tombstone stays in the manifest before it is dropped.
+    pub tombstone_days: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            live_notes_per_scope: 5_000,
+            changes_per_commit: 500,
+            body_bytes: 128 * 1024,
+            response_body_bytes: 16 * 1024 * 1024,
+            tombstone_days: 90,
+        }
+    }
+}
+
+impl Quotas {
+    /// The value of the [`QUOTAS_HEADER`] response header.
+    pub fn header_value(&self) -> String {
+        format!(
+            "notes={}, changes={}, body={}, response={}, tombstone-days={}",
+            self.live_notes_per_scope,
+            self.changes_per_commit,
+            self.body_bytes,
+            self.response_body_bytes,
+            self.tombstone_days
+        )
+    }
+}
+
+/// `GET /v1/memory/identity` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdentityResponse {
+    /// The user id the server verified from the token.
+    pub user_id: String,
+    pub protocol_version: u32,
+    pub quotas: Quotas,
+}
+
+/// One note's current state in a scope's manifest: live, or a tombstone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestEntry {
+    pub id: NoteId,
+    /// The server-assigned revision id of the note's current state (live or deleted). A commit
+    /// names it as `baseRevision`.
+    pub revision: String,
+    /// Content hash of the live revision; `None` for a tombstone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<ContentHash>,
+    /// Bytes of the live revision's note file; `None` for a tombstone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// True for a tombstone.
+    #[serde(default)]
+    pub deleted: bool,
+    /// Server time (ms since the epoch) the note was first created in this scope.
+    pub created_at: i64,
+    /// Server time (ms) of the last change: the last put, or the delete for a tombstone.
+    pub updated_at: i64,
+}
+
+/// `POST /v1/memory/snapshot` request.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotRequest {
+    pub scope: Scope,
+    /// Content hashes whose bodies the client already holds; the server neither reads nor
+    /// returns those bodies.
+    #[serde(default)]
+    pub have: Vec<ContentHash>,
+    /// The `manifestVersion` of the client's last snapshot. When it is still current the
+    /// response is `unchanged: true` with no entries and no bodies: a cheap poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_manifest: Option<String>,
+}
+
+/// A note body in a snapshot response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NoteBody {
+    pub id: NoteId,
+    pub revision: String,
+    pub hash: ContentHash,
+    /// The whole note file (frontmatter + body), as committed.
+    pub body: String,
+}
+
+/// `POST /v1/memory/snapshot` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotResponse {
+    pub protocol_version: u32,
+    pub quotas: Quotas,
+    /// Opaque version of the manifest this response describes; `None` when the scope has never
+    /// been written. Send it back as `knownManifest` to poll cheaply.
+    pub manifest_version: Option<String>,
+    /// True when `knownManifest` was current: `notes` and `bodies` are then empty.
+    pub unchanged: bool,
+    /// Every live note and unexpired tombstone, sorted by id.
+    pub notes: Vec<ManifestEntry>,
+    /// Bodies of live notes whose hash was not in `have`, sorted by id, up to
+    /// `quotas.responseBodyBytes` (at least one body per response).
+    pub bodies: Vec<NoteBody>,
+    /// True when bodies were left out to stay under the limit: ask again with the received
+    /// hashes added to `have`.
+    pub more: bool,
+}
+
+/// What a change does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeOp {
+    /// Create or replace the note with `body`.
+    Put,
+    /// Turn the note into a tombstone.
+    Delete,
+}
+
+/// One change in a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Change {
+    pub id: NoteId,
+    pub op: ChangeOp,
+    /// The revision the client based this change on: the note's current revision in the
+    /// manifest (live or tombstone), or `None` when the note is not in the manifest at all.
+    #[serde(default)]
+    pub base_revision: Option<String>,
+    /// The note file for `put` (required), absent for `delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The content hash of `body` for `put` (required), absent for `delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<ContentHash>,
+}
+
+/// `POST /v1/memory/commit` request: all changes apply, or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommitRequest {
+    pub scope: Scope,
+    pub changes: Vec<Change>,
+}
+
+/// The new state of one changed note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    pub id: NoteId,
+    pub revision: String,
+}
+
+/// `POST /v1/memory/commit` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitResponse {
+    pub protocol_version: u32,
+    pub quotas: Quotas,
+    /// The manifest version after this commit.
+    pub manifest_version: String,
+    /// One entry per change, in request order.
+    pub applied: Vec<Applied>,
+}
+
+/// A note whose `baseRevision` was not its current revision (in a 409 `stale` error).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleNote {
+    pub id: NoteId,
+    /// The note's current revision, `None` when it is not in the manifest.
+    pub current_revision: Option<String>,
+}
+
+/// `POST /v1/admin/erase` request (admin key, not a user token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EraseRequest {
+    pub user_id: String,
+}
+
+/// `POST /v1/admin/erase` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EraseResponse {
+    pub user_id: String,
+    /// Objects deleted by this call (0 on a repeated call).
+    pub deleted_objects: u64,
+}
+
+/// Every error code the server answers with. The HTTP status is part of the contract too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: the body is not JSON or a field has the wrong shape; the message names the field.
+    BadRequest,
+    /// 400: a note id, project id or user id breaks the id rules.
+    InvalidId,
+    /// 400: a `put` body is not a note file, its id differs from the change's id, or it lacks
+    /// `body`/`hash`.
+    InvalidNote,
+    /// 400: the hash sent with a body is not the body's content hash.
+    HashMismatch,
+    /// 400: the same note id appears twice in one commit.
+    DuplicateChange,
+    /// 401: the bearer token is missing, unknown or revoked.
+    Unauthorized,
+    /// 403: the admin key is missing or wrong.
+    Forbidden,
+    /// 403: the commit would grow the scope past the live-notes quota.
+    QuotaExceeded,
+    /// 404: no such route.
+    NotFound,
+    /// 409: some `baseRevision`s are not current; `stale` lists them.
+    Stale,
+    /// 410: the account was erased; its requests are refused from then on.
+    AccountErased,
+    /// 413: the request is larger than the server accepts, a body is over `bodyBytes`, or a
+    /// commit has more than `changesPerCommit` changes.
+    TooLarge,
+    /// 429: too many requests from this account; retry after `Retry-After` seconds.
+    RateLimited,
+    /// 500: the server failed; nothing was changed. Retry later.
+    Internal,
+    /// 503: the manifest kept changing under this commit; retry.
+    Contention,
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+    /// For `stale`: the notes whose base revision is not current.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<StaleNote>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_round_trips_and_refuses_bad_ids() {
+        for s in ["user", "project:abc-1", "project:2024.x"] {
+            let scope = Scope::parse(s).unwrap();
+            assert_eq!(scope.to_string(), s);
+            let json = serde_json::to_string(&scope).unwrap();
+            assert_eq!(serde_json::from_str::<Scope>(&json).unwrap(), scope);
+        }
+        for bad in [
+            "",
+            "User",
+            "project",
+            "project:",
+            "project:../x",
+            "project:A",
+            "team:x",
+        ] {
+            assert!(Scope::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commit_request_shape() {
+        let json = r#"{"scope":"project:p1","changes":[
+            {"id":"a","op":"put","baseRevision":null,"body":"x","hash":"00000000000000000000000000000000000000000000000000000000000000ff"},
+            {"id":"b","op":"delete","baseRevision":"r1"}]}"#;
+        let req: CommitRequest = serde_json::from_str(json).unwrap();
+        assert_eq!(req.changes.len(), 2);
+        assert_eq!(req.changes[1].op, ChangeOp::Delete);
+        assert_eq!(req.changes[1].base_revision.as_deref(), Some("r1"));
+        let bad = r#"{"scope":"user","changes":[{"id":"../etc","op":"put"}]}"#;
+        let err = serde_json::from_str::<CommitRequest>(bad).unwrap_err();
+        assert!(err.to_string().contains("note id"), "{err}");
+        let unknown = r#"{"scope":"user","changes":[],"extra":1}"#;
+        assert!(serde_json::from_str::<CommitRequest>(unknown).is_err());
+    }
+
+    #[test]
+    fn quotas_defaults_match_the_product() {
+        let q = Quotas::default();
+        assert_eq!(
+            q.header_value(),
+            "notes=5000, changes=500, body=131072, response=16777216, tombstone-days=90"
+        );
+    }
+}

@@ -1,0 +1,399 @@
+//! The HTTP handlers. They validate, read the manifest, and compare-and-swap; they never merge.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::StatusCode;
+use memoria_shared::note::FileContext;
+use memoria_shared::protocol::{
+    ChangeOp, CommitRequest, CommitResponse, EraseRequest, EraseResponse, IdentityResponse,
+    NoteBody, PROTOCOL_VERSION, SnapshotRequest, SnapshotResponse,
+};
+use memoria_shared::{ContentHash, Note};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+
+use crate::AppState;
+use crate::auth::{Admin, AuthUser};
+use crate::error::ApiError;
+use crate::layout::{UserId, erased_key, manifest_key, object_key, user_prefix};
+use crate::manifest::{CheckedPut, Manifest, Refusal, duplicate_ids, plan_commit};
+use crate::random::revision_id;
+use crate::store::{ETag, Fetched, ObjectStore, StoreError};
+
+/// Store requests a handler keeps in flight at once.
+const PARALLEL: usize = 16;
+
+/// JSON body extractor whose refusals are [`ApiError`]s: 400 naming the field, 413 when too big.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rej) if rej.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::TooLarge(
+                "the request body is larger than this server accepts: split the commit".into(),
+            )),
+            Err(rej) => Err(ApiError::BadRequest(rej.body_text())),
+        }
+    }
+}
+
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+pub async fn identity(
+    State(st): State<Arc<AppState>>,
+    AuthUser(user): AuthUser,
+) -> Json<IdentityResponse> {
+    Json(IdentityResponse {
+        user_id: user.to_string(),
+        protocol_version: PROTOCOL_VERSION,
+        quotas: st.quotas,
+    })
+}
+
+/// The scope's manifest (empty when never written) and its ETag.
+async fn load_manifest(
+    store: &dyn ObjectStore,
+    key: &str,
+    known: Option<&ETag>,
+) -> Result<Option<(Manifest, Option<ETag>)>, ApiError> {
+    match store.get(key, known).await {
+        Ok(Fetched::NotModified) => Ok(None),
+        Ok(Fetched::Object(o)) => {
+            let m = Manifest::from_bytes(&o.bytes).map_err(ApiError::Internal)?;
+            Ok(Some((m, Some(o.etag))))
+        }
+        Err(StoreError::NotFound) => Ok(Some((Manifest::default(), None))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn snapshot(
+    State(st): State<Arc<AppState>>,
+    AuthUser(user): AuthUser,
+    ApiJson(req): ApiJson<SnapshotRequest>,
+) -> Result<Json<SnapshotResponse>, ApiError> {
+    let store = st.store.as_ref();
+    let key = manifest_key(&user, &req.scope);
+    let known = req.known_manifest.clone().map(ETag);
+    let empty = |version: Option<String>, unchanged: bool| SnapshotResponse {
+        protocol_version: PROTOCOL_VERSION,
+        quotas: st.quotas,
+        manifest_version: version,
+        unchanged,
+        notes: Vec::new(),
+        bodies: Vec::new(),
+        more: false,
+    };
+    let Some((mut manifest, etag)) = load_manifest(store, &key, known.as_ref()).await? else {
+        return Ok(Json(empty(req.known_manifest, true)));
+    };
+    let version = etag.map(|e| e.0);
+    manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
+    let have: HashSet<&ContentHash> = req.have.iter().collect();
+    let budget = u64::from(st.quotas.response_body_bytes);
+    let (mut wanted, mut used, mut more) = (Vec::new(), 0u64, false);
+    for e in manifest.notes.values().filter(|e| !e.deleted) {
+        let Some(hash) = &e.hash else { continue };
+        if have.contains(hash) {
+            continue;
+        }
+        let size = e.size.unwrap_or(0);
+        // Always send at least one body, so a client always makes progress.
+        if !wanted.is_empty() && used + size > budget {
+            more = true;
+            break;
+        }
+        used += size;
+        wanted.push(e.clone());
+    }
+    let mut bodies = Vec::with_capacity(wanted.len());
+    for chunk in wanted.chunks(PARALLEL) {
+        let mut tasks = JoinSet::new();
+        for e in chunk {
+            let store = st.store.clone();
+            let key = object_key(&user, &req.scope, &e.id, &e.revision);
+            let e = e.clone();
+            tasks.spawn(async move {
+                let o = store.get(&key, None).await;
+                (e, key, o)
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            let (e, key, got) = joined.map_err(|e| ApiError::Internal(e.to_string()))?;
+            let bytes = match got {
+                Ok(Fetched::Object(o)) => o.bytes,
+                Ok(Fetched::NotModified) => unreachable!("no validator was sent"),
+                Err(err) => {
+                    return Err(ApiError::Internal(format!("revision {key}: {err}")));
+                }
+            };
+            let body = String::from_utf8(bytes)
+                .map_err(|_| ApiError::Internal(format!("revision {key} is not UTF-8")))?;
+            bodies.push(NoteBody {
+                id: e.id,
+                revision: e.revision,
+                hash: e
+                    .hash
+                    .unwrap_or_else(|| unreachable!("live entries have hashes")),
+                body,
+            });
+        }
+    }
+    bodies.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut resp = empty(version, false);
+    resp.notes = manifest.notes.into_values().collect();
+    resp.bodies = bodies;
+    resp.more = more;
+    Ok(Json(resp))
+}
+
+/// Checks every change on its own (shape, size, id, hash), before the manifest is read.
+fn check_changes(st: &AppState, req: &CommitRequest) -> Result<Vec<Option<CheckedPut>>, ApiError> {
+    let q = &st.quotas;
+    if req.changes.is_empty() {
+        return Err(ApiError::BadRequest(
+            "changes: a commit needs at least one change".into(),
+        ));
+    }
+    if req.changes.len() > q.changes_per_commit as usize {
+        return Err(ApiError::TooLarge(format!(
+            "changes: {} changes in one commit; the limit is {}: split the commit",
+            req.changes.len(),
+            q.changes_per_commit
+        )));
+    }
+    if let Some(id) = duplicate_ids(&req.changes) {
+        return Err(ApiError::DuplicateChange(id));
+    }
+    req.changes
+        .iter()
+        .map(|c| match c.op {
+            ChangeOp::Delete => {
+                if c.body.is_some() || c.hash.is_some() {
+                    return Err(ApiError::InvalidNote {
+                        id: c.id.clone(),
+                        reason: "a delete carries no body or hash".into(),
+                    });
+                }
+                Ok(None)
+            }
+            ChangeOp::Put => {
+                let (Some(body), Some(hash)) = (&c.body, &c.hash) else {
+                    return Err(ApiError::InvalidNote {
+                        id: c.id.clone(),
+                        reason: "a put needs both `body` and `hash`".into(),
+                    });
+                };
+                if body.len() > q.body_bytes as usize {
+                    return Err(ApiError::TooLarge(format!(
+                        "note {}: the body is {} bytes; the limit is {}: shorten the note",
+                        c.id,
+                        body.len(),
+                        q.body_bytes
+                    )));
+                }
+                let file = c.id.file_name();
+                let note = Note::parse(
+                    body,
+                    FileContext {
+                        relative_path: &file,
+                    },
+                )
+                .map_err(|e| ApiError::InvalidNote {
+                    id: c.id.clone(),
+                    reason: e.to_string(),
+                })?;
+                if note.id != c.id {
+                    return Err(ApiError::InvalidNote {
+                        id: c.id.clone(),
+                        reason: format!("the body's frontmatter names note {}", note.id),
+                    });
+                }
+                if &ContentHash::of_note(&note) != hash {
+                    return Err(ApiError::HashMismatch(c.id.clone()));
+                }
+                Ok(Some(CheckedPut {
+                    hash: hash.clone(),
+                    body: body.clone(),
+                }))
+            }
+        })
+        .collect()
+}
+
+/// Deletes revision files a refused commit wrote; nothing references them.
+async fn remove_orphans(store: &dyn ObjectStore, keys: &[String]) {
+    for key in keys {
+        if let Err(e) = store.delete(key).await {
+            tracing::warn!(%key, error = %e, "could not remove an unreferenced revision");
+        }
+    }
+}
+
+async fn write_revisions(
+    store: &Arc<dyn ObjectStore>,
+    objects: Vec<(String, String)>,
+    written: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    for chunk in objects.chunks(PARALLEL) {
+        let mut tasks = JoinSet::new();
+        for (key, body) in chunk.iter().cloned() {
+            let store = store.clone();
+            tasks.spawn(async move {
+                let r = store.put_if_absent(&key, body.into_bytes()).await;
+                (key, r)
+            });
+        }
+        let mut failed = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((key, Ok(_))) => written.push(key),
+                Ok((key, Err(e))) => failed = Some(format!("revision {key}: {e}")),
+                Err(e) => failed = Some(e.to_string()),
+            }
+        }
+        if let Some(detail) = failed {
+            return Err(ApiError::Internal(detail));
+        }
+    }
+    Ok(())
+}
+
+pub async fn commit(
+    State(st): State<Arc<AppState>>,
+    AuthUser(user): AuthUser,
+    ApiJson(req): ApiJson<CommitRequest>,
+) -> Result<Json<CommitResponse>, ApiError> {
+    let puts = check_changes(&st, &req)?;
+    let store = st.store.as_ref();
+    let key = manifest_key(&user, &req.scope);
+    let revisions: Vec<String> = req
+        .changes
+        .iter()
+        .map(|_| revision_id(st.rng.as_ref()))
+        .collect();
+    let mut written = Vec::new();
+    let mut objects_written = false;
+    for attempt in 0..st.commit_attempts.max(1) {
+        let now = st.clock.now_ms();
+        let (mut current, etag) = load_manifest(store, &key, None)
+            .await?
+            .unwrap_or_else(|| unreachable!("no validator was sent"));
+        current.prune_tombstones(&st.quotas, now);
+        let plan = match plan_commit(&current, &req.changes, &puts, &revisions, &st.quotas, now) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                remove_orphans(store, &written).await;
+                return Err(match refusal {
+                    Refusal::Stale(stale) => ApiError::Stale(stale),
+                    Refusal::Quota { live_after, limit } => {
+                        ApiError::QuotaExceeded { live_after, limit }
+                    }
+                });
+            }
+        };
+        if !objects_written {
+            // Revisions first, create-only: the manifest must never name a missing file.
+            let objects = req
+                .changes
+                .iter()
+                .zip(&puts)
+                .zip(&revisions)
+                .filter_map(|((c, p), rev)| {
+                    p.as_ref()
+                        .map(|p| (object_key(&user, &req.scope, &c.id, rev), p.body.clone()))
+                })
+                .collect();
+            if let Err(e) = write_revisions(&st.store, objects, &mut written).await {
+                remove_orphans(store, &written).await;
+                return Err(e);
+            }
+            objects_written = true;
+        }
+        let bytes = plan.next.to_bytes();
+        let swapped = match &etag {
+            Some(etag) => store.put_if_match(&key, bytes, etag).await,
+            None => store.put_if_absent(&key, bytes).await,
+        };
+        match swapped {
+            Ok(new_etag) => {
+                return Ok(Json(CommitResponse {
+                    protocol_version: PROTOCOL_VERSION,
+                    quotas: st.quotas,
+                    manifest_version: new_etag.0,
+                    applied: plan
+                        .revisions
+                        .into_iter()
+                        .map(|r| memoria_shared::protocol::Applied {
+                            id: r.id,
+                            revision: r.revision,
+                        })
+                        .collect(),
+                }));
+            }
+            Err(StoreError::PreconditionFailed) => {
+                // Lost the race: re-read the manifest and validate again; never overwrite.
+                tracing::debug!(attempt, %key, "manifest changed under the commit; retrying");
+                let mut jitter = [0u8; 1];
+                st.rng.fill(&mut jitter);
+                let cap = 2u64 << attempt.min(6);
+                tokio::time::sleep(Duration::from_millis(u64::from(jitter[0]) % cap)).await;
+            }
+            // The write's outcome is unknown: keep the revisions, they may now be referenced.
+            Err(e) => return Err(e.into()),
+        }
+    }
+    remove_orphans(store, &written).await;
+    Err(ApiError::Contention)
+}
+
+pub async fn erase(
+    State(st): State<Arc<AppState>>,
+    _admin: Admin,
+    ApiJson(req): ApiJson<EraseRequest>,
+) -> Result<Json<EraseResponse>, ApiError> {
+    let user =
+        UserId::new(&req.user_id).map_err(|e| ApiError::InvalidId(format!("userId: {e}")))?;
+    let store = st.store.as_ref();
+    // The marker first: from now on the account's tokens are refused, so a device still signed
+    // in cannot upload the data again while it is being deleted.
+    let marker = serde_json::json!({ "userId": user.as_str(), "erasedAt": st.clock.now_ms() });
+    match store
+        .put_if_absent(&erased_key(&user), marker.to_string().into_bytes())
+        .await
+    {
+        Ok(_) | Err(StoreError::PreconditionFailed) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let keys = store.list(&user_prefix(&user)).await?;
+    let mut deleted = 0u64;
+    for chunk in keys.chunks(PARALLEL) {
+        let mut tasks = JoinSet::new();
+        for key in chunk.iter().cloned() {
+            let store = st.store.clone();
+            tasks.spawn(async move { store.delete(&key).await });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.map_err(|e| ApiError::Internal(e.to_string()))??;
+            deleted += 1;
+        }
+    }
+    tracing::info!(user = %user, deleted, "account erased");
+    Ok(Json(EraseResponse {
+        user_id: user.to_string(),
+        deleted_objects: deleted,
+    }))
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound
+}

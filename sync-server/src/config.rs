@@ -1,0 +1,292 @@
+//! Server settings: defaults → config file (TOML) → environment (`MEMORIA_SYNC_…`, `__` between
+//! a section and its key) → command-line flags (applied by the binary).
+//!
+//! ```toml
+//! store = "fs:/var/lib/memoria-sync"
+//! listen = "0.0.0.0:8787"
+//! admin_key = "…"
+//! [quotas]
+//! live_notes_per_scope = 5000
+//! [rate_limit]
+//! burst = 120
+//! per_minute = 60
+//! ```
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use memoria_shared::protocol::Quotas;
+use serde::Deserialize;
+
+use crate::store::StoreUrl;
+
+/// A secret string whose `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Per-account token bucket: `burst` requests at once, refilled at `per_minute`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub burst: u32,
+    pub per_minute: u32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            burst: 120,
+            per_minute: 120,
+        }
+    }
+}
+
+/// Everything `memoria-sync serve` needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub store: StoreUrl,
+    pub listen: SocketAddr,
+    /// Key for `POST /v1/admin/erase`; `None` disables the endpoint.
+    pub admin_key: Option<Secret>,
+    pub quotas: Quotas,
+    pub rate_limit: RateLimit,
+    /// Attempts at the manifest compare-and-swap before answering 503.
+    pub commit_attempts: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            store: StoreUrl::Fs("./memoria-sync-data".into()),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            admin_key: None,
+            quotas: Quotas::default(),
+            rate_limit: RateLimit::default(),
+            commit_attempts: 16,
+        }
+    }
+}
+
+/// Why the settings could not be loaded. Each message names the setting to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {error}")]
+    Read { path: String, error: String },
+    /// The config file is not valid TOML or has unknown keys.
+    #[error("config file {path} is invalid: {error}")]
+    Parse { path: String, error: String },
+    /// A setting has an invalid value.
+    #[error("setting `{name}` is invalid: {error}")]
+    Value { name: String, error: String },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileQuotas {
+    live_notes_per_scope: Option<u32>,
+    changes_per_commit: Option<u32>,
+    body_bytes: Option<u32>,
+    response_body_bytes: Option<u32>,
+    tombstone_days: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRate {
+    burst: Option<u32>,
+    per_minute: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    store: Option<String>,
+    listen: Option<String>,
+    admin_key: Option<Secret>,
+    commit_attempts: Option<u32>,
+    #[serde(default)]
+    quotas: FileQuotas,
+    #[serde(default)]
+    rate_limit: FileRate,
+}
+
+fn value<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, ConfigError>
+where
+    T::Err: fmt::Display,
+{
+    raw.parse().map_err(|e: T::Err| ConfigError::Value {
+        name: name.to_owned(),
+        error: e.to_string(),
+    })
+}
+
+impl Settings {
+    /// Loads defaults, then `file` (if given), then the environment as read by `env`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
+        let mut s = Settings::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.display().to_string(),
+                error: e.to_string(),
+            })?;
+            let f: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.display().to_string(),
+                error: e.to_string(),
+            })?;
+            s.apply_file(f)?;
+        }
+        s.apply_env(env)?;
+        Ok(s)
+    }
+
+    fn apply_file(&mut self, f: File) -> Result<(), ConfigError> {
+        if let Some(v) = f.store {
+            self.store = value("store", &v)?;
+        }
+        if let Some(v) = f.listen {
+            self.listen = value("listen", &v)?;
+        }
+        if f.admin_key.is_some() {
+            self.admin_key = f.admin_key;
+        }
+        let q = &mut self.quotas;
+        let fq = f.quotas;
+        q.live_notes_per_scope = fq.live_notes_per_scope.unwrap_or(q.live_notes_per_scope);
+        q.changes_per_commit = fq.changes_per_commit.unwrap_or(q.changes_per_commit);
+        q.body_bytes = fq.body_bytes.unwrap_or(q.body_bytes);
+        q.response_body_bytes = fq.response_body_bytes.unwrap_or(q.response_body_bytes);
+        q.tombstone_days = fq.tombstone_days.unwrap_or(q.tombstone_days);
+        self.rate_limit.burst = f.rate_limit.burst.unwrap_or(self.rate_limit.burst);
+        self.rate_limit.per_minute = f
+            .rate_limit
+            .per_minute
+            .unwrap_or(self.rate_limit.per_minute);
+        self.commit_attempts = f.commit_attempts.unwrap_or(self.commit_attempts);
+        Ok(())
+    }
+
+    fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let get = |k: &str| env(k).filter(|v| !v.is_empty()).map(|v| (k.to_owned(), v));
+        if let Some((k, v)) = get("MEMORIA_SYNC_STORE") {
+            self.store = value(&k, &v)?;
+        }
+        if let Some((k, v)) = get("MEMORIA_SYNC_LISTEN") {
+            self.listen = value(&k, &v)?;
+        }
+        if let Some((_, v)) = get("MEMORIA_SYNC_ADMIN_KEY") {
+            self.admin_key = Some(Secret(v));
+        }
+        let q = &mut self.quotas;
+        let numbers: [(&str, &mut u32); 8] = [
+            (
+                "MEMORIA_SYNC_QUOTAS__LIVE_NOTES_PER_SCOPE",
+                &mut q.live_notes_per_scope,
+            ),
+            (
+                "MEMORIA_SYNC_QUOTAS__CHANGES_PER_COMMIT",
+                &mut q.changes_per_commit,
+            ),
+            ("MEMORIA_SYNC_QUOTAS__BODY_BYTES", &mut q.body_bytes),
+            (
+                "MEMORIA_SYNC_QUOTAS__RESPONSE_BODY_BYTES",
+                &mut q.response_body_bytes,
+            ),
+            ("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS", &mut q.tombstone_days),
+            ("MEMORIA_SYNC_RATE_LIMIT__BURST", &mut self.rate_limit.burst),
+            (
+                "MEMORIA_SYNC_RATE_LIMIT__PER_MINUTE",
+                &mut self.rate_limit.per_minute,
+            ),
+            ("MEMORIA_SYNC_COMMIT_ATTEMPTS", &mut self.commit_attempts),
+        ];
+        for (name, slot) in numbers {
+            if let Some((k, v)) = get(name) {
+                *slot = value(&k, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest request body accepted: a full commit of maximal bodies, JSON-escaped, with
+    /// headroom. Anything bigger is answered 413 before it is read.
+    pub fn request_limit(&self) -> usize {
+        let q = &self.quotas;
+        let commit = (q.changes_per_commit as usize) * (2 * q.body_bytes as usize + 512);
+        commit.clamp(1 << 20, 512 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn defaults_then_file_then_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sync.toml");
+        std::fs::write(
+            &path,
+            "store = \"fs:/data\"\nlisten = \"0.0.0.0:9000\"\nadmin_key = \"file-key\"\n\
+             [quotas]\nlive_notes_per_scope = 10\n[rate_limit]\nburst = 3\n",
+        )
+        .unwrap();
+        let env: HashMap<&str, &str> = [
+            ("MEMORIA_SYNC_LISTEN", "127.0.0.1:1234"),
+            ("MEMORIA_SYNC_QUOTAS__BODY_BYTES", "1000"),
+        ]
+        .into();
+        let s = Settings::load(Some(&path), |k| env.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(s.store, StoreUrl::Fs("/data".into()));
+        assert_eq!(s.listen.to_string(), "127.0.0.1:1234");
+        assert_eq!(s.quotas.live_notes_per_scope, 10);
+        assert_eq!(s.quotas.body_bytes, 1000);
+        assert_eq!(s.quotas.changes_per_commit, 500);
+        assert_eq!(s.rate_limit.burst, 3);
+        assert_eq!(s.admin_key.as_ref().unwrap().expose(), "file-key");
+        assert!(
+            !format!("{s:?}").contains("file-key"),
+            "Debug leaks the admin key"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_setting() {
+        let err = Settings::load(None, |k| {
+            (k == "MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS").then(|| "soon".to_owned())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "colour = 1\n").unwrap();
+        assert!(matches!(
+            Settings::load(Some(&path), |_| None),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+}

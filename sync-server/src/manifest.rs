@@ -1,0 +1,344 @@
+//! A scope's manifest and the pure decision of whether a commit may be applied to it.
+//!
+//! The manifest lists every live note and unexpired tombstone of one scope. Nothing here does
+//! I/O: [`plan_commit`] takes the current manifest and a validated commit and either refuses it
+//! or returns the next manifest plus the revisions to write. The server never merges: a change
+//! applies only when its base revision is the note's current one.
+
+use std::collections::{BTreeMap, HashSet};
+
+use memoria_shared::protocol::{Change, ChangeOp, ManifestEntry, Quotas, StaleNote};
+use memoria_shared::{ContentHash, NoteId};
+use serde::{Deserialize, Serialize};
+
+const MS_PER_DAY: i64 = 86_400_000;
+
+/// Version of the stored manifest's shape.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// One scope's manifest, as stored in `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Manifest {
+    /// Incremented by every commit.
+    pub generation: u64,
+    pub notes: BTreeMap<NoteId, ManifestEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Stored {
+    format: u32,
+    generation: u64,
+    notes: Vec<ManifestEntry>,
+}
+
+impl Manifest {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        let s: Stored = serde_json::from_slice(bytes).map_err(|e| format!("manifest: {e}"))?;
+        if s.format != MANIFEST_FORMAT {
+            return Err(format!("manifest format {} is not supported", s.format));
+        }
+        Ok(Manifest {
+            generation: s.generation,
+            notes: s.notes.into_iter().map(|e| (e.id.clone(), e)).collect(),
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let s = Stored {
+            format: MANIFEST_FORMAT,
+            generation: self.generation,
+            notes: self.notes.values().cloned().collect(),
+        };
+        serde_json::to_vec(&s).expect("manifest serializes")
+    }
+
+    pub fn live_count(&self) -> usize {
+        self.notes.values().filter(|e| !e.deleted).count()
+    }
+
+    /// Drops tombstones older than the quota's window. Returns whether anything was dropped.
+    pub fn prune_tombstones(&mut self, quotas: &Quotas, now_ms: i64) -> bool {
+        let window = i64::from(quotas.tombstone_days) * MS_PER_DAY;
+        let before = self.notes.len();
+        self.notes
+            .retain(|_, e| !(e.deleted && now_ms.saturating_sub(e.updated_at) > window));
+        self.notes.len() != before
+    }
+}
+
+/// A `put` whose body has been checked: it parses as a note with the change's id, and its
+/// content hash is the one sent.
+#[derive(Debug, Clone)]
+pub struct CheckedPut {
+    pub hash: ContentHash,
+    pub body: String,
+}
+
+/// A revision file the commit needs written before the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRevision {
+    pub id: NoteId,
+    pub revision: String,
+}
+
+/// Why a commit cannot apply to the current manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// These notes' base revisions are not current.
+    Stale(Vec<StaleNote>),
+    /// The scope would grow past the live-notes quota.
+    Quota { live_after: usize, limit: u32 },
+}
+
+/// The outcome of a commit that may apply: the next manifest and the new revision per change
+/// (in request order).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub next: Manifest,
+    pub revisions: Vec<NewRevision>,
+}
+
+/// Decides whether `changes` apply to `current`. `puts[i]` is the checked body of
+/// `changes[i]` when it is a put. `revisions[i]` is the revision id to give `changes[i]`.
+pub fn plan_commit(
+    current: &Manifest,
+    changes: &[Change],
+    puts: &[Option<CheckedPut>],
+    revisions: &[String],
+    quotas: &Quotas,
+    now_ms: i64,
+) -> Result<Plan, Refusal> {
+    let stale: Vec<StaleNote> = changes
+        .iter()
+        .filter_map(|c| {
+            let cur = current.notes.get(&c.id).map(|e| e.revision.clone());
+            (cur != c.base_revision).then(|| StaleNote {
+                id: c.id.clone(),
+                current_revision: cur,
+            })
+        })
+        .collect();
+    if !stale.is_empty() {
+        return Err(Refusal::Stale(stale));
+    }
+    let mut next = current.clone();
+    next.generation += 1;
+    let mut out = Vec::with_capacity(changes.len());
+    for ((change, put), rev) in changes.iter().zip(puts).zip(revisions) {
+        let prev = current.notes.get(&change.id);
+        let created_at = prev.map_or(now_ms, |p| if p.deleted { now_ms } else { p.created_at });
+        match (change.op, put) {
+            (ChangeOp::Put, Some(put)) => {
+                next.notes.insert(
+                    change.id.clone(),
+                    ManifestEntry {
+                        id: change.id.clone(),
+                        revision: rev.clone(),
+                        hash: Some(put.hash.clone()),
+                        size: Some(put.body.len() as u64),
+                        deleted: false,
+                        created_at,
+                        updated_at: now_ms,
+                    },
+                );
+                out.push(NewRevision {
+                    id: change.id.clone(),
+                    revision: rev.clone(),
+                });
+            }
+            (ChangeOp::Delete, _) => match prev {
+                // Deleting a tombstone changes nothing: it keeps its revision.
+                Some(p) if p.deleted => out.push(NewRevision {
+                    id: change.id.clone(),
+                    revision: p.revision.clone(),
+                }),
+                _ => {
+                    next.notes.insert(
+                        change.id.clone(),
+                        ManifestEntry {
+                            id: change.id.clone(),
+                            revision: rev.clone(),
+                            hash: None,
+                            size: None,
+                            deleted: true,
+                            created_at: prev.map_or(now_ms, |p| p.created_at),
+                            updated_at: now_ms,
+                        },
+                    );
+                    out.push(NewRevision {
+                        id: change.id.clone(),
+                        revision: rev.clone(),
+                    });
+                }
+            },
+            (ChangeOp::Put, None) => unreachable!("puts are checked before planning"),
+        }
+    }
+    let (before, after) = (current.live_count(), next.live_count());
+    // A reduced quota only blocks growth: shrinking or staying level is always allowed.
+    if after > quotas.live_notes_per_scope as usize && after > before {
+        return Err(Refusal::Quota {
+            live_after: after,
+            limit: quotas.live_notes_per_scope,
+        });
+    }
+    Ok(Plan {
+        next,
+        revisions: out,
+    })
+}
+
+/// Ids that occur more than once in a commit.
+pub fn duplicate_ids(changes: &[Change]) -> Option<NoteId> {
+    let mut seen = HashSet::new();
+    changes
+        .iter()
+        .find(|c| !seen.insert(&c.id))
+        .map(|c| c.id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> NoteId {
+        NoteId::new(s).unwrap()
+    }
+    fn hash(n: u8) -> ContentHash {
+        ContentHash::parse(&format!("{:064x}", n)).unwrap()
+    }
+    fn put(i: &str, base: Option<&str>) -> (Change, Option<CheckedPut>) {
+        (
+            Change {
+                id: id(i),
+                op: ChangeOp::Put,
+                base_revision: base.map(str::to_owned),
+                body: Some("b".into()),
+                hash: Some(hash(1)),
+            },
+            Some(CheckedPut {
+                hash: hash(1),
+                body: "b".into(),
+            }),
+        )
+    }
+    fn del(i: &str, base: Option<&str>) -> (Change, Option<CheckedPut>) {
+        (
+            Change {
+                id: id(i),
+                op: ChangeOp::Delete,
+                base_revision: base.map(str::to_owned),
+                body: None,
+                hash: None,
+            },
+            None,
+        )
+    }
+    fn apply(
+        m: &Manifest,
+        cs: Vec<(Change, Option<CheckedPut>)>,
+        q: &Quotas,
+        now: i64,
+    ) -> Result<Plan, Refusal> {
+        let (changes, puts): (Vec<_>, Vec<_>) = cs.into_iter().unzip();
+        let revs: Vec<String> = (0..changes.len()).map(|i| format!("r{now}-{i}")).collect();
+        plan_commit(m, &changes, &puts, &revs, q, now)
+    }
+
+    #[test]
+    fn bases_must_be_current() {
+        let q = Quotas::default();
+        let m = apply(&Manifest::default(), vec![put("a", None)], &q, 1)
+            .unwrap()
+            .next;
+        assert_eq!(m.notes[&id("a")].revision, "r1-0");
+        assert_eq!(m.generation, 1);
+        // Creating an existing note, or editing from an old base, is stale.
+        let err = apply(&m, vec![put("a", None), put("b", None)], &q, 2).unwrap_err();
+        assert_eq!(
+            err,
+            Refusal::Stale(vec![StaleNote {
+                id: id("a"),
+                current_revision: Some("r1-0".into())
+            }])
+        );
+        let m2 = apply(&m, vec![put("a", Some("r1-0")), put("b", None)], &q, 2)
+            .unwrap()
+            .next;
+        assert_eq!(m2.notes[&id("a")].created_at, 1);
+        assert_eq!(m2.notes[&id("a")].updated_at, 2);
+        assert!(apply(&m2, vec![put("a", Some("r1-0"))], &q, 3).is_err());
+    }
+
+    #[test]
+    fn deletes_make_tombstones_that_expire() {
+        let q = Quotas::default();
+        let m = apply(&Manifest::default(), vec![put("a", None)], &q, 0)
+            .unwrap()
+            .next;
+        let mut m = apply(&m, vec![del("a", Some("r0-0"))], &q, 10)
+            .unwrap()
+            .next;
+        let t = &m.notes[&id("a")];
+        assert!(t.deleted && t.hash.is_none() && t.revision == "r10-0");
+        // Deleting again from the tombstone's revision is a no-op.
+        let again = apply(&m, vec![del("a", Some("r10-0"))], &q, 11).unwrap();
+        assert_eq!(again.revisions[0].revision, "r10-0");
+        // A put over a tombstone names the tombstone's revision and is a new note.
+        let back = apply(&m, vec![put("a", Some("r10-0"))], &q, 12)
+            .unwrap()
+            .next;
+        assert_eq!(back.notes[&id("a")].created_at, 12);
+        let day = MS_PER_DAY;
+        assert!(!m.prune_tombstones(&q, 10 + 90 * day));
+        assert!(m.prune_tombstones(&q, 11 + 90 * day));
+        assert!(m.notes.is_empty());
+    }
+
+    #[test]
+    fn a_reduced_quota_only_blocks_growth() {
+        let big = Quotas::default();
+        let m = apply(
+            &Manifest::default(),
+            vec![put("a", None), put("b", None), put("c", None)],
+            &big,
+            1,
+        )
+        .unwrap()
+        .next;
+        let small = Quotas {
+            live_notes_per_scope: 2,
+            ..big
+        };
+        assert_eq!(
+            apply(&m, vec![put("d", None)], &small, 2).unwrap_err(),
+            Refusal::Quota {
+                live_after: 4,
+                limit: 2
+            }
+        );
+        // Editing and deleting stay allowed above the quota.
+        assert!(apply(&m, vec![put("a", Some("r1-0"))], &small, 2).is_ok());
+        assert!(apply(&m, vec![del("a", Some("r1-0"))], &small, 2).is_ok());
+        // Swapping one note for another keeps the count level: allowed.
+        assert!(apply(&m, vec![del("a", Some("r1-0")), put("d", None)], &small, 2).is_ok());
+    }
+
+    #[test]
+    fn manifest_round_trips_and_duplicates_are_found() {
+        let q = Quotas::default();
+        let m = apply(
+            &Manifest::default(),
+            vec![put("a", None), del("b", None)],
+            &q,
+            5,
+        )
+        .unwrap()
+        .next;
+        assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
+        assert!(Manifest::from_bytes(b"{\"format\":9,\"generation\":0,\"notes\":[]}").is_err());
+        let (cs, _): (Vec<_>, Vec<_>) = vec![put("a", None), del("a", None)].into_iter().unzip();
+        assert_eq!(duplicate_ids(&cs), Some(id("a")));
+    }
+}
