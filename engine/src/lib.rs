@@ -15,6 +15,7 @@ pub mod index;
 pub mod mcp;
 pub mod project;
 pub mod scan;
+pub mod sync;
 pub mod vault;
 pub mod watch;
 
