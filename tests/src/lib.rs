@@ -36,3 +36,5 @@ pub fn test_python() -> PathBuf {
     );
     default
 }
+
+pub mod sync_fixture;

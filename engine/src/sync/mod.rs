@@ -20,6 +20,6 @@ pub use base::{DownloadCounts, ScopeStatus};
 pub use client::{HttpTransport, SyncClient, Token, Transport};
 pub use conflict::{Conflict, ConflictReason};
 pub use error::{SyncError, SyncResult};
-pub use reconcile::{PassReport, Syncer, synced_scopes};
+pub use reconcile::{BatchChange, PassReport, Syncer, synced_scopes};
 pub use resolve::{Keep, Resolved, list_conflicts, resolve};
 pub use settings::{Settings, sync_dir};

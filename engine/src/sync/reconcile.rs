@@ -561,6 +561,137 @@ impl Syncer {
     }
 }
 
+/// One change of a batch nobody reviews note by note (a review-queue merge, consolidation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchChange {
+    /// Create or replace the note.
+    Put(Note),
+    /// Delete the note.
+    Delete(String),
+}
+
+impl BatchChange {
+    fn id(&self) -> &str {
+        match self {
+            BatchChange::Put(n) => n.id.as_str(),
+            BatchChange::Delete(id) => id,
+        }
+    }
+}
+
+impl Syncer {
+    /// commitFirst: a batch change goes to the server before it is written here. Every note it
+    /// touches must be fully synced (this machine's version is its base, no conflict); the
+    /// commit names those base revisions, so a change from another device in between makes the
+    /// server refuse the whole batch, and then nothing is written locally. Returns the number of
+    /// changes applied.
+    pub fn commit_first(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        batch: &[BatchChange],
+    ) -> SyncResult<usize> {
+        let wire = wire_scope(scope)?;
+        self.check_on()?;
+        let user = self.user()?;
+        let now = self.clock.now_ms();
+        Settings::update(&self.dir, |s| {
+            s.check_pin(&scope.key(), &self.server, &user, now)
+        })??;
+        let sd = ScopeDir::new(&self.dir, &scope.key());
+        let mut state = sd.load_state()?;
+        engine.refresh_scope(scope)?;
+        let (local, refused) = read_local(engine, scope)?;
+        let mut changes = Vec::new();
+        for ch in batch {
+            let id = ch.id();
+            if refused.contains_key(id) || sd.conflict(id)?.is_some() {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` is held back by sync"
+                )));
+            }
+            let base = state.base.get(id);
+            if base.map(|b| &b.hash) != local.get(id).map(|l| &l.hash) {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` has changes not synced yet"
+                )));
+            }
+            let base_revision = base.map(|b| b.revision.clone()).or_else(|| {
+                state
+                    .remote
+                    .iter()
+                    .find(|e| e.id.as_str() == id && e.deleted)
+                    .map(|e| e.revision.clone())
+            });
+            changes.push(match ch {
+                BatchChange::Put(n) => Change {
+                    id: n.id.clone(),
+                    op: ChangeOp::Put,
+                    base_revision,
+                    body: Some(n.serialize()),
+                    hash: Some(n.content_hash()),
+                },
+                BatchChange::Delete(id) => Change {
+                    id: NoteId::new(id).map_err(crate::Error::from)?,
+                    op: ChangeOp::Delete,
+                    base_revision,
+                    body: None,
+                    hash: None,
+                },
+            });
+        }
+        self.check_on()?;
+        let resp = match self.client.commit(&CommitRequest {
+            scope: wire,
+            changes,
+        }) {
+            Err(SyncError::Stale(stale)) => {
+                let ids: Vec<&str> = stale.iter().map(|s| s.id.as_str()).collect();
+                return Err(SyncError::BatchRefused(format!(
+                    "another device changed {} meanwhile",
+                    ids.join(", ")
+                )));
+            }
+            other => other?,
+        };
+        for (ch, applied) in batch.iter().zip(&resp.applied) {
+            let id = ch.id();
+            let new = match ch {
+                BatchChange::Put(n) => Some(n),
+                BatchChange::Delete(_) => None,
+            };
+            // A local edit that raced in stays; the next pass merges it over the new base.
+            write_local(
+                engine,
+                scope,
+                id,
+                local.get(id),
+                new,
+                Some(BackupReason::Merge),
+            )?;
+            match new {
+                Some(n) => {
+                    let hash = n.content_hash().as_str().to_owned();
+                    sd.put_body(id, &hash, &n.serialize())?;
+                    state.base.insert(
+                        id.to_owned(),
+                        BaseEntry {
+                            revision: applied.revision.clone(),
+                            hash,
+                        },
+                    );
+                }
+                None => {
+                    state.base.remove(id);
+                }
+            }
+        }
+        state.manifest_version = None;
+        sd.save_state(&state)?;
+        Ok(resp.applied.len())
+    }
+}
+
 fn hashes(set: &BTreeSet<String>) -> Vec<ContentHash> {
     set.iter().filter_map(|h| ContentHash::parse(h)).collect()
 }

@@ -15,7 +15,6 @@ use super::conflict::Conflict;
 use super::error::{SyncError, SyncResult};
 use super::settings::sync_dir;
 use crate::backup::BackupReason;
-use crate::fsx;
 use crate::project::Scope;
 use crate::vault::Engine;
 
@@ -135,15 +134,22 @@ pub fn resolve(
         Keep::Both => {
             if let Some(n) = &cloud {
                 let mut copy = n.clone();
+                // Named after the cloud version's hash: deterministic, and unique per version.
+                let hash = n.content_hash();
+                let stem: String = id.chars().take(100).collect();
+                let mut k = 0;
                 let nid = loop {
-                    let candidate = format!("{id}-cloud-{}", &fsx::random_hex(2)[..3]);
-                    let candidate: String = candidate.chars().rev().take(128).collect();
-                    let candidate: String = candidate.chars().rev().collect();
-                    if let Ok(nid) = NoteId::new(candidate.trim_start_matches(['-', '.', '_']))
-                        && engine.index().find(&scope.key(), nid.as_str())?.is_empty()
-                    {
+                    let suffix = if k == 0 {
+                        String::new()
+                    } else {
+                        format!("-{k}")
+                    };
+                    let candidate = format!("{stem}-cloud-{}{suffix}", &hash.as_str()[..6]);
+                    let nid = NoteId::new(&candidate).map_err(crate::Error::from)?;
+                    if engine.index().find(&scope.key(), nid.as_str())?.is_empty() {
                         break nid;
                     }
+                    k += 1;
                 };
                 copy.id = nid.clone();
                 engine.put_note(&scope, &nid.file_name(), &copy)?;
