@@ -240,7 +240,7 @@ impl Sim {
         }
         let view = d.engine.show(id, Some(&Scope::User)).unwrap();
         let before = view.indexed.hash.clone();
-        let Some(note) = view.note else { return None };
+        let note = view.note?;
         let mut edit = NoteEdit::default();
         match self.rng.below(10) {
             0 => {
@@ -526,7 +526,10 @@ fn sync_commit_first_batches() {
     // A consolidation on a: x absorbs y.
     let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
     merged.body = "x\ny\n".into();
-    let batch = [BatchChange::Put(merged), BatchChange::Delete("y".into())];
+    let batch = [
+        BatchChange::Put(Box::new(merged)),
+        BatchChange::Delete("y".into()),
+    ];
     // b changes x first: a's batch is refused and a's vault is untouched.
     b.engine
         .edit(
@@ -570,7 +573,10 @@ fn sync_commit_first_batches() {
     // Fully synced: the server accepts, then the batch is written here.
     let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
     merged.body = "x from b\ny, edited\n".into();
-    let batch = [BatchChange::Put(merged), BatchChange::Delete("y".into())];
+    let batch = [
+        BatchChange::Put(Box::new(merged)),
+        BatchChange::Delete("y".into()),
+    ];
     assert_eq!(
         a.syncer
             .commit_first(&mut a.engine, &Scope::User, &batch)

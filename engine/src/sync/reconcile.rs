@@ -565,7 +565,7 @@ impl Syncer {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchChange {
     /// Create or replace the note.
-    Put(Note),
+    Put(Box<Note>),
     /// Delete the note.
     Delete(String),
 }
@@ -657,7 +657,7 @@ impl Syncer {
         for (ch, applied) in batch.iter().zip(&resp.applied) {
             let id = ch.id();
             let new = match ch {
-                BatchChange::Put(n) => Some(n),
+                BatchChange::Put(n) => Some(&**n),
                 BatchChange::Delete(_) => None,
             };
             // A local edit that raced in stays; the next pass merges it over the new base.
