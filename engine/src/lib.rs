@@ -18,6 +18,7 @@ pub mod project;
 pub mod recall;
 pub mod scan;
 pub mod search;
+pub mod sync;
 pub mod vault;
 pub mod watch;
 

@@ -157,6 +157,27 @@ enum Command {
     Watch,
     /// Projects this machine has seen.
     Projects,
+    // --- cloud sync (issue 5) ---
+    /// Cloud sync: sign in and out, status, sync now, turn on and off.
+    Sync {
+        #[command(subcommand)]
+        command: SyncCommand,
+    },
+    /// Notes held back by sync conflicts.
+    Conflicts,
+    /// Resolve a sync conflict: keep this machine's version, the cloud's, both, or a merged file.
+    Resolve {
+        id: String,
+        /// local (this machine), cloud, or both (the cloud's version becomes a new note beside).
+        #[arg(long, conflicts_with = "merged_file")]
+        keep: Option<String>,
+        /// A hand-merged note file (or just its body) to keep.
+        #[arg(long, value_name = "FILE")]
+        merged_file: Option<PathBuf>,
+        /// user or project (default: the first scope with a conflict for ID).
+        #[arg(long)]
+        scope: Option<String>,
+    },
     /// Serve Memoria's tools to an agent over MCP (stdio by default). The scope is locked to the
     /// project of the working directory (or --project) plus the user's notes.
     Mcp {
@@ -670,6 +691,20 @@ fn run(cli: Cli) -> Result<()> {
                 None => runtime.block_on(memoria_engine::mcp::serve_stdio(server))?,
             }
         }
+        Command::Sync { command } => sync_cli::sync(&cli, command)?,
+        Command::Conflicts => sync_cli::conflicts(&cli)?,
+        Command::Resolve {
+            id,
+            keep,
+            merged_file,
+            scope,
+        } => sync_cli::resolve(
+            &cli,
+            id,
+            keep.as_deref(),
+            merged_file.as_deref(),
+            scope.as_deref(),
+        )?,
         Command::Projects => {
             let engine = open(&cli)?;
             let rows = engine.index().projects()?;
@@ -779,4 +814,268 @@ fn print_doctor(r: &doctor::DoctorReport) {
             "problems found (see above)"
         }
     );
+}
+
+/// The sync subcommands (issue 5), kept together.
+#[derive(Subcommand, Debug)]
+enum SyncCommand {
+    /// Sign in to a sync server; the token goes to the OS keychain. Turns sync on unless it
+    /// was turned off.
+    Login {
+        /// The server's URL, e.g. https://sync.example.com
+        #[arg(long)]
+        server: String,
+        /// The token (default: $MEMORIA_SYNC_TOKEN, else asked for).
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Forget the token and the server (scope pins stay).
+    Logout,
+    /// On/off, last synced, errors, what the last download brought, limits.
+    Status,
+    /// Sync every scope now.
+    Now,
+    /// Turn cloud sync on.
+    On,
+    /// Turn cloud sync off (survives restarts and sign-ins; local notes keep working).
+    Off,
+}
+
+mod sync_cli {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use anyhow::{Context, Result, bail};
+    use memoria_engine::sync::{self, Keep, Settings, SyncClient, SyncError, Syncer, Token, token};
+    use memoria_shared::SystemClock;
+    use serde_json::json;
+
+    use super::{Cli, SyncCommand, human_utc, open, print_json, scope_arg};
+
+    fn env_token() -> Option<String> {
+        std::env::var(token::TOKEN_ENV).ok()
+    }
+
+    pub fn sync(cli: &Cli, command: &SyncCommand) -> Result<()> {
+        let engine = open(cli)?;
+        let root = engine.home().root().to_path_buf();
+        let dir = sync::sync_dir(&root);
+        match command {
+            SyncCommand::Login { server, token } => {
+                let server = server.trim_end_matches('/').to_owned();
+                let token = match token.clone().or_else(env_token) {
+                    Some(t) => Token::new(t),
+                    None => {
+                        eprint!("token for {server}: ");
+                        let mut line = String::new();
+                        std::io::stdin()
+                            .read_line(&mut line)
+                            .context("reading the token")?;
+                        Token::new(line)
+                    }
+                };
+                if token.expose().is_empty() {
+                    bail!("no token given: pass --token, set MEMORIA_SYNC_TOKEN, or type it");
+                }
+                let transport = Arc::new(sync::HttpTransport::new(&server)?);
+                let identity = SyncClient::new(transport, token.clone())
+                    .identity()
+                    .context("signing in")?;
+                match token::store(&root, &server, &token) {
+                    Ok(()) => {}
+                    Err(e) if env_token().is_some() => {
+                        eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment")
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                let on = Settings::update(&dir, |s| {
+                    s.server = Some(server.clone());
+                    *s.enabled.get_or_insert(true)
+                })?;
+                if cli.json {
+                    print_json(&json!({"server": server, "userId": identity.user_id, "on": on}))?;
+                } else {
+                    println!("signed in to {server} as {}", identity.user_id);
+                    if !on {
+                        println!("cloud sync is off: turn it on with `memoria sync on`");
+                    }
+                }
+            }
+            SyncCommand::Logout => {
+                let server = Settings::load(&dir)?.server;
+                if let Some(server) = &server {
+                    token::forget(&root, server)?;
+                }
+                Settings::update(&dir, |s| s.server = None)?;
+                println!("signed out");
+            }
+            SyncCommand::On | SyncCommand::Off => {
+                let on = matches!(command, SyncCommand::On);
+                Settings::update(&dir, |s| s.enabled = Some(on))?;
+                println!("cloud sync is {}", if on { "on" } else { "off" });
+            }
+            SyncCommand::Now => {
+                let mut engine = engine;
+                let mut syncer = Syncer::from_settings(&root, env_token(), Arc::new(SystemClock))?;
+                let results = syncer.sync_all(&mut engine);
+                let mut failed = Vec::new();
+                let mut out = Vec::new();
+                for (scope, r) in &results {
+                    match r {
+                        Ok(rep) => {
+                            if !cli.json {
+                                println!(
+                                    "{scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                                    rep.uploaded,
+                                    rep.download.added,
+                                    rep.download.changed,
+                                    rep.download.deleted,
+                                    rep.merged,
+                                    rep.held_back.len()
+                                );
+                            }
+                            out.push(json!({"scope": scope.key(), "report": rep}));
+                        }
+                        Err(e) => {
+                            failed.push(format!("{scope}: {e}"));
+                            out.push(json!({"scope": scope.key(), "error": e.to_string()}));
+                        }
+                    }
+                }
+                if cli.json {
+                    print_json(&out)?;
+                }
+                if !failed.is_empty() {
+                    bail!("{}", failed.join("; "));
+                }
+            }
+            SyncCommand::Status => status(cli, &engine, &root)?,
+        }
+        Ok(())
+    }
+
+    fn status(cli: &Cli, engine: &memoria_engine::Engine, root: &Path) -> Result<()> {
+        let dir = sync::sync_dir(root);
+        let s = Settings::load(&dir)?;
+        let mut scopes = Vec::new();
+        let mut oldest: Option<Option<i64>> = None;
+        for scope in sync::synced_scopes(engine) {
+            let sd = sync::base::ScopeDir::new(&dir, &scope.key());
+            let st = sd.load_status()?;
+            let conflicts = sd.conflicts()?.len();
+            oldest = Some(match oldest {
+                None => st.last_synced_ms,
+                Some(o) => o.zip(st.last_synced_ms).map(|(a, b)| a.min(b)),
+            });
+            scopes.push(json!({
+                "scope": scope.key(),
+                "lastSyncedMs": st.last_synced_ms,
+                "lastError": st.last_error,
+                "lastDownload": st.last_download,
+                "quotas": st.quotas,
+                "heldBack": st.held_back,
+                "conflicts": conflicts,
+                "pin": s.pins.get(&scope.key()),
+            }));
+        }
+        let last_synced = oldest.flatten();
+        let v = json!({
+            "on": s.is_on(),
+            "server": s.server,
+            "lastSyncedMs": last_synced,
+            "pausedUntilMs": s.paused_until_ms,
+            "scopes": scopes,
+        });
+        if cli.json {
+            return print_json(&v);
+        }
+        println!(
+            "cloud sync: {}{}",
+            if s.is_on() { "on" } else { "off" },
+            s.server
+                .as_deref()
+                .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}"))
+        );
+        println!(
+            "last synced: {}",
+            last_synced.map_or_else(|| "never".to_owned(), human_utc)
+        );
+        for sc in &scopes {
+            let d = &sc["lastDownload"];
+            println!(
+                "{}: last download +{} ~{} -{}, {} conflict(s)",
+                sc["scope"].as_str().unwrap_or(""),
+                d["added"],
+                d["changed"],
+                d["deleted"],
+                sc["conflicts"]
+            );
+            if let Some(e) = sc["lastError"].as_str() {
+                println!("  error: {e}");
+            }
+            if let Some(q) = sc["quotas"].as_object() {
+                println!(
+                    "  limits: {} notes, {} bytes per note",
+                    q["liveNotesPerScope"], q["bodyBytes"]
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn conflicts(cli: &Cli) -> Result<()> {
+        let engine = open(cli)?;
+        let list = sync::list_conflicts(&engine)?;
+        if cli.json {
+            return print_json(&list);
+        }
+        if list.is_empty() {
+            println!("no sync conflicts");
+        }
+        for c in &list {
+            let what = match &c.reason {
+                sync::ConflictReason::Merge(kinds) => format!("{kinds:?}"),
+                sync::ConflictReason::VanishedWhileEdited => {
+                    "edited here, deleted in the cloud long ago".to_owned()
+                }
+            };
+            println!("{}  {}  {what}", c.scope, c.id);
+        }
+        Ok(())
+    }
+
+    pub fn resolve(
+        cli: &Cli,
+        id: &str,
+        keep: Option<&str>,
+        merged_file: Option<&Path>,
+        scope: Option<&str>,
+    ) -> Result<()> {
+        let mut engine = open(cli)?;
+        let scope = scope_arg(&engine, scope)?;
+        let keep = match (keep, merged_file) {
+            (_, Some(f)) => Keep::Merged(
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+            ),
+            (Some("local"), None) => Keep::Local,
+            (Some("cloud"), None) => Keep::Cloud,
+            (Some("both"), None) => Keep::Both,
+            (Some(other), None) => bail!("--keep {other}: use local, cloud or both"),
+            (None, None) => bail!("say what to keep: --keep local|cloud|both or --merged-file F"),
+        };
+        let r = sync::resolve(&mut engine, id, scope.as_ref(), keep)
+            .map_err(|e: SyncError| anyhow::anyhow!(e))?;
+        if cli.json {
+            return print_json(&r);
+        }
+        println!("resolved {} in {}", r.id, r.scope);
+        if let Some(n) = &r.new_id {
+            println!("the cloud's version is now note {n}");
+        }
+        for b in &r.backups {
+            println!("set aside in backup {b}");
+        }
+        println!("it uploads with the next sync");
+        Ok(())
+    }
 }

@@ -797,6 +797,46 @@ impl Engine {
             })
             .collect())
     }
+
+    /// Rescans one scope's files into the index (sync reads the scope fresh before a pass).
+    pub(crate) fn refresh_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
+        self.rescan_scope(scope)
+    }
+
+    /// Removes a note's file and its index row (sync applying a delete; the caller backs up).
+    pub(crate) fn remove_note_file(&mut self, path: &Path) -> Result<()> {
+        fsx::remove(path)?;
+        self.index
+            .apply(&[], &[path.to_string_lossy().into_owned()])
+    }
+
+    /// Backs up bytes that are not (or no longer) a file in the vault, e.g. the cloud's version
+    /// of a note set aside by a merge or a conflict resolution.
+    pub(crate) fn backup_bytes(
+        &self,
+        scope: &Scope,
+        id: &str,
+        rel_path: &str,
+        bytes: &[u8],
+        reason: BackupReason,
+    ) -> Result<BackupMeta> {
+        let project_root = match scope {
+            Scope::Project(_) => self.project.as_ref().map(|p| p.root.as_path()),
+            _ => None,
+        };
+        self.backups.write(
+            &self.index,
+            BackupRequest {
+                scope: &scope.key(),
+                note_id: id,
+                rel_path,
+                project_root,
+                bytes,
+                reason,
+                now_ms: self.clock.now_ms(),
+            },
+        )
+    }
 }
 
 fn check_importance(importance: Option<f64>) -> Result<()> {

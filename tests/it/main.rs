@@ -5,4 +5,6 @@ mod sync_server;
 mod sync_server_listener;
 mod sync_server_load;
 mod sync_server_s3;
+mod sync_convergence;
+mod sync_e2e;
 mod vault_protocol;

@@ -39,3 +39,5 @@ pub fn test_python() -> PathBuf {
     );
     default
 }
+
+pub mod sync_fixture;

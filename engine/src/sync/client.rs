@@ -1,0 +1,291 @@
+//! The blocking HTTP client for the sync protocol: identity, snapshot, commit, with typed
+//! errors. Bytes move through a [`Transport`], so tests can drive the server in-process and
+//! inject faults (500s, replies lost after the server applied a commit).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use memoria_shared::protocol::{
+    CommitRequest, CommitResponse, ErrorBody, ErrorCode, IdentityResponse, PROTOCOL_VERSION,
+    SnapshotRequest, SnapshotResponse,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::error::{SyncError, SyncResult};
+
+/// One HTTP request of the protocol.
+#[derive(Debug, Clone)]
+pub struct HttpRequest<'a> {
+    /// `/v1/memory/identity` (GET, no body) or `/v1/memory/snapshot|commit` (POST, JSON).
+    pub path: &'static str,
+    pub body: Option<&'a [u8]>,
+    pub token: &'a str,
+}
+
+/// One HTTP reply.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    /// `Retry-After` in seconds, when present.
+    pub retry_after_s: Option<u64>,
+    pub body: Vec<u8>,
+}
+
+/// Moves bytes to the server and back. `Err` means no reply arrived (the request may or may
+/// not have been applied).
+pub trait Transport: Send + Sync + fmt::Debug {
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String>;
+}
+
+/// The real transport: HTTP(S) with reqwest's blocking client (rustls).
+#[derive(Debug)]
+pub struct HttpTransport {
+    base: String,
+    client: reqwest::blocking::Client,
+}
+
+impl HttpTransport {
+    pub fn new(server: &str) -> SyncResult<HttpTransport> {
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .build()
+            .map_err(|e| SyncError::Transport(e.to_string()))?;
+        Ok(HttpTransport {
+            base: server.trim_end_matches('/').to_owned(),
+            client,
+        })
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String> {
+        let url = format!("{}{}", self.base, req.path);
+        let builder = match req.body {
+            Some(b) => self
+                .client
+                .post(url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(b.to_vec()),
+            None => self.client.get(url),
+        };
+        let resp = builder
+            .bearer_auth(req.token)
+            .send()
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let retry_after_s = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        let body = resp.bytes().map_err(|e| e.to_string())?.to_vec();
+        Ok(HttpReply {
+            status,
+            retry_after_s,
+            body,
+        })
+    }
+}
+
+/// Requests and bytes sent and received, for benchmarks and `sync status`.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    pub requests: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+}
+
+impl Traffic {
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.bytes_sent.load(Ordering::Relaxed),
+            self.bytes_received.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A token, never printed.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(s: impl Into<String>) -> Token {
+        Token(s.into().trim().to_owned())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// The typed protocol client.
+#[derive(Debug, Clone)]
+pub struct SyncClient {
+    transport: Arc<dyn Transport>,
+    token: Token,
+    pub traffic: Arc<Traffic>,
+}
+
+impl SyncClient {
+    pub fn new(transport: Arc<dyn Transport>, token: Token) -> SyncClient {
+        SyncClient {
+            transport,
+            token,
+            traffic: Arc::default(),
+        }
+    }
+
+    pub fn identity(&self) -> SyncResult<IdentityResponse> {
+        let id: IdentityResponse = self.call("/v1/memory/identity", None::<&()>)?;
+        if id.protocol_version > PROTOCOL_VERSION {
+            return Err(SyncError::ProtocolTooNew(id.protocol_version));
+        }
+        Ok(id)
+    }
+
+    pub fn snapshot(&self, req: &SnapshotRequest) -> SyncResult<SnapshotResponse> {
+        self.call("/v1/memory/snapshot", Some(req))
+    }
+
+    pub fn commit(&self, req: &CommitRequest) -> SyncResult<CommitResponse> {
+        self.call("/v1/memory/commit", Some(req))
+    }
+
+    fn call<B: Serialize, R: DeserializeOwned>(
+        &self,
+        path: &'static str,
+        body: Option<&B>,
+    ) -> SyncResult<R> {
+        let bytes = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| SyncError::BadReply(e.to_string()))?;
+        self.traffic.requests.fetch_add(1, Ordering::Relaxed);
+        self.traffic.bytes_sent.fetch_add(
+            bytes.as_ref().map_or(0, |b| b.len() as u64),
+            Ordering::Relaxed,
+        );
+        let reply = self
+            .transport
+            .send(&HttpRequest {
+                path,
+                body: bytes.as_deref(),
+                token: self.token.expose(),
+            })
+            .map_err(SyncError::Transport)?;
+        self.traffic
+            .bytes_received
+            .fetch_add(reply.body.len() as u64, Ordering::Relaxed);
+        if reply.status == 200 {
+            return serde_json::from_slice(&reply.body)
+                .map_err(|e| SyncError::BadReply(format!("{path}: {e}")));
+        }
+        Err(error_of(reply))
+    }
+}
+
+/// Maps a non-200 reply to its typed error.
+fn error_of(reply: HttpReply) -> SyncError {
+    let body: Option<ErrorBody> = serde_json::from_slice(&reply.body).ok();
+    match (reply.status, body) {
+        (409, Some(b)) if b.code == ErrorCode::Stale => SyncError::Stale(b.stale),
+        (429, _) => SyncError::RateLimited {
+            retry_after_s: reply.retry_after_s.unwrap_or(60),
+        },
+        (status, b) => SyncError::Server {
+            status,
+            code: b.as_ref().map(|b| b.code),
+            message: b.map_or_else(
+                || {
+                    String::from_utf8_lossy(&reply.body)
+                        .chars()
+                        .take(200)
+                        .collect()
+                },
+                |b| b.message,
+            ),
+            retry_after_s: reply.retry_after_s,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Debug)]
+    struct Canned(Mutex<Vec<HttpReply>>);
+    impl Transport for Canned {
+        fn send(&self, _: &HttpRequest<'_>) -> Result<HttpReply, String> {
+            self.0.lock().unwrap().pop().ok_or_else(|| "lost".into())
+        }
+    }
+
+    fn client(replies: Vec<HttpReply>) -> SyncClient {
+        SyncClient::new(Arc::new(Canned(Mutex::new(replies))), Token::new("t"))
+    }
+
+    fn reply(status: u16, retry: Option<u64>, body: &str) -> HttpReply {
+        HttpReply {
+            status,
+            retry_after_s: retry,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn typed_errors() {
+        let c = client(vec![
+            reply(503, Some(1), r#"{"code":"contention","message":"retry"}"#),
+            reply(429, Some(7), r#"{"code":"rate_limited","message":"slow"}"#),
+            reply(
+                409,
+                None,
+                r#"{"code":"stale","message":"m","stale":[{"id":"a","currentRevision":"r2"}]}"#,
+            ),
+            reply(
+                401,
+                None,
+                r#"{"code":"unauthorized","message":"sign in again"}"#,
+            ),
+        ]);
+        let e = c.identity().unwrap_err();
+        assert!(e.is_permanent());
+        assert!(e.to_string().contains("sign in again"), "{e}");
+        match c.identity().unwrap_err() {
+            SyncError::Stale(s) => assert_eq!(s[0].current_revision.as_deref(), Some("r2")),
+            e => panic!("{e}"),
+        }
+        let e = c.identity().unwrap_err();
+        assert_eq!(e.retry_after_s(), Some(7));
+        assert!(!e.is_permanent());
+        let e = c.identity().unwrap_err();
+        assert_eq!(e.retry_after_s(), Some(1));
+        assert!(!e.is_permanent());
+        assert!(matches!(c.identity(), Err(SyncError::Transport(_))));
+        assert_eq!(c.traffic.snapshot().0, 5);
+        assert_eq!(format!("{:?}", Token::new("secret")), "Token(<redacted>)");
+    }
+
+    #[test]
+    fn newer_protocol_stops() {
+        let q = serde_json::to_string(&memoria_shared::protocol::Quotas::default()).unwrap();
+        let c = client(vec![reply(
+            200,
+            None,
+            &format!(r#"{{"userId":"a","protocolVersion":99,"quotas":{q}}}"#),
+        )]);
+        assert!(matches!(c.identity(), Err(SyncError::ProtocolTooNew(99))));
+    }
+}

@@ -1,0 +1,122 @@
+//! The sync client's one error type. Messages say what to do; [`SyncError::is_permanent`] tells
+//! the scheduler whether retrying later can help.
+
+use memoria_shared::protocol::{ErrorCode, StaleNote};
+
+/// Everything that can stop a sync pass (or a sync command).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Cloud sync was turned off; nothing is sent until it is turned on.
+    #[error("cloud sync is off: turn it on with `memoria sync on` (local notes keep working)")]
+    Off,
+    /// No server is configured.
+    #[error("not signed in to a sync server: run `memoria sync login --server URL`")]
+    NotSignedIn,
+    /// No token in the keychain nor in `MEMORIA_SYNC_TOKEN`.
+    #[error(
+        "no sync token: run `memoria sync login --server URL` (or set MEMORIA_SYNC_TOKEN where there is no keychain)"
+    )]
+    NoToken,
+    /// The OS keychain could not be used.
+    #[error(
+        "the OS keychain is unavailable ({0}): on a headless machine set MEMORIA_SYNC_TOKEN in the environment instead"
+    )]
+    Keychain(String),
+    /// The scope is pinned to another account or server; sync of it is paused.
+    #[error(
+        "sync of {scope} is paused: it was first synced as `{pinned_user}` on {pinned_server}, but you are signed in as `{user}` on {server}; sign in with the original account, or move the notes by hand (there is no one-click re-point, to keep two accounts' notes apart)"
+    )]
+    Pinned {
+        scope: String,
+        pinned_user: String,
+        pinned_server: String,
+        user: String,
+        server: String,
+    },
+    /// The server speaks a newer protocol.
+    #[error("the sync server speaks protocol {0}, newer than this Memoria: update Memoria")]
+    ProtocolTooNew(u32),
+    /// 429: the account sent too many requests.
+    #[error("the sync server asks to slow down: retrying in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
+    /// 409: notes changed on the server since the snapshot; the pass snapshots again.
+    #[error("{} note(s) changed on the server meanwhile: syncing again", .0.len())]
+    Stale(Vec<StaleNote>),
+    /// The server refused the request.
+    #[error("sync server answered {status} {code:?}: {message}")]
+    Server {
+        status: u16,
+        code: Option<ErrorCode>,
+        message: String,
+        retry_after_s: Option<u64>,
+    },
+    /// The server could not be reached, or the reply was lost.
+    #[error("cannot reach the sync server ({0}): will retry in a minute")]
+    Transport(String),
+    /// A reply that is not what the protocol promises.
+    #[error("unexpected reply from the sync server ({0}): check the server URL")]
+    BadReply(String),
+    /// No conflict is recorded for this note.
+    #[error("no sync conflict for note `{0}`: list them with `memoria conflicts`")]
+    NoConflict(String),
+    /// The scope cannot be synced (domain scopes are local only).
+    #[error("scope {0} is not synced: only user and project scopes are")]
+    NotSyncable(String),
+    /// A batch change (commitFirst) touched notes that are not fully synced, or the server
+    /// refused it because another device changed one of them.
+    #[error("batch change refused: {0}; sync, review the notes, and try again")]
+    BatchRefused(String),
+    /// Reading or writing the sync state failed.
+    #[error("sync state {path}: {reason} (delete the file to start that scope's sync over)")]
+    State { path: String, reason: String },
+    /// A vault operation failed.
+    #[error(transparent)]
+    Engine(#[from] crate::Error),
+}
+
+impl SyncError {
+    /// True when retrying later cannot help without the user doing something.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            SyncError::RateLimited { .. }
+            | SyncError::Stale(_)
+            | SyncError::Transport(_)
+            | SyncError::Engine(_) => false,
+            SyncError::Server { status, .. } => !(*status >= 500 || *status == 408),
+            _ => true,
+        }
+    }
+
+    /// When the scheduler may try again, if the error says so (429, 503).
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            SyncError::RateLimited { retry_after_s } => Some(*retry_after_s),
+            SyncError::Server { retry_after_s, .. } => *retry_after_s,
+            _ => None,
+        }
+    }
+}
+
+pub type SyncResult<T> = std::result::Result<T, SyncError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permanence() {
+        assert!(!SyncError::Transport("x".into()).is_permanent());
+        assert!(!SyncError::RateLimited { retry_after_s: 3 }.is_permanent());
+        let server = |status| SyncError::Server {
+            status,
+            code: None,
+            message: String::new(),
+            retry_after_s: None,
+        };
+        assert!(!server(500).is_permanent());
+        assert!(!server(503).is_permanent());
+        assert!(server(401).is_permanent());
+        assert!(server(413).is_permanent());
+        assert!(SyncError::Off.is_permanent());
+    }
+}

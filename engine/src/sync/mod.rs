@@ -1,0 +1,25 @@
+//! The sync client: a base store of each note as last synced, three-way reconciliation per
+//! note against the sync server's manifest, conflicts held back note by note, resolution, the
+//! on/off switch and account pinning, the token in the OS keychain, and the scheduler.
+//!
+//! It never decides a merge itself (that is `memoria_shared::merge`, pure and tested), never
+//! overwrites a local version without a backup, and never sends a request while sync is off.
+//! The engine never depends on the server crate: requests go through [`client::Transport`].
+
+pub mod base;
+pub mod client;
+pub mod conflict;
+pub mod error;
+pub mod reconcile;
+pub mod resolve;
+pub mod schedule;
+pub mod settings;
+pub mod token;
+
+pub use base::{DownloadCounts, ScopeStatus};
+pub use client::{HttpTransport, SyncClient, Token, Transport};
+pub use conflict::{Conflict, ConflictReason};
+pub use error::{SyncError, SyncResult};
+pub use reconcile::{BatchChange, PassReport, Syncer, synced_scopes};
+pub use resolve::{Keep, Resolved, list_conflicts, resolve};
+pub use settings::{Settings, sync_dir};

@@ -1,0 +1,813 @@
+//! One sync pass over one scope: snapshot (sending the hashes this machine has, and the last
+//! manifest version for a cheap poll), a three-way decision per note with
+//! [`memoria_shared::merge::merge`], backups before any download that changes or deletes a
+//! local note and before every merge, uploads by compare-and-swap commits naming each note's
+//! base revision, and conflicts recorded and held back — each only for its own note.
+//!
+//! Crash safety: every step is idempotent. A local write is made before the base store learns
+//! of it, and the base store only after the server acknowledged; a pass interrupted anywhere
+//! (or a reply lost after the server applied a commit) is finished by the next pass, which sees
+//! the same content on both sides and adopts the server's revision.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use memoria_shared::merge::{MergeOutcome, merge};
+use memoria_shared::note::{FileContext, Note};
+use memoria_shared::protocol::{
+    Change, ChangeOp, CommitRequest, ManifestEntry, ProjectId, Quotas, Scope as WireScope,
+    SnapshotRequest,
+};
+use memoria_shared::{Clock, ContentHash, NoteId};
+use serde::Serialize;
+
+use super::base::{BaseEntry, DownloadCounts, ScopeDir};
+use super::client::SyncClient;
+use super::conflict::{Conflict, ConflictReason};
+use super::error::{SyncError, SyncResult};
+use super::settings::{Settings, sync_dir};
+use crate::backup::BackupReason;
+use crate::index::ListFilter;
+use crate::project::Scope;
+use crate::vault::Engine;
+
+/// How often a pass starts over after a 409 before giving up until the next pass.
+const STALE_RETRIES: usize = 4;
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassReport {
+    pub scope: String,
+    /// The server said nothing changed since the last pass.
+    pub unchanged: bool,
+    pub uploaded: usize,
+    pub download: DownloadCounts,
+    /// Notes merged from both sides.
+    pub merged: usize,
+    /// Conflicts found by this pass.
+    pub new_conflicts: Vec<String>,
+    /// Notes held back (conflicts, refused ids), with the reason.
+    pub held_back: Vec<(String, String)>,
+}
+
+impl PassReport {
+    /// True when the pass changed something on either side.
+    pub fn changed(&self) -> bool {
+        self.uploaded > 0
+            || self.download != DownloadCounts::default()
+            || self.merged > 0
+            || !self.new_conflicts.is_empty()
+    }
+}
+
+/// The wire scope of a vault scope; domain scopes are not synced.
+pub fn wire_scope(scope: &Scope) -> SyncResult<WireScope> {
+    match scope {
+        Scope::User => Ok(WireScope::User),
+        Scope::Project(id) => ProjectId::new(id)
+            .map(WireScope::Project)
+            .map_err(|_| SyncError::NotSyncable(scope.key())),
+        Scope::Domain(_) => Err(SyncError::NotSyncable(scope.key())),
+    }
+}
+
+/// The scopes of `engine` that sync: user, and the current project if any.
+pub fn synced_scopes(engine: &Engine) -> Vec<Scope> {
+    engine
+        .visible_scopes()
+        .into_iter()
+        .filter(|s| !matches!(s, Scope::Domain(_)))
+        .collect()
+}
+
+/// A note file of this machine, as read at the start of the pass.
+#[derive(Debug, Clone)]
+struct LocalNote {
+    rel: String,
+    path: PathBuf,
+    text: String,
+    note: Note,
+    hash: String,
+}
+
+/// Runs sync passes for one home against one server.
+#[derive(Debug)]
+pub struct Syncer {
+    dir: PathBuf,
+    server: String,
+    client: SyncClient,
+    clock: Arc<dyn Clock>,
+    user: Option<String>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Syncer {
+    pub fn new(
+        home_root: &Path,
+        server: &str,
+        client: SyncClient,
+        clock: Arc<dyn Clock>,
+    ) -> Syncer {
+        Syncer {
+            dir: sync_dir(home_root),
+            server: server.trim_end_matches('/').to_owned(),
+            client,
+            clock,
+            user: None,
+            cancel: Arc::default(),
+        }
+    }
+
+    /// A syncer for the signed-in server of `home_root`, over HTTP, with the token from
+    /// `env_token` (`MEMORIA_SYNC_TOKEN`) or the keychain. Refuses while sync is off.
+    pub fn from_settings(
+        home_root: &Path,
+        env_token: Option<String>,
+        clock: Arc<dyn Clock>,
+    ) -> SyncResult<Syncer> {
+        let settings = Settings::load(&sync_dir(home_root))?;
+        let server = settings.server.clone().ok_or(SyncError::NotSignedIn)?;
+        if !settings.is_on() {
+            return Err(SyncError::Off);
+        }
+        let token = super::token::load(home_root, &server, env_token)?;
+        let transport = Arc::new(super::client::HttpTransport::new(&server)?);
+        Ok(Syncer::new(
+            home_root,
+            &server,
+            SyncClient::new(transport, token),
+            clock,
+        ))
+    }
+
+    pub fn client(&self) -> &SyncClient {
+        &self.client
+    }
+
+    /// Setting this flag stops the pass before its next request (turning sync off in this
+    /// process); `sync off` in another process is seen through the settings file.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Refuses to send a request while sync is off, cancelled, or paused by a 429.
+    fn check_on(&self) -> SyncResult<()> {
+        if self.cancel.load(Ordering::SeqCst) {
+            return Err(SyncError::Off);
+        }
+        let s = Settings::load(&self.dir)?;
+        if !s.is_on() {
+            return Err(SyncError::Off);
+        }
+        if let Some(until) = s.paused_until_ms {
+            let now = self.clock.now_ms();
+            if until > now {
+                return Err(SyncError::RateLimited {
+                    retry_after_s: ((until - now) as u64).div_ceil(1000),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn user(&mut self) -> SyncResult<String> {
+        if let Some(u) = &self.user {
+            return Ok(u.clone());
+        }
+        self.check_on()?;
+        let id = self.client.identity()?;
+        self.user = Some(id.user_id.clone());
+        Ok(id.user_id)
+    }
+
+    /// Syncs every synced scope of `engine`; one scope's failure does not stop the others.
+    pub fn sync_all(&mut self, engine: &mut Engine) -> Vec<(Scope, SyncResult<PassReport>)> {
+        synced_scopes(engine)
+            .into_iter()
+            .map(|s| {
+                let r = self.sync_scope(engine, &s);
+                (s, r)
+            })
+            .collect()
+    }
+
+    /// One pass over `scope`, recording its status (last synced, error naming the scope, what
+    /// the download brought) for `sync status`.
+    pub fn sync_scope(&mut self, engine: &mut Engine, scope: &Scope) -> SyncResult<PassReport> {
+        let key = scope.key();
+        let sd = ScopeDir::new(&self.dir, &key);
+        let result = self.sync_scope_inner(engine, scope, &sd);
+        let now = self.clock.now_ms();
+        if let Err(SyncError::RateLimited { retry_after_s }) = &result {
+            let until = now + *retry_after_s as i64 * 1000;
+            Settings::update(&self.dir, |s| {
+                s.paused_until_ms = Some(s.paused_until_ms.unwrap_or(0).max(until))
+            })?;
+        }
+        let status = sd.update_status(|st| match &result {
+            Ok(r) => {
+                st.last_synced_ms = Some(now);
+                st.last_error = None;
+                if r.download != DownloadCounts::default() {
+                    st.last_download = r.download;
+                }
+                st.held_back = r.held_back.iter().map(|(id, _)| id.clone()).collect();
+            }
+            Err(e) => st.last_error = Some(format!("{key}: {e}")),
+        });
+        let report = result?;
+        status?;
+        Ok(report)
+    }
+
+    fn sync_scope_inner(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        sd: &ScopeDir,
+    ) -> SyncResult<PassReport> {
+        let wire = wire_scope(scope)?;
+        self.check_on()?;
+        let user = self.user()?;
+        let now = self.clock.now_ms();
+        Settings::update(&self.dir, |s| {
+            s.check_pin(&scope.key(), &self.server, &user, now)
+        })??;
+        let mut last = None;
+        for _ in 0..STALE_RETRIES {
+            match self.pass(engine, scope, &wire, sd) {
+                Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
+                other => return other,
+            }
+        }
+        Err(last.unwrap_or(SyncError::Stale(Vec::new())))
+    }
+
+    fn pass(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        wire: &WireScope,
+        sd: &ScopeDir,
+    ) -> SyncResult<PassReport> {
+        let mut report = PassReport {
+            scope: scope.key(),
+            ..PassReport::default()
+        };
+        let mut state = sd.load_state()?;
+        engine.refresh_scope(scope)?;
+        let (local, refused) = read_local(engine, scope)?;
+        let base: BTreeMap<String, (BaseEntry, Option<(Note, String)>)> = state
+            .base
+            .iter()
+            .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
+            .collect();
+        let conflicts: BTreeMap<String, Conflict> = sd
+            .conflicts()?
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+
+        // Every body this machine holds, by hash: the server need not send them.
+        let mut texts: HashMap<String, String> = HashMap::new();
+        for (e, b) in base.values() {
+            if let Some((_, text)) = b {
+                texts.insert(e.hash.clone(), text.clone());
+            }
+        }
+        for l in local.values() {
+            texts.insert(l.hash.clone(), l.text.clone());
+        }
+        let mut have: BTreeSet<String> = texts.keys().cloned().collect();
+
+        self.check_on()?;
+        let mut resp = self.client.snapshot(&SnapshotRequest {
+            scope: wire.clone(),
+            have: hashes(&have),
+            known_manifest: state.manifest_version.clone(),
+        })?;
+        let quotas: Quotas = resp.quotas;
+        let (remote, manifest_version) = if resp.unchanged {
+            report.unchanged = true;
+            (state.remote.clone(), state.manifest_version.clone())
+        } else {
+            loop {
+                for b in std::mem::take(&mut resp.bodies) {
+                    have.insert(b.hash.as_str().to_owned());
+                    texts.insert(b.hash.as_str().to_owned(), b.body);
+                }
+                if !resp.more {
+                    break;
+                }
+                self.check_on()?;
+                resp = self.client.snapshot(&SnapshotRequest {
+                    scope: wire.clone(),
+                    have: hashes(&have),
+                    known_manifest: None,
+                })?;
+            }
+            (resp.notes, resp.manifest_version)
+        };
+        let remote_map: BTreeMap<String, ManifestEntry> = remote
+            .iter()
+            .map(|e| (e.id.as_str().to_owned(), e.clone()))
+            .collect();
+
+        let ids: BTreeSet<String> = base
+            .keys()
+            .chain(local.keys())
+            .chain(remote_map.keys())
+            .cloned()
+            .collect();
+        let mut incomplete = false;
+        let mut uploads: Vec<(Change, Option<(String, String)>)> = Vec::new();
+        for id in ids {
+            if let Some(reason) = refused.get(&id) {
+                report.held_back.push((id, reason.clone()));
+                continue;
+            }
+            if conflicts.contains_key(&id) {
+                report.held_back.push((id, "conflict".into()));
+                continue;
+            }
+            let b = base.get(&id);
+            let base_note = b.and_then(|(_, n)| n.as_ref());
+            if b.is_some() && base_note.is_none() {
+                // The base body is gone: merge without it (a both-sided change conflicts).
+                incomplete = true;
+            }
+            let loc = local.get(&id);
+            let rem = remote_map.get(&id);
+            let theirs: Option<(Note, String)> = match rem {
+                Some(e) if !e.deleted => {
+                    match e.hash.as_ref().and_then(|h| texts.get(h.as_str())) {
+                        Some(text) => match parse_as(&id, text) {
+                            Some(n) if Some(&n.content_hash()) == e.hash.as_ref() => {
+                                Some((n, text.clone()))
+                            }
+                            _ => {
+                                incomplete = true;
+                                continue;
+                            }
+                        },
+                        None => {
+                            incomplete = true;
+                            continue;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let base_hash = b.map(|(e, _)| e.hash.clone());
+            let local_hash = loc.map(|l| l.hash.clone());
+            let remote_same = match (b, rem) {
+                (Some((e, _)), Some(r)) => e.revision == r.revision && !r.deleted,
+                (None, None) => true,
+                (None, Some(r)) => r.deleted,
+                (Some(_), None) => false,
+            };
+            if remote_same && local_hash == base_hash {
+                continue;
+            }
+            if let Some(l) = loc
+                && b.is_some()
+                && rem.is_none()
+                && local_hash != base_hash
+            {
+                // Edited here while its tombstone expired on the server: the user decides.
+                let c = Conflict {
+                    scope: scope.key(),
+                    id: id.clone(),
+                    reason: ConflictReason::VanishedWhileEdited,
+                    found_at_ms: self.clock.now_ms(),
+                    cloud_revision: None,
+                    cloud: None,
+                    local: Some(l.text.clone()),
+                    base: base_note.map(|(_, t)| t.clone()),
+                };
+                sd.put_conflict(&c)?;
+                report.new_conflicts.push(id.clone());
+                report.held_back.push((id, "conflict".into()));
+                continue;
+            }
+            let outcome = merge(
+                base_note.map(|(n, _)| n),
+                loc.map(|l| &l.note),
+                theirs.as_ref().map(|(n, _)| n),
+                quotas.body_bytes as usize,
+            );
+            let result = match outcome {
+                MergeOutcome::Conflict(kinds) => {
+                    let c = Conflict {
+                        scope: scope.key(),
+                        id: id.clone(),
+                        reason: ConflictReason::Merge(kinds),
+                        found_at_ms: self.clock.now_ms(),
+                        cloud_revision: rem.map(|r| r.revision.clone()),
+                        cloud: theirs.as_ref().map(|(_, t)| t.clone()),
+                        local: loc.map(|l| l.text.clone()),
+                        base: base_note.map(|(_, t)| t.clone()),
+                    };
+                    sd.put_conflict(&c)?;
+                    report.new_conflicts.push(id.clone());
+                    report.held_back.push((id, "conflict".into()));
+                    continue;
+                }
+                MergeOutcome::Clean(result) => result,
+            };
+            let result_hash = result
+                .as_ref()
+                .map(|n| n.content_hash().as_str().to_owned());
+            let theirs_hash = theirs
+                .as_ref()
+                .map(|(n, _)| n.content_hash().as_str().to_owned());
+            if result_hash == theirs_hash {
+                // The cloud's version wins as it is: download when this machine differs.
+                if local_hash != result_hash {
+                    let new = theirs.as_ref().map(|(n, _)| n);
+                    let reason = loc.map(|_| BackupReason::SyncDownload);
+                    if !write_local(engine, scope, &id, loc, new, reason)? {
+                        incomplete = true;
+                        continue;
+                    }
+                    match (loc, new) {
+                        (None, Some(_)) => report.download.added += 1,
+                        (Some(_), None) => report.download.deleted += 1,
+                        _ => report.download.changed += 1,
+                    }
+                }
+                match (rem, &theirs) {
+                    (Some(r), Some((n, text))) => {
+                        let hash = n.content_hash().as_str().to_owned();
+                        sd.put_body(&id, &hash, text)?;
+                        state.base.insert(
+                            id.clone(),
+                            BaseEntry {
+                                revision: r.revision.clone(),
+                                hash,
+                            },
+                        );
+                    }
+                    _ => {
+                        state.base.remove(&id);
+                    }
+                }
+                continue;
+            }
+            // This machine's (or the merged) version goes up.
+            if local_hash != result_hash {
+                // Both sides changed: back up both versions, then write the merge here.
+                if let Some((_, text)) = &theirs {
+                    let rel = loc.map_or_else(|| format!("{id}.md"), |l| l.rel.clone());
+                    engine.backup_bytes(scope, &id, &rel, text.as_bytes(), BackupReason::Merge)?;
+                }
+                if !write_local(
+                    engine,
+                    scope,
+                    &id,
+                    loc,
+                    result.as_ref(),
+                    Some(BackupReason::Merge),
+                )? {
+                    incomplete = true;
+                    continue;
+                }
+                report.merged += 1;
+            }
+            let base_revision = rem.map(|r| r.revision.clone());
+            match &result {
+                Some(n) => {
+                    let file = n.serialize();
+                    if file.len() > quotas.body_bytes as usize {
+                        report.held_back.push((
+                            id,
+                            format!(
+                                "{} bytes, over the server's {} byte limit: split the note",
+                                file.len(),
+                                quotas.body_bytes
+                            ),
+                        ));
+                        continue;
+                    }
+                    let hash = n.content_hash();
+                    uploads.push((
+                        Change {
+                            id: n.id.clone(),
+                            op: ChangeOp::Put,
+                            base_revision,
+                            body: Some(file.clone()),
+                            hash: Some(hash.clone()),
+                        },
+                        Some((file, hash.as_str().to_owned())),
+                    ));
+                }
+                None => uploads.push((
+                    Change {
+                        id: NoteId::new(&id).map_err(crate::Error::from)?,
+                        op: ChangeOp::Delete,
+                        base_revision,
+                        body: None,
+                        hash: None,
+                    },
+                    None,
+                )),
+            }
+        }
+        // Downloads are in the vault; remember them before uploading.
+        sd.save_state(&state)?;
+
+        let per_commit = (quotas.changes_per_commit as usize).max(1);
+        for chunk in uploads.chunks(per_commit) {
+            self.check_on()?;
+            let resp = self.client.commit(&CommitRequest {
+                scope: wire.clone(),
+                changes: chunk.iter().map(|(c, _)| c.clone()).collect(),
+            })?;
+            for (applied, (change, file)) in resp.applied.iter().zip(chunk) {
+                let id = change.id.as_str().to_owned();
+                match file {
+                    Some((text, hash)) => {
+                        sd.put_body(&id, hash, text)?;
+                        state.base.insert(
+                            id,
+                            BaseEntry {
+                                revision: applied.revision.clone(),
+                                hash: hash.clone(),
+                            },
+                        );
+                    }
+                    None => {
+                        state.base.remove(&id);
+                    }
+                }
+            }
+            report.uploaded += chunk.len();
+            // Others may have committed too: the next pass takes a full snapshot.
+            state.manifest_version = None;
+            sd.save_state(&state)?;
+        }
+        if uploads.is_empty() && !incomplete {
+            state.manifest_version = manifest_version;
+            state.remote = remote;
+        } else {
+            state.manifest_version = None;
+        }
+        sd.save_state(&state)?;
+        sd.prune_bodies(&state)?;
+        Ok(report)
+    }
+}
+
+/// One change of a batch nobody reviews note by note (a review-queue merge, consolidation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchChange {
+    /// Create or replace the note.
+    Put(Box<Note>),
+    /// Delete the note.
+    Delete(String),
+}
+
+impl BatchChange {
+    fn id(&self) -> &str {
+        match self {
+            BatchChange::Put(n) => n.id.as_str(),
+            BatchChange::Delete(id) => id,
+        }
+    }
+}
+
+impl Syncer {
+    /// commitFirst: a batch change goes to the server before it is written here. Every note it
+    /// touches must be fully synced (this machine's version is its base, no conflict); the
+    /// commit names those base revisions, so a change from another device in between makes the
+    /// server refuse the whole batch, and then nothing is written locally. Returns the number of
+    /// changes applied.
+    pub fn commit_first(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        batch: &[BatchChange],
+    ) -> SyncResult<usize> {
+        let wire = wire_scope(scope)?;
+        self.check_on()?;
+        let user = self.user()?;
+        let now = self.clock.now_ms();
+        Settings::update(&self.dir, |s| {
+            s.check_pin(&scope.key(), &self.server, &user, now)
+        })??;
+        let sd = ScopeDir::new(&self.dir, &scope.key());
+        let mut state = sd.load_state()?;
+        engine.refresh_scope(scope)?;
+        let (local, refused) = read_local(engine, scope)?;
+        let mut changes = Vec::new();
+        for ch in batch {
+            let id = ch.id();
+            if refused.contains_key(id) || sd.conflict(id)?.is_some() {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` is held back by sync"
+                )));
+            }
+            let base = state.base.get(id);
+            if base.map(|b| &b.hash) != local.get(id).map(|l| &l.hash) {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` has changes not synced yet"
+                )));
+            }
+            let base_revision = base.map(|b| b.revision.clone()).or_else(|| {
+                state
+                    .remote
+                    .iter()
+                    .find(|e| e.id.as_str() == id && e.deleted)
+                    .map(|e| e.revision.clone())
+            });
+            changes.push(match ch {
+                BatchChange::Put(n) => Change {
+                    id: n.id.clone(),
+                    op: ChangeOp::Put,
+                    base_revision,
+                    body: Some(n.serialize()),
+                    hash: Some(n.content_hash()),
+                },
+                BatchChange::Delete(id) => Change {
+                    id: NoteId::new(id).map_err(crate::Error::from)?,
+                    op: ChangeOp::Delete,
+                    base_revision,
+                    body: None,
+                    hash: None,
+                },
+            });
+        }
+        self.check_on()?;
+        let resp = match self.client.commit(&CommitRequest {
+            scope: wire,
+            changes,
+        }) {
+            Err(SyncError::Stale(stale)) => {
+                let ids: Vec<&str> = stale.iter().map(|s| s.id.as_str()).collect();
+                return Err(SyncError::BatchRefused(format!(
+                    "another device changed {} meanwhile",
+                    ids.join(", ")
+                )));
+            }
+            other => other?,
+        };
+        for (ch, applied) in batch.iter().zip(&resp.applied) {
+            let id = ch.id();
+            let new = match ch {
+                BatchChange::Put(n) => Some(&**n),
+                BatchChange::Delete(_) => None,
+            };
+            // A local edit that raced in stays; the next pass merges it over the new base.
+            write_local(
+                engine,
+                scope,
+                id,
+                local.get(id),
+                new,
+                Some(BackupReason::Merge),
+            )?;
+            match new {
+                Some(n) => {
+                    let hash = n.content_hash().as_str().to_owned();
+                    sd.put_body(id, &hash, &n.serialize())?;
+                    state.base.insert(
+                        id.to_owned(),
+                        BaseEntry {
+                            revision: applied.revision.clone(),
+                            hash,
+                        },
+                    );
+                }
+                None => {
+                    state.base.remove(id);
+                }
+            }
+        }
+        state.manifest_version = None;
+        sd.save_state(&state)?;
+        Ok(resp.applied.len())
+    }
+}
+
+fn hashes(set: &BTreeSet<String>) -> Vec<ContentHash> {
+    set.iter().filter_map(|h| ContentHash::parse(h)).collect()
+}
+
+/// Parses a note file received for `id`; `None` when it is not that note.
+fn parse_as(id: &str, text: &str) -> Option<Note> {
+    let rel = format!("{id}.md");
+    Note::parse(
+        text,
+        FileContext {
+            relative_path: &rel,
+        },
+    )
+    .ok()
+    .filter(|n| n.id.as_str() == id)
+}
+
+/// The scope's notes, and the ids refused before upload (with the reason).
+#[allow(clippy::type_complexity)]
+fn read_local(
+    engine: &Engine,
+    scope: &Scope,
+) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
+    let rows = engine.index().list(&ListFilter {
+        scopes: vec![scope.key()],
+        note_type: None,
+        tag: None,
+    })?;
+    let mut by_id: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for r in rows {
+        by_id.entry(r.id.clone()).or_default().push(r);
+    }
+    let mut local = BTreeMap::new();
+    let mut refused = BTreeMap::new();
+    for (id, rows) in by_id {
+        if rows.len() > 1 {
+            let files: Vec<&str> = rows.iter().map(|r| r.rel_path.as_str()).collect();
+            refused.insert(
+                id,
+                format!(
+                    "several files claim this id ({}; names differing only in case are one file on macOS and Windows): rename all but one",
+                    files.join(", ")
+                ),
+            );
+            continue;
+        }
+        let row = &rows[0];
+        if let Some(e) = &row.error {
+            refused.insert(id, format!("frontmatter error ({e}): fix the file"));
+            continue;
+        }
+        let path = PathBuf::from(&row.path);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(note) = Note::parse(
+            &text,
+            FileContext {
+                relative_path: &row.rel_path,
+            },
+        ) else {
+            refused.insert(id, "the file does not parse: fix it".into());
+            continue;
+        };
+        let hash = note.content_hash().as_str().to_owned();
+        local.insert(
+            id,
+            LocalNote {
+                rel: row.rel_path.clone(),
+                path,
+                text,
+                note,
+                hash,
+            },
+        );
+    }
+    Ok((local, refused))
+}
+
+/// Replaces (or removes, or creates) a local note under the scope lock, if the file is still
+/// what the pass read; backs the current file up first under `reason`. `false` when the file
+/// changed meanwhile (the next pass handles it).
+fn write_local(
+    engine: &mut Engine,
+    scope: &Scope,
+    id: &str,
+    current: Option<&LocalNote>,
+    new: Option<&Note>,
+    reason: Option<BackupReason>,
+) -> SyncResult<bool> {
+    let _lock = engine.lock_scope(scope)?;
+    let dir = engine.scope_dir(scope)?;
+    match current {
+        Some(l) => {
+            if std::fs::read_to_string(&l.path).ok().as_deref() != Some(l.text.as_str()) {
+                return Ok(false);
+            }
+            if let Some(reason) = reason {
+                engine.backup_bytes(scope, id, &l.rel, l.text.as_bytes(), reason)?;
+            }
+            match new {
+                Some(n) => {
+                    engine.put_note(scope, &l.rel, n)?;
+                }
+                None => engine.remove_note_file(&l.path)?,
+            }
+        }
+        None => {
+            let rel = format!("{id}.md");
+            if dir.join(&rel).exists() {
+                return Ok(false);
+            }
+            if let Some(n) = new {
+                engine.put_note(scope, &rel, n)?;
+            }
+        }
+    }
+    Ok(true)
+}

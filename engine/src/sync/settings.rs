@@ -1,0 +1,162 @@
+//! Sync settings under `$MEMORIA_HOME/sync/settings.json`: on/off, the server, and each scope's
+//! pin (the first account + server it synced with). Written atomically under a lock so the CLI,
+//! the desktop app and MCP servers sharing one home never lose each other's changes. The token
+//! is never here (see [`super::token`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{SyncError, SyncResult};
+use crate::fsx::{self, FileLock};
+
+/// The persisted settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// `None` until the first sign-in turns sync on; `Some(false)` once turned off, which then
+    /// survives restarts and later sign-ins.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Base URL of the sync server.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Scope key → the account and server it is pinned to.
+    #[serde(default)]
+    pub pins: BTreeMap<String, Pin>,
+    /// After a 429, no request before this time (ms), for every scope.
+    #[serde(default)]
+    pub paused_until_ms: Option<i64>,
+}
+
+/// The account and server a scope first synced with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pin {
+    pub server: String,
+    pub user_id: String,
+    pub pinned_at_ms: i64,
+}
+
+/// `$MEMORIA_HOME/sync`.
+pub fn sync_dir(home_root: &Path) -> PathBuf {
+    home_root.join("sync")
+}
+
+impl Settings {
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("settings.json")
+    }
+
+    /// Reads the settings (defaults when there are none yet).
+    pub fn load(dir: &Path) -> SyncResult<Settings> {
+        read_json(&Self::path(dir)).map(Option::unwrap_or_default)
+    }
+
+    /// Loads, changes and saves the settings under the settings lock.
+    pub fn update<T>(dir: &Path, f: impl FnOnce(&mut Settings) -> T) -> SyncResult<T> {
+        let _lock = FileLock::acquire(&dir.join("settings.lock"))?;
+        let mut s = Self::load(dir)?;
+        let out = f(&mut s);
+        write_json(&Self::path(dir), &s)?;
+        Ok(out)
+    }
+
+    /// Whether sync may send requests.
+    pub fn is_on(&self) -> bool {
+        self.enabled == Some(true)
+    }
+
+    /// Pins `scope` to (`server`, `user`) on first use; refuses a different account or server.
+    pub fn check_pin(
+        &mut self,
+        scope: &str,
+        server: &str,
+        user: &str,
+        now_ms: i64,
+    ) -> SyncResult<()> {
+        match self.pins.get(scope) {
+            None => {
+                self.pins.insert(
+                    scope.to_owned(),
+                    Pin {
+                        server: server.to_owned(),
+                        user_id: user.to_owned(),
+                        pinned_at_ms: now_ms,
+                    },
+                );
+                Ok(())
+            }
+            Some(p) if p.server == server && p.user_id == user => Ok(()),
+            Some(p) => Err(SyncError::Pinned {
+                scope: scope.to_owned(),
+                pinned_user: p.user_id.clone(),
+                pinned_server: p.server.clone(),
+                user: user.to_owned(),
+                server: server.to_owned(),
+            }),
+        }
+    }
+}
+
+/// Reads a JSON file; `None` when it does not exist.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> SyncResult<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| SyncError::State {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SyncError::State {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Writes a JSON file atomically.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> SyncResult<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| SyncError::State {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    fsx::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_persist_and_off_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Settings::load(dir.path()).unwrap(), Settings::default());
+        Settings::update(dir.path(), |s| {
+            s.enabled = Some(false);
+            s.server = Some("http://x".into());
+        })
+        .unwrap();
+        let s = Settings::load(dir.path()).unwrap();
+        assert!(!s.is_on());
+        assert_eq!(s.server.as_deref(), Some("http://x"));
+    }
+
+    #[test]
+    fn pins_refuse_another_account_or_server() {
+        let mut s = Settings::default();
+        s.check_pin("user", "http://a", "alice", 1).unwrap();
+        s.check_pin("user", "http://a", "alice", 2).unwrap();
+        assert_eq!(s.pins["user"].pinned_at_ms, 1);
+        let e = s.check_pin("user", "http://a", "bob", 3).unwrap_err();
+        assert!(e.to_string().contains("paused"), "{e}");
+        assert!(matches!(
+            s.check_pin("user", "http://b", "alice", 3),
+            Err(SyncError::Pinned { .. })
+        ));
+        s.check_pin("project:p", "http://b", "bob", 3).unwrap();
+    }
+}

@@ -1,0 +1,690 @@
+//! Randomized convergence: N devices do random creates, edits, deletes and tag changes offline
+//! and sync in random order against the sync server's router driven in-process, with injected
+//! faults — server 500s, replies lost after the server applied a request, compare-and-swap races
+//! (another device commits in the middle of a pass), and devices killed mid-sync and restarted.
+//! At quiescence (conflicts resolved with "keep both") every replica is identical and every
+//! edit a device offered to sync is present in a note or in some device's backups.
+//!
+//! Seeded and reproducible: a failure prints its seed; `MEMORIA_SYNC_SEED=S` reruns one seed,
+//! `MEMORIA_SYNC_SEEDS=N` runs N seeds (the normal run is bounded).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use axum::body::Body;
+use memoria_engine::sync::client::{HttpReply, HttpRequest};
+use memoria_engine::sync::{Keep, Settings, SyncClient, Syncer, Token, Transport};
+use memoria_engine::vault::OpenOptions;
+use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
+use memoria_shared::FixedClock;
+use memoria_shared::note::{FileContext, Note};
+use memoria_shared::protocol::Quotas;
+use memoria_sync_server::config::RateLimit;
+use memoria_sync_server::layout::UserId;
+use memoria_sync_server::store::fs::FsStore;
+use memoria_sync_server::{AppState, ObjectStore, SeededRandom, router};
+use tower::ServiceExt;
+
+/// splitmix64: small, seedable, good enough to pick operations.
+#[derive(Debug)]
+struct Rng(AtomicU64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(AtomicU64::new(seed))
+    }
+    fn next(&self) -> u64 {
+        let mut z = self
+            .0
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The server's router, called in-process.
+#[derive(Debug)]
+struct InProcess {
+    rt: tokio::runtime::Runtime,
+    router: axum::Router,
+}
+
+impl InProcess {
+    fn call(&self, req: &HttpRequest<'_>) -> HttpReply {
+        let mut b = axum::http::Request::builder()
+            .uri(req.path)
+            .header("authorization", format!("Bearer {}", req.token));
+        let body = match req.body {
+            Some(bytes) => {
+                b = b.method("POST").header("content-type", "application/json");
+                Body::from(bytes.to_vec())
+            }
+            None => {
+                b = b.method("GET");
+                Body::empty()
+            }
+        };
+        let resp = self
+            .rt
+            .block_on(self.router.clone().oneshot(b.body(body).unwrap()))
+            .unwrap();
+        let status = resp.status().as_u16();
+        let retry_after_s = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let body = self
+            .rt
+            .block_on(axum::body::to_bytes(resp.into_body(), usize::MAX))
+            .unwrap()
+            .to_vec();
+        HttpReply {
+            status,
+            retry_after_s,
+            body,
+        }
+    }
+}
+
+type Devices = Vec<Mutex<Option<Device>>>;
+
+/// Faults between one device and the server.
+#[derive(Debug)]
+struct Faulty {
+    server: Arc<InProcess>,
+    rng: Arc<Rng>,
+    faults: Arc<AtomicBool>,
+    racing: Arc<AtomicBool>,
+    devices: Mutex<Weak<Devices>>,
+    me: usize,
+    /// Set when this device "died": every request fails until it restarts.
+    killed: AtomicBool,
+}
+
+impl Transport for Faulty {
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String> {
+        if self.killed.load(Ordering::SeqCst) {
+            return Err("process killed".into());
+        }
+        let faults = self.faults.load(Ordering::SeqCst);
+        if faults && self.rng.chance(8) {
+            return Ok(HttpReply {
+                status: 500,
+                retry_after_s: None,
+                body: br#"{"code":"internal","message":"injected"}"#.to_vec(),
+            });
+        }
+        if faults
+            && req.path.ends_with("commit")
+            && self.rng.chance(20)
+            && !self.racing.swap(true, Ordering::SeqCst)
+        {
+            // A CAS race: another device syncs between this pass's snapshot and its commit.
+            let devices = self.devices.lock().unwrap().upgrade();
+            if let Some(devices) = devices {
+                let other = self.rng.below(devices.len() as u64) as usize;
+                if other != self.me
+                    && let Ok(mut slot) = devices[other].try_lock()
+                    && let Some(d) = slot.as_mut()
+                {
+                    let _ = d.syncer.sync_scope(&mut d.engine, &Scope::User);
+                }
+            }
+            self.racing.store(false, Ordering::SeqCst);
+        }
+        let reply = self.server.call(req);
+        if faults && self.rng.chance(6) {
+            // The server applied the request; the reply never arrived.
+            return Err("reply lost".into());
+        }
+        if faults && self.rng.chance(3) {
+            self.killed.store(true, Ordering::SeqCst);
+            return Err("process killed".into());
+        }
+        Ok(reply)
+    }
+}
+
+#[derive(Debug)]
+struct Device {
+    home: PathBuf,
+    engine: Engine,
+    syncer: Syncer,
+    transport: Arc<Faulty>,
+}
+
+struct Sim {
+    server: Arc<InProcess>,
+    rng: Arc<Rng>,
+    faults: Arc<AtomicBool>,
+    racing: Arc<AtomicBool>,
+    clock: Arc<FixedClock>,
+    token: String,
+    devices: Arc<Devices>,
+}
+
+const SERVER: &str = "http://in-process";
+const IDS: [&str; 6] = ["n0", "n1", "n2", "n3", "n4", "n5"];
+const WORDS: [&str; 8] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel",
+];
+
+impl Sim {
+    fn open(&self, home: &Path, me: usize) -> Device {
+        let engine = Engine::open(OpenOptions {
+            home: Some(home.to_path_buf()),
+            project_dir: None,
+            clock: self.clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let transport = Arc::new(Faulty {
+            server: self.server.clone(),
+            rng: self.rng.clone(),
+            faults: self.faults.clone(),
+            racing: self.racing.clone(),
+            devices: Mutex::new(Arc::downgrade(&self.devices)),
+            me,
+            killed: AtomicBool::new(false),
+        });
+        let client = SyncClient::new(transport.clone(), Token::new(&self.token));
+        let syncer = Syncer::new(home, SERVER, client, self.clock.clone());
+        Device {
+            home: home.to_path_buf(),
+            engine,
+            syncer,
+            transport,
+        }
+    }
+
+    fn line(&self) -> String {
+        let n = 1 + self.rng.below(3);
+        (0..n)
+            .map(|_| WORDS[self.rng.below(WORDS.len() as u64) as usize])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn body(&self) -> String {
+        (0..2 + self.rng.below(4))
+            .map(|_| self.line() + "\n")
+            .collect()
+    }
+
+    /// One random offline change on device `d`; returns the content it built on (edited or
+    /// deleted), which the user thereby superseded.
+    fn change(&self, d: &mut Device) -> Option<String> {
+        let id = IDS[self.rng.below(IDS.len() as u64) as usize];
+        let exists = d.engine.resolve(id, Some(&Scope::User)).is_ok();
+        if !exists {
+            let _ = d.engine.add(NewNote {
+                summary: format!("{id} {}", self.line()),
+                body: self.body(),
+                tags: vec![WORDS[self.rng.below(4) as usize].to_owned()],
+                scope: Some(ScopeChoice::User),
+                id: Some(id.to_owned()),
+                ..Default::default()
+            });
+            return None;
+        }
+        let view = d.engine.show(id, Some(&Scope::User)).unwrap();
+        let before = view.indexed.hash.clone();
+        let note = view.note?;
+        let mut edit = NoteEdit::default();
+        match self.rng.below(10) {
+            0 => {
+                d.engine.forget(id, Some(&Scope::User)).unwrap();
+                return before;
+            }
+            1 => edit.summary = Some(format!("{id} {}", self.line())),
+            2 | 3 => {
+                let mut tags = note.tags.clone();
+                let t = WORDS[self.rng.below(WORDS.len() as u64) as usize].to_owned();
+                if let Some(i) = tags.iter().position(|x| *x == t) {
+                    tags.remove(i);
+                } else {
+                    tags.push(t);
+                }
+                edit.tags = Some(tags);
+            }
+            _ => {
+                let mut lines: Vec<String> = note.body.lines().map(String::from).collect();
+                let at = self.rng.below(lines.len() as u64 + 1) as usize;
+                match self.rng.below(3) {
+                    0 if at < lines.len() => lines[at] = self.line(),
+                    1 if at < lines.len() && lines.len() > 1 => {
+                        lines.remove(at);
+                    }
+                    _ => lines.insert(at, self.line()),
+                }
+                edit.body = Some(lines.join("\n") + "\n");
+            }
+        }
+        let _ = d.engine.edit(id, Some(&Scope::User), edit);
+        before
+    }
+
+    /// Content hashes of the user scope's notes, by id.
+    fn replica(d: &mut Device) -> BTreeMap<String, String> {
+        d.engine.rescan(true).unwrap();
+        d.engine
+            .list(Some(&Scope::User), None, None)
+            .unwrap()
+            .into_iter()
+            .map(|n| (n.id, n.hash.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Content hashes of every backup of a home.
+    fn backed_up(home: &Path) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for e in std::fs::read_dir(home.join("backups"))
+            .into_iter()
+            .flatten()
+        {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                if let Ok(n) = Note::parse(
+                    &text,
+                    FileContext {
+                        relative_path: "x.md",
+                    },
+                ) {
+                    out.insert(n.content_hash().as_str().to_owned());
+                }
+            }
+        }
+        out
+    }
+}
+
+fn run_seed(seed: u64, n_devices: usize, steps: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
+    let settings = memoria_sync_server::Settings {
+        quotas: Quotas {
+            changes_per_commit: 2,
+            ..Quotas::default()
+        },
+        rate_limit: RateLimit {
+            burst: u32::MAX / 2,
+            per_minute: u32::MAX / 2,
+        },
+        ..Default::default()
+    };
+    let server_clock = Arc::new(FixedClock::new(1_800_000_000_000));
+    let rng_server = Arc::new(SeededRandom::new(seed));
+    let state = AppState::new(&settings, store.clone(), server_clock, rng_server.clone());
+    let token = rt
+        .block_on(memoria_sync_server::auth::create_token(
+            store.as_ref(),
+            rng_server.as_ref(),
+            &UserId::new("alice").unwrap(),
+            0,
+        ))
+        .unwrap();
+    let server = Arc::new(InProcess {
+        rt,
+        router: router(state),
+    });
+    let clock = Arc::new(FixedClock::new(1_800_000_000_000));
+    let sim = Sim {
+        server,
+        rng: Arc::new(Rng::new(seed)),
+        faults: Arc::new(AtomicBool::new(true)),
+        racing: Arc::new(AtomicBool::new(false)),
+        clock,
+        token,
+        devices: Arc::new((0..n_devices).map(|_| Mutex::new(None)).collect()),
+    };
+    for i in 0..n_devices {
+        let home = root.join(format!("device-{i}"));
+        Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
+            s.enabled = Some(true);
+            s.server = Some(SERVER.into());
+        })
+        .unwrap();
+        *sim.devices[i].lock().unwrap() = Some(sim.open(&home, i));
+    }
+    // Every version a device offered to sync (its notes when a pass starts), and the versions
+    // a user edited or deleted (those may go: a person built on them).
+    let mut offered: BTreeSet<String> = BTreeSet::new();
+    let mut superseded: BTreeSet<String> = BTreeSet::new();
+    let sync = |i: usize, offered: &mut BTreeSet<String>| {
+        let mut slot = sim.devices[i].lock().unwrap();
+        let d = slot.as_mut().unwrap();
+        offered.extend(Sim::replica(d).into_values());
+        let changed = d
+            .syncer
+            .sync_scope(&mut d.engine, &Scope::User)
+            .map_or(true, |r| r.changed());
+        if d.transport.killed.load(Ordering::SeqCst) {
+            // Restart the "killed" process from its home.
+            let home = d.home.clone();
+            *slot = None;
+            *slot = Some(sim.open(&home, i));
+        }
+        changed
+    };
+
+    for _ in 0..steps {
+        sim.clock.advance(1_000);
+        let i = sim.rng.below(n_devices as u64) as usize;
+        if sim.rng.chance(60) {
+            let mut slot = sim.devices[i].lock().unwrap();
+            superseded.extend(sim.change(slot.as_mut().unwrap()));
+        } else {
+            sync(i, &mut offered);
+        }
+    }
+
+    // Quiescence: no more faults; sync round-robin, resolving conflicts by keeping both.
+    sim.faults.store(false, Ordering::SeqCst);
+    let mut settled = false;
+    for _ in 0..12 {
+        let mut moved = false;
+        for i in 0..n_devices {
+            sim.clock.advance(1_000);
+            moved |= sync(i, &mut offered);
+            let mut slot = sim.devices[i].lock().unwrap();
+            let d = slot.as_mut().unwrap();
+            for c in memoria_engine::sync::list_conflicts(&d.engine).unwrap() {
+                memoria_engine::sync::resolve(&mut d.engine, &c.id, None, Keep::Both).unwrap();
+                moved = true;
+            }
+            let r = d.syncer.sync_scope(&mut d.engine, &Scope::User).unwrap();
+            moved |= r.changed();
+        }
+        if !moved {
+            settled = true;
+            break;
+        }
+    }
+    assert!(settled, "seed {seed}: sync did not settle");
+    let replicas: Vec<BTreeMap<String, String>> = (0..n_devices)
+        .map(|i| Sim::replica(sim.devices[i].lock().unwrap().as_mut().unwrap()))
+        .collect();
+    for (i, r) in replicas.iter().enumerate().skip(1) {
+        assert_eq!(
+            r, &replicas[0],
+            "seed {seed}: device {i} differs from device 0"
+        );
+    }
+    let mut kept: BTreeSet<String> = replicas[0].values().cloned().collect();
+    for i in 0..n_devices {
+        kept.extend(Sim::backed_up(&root.join(format!("device-{i}"))));
+    }
+    kept.extend(superseded);
+    let lost: Vec<&String> = offered.difference(&kept).collect();
+    assert!(lost.is_empty(), "seed {seed}: edits lost: {lost:?}");
+    // Break the transports' back-references before the devices drop.
+    for d in sim.devices.iter() {
+        *d.lock().unwrap() = None;
+    }
+}
+
+#[test]
+fn sync_randomized_convergence_with_faults() {
+    if let Some(seed) = std::env::var("MEMORIA_SYNC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        run_seed(seed, 2 + (seed % 3) as usize, 40);
+        return;
+    }
+    let seeds: u64 = std::env::var("MEMORIA_SYNC_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    for seed in 0..seeds {
+        let devices = 2 + (seed % 3) as usize;
+        run_seed(seed, devices, 40);
+    }
+}
+
+/// commitFirst against the in-process server: a batch goes up only when every note it touches
+/// is fully synced; a change from another device in between refuses it and nothing is written.
+#[test]
+fn sync_commit_first_batches() {
+    use memoria_engine::sync::{BatchChange, SyncError};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
+    let clock = Arc::new(FixedClock::new(1_800_000_000_000));
+    let rng = Arc::new(SeededRandom::new(7));
+    let state = AppState::new(
+        &memoria_sync_server::Settings::default(),
+        store.clone(),
+        clock.clone(),
+        rng.clone(),
+    );
+    let token = rt
+        .block_on(memoria_sync_server::auth::create_token(
+            store.as_ref(),
+            rng.as_ref(),
+            &UserId::new("alice").unwrap(),
+            0,
+        ))
+        .unwrap();
+    let sim = Sim {
+        server: Arc::new(InProcess {
+            rt,
+            router: router(state),
+        }),
+        rng: Arc::new(Rng::new(7)),
+        faults: Arc::new(AtomicBool::new(false)),
+        racing: Arc::new(AtomicBool::new(false)),
+        clock,
+        token,
+        devices: Arc::new(Vec::new()),
+    };
+    let dev = |name: &str| {
+        let home = root.join(name);
+        Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
+            s.enabled = Some(true);
+            s.server = Some(SERVER.into());
+        })
+        .unwrap();
+        sim.open(&home, 0)
+    };
+    let (mut a, mut b) = (dev("a"), dev("b"));
+    for id in ["x", "y"] {
+        a.engine
+            .add(NewNote {
+                summary: id.into(),
+                body: format!("{id}\n"),
+                scope: Some(ScopeChoice::User),
+                id: Some(id.into()),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    b.syncer.sync_scope(&mut b.engine, &Scope::User).unwrap();
+
+    // A consolidation on a: x absorbs y.
+    let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
+    merged.body = "x\ny\n".into();
+    let batch = [
+        BatchChange::Put(Box::new(merged)),
+        BatchChange::Delete("y".into()),
+    ];
+    // b changes x first: a's batch is refused and a's vault is untouched.
+    b.engine
+        .edit(
+            "x",
+            None,
+            NoteEdit {
+                body: Some("x from b\n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    b.syncer.sync_scope(&mut b.engine, &Scope::User).unwrap();
+    let err = a
+        .syncer
+        .commit_first(&mut a.engine, &Scope::User, &batch)
+        .unwrap_err();
+    assert!(matches!(err, SyncError::BatchRefused(_)), "{err}");
+    assert!(
+        err.to_string().contains("another device changed x"),
+        "{err}"
+    );
+    assert_eq!(Sim::replica(&mut a).len(), 2);
+    // A local change not synced yet refuses the batch before any request.
+    a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    a.engine
+        .edit(
+            "y",
+            None,
+            NoteEdit {
+                body: Some("y, edited\n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let err = a
+        .syncer
+        .commit_first(&mut a.engine, &Scope::User, &batch)
+        .unwrap_err();
+    assert!(err.to_string().contains("not synced yet"), "{err}");
+    a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    // Fully synced: the server accepts, then the batch is written here.
+    let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
+    merged.body = "x from b\ny, edited\n".into();
+    let batch = [
+        BatchChange::Put(Box::new(merged)),
+        BatchChange::Delete("y".into()),
+    ];
+    assert_eq!(
+        a.syncer
+            .commit_first(&mut a.engine, &Scope::User, &batch)
+            .unwrap(),
+        2
+    );
+    assert!(a.engine.resolve("y", None).is_err());
+    b.syncer.sync_scope(&mut b.engine, &Scope::User).unwrap();
+    assert_eq!(Sim::replica(&mut a), Sim::replica(&mut b));
+    assert_eq!(
+        b.engine.show("x", None).unwrap().note.unwrap().body,
+        "x from b\ny, edited\n"
+    );
+}
+
+/// Requests and bytes of the three benchmark cases, in-process (`docs/BENCHMARKS.md`): first
+/// upload of N notes, a no-change poll, one change in N. The normal run uses 500 notes and
+/// checks the request counts; `MEMORIA_SYNC_BENCH_NOTES=5000` measures the full size.
+#[test]
+fn sync_bench_first_upload_poll_and_one_change() {
+    let n: usize = std::env::var("MEMORIA_SYNC_BENCH_NOTES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
+    let clock = Arc::new(FixedClock::new(1_800_000_000_000));
+    let rng = Arc::new(SeededRandom::new(1));
+    let settings = memoria_sync_server::Settings::default();
+    let state = AppState::new(&settings, store.clone(), clock.clone(), rng.clone());
+    let token = rt
+        .block_on(memoria_sync_server::auth::create_token(
+            store.as_ref(),
+            rng.as_ref(),
+            &UserId::new("alice").unwrap(),
+            0,
+        ))
+        .unwrap();
+    let sim = Sim {
+        server: Arc::new(InProcess {
+            rt,
+            router: router(state),
+        }),
+        rng: Arc::new(Rng::new(1)),
+        faults: Arc::new(AtomicBool::new(false)),
+        racing: Arc::new(AtomicBool::new(false)),
+        clock,
+        token,
+        devices: Arc::new(Vec::new()),
+    };
+    let home = root.join("a");
+    let user_dir = home.join("memory/user");
+    std::fs::create_dir_all(&user_dir).unwrap();
+    for i in 0..n {
+        let mut note = Note::new(
+            memoria_shared::NoteId::new(&format!("note-{i:05}")).unwrap(),
+            format!("Note {i}"),
+            format!("{}\n", "Some remembered fact, a line of text. ".repeat(100)),
+        );
+        note.tags = vec!["bench".into()];
+        std::fs::write(user_dir.join(format!("note-{i:05}.md")), note.serialize()).unwrap();
+    }
+    Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
+        s.enabled = Some(true);
+        s.server = Some(SERVER.into());
+    })
+    .unwrap();
+    let mut a = sim.open(&home, 0);
+    let measure = |a: &mut Device, what: &str| {
+        let before = a.syncer.client().traffic.snapshot();
+        let t = std::time::Instant::now();
+        let r = a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+        let after = a.syncer.client().traffic.snapshot();
+        let (req, sent, recv) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+        eprintln!(
+            "bench {what} ({n} notes): {req} requests, {sent} bytes sent, {recv} bytes received, {:?}",
+            t.elapsed()
+        );
+        (r, req)
+    };
+    let (r, req) = measure(&mut a, "first upload");
+    assert_eq!(r.uploaded, n);
+    // identity + snapshot + one commit per 500 changes.
+    assert_eq!(req as usize, 2 + n.div_ceil(500));
+    let (r, req) = measure(&mut a, "no-change poll");
+    assert!(!r.changed());
+    // The pass after uploads takes a full snapshot (others may have committed meanwhile);
+    // from then on a poll is one conditional snapshot.
+    assert_eq!(req, 1);
+    let (r, req) = measure(&mut a, "no-change poll (cheap)");
+    assert!(r.unchanged, "the server answered unchanged");
+    assert_eq!(req, 1);
+    a.engine
+        .edit(
+            "note-00042",
+            None,
+            NoteEdit {
+                body: Some("changed\n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let (r, req) = measure(&mut a, "one change");
+    assert_eq!(r.uploaded, 1);
+    assert_eq!(req, 2, "snapshot + commit");
+}
