@@ -54,10 +54,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         match Json::<T>::from_bytes(&bytes) {
             Ok(Json(v)) => Ok(ApiJson(v)),
             Err(rej) => {
-                if let Ok(ScopeOnly { scope }) = serde_json::from_slice(&bytes) {
-                    if let Err(e @ ScopeError::Unknown(_)) = Scope::parse(&scope) {
-                        return Err(ApiError::UnknownScope(e.to_string()));
-                    }
+                if let Ok(ScopeOnly { scope }) = serde_json::from_slice(&bytes)
+                    && let Err(e @ ScopeError::Unknown(_)) = Scope::parse(&scope)
+                {
+                    return Err(ApiError::UnknownScope(e.to_string()));
                 }
                 Err(ApiError::BadRequest(rej.body_text()))
             }

@@ -103,7 +103,7 @@ async fn sixteen_clients_commit_to_one_scope_without_lost_updates() {
                         r.text().await.unwrap()
                     ),
                 }
-                if acked % 4 != 0 {
+                if !acked.is_multiple_of(4) {
                     continue;
                 }
                 loop {
