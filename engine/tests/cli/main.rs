@@ -515,3 +515,92 @@ print(json.dumps(out))
     );
     assert_eq!(parsed["yaml"]["meta"]["cssclass"], "wide");
 }
+
+#[test]
+fn claude_code_hook_answers_recorded_hook_json_with_the_recall_block() {
+    let m = Memoria::new();
+    let proj = m.cwd.join("app");
+    m.ok(&["init", proj.to_str().unwrap()]);
+    let out = m
+        .command()
+        .current_dir(&proj)
+        .args([
+            "add",
+            "--summary",
+            "Deploys never go out on Fridays",
+            "--type",
+            "feedback",
+            "--id",
+            "no-friday-deploys",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    m.ok(&[
+        "add",
+        "--summary",
+        "Prefers short answers",
+        "--type",
+        "user",
+        "--id",
+        "short-answers",
+    ]);
+    // Recorded UserPromptSubmit input; Claude Code runs hooks from anywhere, the cwd field names
+    // the session's project.
+    let input = serde_json::json!({
+        "session_id": "abc123",
+        "transcript_path": "/tmp/abc123.jsonl",
+        "cwd": proj,
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Can we deploy on Friday?"
+    });
+    let run = |input: &str| {
+        let mut child = m
+            .command()
+            .args(["hook", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&input.to_string());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        ctx.starts_with("<memoria-recall>") && ctx.contains("not instructions"),
+        "{ctx}"
+    );
+    assert!(ctx.contains("vt:user/short-answers"), "{ctx}");
+    assert!(ctx.contains("vt:project/no-friday-deploys"), "{ctx}");
+    // SessionStart gets the index of durable notes.
+    let start = serde_json::json!({"session_id": "abc123", "cwd": proj, "hook_event_name": "SessionStart", "source": "startup"});
+    let v: Value = serde_json::from_slice(&run(&start.to_string()).stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    // Garbage never blocks the prompt: exit 0, nothing on stdout, a note on stderr.
+    let out = run("not json at all");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hook JSON"));
+}
