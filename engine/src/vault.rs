@@ -762,6 +762,12 @@ impl Engine {
         self.write_lock(scope)
     }
 
+    /// Writes one prepared note at `rel` inside `scope` (sync; checks are the caller's).
+    pub(crate) fn put_note(&mut self, scope: &Scope, rel: &str, note: &Note) -> Result<Written> {
+        let dir = self.scope_dir(scope)?;
+        self.write_note(scope, &dir, rel, note)
+    }
+
     /// Writes many prepared notes of one scope: the files in parallel (each atomic), then one
     /// index transaction. For bulk writers (import, sync downloads); checks are the caller's.
     pub fn put_notes(&mut self, scope: &Scope, notes: &[(String, Note)]) -> Result<Vec<Written>> {

@@ -1,10 +1,10 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
 mod mcp;
+mod sync_convergence;
+mod sync_e2e;
 mod sync_server;
 mod sync_server_listener;
 mod sync_server_load;
 mod sync_server_s3;
-mod sync_convergence;
-mod sync_e2e;
 mod vault_protocol;
