@@ -273,9 +273,16 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every indexed note of every scope (the recall index is kept in step with this).
-    pub fn all_notes(&self) -> Result<Vec<IndexedNote>> {
-        self.select("ORDER BY scope, id, error IS NOT NULL, path", [])
+    /// `(scope, id, content hash, path)` of every indexed file, without reading bodies: what
+    /// the recall index is compared against before each search. Files with a parse error have
+    /// no hash. For an id claimed twice, the parsable file comes first.
+    #[allow(clippy::type_complexity)]
+    pub fn note_states(&self) -> Result<Vec<(String, String, Option<String>, String)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT scope, id, hash, path FROM notes ORDER BY scope, id, error IS NOT NULL, path",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Counts one access of a note on this machine.

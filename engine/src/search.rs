@@ -70,22 +70,29 @@ impl Engine {
         let Some(recall) = self.recall_index.as_ref() else {
             return Ok(());
         };
-        let rows = self.index().all_notes()?;
+        let states = self.index().note_states()?;
         let known: std::collections::HashMap<(String, String), String> = recall
-            .visible_meta(None)
+            .indexed_hashes()
             .into_iter()
-            .map(|m| ((m.scope, m.id), m.hash))
+            .map(|(scope, id, hash)| ((scope, id), hash))
             .collect();
         let mut keep = HashSet::new();
         let mut changed = Vec::new();
-        for row in &rows {
-            let key = (row.scope.clone(), row.id.clone());
+        for (scope, id, hash, path) in states {
+            let key = (scope, id);
             if !keep.insert(key.clone()) {
                 continue; // a second file claiming the same id: the first one wins
             }
-            let doc = recall_doc(row);
-            if known.get(&key) != Some(&doc.hash.to_string()) {
-                changed.push(doc);
+            let current = known.get(&key);
+            if hash.is_some() && hash.as_ref() == current {
+                continue;
+            }
+            // Changed, new, or a file with a parse error (hashed from its whole text).
+            if let Some(row) = self.index().by_path(&path)? {
+                let doc = recall_doc(&row);
+                if current != Some(&doc.hash.to_string()) {
+                    changed.push(doc);
+                }
             }
         }
         if !changed.is_empty() {

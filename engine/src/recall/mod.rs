@@ -675,6 +675,15 @@ impl RecallIndex {
             .collect()
     }
 
+    /// `(scope, id, content hash)` of every indexed document, hidden ones included: what the
+    /// vault compares against to find what changed.
+    pub fn indexed_hashes(&self) -> Vec<(String, String, String)> {
+        read(&self.shared.meta)
+            .values()
+            .map(|m| (m.scope.clone(), m.id.clone(), m.hash.clone()))
+            .collect()
+    }
+
     /// Counts one recall of each note (reinforces it in ranking).
     pub fn record_access(&self, keys: &[(String, String)]) -> Result<(), Error> {
         let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
