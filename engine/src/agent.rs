@@ -309,15 +309,13 @@ pub fn remember(engine: &mut Engine, r: Remember) -> Result<Remembered> {
                 source,
                 relations: Some(r.relations.clone()),
             };
-            let before = engine.backups(1)?.first().map(|b| b.backup_id.clone());
-            let w = engine.edit_with_backup(
+            let (w, taken) = engine.edit_with_backup(
                 &row.id,
                 Some(&scope),
                 edit,
                 Some(BackupReason::AgentUpdate),
             )?;
-            let after = engine.backups(1)?.first().map(|b| b.backup_id.clone());
-            (w, false, after.filter(|a| Some(a) != before.as_ref()))
+            (w, false, taken.map(|b| b.backup_id))
         }
         None => {
             let w = engine.add(NewNote {

@@ -531,18 +531,18 @@ impl Engine {
 
     /// Changes parts of a note the user chose to change. Broken files are never rewritten.
     pub fn edit(&mut self, id: &str, scope: Option<&Scope>, edit: NoteEdit) -> Result<Written> {
-        self.edit_with_backup(id, scope, edit, None)
+        self.edit_with_backup(id, scope, edit, None).map(|(w, _)| w)
     }
 
     /// Like [`Engine::edit`], backing the current version up first when `backup` is given (an
-    /// agent's update, which nobody chose version by version).
+    /// agent's update, which nobody chose version by version); returns that backup too.
     pub fn edit_with_backup(
         &mut self,
         id: &str,
         scope: Option<&Scope>,
         edit: NoteEdit,
         backup: Option<BackupReason>,
-    ) -> Result<Written> {
+    ) -> Result<(Written, Option<BackupMeta>)> {
         let (scope, _) = self.resolve(id, scope)?;
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
@@ -571,12 +571,13 @@ impl Engine {
         }
         self.check_text(&note.summary, &note.body, &note.tags)?;
         check_importance(note.importance)?;
-        if let Some(reason) = backup {
-            self.backup(&scope, &row, reason)?;
-        }
+        let taken = match backup {
+            Some(reason) => Some(self.backup(&scope, &row, reason)?),
+            None => None,
+        };
         note.updated_at = Some(self.clock.now_ms());
         let dir = self.scope_dir(&scope)?;
-        self.write_note(&scope, &dir, &row.rel_path, &note)
+        Ok((self.write_note(&scope, &dir, &row.rel_path, &note)?, taken))
     }
 
     fn load_writable(&self, row: &IndexedNote) -> Result<Note> {
