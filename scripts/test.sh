@@ -8,6 +8,9 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 scripts/install-test-tools.sh
 scripts/install-moto.sh
+# The real embedding model for the recall tests (tests/it/recall_model.rs).
+MEMORIA_TEST_MODEL_DIR=$(scripts/install-model.sh | tail -1)
+export MEMORIA_TEST_MODEL_DIR
 export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
 
 if cargo nextest --version >/dev/null 2>&1; then

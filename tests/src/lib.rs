@@ -41,3 +41,31 @@ pub fn test_python() -> PathBuf {
 }
 
 pub mod sync_fixture;
+
+/// The embedding model directory that `scripts/install-model.sh` installs (multilingual-e5-small,
+/// int8): `MEMORIA_TEST_MODEL_DIR`, else the script's default location.
+pub fn test_model_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMORIA_TEST_MODEL_DIR").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let default = home.join(".cache/memoria/models/e5-small-int8");
+    assert!(
+        default.join("MANIFEST.txt").exists(),
+        "the embedding model is not installed: run scripts/install-model.sh (or set MEMORIA_TEST_MODEL_DIR)"
+    );
+    default
+}
+
+/// The evaluation sets beside the repository (`../shared/data`).
+pub fn shared_data() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    assert!(
+        dir.is_dir(),
+        "{} not found: the shared/ folder must sit beside the repository",
+        dir.display()
+    );
+    dir
+}

@@ -1,8 +1,8 @@
-//! Text embedders: the local ONNX model (multilingual-e5-small through fastembed) and the
+//! Text embedders: the local ONNX model (multilingual-e5-small through ONNX Runtime) and the
 //! deterministic hash embedder that keeps recall working when no model or runtime is present.
 //!
 //! Loading never panics: ONNX Runtime is loaded with `ort::init_from`, which returns an error
-//! for a missing or wrong library (fastembed alone would panic inside ort), and any failure
+//! for a missing or wrong library (a bare session builder would panic inside ort), and any failure
 //! falls back to the hash embedder with the reason kept for the engine card.
 
 use std::path::{Path, PathBuf};
@@ -98,31 +98,65 @@ fn hash_fallback(reason: String) -> (Box<dyn Embedder>, EmbedderChoice) {
     (Box::new(e), choice)
 }
 
-/// multilingual-e5-small (or any fastembed-loadable BERT-like model) through ONNX Runtime.
+/// Tokens per text, `<s>` and `</s>` included (e5's limit).
+const MAX_TOKENS: usize = 512;
+
+/// The process's ONNX Runtime environment (ONNX Runtime allows one), loaded from `runtime` the
+/// first time. `ort::init_from` returns an error for a missing or wrong library where a bare
+/// session builder would panic.
+fn environment(runtime: &Path) -> Result<ort::environment::Environment, Error> {
+    static ENV: std::sync::Mutex<Option<(PathBuf, ort::environment::Environment)>> =
+        std::sync::Mutex::new(None);
+    let mut env = ENV
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((loaded, e)) = env.as_ref() {
+        return if loaded == runtime {
+            Ok(e.clone())
+        } else {
+            Err(Error::Model(format!(
+                "ONNX Runtime is already loaded from {} in this process; restart to use {}",
+                loaded.display(),
+                runtime.display()
+            )))
+        };
+    }
+    let cannot = |e: String| {
+        Error::Model(format!(
+            "cannot load ONNX Runtime from {}: {e}",
+            runtime.display()
+        ))
+    };
+    let built = ort::init_from(runtime)
+        .map_err(|e| cannot(e.to_string()))?
+        .with_name("memoria")
+        .build()
+        .map_err(|e| cannot(e.to_string()))?;
+    *env = Some((runtime.to_owned(), built.clone()));
+    Ok(built)
+}
+
+/// multilingual-e5-small (or another XLM-R-family encoder exported with `input_ids` and
+/// `attention_mask` inputs and a `[batch, sequence, hidden]` output) through ONNX Runtime, mean
+/// pooled over the attention mask.
 pub struct OnnxEmbedder {
-    model: fastembed::TextEmbedding,
+    session: ort::session::Session,
+    tokenizer: super::tokenize::Tokenizer,
     model_id: String,
 }
 
 impl OnnxEmbedder {
-    /// Loads `dir/model.onnx` and its tokenizer files with the runtime from
+    /// Loads `dir/model.onnx` and `dir/tokenizer.json` with the runtime from
     /// [`resolve_runtime`].
     pub fn load(dir: &Path, threads: usize) -> Result<Self, Error> {
-        let read = |name: &str| {
-            std::fs::read(dir.join(name)).map_err(|e| {
-                Error::Model(format!(
-                    "cannot read {}: {e}; install the model with scripts/install-model.sh",
-                    dir.join(name).display()
-                ))
-            })
-        };
-        let onnx = read("model.onnx")?;
-        let tokenizer_files = fastembed::TokenizerFiles {
-            tokenizer_file: read("tokenizer.json")?,
-            config_file: read("config.json")?,
-            special_tokens_map_file: read("special_tokens_map.json")?,
-            tokenizer_config_file: read("tokenizer_config.json")?,
-        };
+        let model_path = dir.join("model.onnx");
+        let onnx = std::fs::read(&model_path).map_err(|e| {
+            Error::Model(format!(
+                "cannot read {}: {e}; install the model with scripts/install-model.sh",
+                model_path.display()
+            ))
+        })?;
+        let tokenizer = super::tokenize::Tokenizer::load(dir, MAX_TOKENS)?;
         let runtime = resolve_runtime(dir);
         if !runtime.exists() {
             return Err(Error::Model(format!(
@@ -130,36 +164,78 @@ impl OnnxEmbedder {
                 runtime.display()
             )));
         }
-        // Returns an error instead of the panic fastembed would hit on a bad library.
-        let _env = ort::init_from(&runtime).map_err(|e| {
-            Error::Model(format!(
-                "cannot load ONNX Runtime from {}: {e}",
-                runtime.display()
-            ))
-        })?;
+        let env = environment(&runtime)?;
         let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &sha256_hex(&onnx)[..16]);
-        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, tokenizer_files)
-            .with_pooling(fastembed::Pooling::Mean);
-        let mut options = fastembed::InitOptionsUserDefined::new()
-            .with_max_length(512)
-            .with_intra_threads(threads.max(1));
-        if std::env::var("MEMORIA_ORT_DISABLE_PREPACKING").is_ok_and(|v| v == "1") {
-            options = options.with_session_config("session.disable_prepacking", "1");
-        }
-        let model = fastembed::TextEmbedding::try_new_from_user_defined(user_model, options)
+        let session = Self::session(&env, &onnx, threads)
             .map_err(|e| Error::Model(format!("cannot start the embedding model: {e}")))?;
-        Ok(Self { model, model_id })
+        // The session holds its own copy of the weights; ours goes now.
+        drop(onnx);
+        Ok(Self {
+            session,
+            tokenizer,
+            model_id,
+        })
     }
 
-    fn embed_prefixed(&mut self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        let mut out = self
-            .model
-            .embed(texts, Some(16))
-            .map_err(|e| Error::Model(format!("embedding failed: {e}")))?;
-        for v in &mut out {
-            normalize(v);
+    fn session(
+        env: &ort::environment::Environment,
+        onnx: &[u8],
+        threads: usize,
+    ) -> Result<ort::session::Session, String> {
+        let e = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
+        ort::session::Session::builder(env)
+            .map_err(|e| e.to_string())?
+            .with_intra_threads(threads.max(1))
+            .map_err(e)?
+            .with_inter_threads(1)
+            .map_err(e)?
+            // Idle worker threads sleep instead of spinning: this is a desktop app's engine.
+            .with_intra_op_spinning(false)
+            .map_err(e)?
+            .commit_from_memory(onnx)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Embeds `texts` (already prefixed) one at a time. Not batched on purpose: the int8 model
+    /// quantizes activations with one scale per run, so batch-mates would nudge a text's vector
+    /// (cosine ~0.996), and on a CPU a batch of one, with no padding, is also the fastest
+    /// (docs/BENCHMARKS.md).
+    fn embed_prefixed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        texts
+            .iter()
+            .map(|t| {
+                let ids = self.tokenizer.encode(t);
+                self.run(ids)
+            })
+            .collect()
+    }
+
+    fn run(&mut self, ids: Vec<i64>) -> Result<Vec<f32>, Error> {
+        let len = ids.len();
+        let failed = |e: ort::Error| Error::Model(format!("embedding failed: {e}"));
+        let ids_t = ort::value::Tensor::from_array(([1, len], ids)).map_err(failed)?;
+        let mask_t = ort::value::Tensor::from_array(([1, len], vec![1i64; len])).map_err(failed)?;
+        let outputs = self
+            .session
+            .run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t])
+            .map_err(failed)?;
+        let (shape, hidden) = outputs[0].try_extract_tensor::<f32>().map_err(failed)?;
+        let dim = match **shape {
+            [1, n, d] if n as usize == len && d > 0 => d as usize,
+            _ => {
+                return Err(Error::Model(format!(
+                    "the model returned shape {shape:?}, expected [1, {len}, hidden]"
+                )));
+            }
+        };
+        // Mean pooling over the tokens (no padding in a batch of one).
+        let mut v = vec![0f32; dim];
+        for row in hidden.chunks_exact(dim) {
+            v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
         }
-        Ok(out)
+        v.iter_mut().for_each(|x| *x /= len as f32);
+        normalize(&mut v);
+        Ok(v)
     }
 }
 
@@ -168,10 +244,11 @@ impl Embedder for OnnxEmbedder {
         &self.model_id
     }
     fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
-        self.embed_prefixed(texts.iter().map(|t| format!("passage: {t}")).collect())
+        let texts: Vec<String> = texts.iter().map(|t| format!("passage: {t}")).collect();
+        self.embed_prefixed(&texts)
     }
     fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
-        let mut v = self.embed_prefixed(vec![format!("query: {text}")])?;
+        let mut v = self.embed_prefixed(&[format!("query: {text}")])?;
         v.pop()
             .ok_or_else(|| Error::Model("the model returned no vector".into()))
     }

@@ -16,6 +16,7 @@ pub mod eval;
 pub mod lexical;
 pub mod rank;
 pub mod store;
+pub mod tokenize;
 pub mod vectors;
 
 use std::collections::{HashMap, HashSet};
