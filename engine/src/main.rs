@@ -232,6 +232,11 @@ fn main() -> ExitCode {
 }
 
 fn open(cli: &Cli) -> Result<Engine> {
+    Ok(Engine::open(open_options(cli)?)?)
+}
+
+/// How `open` opens the engine (the sync coordinator opens one of its own the same way).
+fn open_options(cli: &Cli) -> Result<OpenOptions> {
     let project_dir = match &cli.project {
         Some(dir) => {
             if Project::discover(dir)?.is_none() {
@@ -245,11 +250,26 @@ fn open(cli: &Cli) -> Result<Engine> {
         }
         None => std::env::current_dir().ok(),
     };
-    Ok(Engine::open(OpenOptions {
+    Ok(OpenOptions {
         home: cli.home.clone(),
         project_dir,
         ..Default::default()
-    })?)
+    })
+}
+
+/// Starts the process's sync coordinator (idle while sync is not configured or off). Its
+/// passes are reported by `report`; a failure never stops the caller.
+fn start_sync(
+    cli: &Cli,
+    report: impl Fn(&Scope, &memoria_engine::sync::SyncResult<memoria_engine::sync::PassReport>)
+    + Send
+    + 'static,
+) -> Result<memoria_engine::sync::Coordinator> {
+    Ok(memoria_engine::sync::Coordinator::for_process(
+        open_options(cli)?,
+        std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok(),
+        Box::new(move |scope, r| report(scope, r)),
+    )?)
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -645,7 +665,34 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Watch => {
             let engine = open(&cli)?;
+            let sync = start_sync(&cli, move |scope, r| match r {
+                Ok(rep) if rep.changed() => {
+                    if json {
+                        println!("{}", json!({"sync": scope.key(), "report": rep}));
+                    } else {
+                        println!(
+                            "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                            rep.uploaded,
+                            rep.download.added,
+                            rep.download.changed,
+                            rep.download.deleted,
+                            rep.merged,
+                            rep.new_conflicts.len()
+                        );
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if json {
+                        println!("{}", json!({"sync": scope.key(), "error": e.to_string()}));
+                    } else {
+                        println!("sync {scope}: {e}");
+                    }
+                }
+            })?;
+            let notify = sync.notifier();
             let handle = watch::start(&engine, move |scope, stats| {
+                notify.local_write(scope);
                 if json {
                     println!(
                         "{}",
@@ -674,9 +721,17 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Mcp { http, token } => {
             let engine = open(&cli)?;
-            // Keep the index fresh while the agent session runs.
-            let _watch = watch::start(&engine, |_, _| {})?;
-            let server = memoria_engine::mcp::MemoriaMcp::new(engine);
+            // Sync while the agent session runs; standard output is the MCP channel, so
+            // failures go to standard error (and to `memoria sync status`).
+            let sync = start_sync(&cli, |scope, r| {
+                if let Err(e) = r {
+                    eprintln!("memoria mcp: sync {scope}: {e}");
+                }
+            })?;
+            // Keep the index fresh while the agent session runs; edits seen sync too.
+            let notify = sync.notifier();
+            let _watch = watch::start(&engine, move |scope, _| notify.local_write(scope))?;
+            let server = memoria_engine::mcp::MemoriaMcp::new(engine).with_sync(sync.notifier());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -916,7 +971,12 @@ mod sync_cli {
             }
             SyncCommand::Now => {
                 let mut engine = engine;
-                let mut syncer = Syncer::from_settings(&root, env_token(), Arc::new(SystemClock))?;
+                let mut syncer = Syncer::from_settings(
+                    &root,
+                    env_token(),
+                    Arc::new(SystemClock),
+                    Arc::default(),
+                )?;
                 let results = syncer.sync_all(&mut engine);
                 let mut failed = Vec::new();
                 let mut out = Vec::new();

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::body::Body;
-use memoria_engine::sync::client::{HttpReply, HttpRequest};
+use memoria_engine::sync::client::{HttpReply, HttpRequest, SendError};
 use memoria_engine::sync::{Keep, Settings, SyncClient, Syncer, Token, Transport};
 use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
@@ -113,7 +113,7 @@ struct Faulty {
 }
 
 impl Transport for Faulty {
-    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String> {
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
         if self.killed.load(Ordering::SeqCst) {
             return Err("process killed".into());
         }
