@@ -665,21 +665,19 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Watch => {
             let engine = open(&cli)?;
+            // Every pass in JSON (scripts see the schedule at work); changes and errors in text.
             let sync = start_sync(&cli, move |scope, r| match r {
+                Ok(rep) if json => println!("{}", json!({"sync": scope.key(), "report": rep})),
                 Ok(rep) if rep.changed() => {
-                    if json {
-                        println!("{}", json!({"sync": scope.key(), "report": rep}));
-                    } else {
-                        println!(
-                            "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
-                            rep.uploaded,
-                            rep.download.added,
-                            rep.download.changed,
-                            rep.download.deleted,
-                            rep.merged,
-                            rep.new_conflicts.len()
-                        );
-                    }
+                    println!(
+                        "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                        rep.uploaded,
+                        rep.download.added,
+                        rep.download.changed,
+                        rep.download.deleted,
+                        rep.merged,
+                        rep.new_conflicts.len()
+                    );
                 }
                 Ok(_) => {}
                 Err(e) => {

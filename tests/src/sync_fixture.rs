@@ -104,10 +104,17 @@ impl SyncServer {
     }
 }
 
-impl Drop for SyncServer {
-    fn drop(&mut self) {
+impl SyncServer {
+    /// Kills the server now (its store stays).
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for SyncServer {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
