@@ -934,21 +934,28 @@ mod sync_cli {
                 let identity = SyncClient::new(transport, token.clone())
                     .identity()
                     .context("signing in")?;
-                match token::store(&root, &server, &token) {
-                    Ok(()) => {}
+                let keychain = match token::store(&root, &server, &token) {
+                    Ok(kc) => Some(kc),
                     Err(e) if env_token().is_some() => {
-                        eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment")
+                        eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment");
+                        None
                     }
                     Err(e) => return Err(e.into()),
-                }
+                };
                 let on = Settings::update(&dir, |s| {
                     s.server = Some(server.clone());
                     *s.enabled.get_or_insert(true)
                 })?;
                 if cli.json {
-                    print_json(&json!({"server": server, "userId": identity.user_id, "on": on}))?;
+                    print_json(
+                        &json!({"server": server, "userId": identity.user_id, "on": on,
+                        "keychain": keychain.map(|k| k.to_string())}),
+                    )?;
                 } else {
                     println!("signed in to {server} as {}", identity.user_id);
+                    if let Some(kc) = keychain {
+                        println!("the token is in {kc}");
+                    }
                     if !on {
                         println!("cloud sync is off: turn it on with `memoria sync on`");
                     }

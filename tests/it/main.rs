@@ -3,6 +3,7 @@
 mod mcp;
 mod sync_convergence;
 mod sync_e2e;
+mod sync_keychain;
 mod sync_live;
 mod sync_server;
 mod sync_server_listener;

@@ -140,6 +140,9 @@ impl Device {
             .args(args)
             .env("MEMORIA_SYNC_TOKEN", &self.token)
             .env_remove("MEMORIA_HOME")
+            // Keep test tokens out of a developer's desktop keychain: no session bus.
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env("XDG_RUNTIME_DIR", &self.home)
             .current_dir(&self.home);
         c
     }
