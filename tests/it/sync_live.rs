@@ -214,25 +214,21 @@ fn sync_mcp_agent_writes_upload_and_a_dead_server_never_stops_the_session() {
     assert!(status.success(), "{status}");
 }
 
-/// Signs `name` in through a proxy in front of the server, with `n` notes.
-fn device_with_notes(w: &World, proxy: &Proxy, token: &str, name: &str, n: usize) -> Device {
-    let d = w.device_via(name, token, &proxy.url);
+/// A server, a proxy in front of it, and home `a` signed in through the proxy with `n` notes.
+fn behind_a_proxy(n: usize) -> (World, String, Proxy, Device) {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let proxy = Proxy::start(&w.server.url);
+    let a = w.device_via("a", &token, &proxy.url);
     for i in 0..n {
-        write_note(
-            &d,
-            &format!("{name}-{i:03}"),
-            &format!("note {i} of {name}\n"),
-        );
+        write_note(&a, &format!("a-{i:03}"), &format!("note {i} of a\n"));
     }
-    d
+    (w, token, proxy, a)
 }
 
 #[test]
 fn sync_off_cancels_a_request_in_flight_in_the_watcher_and_on_resumes_it() {
-    let w = world(Backend::Fs, &[]);
-    let token = w.server.token("alice");
-    let proxy = Proxy::start(&w.server.url);
-    let a = device_with_notes(&w, &proxy, &token, "a", 40);
+    let (w, token, proxy, a) = behind_a_proxy(40);
     proxy.hold(Hold::Request("/v1/memory/commit".into()));
     let watch = Running::start(&a, &["--json", "watch"]);
     wait_until(Duration::from_secs(30), "the upload held", || {
@@ -281,18 +277,10 @@ fn sync_off_cancels_a_request_in_flight_in_the_watcher_and_on_resumes_it() {
 
 #[test]
 fn sync_off_while_a_commit_reply_is_in_flight_loses_nothing() {
-    let w = world(Backend::Fs, &[]);
-    let token = w.server.token("alice");
-    let proxy = Proxy::start(&w.server.url);
-    let a = device_with_notes(&w, &proxy, &token, "a", 10);
+    let (w, token, proxy, a) = behind_a_proxy(10);
     // The server applies the commit; its reply never reaches the client.
     proxy.hold(Hold::Reply("/v1/memory/commit".into()));
-    let mut now = a
-        .command(&["sync", "now"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut now = a.spawn(&["sync", "now"]);
     wait_until(Duration::from_secs(30), "the reply held", || {
         proxy.held() == 1
     });
@@ -373,12 +361,7 @@ fn sync_a_process_killed_while_writing_downloads_converges_with_no_torn_note() {
             "written on b before its first sync\n",
         );
     }
-    let mut sync = b
-        .command(&["sync", "now"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sync = b.spawn(&["sync", "now"]);
     // Kill it in the middle of writing the downloads.
     let mut at_kill = 0;
     wait_until(Duration::from_secs(120), "downloads being written", || {

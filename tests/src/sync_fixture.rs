@@ -147,6 +147,15 @@ impl Device {
         c
     }
 
+    /// Starts `memoria --home H ARGS` in the background (standard error piped).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting memoria")
+    }
+
     /// Runs `memoria --home H ARGS` to completion.
     pub fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("running memoria")

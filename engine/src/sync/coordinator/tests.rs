@@ -21,6 +21,27 @@ struct Recorder {
     script: Arc<Mutex<VecDeque<SyncResult<PassReport>>>>,
 }
 
+impl Recorder {
+    fn new(clock: Arc<FixedClock>) -> Recorder {
+        Recorder {
+            clock,
+            passes: Arc::default(),
+            script: Arc::default(),
+        }
+    }
+}
+
+/// A home signed in to a server (that is never reached).
+fn signed_in_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    Settings::update(&sync_dir(home.path()), |s| {
+        s.enabled = Some(true);
+        s.server = Some("http://sync.invalid".into());
+    })
+    .unwrap();
+    home
+}
+
 impl PassRunner for Recorder {
     fn run(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
         self.passes
@@ -47,21 +68,13 @@ struct Rig {
 
 impl Rig {
     fn new(scopes: Vec<Scope>, signed_in: bool) -> Rig {
-        let home = tempfile::tempdir().unwrap();
-        let dir = sync_dir(home.path());
-        if signed_in {
-            Settings::update(&dir, |s| {
-                s.enabled = Some(true);
-                s.server = Some("http://sync.invalid".into());
-            })
-            .unwrap();
-        }
-        let clock = Arc::new(FixedClock::new(T0));
-        let rec = Recorder {
-            clock: clock.clone(),
-            passes: Arc::default(),
-            script: Arc::default(),
+        let home = match signed_in {
+            true => signed_in_home(),
+            false => tempfile::tempdir().unwrap(),
         };
+        let dir = sync_dir(home.path());
+        let clock = Arc::new(FixedClock::new(T0));
+        let rec = Recorder::new(clock.clone());
         let driver = Driver::new(
             home.path(),
             scopes,
@@ -267,18 +280,8 @@ fn turning_off_stops_it_and_a_permanent_error_waits_for_the_next_write() {
 
 #[test]
 fn the_thread_runs_passes_on_signals_and_stops_when_dropped() {
-    let home = tempfile::tempdir().unwrap();
-    Settings::update(&sync_dir(home.path()), |s| {
-        s.enabled = Some(true);
-        s.server = Some("http://sync.invalid".into());
-    })
-    .unwrap();
-    let clock = Arc::new(FixedClock::new(T0));
-    let rec = Recorder {
-        clock: clock.clone(),
-        passes: Arc::default(),
-        script: Arc::default(),
-    };
+    let home = signed_in_home();
+    let rec = Recorder::new(Arc::new(FixedClock::new(T0)));
     let (tx, rx) = std::sync::mpsc::channel();
     let driver = Driver::new(
         home.path(),
