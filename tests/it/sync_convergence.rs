@@ -470,7 +470,16 @@ fn run_shard(shard: u64) {
         None => (0..env("MEMORIA_SYNC_SEEDS").unwrap_or(SEEDS)).collect(),
     };
     for seed in seeds.into_iter().filter(|s| (s / 3) % SHARDS == shard) {
-        run_seed(seed, 2 + (seed % 3) as usize, 40);
+        // A panic anywhere (an assertion here, a bug in the engine) names its seed.
+        let run = std::panic::catch_unwind(|| run_seed(seed, 2 + (seed % 3) as usize, 40));
+        if let Err(e) = run {
+            let why = e
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| e.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            panic!("seed {seed} failed (rerun with MEMORIA_SYNC_SEED={seed}): {why}");
+        }
     }
 }
 
