@@ -259,12 +259,31 @@ impl<R: PassRunner> Driver<R> {
             return Step::Idle { until };
         };
         let scope = self.scopes[&key].clone();
-        let (result, requests) = self.runner.run(&scope);
+        let (result, requests) = self.run_guarded(&scope);
         let after = self.clock.now_ms();
         self.schedule.record_requests(requests, after);
         self.schedule.done(&key, outcome_of(&result), after);
         (self.on_pass)(&scope, &result);
         Step::Ran
+    }
+
+    /// Runs a pass; a panic in it (a bug) becomes an error in the scope's status, and the
+    /// coordinator — and its host — go on.
+    fn run_guarded(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.runner.run(scope)));
+        run.unwrap_or_else(|panic| {
+            self.runner.reset();
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic")
+                .to_owned();
+            let e = SyncError::Internal(why);
+            let _ = ScopeDir::new(&self.dir, &scope.key())
+                .update_status(|st| st.last_error = Some(format!("{}: {e}", scope.key())));
+            (Err(e), 0)
+        })
     }
 }
 

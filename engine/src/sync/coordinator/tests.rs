@@ -44,6 +44,13 @@ fn signed_in_home() -> tempfile::TempDir {
 
 impl PassRunner for Recorder {
     fn run(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        if matches!(
+            self.script.lock().unwrap().front(),
+            Some(Err(SyncError::Internal(_)))
+        ) {
+            self.script.lock().unwrap().pop_front();
+            panic!("a bug in a pass");
+        }
         self.passes
             .lock()
             .unwrap()
@@ -276,6 +283,23 @@ fn turning_off_stops_it_and_a_permanent_error_waits_for_the_next_write() {
     r.at(41 * M, Signal::Write("user".into()));
     r.run_until(42 * M);
     assert_eq!(r.passes(), vec![user(41 * M + 3 * S)]);
+}
+
+#[test]
+fn a_panicking_pass_is_an_error_in_the_status_and_the_coordinator_goes_on() {
+    let mut r = Rig::new(vec![Scope::User], true);
+    r.then(Err(SyncError::Internal("scripted".into())));
+    r.run_until(S);
+    assert!(r.passes().is_empty(), "the pass panicked before recording");
+    let st = ScopeDir::new(&r.dir, "user").load_status().unwrap();
+    let e = st.last_error.unwrap();
+    assert!(
+        e.starts_with("user: sync stopped on an internal error (a bug in a pass)"),
+        "{e}"
+    );
+    // Retried a minute later, like any transient failure.
+    r.run_until(61 * S);
+    assert_eq!(r.passes(), vec![user(60 * S)]);
 }
 
 #[test]
