@@ -4,8 +4,23 @@
 #                                check), the official MCP Python SDK (a real MCP client for the MCP
 #                                tests) and Hugging Face tokenizers (the reference for our e5
 #                                tokenizer)
+#   dbus, gnome-keyring          (Debian packages) a real Secret Service keychain for the sync token
+#                                test, run on a private session bus
 # Re-running it does nothing once everything is in place.
 set -euo pipefail
+
+if ! command -v dbus-run-session >/dev/null || ! command -v gnome-keyring-daemon >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      dbus gnome-keyring >/dev/null
+    echo "test tools: installed dbus and gnome-keyring"
+  else
+    echo "test tools: install dbus and gnome-keyring (the keychain test needs them)" >&2
+  fi
+fi
 tools=${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}
 mkdir -p "$tools"
 venv=$tools/py-venv

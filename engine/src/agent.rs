@@ -406,6 +406,9 @@ fn word_overlap(a: &str, b: &str) -> f64 {
 pub struct Forgotten {
     pub id: String,
     pub backup_id: String,
+    /// The scope it was removed from (for sync; agents see it in `id`).
+    #[serde(skip)]
+    pub scope: crate::Scope,
 }
 
 /// Removes a note after a backup. Refused without `confirm`.
@@ -420,6 +423,7 @@ pub fn forget(engine: &mut Engine, reference: &str, confirm: bool) -> Result<For
     Ok(Forgotten {
         id: Engine::reference(&scope, &row.id),
         backup_id: meta.backup_id,
+        scope,
     })
 }
 

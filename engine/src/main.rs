@@ -232,6 +232,11 @@ fn main() -> ExitCode {
 }
 
 fn open(cli: &Cli) -> Result<Engine> {
+    Ok(Engine::open(open_options(cli)?)?)
+}
+
+/// How `open` opens the engine (the sync coordinator opens one of its own the same way).
+fn open_options(cli: &Cli) -> Result<OpenOptions> {
     let project_dir = match &cli.project {
         Some(dir) => {
             if Project::discover(dir)?.is_none() {
@@ -245,11 +250,26 @@ fn open(cli: &Cli) -> Result<Engine> {
         }
         None => std::env::current_dir().ok(),
     };
-    Ok(Engine::open(OpenOptions {
+    Ok(OpenOptions {
         home: cli.home.clone(),
         project_dir,
         ..Default::default()
-    })?)
+    })
+}
+
+/// Starts the process's sync coordinator (idle while sync is not configured or off). Its
+/// passes are reported by `report`; a failure never stops the caller.
+fn start_sync(
+    cli: &Cli,
+    report: impl Fn(&Scope, &memoria_engine::sync::SyncResult<memoria_engine::sync::PassReport>)
+    + Send
+    + 'static,
+) -> Result<memoria_engine::sync::Coordinator> {
+    Ok(memoria_engine::sync::Coordinator::for_process(
+        open_options(cli)?,
+        std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok(),
+        Box::new(move |scope, r| report(scope, r)),
+    )?)
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -645,7 +665,32 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Watch => {
             let engine = open(&cli)?;
+            // Every pass in JSON (scripts see the schedule at work); changes and errors in text.
+            let sync = start_sync(&cli, move |scope, r| match r {
+                Ok(rep) if json => println!("{}", json!({"sync": scope.key(), "report": rep})),
+                Ok(rep) if rep.changed() => {
+                    println!(
+                        "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                        rep.uploaded,
+                        rep.download.added,
+                        rep.download.changed,
+                        rep.download.deleted,
+                        rep.merged,
+                        rep.new_conflicts.len()
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if json {
+                        println!("{}", json!({"sync": scope.key(), "error": e.to_string()}));
+                    } else {
+                        println!("sync {scope}: {e}");
+                    }
+                }
+            })?;
+            let notify = sync.notifier();
             let handle = watch::start(&engine, move |scope, stats| {
+                notify.local_write(scope);
                 if json {
                     println!(
                         "{}",
@@ -674,9 +719,17 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Mcp { http, token } => {
             let engine = open(&cli)?;
-            // Keep the index fresh while the agent session runs.
-            let _watch = watch::start(&engine, |_, _| {})?;
-            let server = memoria_engine::mcp::MemoriaMcp::new(engine);
+            // Sync while the agent session runs; standard output is the MCP channel, so
+            // failures go to standard error (and to `memoria sync status`).
+            let sync = start_sync(&cli, |scope, r| {
+                if let Err(e) = r {
+                    eprintln!("memoria mcp: sync {scope}: {e}");
+                }
+            })?;
+            // Keep the index fresh while the agent session runs; edits seen sync too.
+            let notify = sync.notifier();
+            let _watch = watch::start(&engine, move |scope, _| notify.local_write(scope))?;
+            let server = memoria_engine::mcp::MemoriaMcp::new(engine).with_sync(sync.notifier());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -881,21 +934,28 @@ mod sync_cli {
                 let identity = SyncClient::new(transport, token.clone())
                     .identity()
                     .context("signing in")?;
-                match token::store(&root, &server, &token) {
-                    Ok(()) => {}
+                let keychain = match token::store(&root, &server, &token) {
+                    Ok(kc) => Some(kc),
                     Err(e) if env_token().is_some() => {
-                        eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment")
+                        eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment");
+                        None
                     }
                     Err(e) => return Err(e.into()),
-                }
+                };
                 let on = Settings::update(&dir, |s| {
                     s.server = Some(server.clone());
                     *s.enabled.get_or_insert(true)
                 })?;
                 if cli.json {
-                    print_json(&json!({"server": server, "userId": identity.user_id, "on": on}))?;
+                    print_json(
+                        &json!({"server": server, "userId": identity.user_id, "on": on,
+                        "keychain": keychain.map(|k| k.to_string())}),
+                    )?;
                 } else {
                     println!("signed in to {server} as {}", identity.user_id);
+                    if let Some(kc) = keychain {
+                        println!("the token is in {kc}");
+                    }
                     if !on {
                         println!("cloud sync is off: turn it on with `memoria sync on`");
                     }
@@ -916,7 +976,12 @@ mod sync_cli {
             }
             SyncCommand::Now => {
                 let mut engine = engine;
-                let mut syncer = Syncer::from_settings(&root, env_token(), Arc::new(SystemClock))?;
+                let mut syncer = Syncer::from_settings(
+                    &root,
+                    env_token(),
+                    Arc::new(SystemClock),
+                    Arc::default(),
+                )?;
                 let results = syncer.sync_all(&mut engine);
                 let mut failed = Vec::new();
                 let mut out = Vec::new();

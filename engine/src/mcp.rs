@@ -21,12 +21,15 @@ use serde::Deserialize;
 use crate::agent::{self, AgentQuery, Remember};
 use crate::backup::date_to_ms;
 use crate::error::Error;
+use crate::sync::SyncNotifier;
 use crate::vault::Engine;
 
 /// The MCP server over one engine.
 #[derive(Clone)]
 pub struct MemoriaMcp {
     engine: Arc<Mutex<Engine>>,
+    /// Tells the process's sync coordinator about writes and project use (a no-op without one).
+    sync: SyncNotifier,
     instructions: String,
     tool_router: ToolRouter<Self>,
 }
@@ -204,8 +207,22 @@ impl MemoriaMcp {
         );
         MemoriaMcp {
             engine: Arc::new(Mutex::new(engine)),
+            sync: SyncNotifier::default(),
             instructions,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Reports agent writes and project use to the process's sync coordinator.
+    pub fn with_sync(mut self, sync: SyncNotifier) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// The agent is working in the project: its scope syncs while in use.
+    fn project_in_use(&self, e: &Engine) {
+        if let Some(p) = e.project() {
+            self.sync.scope_used(&p.scope());
         }
     }
 
@@ -252,6 +269,7 @@ impl MemoriaMcp {
             created_before: args.created_before.as_deref().map(parse_time).transpose()?,
         };
         self.with_engine(|e| {
+            self.project_in_use(e);
             let hits = agent::search(e, &q).map_err(to_rpc)?;
             json(serde_json::json!({ "results": hits }))
         })
@@ -264,7 +282,10 @@ impl MemoriaMcp {
         &self,
         Parameters(args): Parameters<ExpandArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.with_engine(|e| json(agent::expand(e, &args.id).map_err(to_rpc)?))
+        self.with_engine(|e| {
+            self.project_in_use(e);
+            json(agent::expand(e, &args.id).map_err(to_rpc)?)
+        })
     }
 
     #[tool(
@@ -306,7 +327,13 @@ impl MemoriaMcp {
                 })
                 .collect(),
         };
-        self.with_engine(|e| json(agent::remember(e, r).map_err(to_rpc)?))
+        self.with_engine(|e| {
+            let done = agent::remember(e, r).map_err(to_rpc)?;
+            if let Ok(scope) = crate::Scope::from_key(&done.scope) {
+                self.sync.local_write(&scope);
+            }
+            json(done)
+        })
     }
 
     #[tool(
@@ -316,7 +343,11 @@ impl MemoriaMcp {
         &self,
         Parameters(args): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.with_engine(|e| json(agent::forget(e, &args.id, args.confirm).map_err(to_rpc)?))
+        self.with_engine(|e| {
+            let done = agent::forget(e, &args.id, args.confirm).map_err(to_rpc)?;
+            self.sync.local_write(&done.scope);
+            json(done)
+        })
     }
 }
 

@@ -16,7 +16,8 @@
 use std::ops::Range;
 
 use serde_json::Map;
-use similar::{Algorithm, DiffTag, capture_diff_slices};
+use similar::algorithms::{Capture, Replace, diff_slices};
+use similar::{Algorithm, DiffTag};
 
 use crate::note::Note;
 
@@ -222,9 +223,14 @@ struct Hunk {
     new: Range<usize>,
 }
 
+/// The side's changes to the base, in order. Not `similar::capture_diff_slices`: its `Compact`
+/// step (similar 2.7.0) can return ops out of order when lines repeat (base `b c c d`, side
+/// `d d` gives an insert at base line 1 after an equal run at line 3).
 fn hunks(base: &[&str], side: &[&str]) -> Vec<Hunk> {
+    let mut capture = Replace::new(Capture::new());
+    let Ok(()) = diff_slices(Algorithm::Myers, &mut capture, base, side);
     let mut out: Vec<Hunk> = Vec::new();
-    for op in capture_diff_slices(Algorithm::Myers, base, side) {
+    for op in capture.into_inner().into_ops() {
         let (tag, old, new) = op.as_tag_tuple();
         if tag == DiffTag::Equal {
             continue;
@@ -293,6 +299,10 @@ pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
                 y
             }
         };
+        if hunk.old.start < pos {
+            // Hunks out of order would be a diff bug; never guess, let the user decide.
+            return None;
+        }
         b[pos..hunk.old.start].iter().for_each(|l| out.push_str(l));
         side[hunk.new.clone()].iter().for_each(|l| out.push_str(l));
         pos = hunk.old.end;

@@ -4,6 +4,8 @@ mod mcp;
 mod recall_model;
 mod sync_convergence;
 mod sync_e2e;
+mod sync_keychain;
+mod sync_live;
 mod sync_server;
 mod sync_server_listener;
 mod sync_server_load;

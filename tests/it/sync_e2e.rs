@@ -1,20 +1,48 @@
 //! Cloud sync end to end: several `MEMORIA_HOME`s driven through the `memoria` CLI against the
-//! real `memoria-sync` binary on loopback, over a filesystem store.
+//! real `memoria-sync` binary on loopback. Every scenario runs twice, over the filesystem store
+//! (`sync_e2e::fs::…`) and over the S3 store on moto (`sync_e2e::s3::…`).
 
-use memoria_tests::sync_fixture::{Device, SyncServer};
+use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 use tempfile::TempDir;
 
-struct World {
-    _tmp: TempDir,
-    server: SyncServer,
-    root: std::path::PathBuf,
+/// One test per scenario and store: `fs::NAME` and `s3::NAME` call `NAME(Backend)`.
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod fs {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::Fs)
+            })*
+        }
+        mod s3 {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Backend::S3)
+            })*
+        }
+    };
 }
 
-fn world(env: &[(&str, &str)]) -> World {
+on_both_stores!(
+    two_devices_merge_edits_tags_and_edit_vs_delete,
+    three_devices_converge_on_concurrent_edits,
+    same_line_edits_conflict_and_resolve_each_way,
+    off_blocks_everything_and_survives_login,
+    pinning_pauses_a_scope_on_account_change,
+    tombstone_expiry_deletes_unchanged_and_conflicts_edited,
+);
+
+pub(crate) struct World {
+    _tmp: TempDir,
+    pub server: SyncServer,
+    pub root: std::path::PathBuf,
+}
+
+pub(crate) fn world(backend: Backend, env: &[(&str, &str)]) -> World {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
-    let server = SyncServer::start(&root.join("store"), env);
+    let server = SyncServer::start(backend, &root, env);
     World {
         _tmp: tmp,
         server,
@@ -23,27 +51,26 @@ fn world(env: &[(&str, &str)]) -> World {
 }
 
 impl World {
-    fn device(&self, name: &str, token: &str) -> Device {
+    /// A new home signed in to the server.
+    pub fn device(&self, name: &str, token: &str) -> Device {
+        self.device_via(name, token, &self.server.url)
+    }
+
+    /// A new home signed in to `url` (the server, or a proxy in front of it).
+    pub fn device_via(&self, name: &str, token: &str, url: &str) -> Device {
         let home = self.root.join(name);
         std::fs::create_dir_all(&home).unwrap();
         let d = Device::new(home, token);
-        d.ok(&[
-            "sync",
-            "login",
-            "--server",
-            &self.server.url,
-            "--token",
-            token,
-        ]);
+        d.ok(&["sync", "login", "--server", url, "--token", token]);
         d
     }
 }
 
-fn body_lines(n: usize, tag: &str) -> String {
+pub(crate) fn body_lines(n: usize, tag: &str) -> String {
     (1..=n).map(|i| format!("{tag} line {i}\n")).collect()
 }
 
-fn json(out: &str) -> Value {
+pub(crate) fn json(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
@@ -51,9 +78,8 @@ fn show(d: &Device, id: &str) -> Value {
     json(&d.ok(&["--json", "show", id]))
 }
 
-#[test]
-fn sync_two_devices_merge_edits_tags_and_edit_vs_delete() {
-    let w = world(&[]);
+fn two_devices_merge_edits_tags_and_edit_vs_delete(backend: Backend) {
+    let w = world(backend, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);
@@ -143,9 +169,51 @@ fn sync_two_devices_merge_edits_tags_and_edit_vs_delete() {
     assert!(status["scopes"][0]["lastError"].is_null(), "{status}");
 }
 
-#[test]
-fn sync_same_line_edits_conflict_and_resolve_each_way() {
-    let w = world(&[]);
+fn three_devices_converge_on_concurrent_edits(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let devices = [
+        w.device("a", &token),
+        w.device("b", &token),
+        w.device("c", &token),
+    ];
+    let [a, b, c] = &devices;
+    let twelve = body_lines(12, "s");
+    a.ok(&["add", "--id", "shared", "--summary", "S", "--body", &twelve]);
+    a.ok(&["add", "--id", "doomed", "--summary", "D", "--body", "d\n"]);
+    for d in &devices {
+        d.ok(&["sync", "now"]);
+    }
+    // Offline on each machine: a different line of one note, a note of its own, a delete.
+    for (i, d) in devices.iter().enumerate() {
+        let line = format!("s line {}\n", 2 + 4 * i);
+        let body = twelve.replace(&line, &format!("s line {} (edited on {i})\n", 2 + 4 * i));
+        d.ok(&["edit", "shared", "--body", &body]);
+        let own = format!("own-{i}");
+        d.ok(&["add", "--id", &own, "--summary", &own, "--body", "mine\n"]);
+    }
+    c.ok(&["forget", "doomed", "--confirm"]);
+    // Sync in an order where each machine merges over the others' commits.
+    for d in [b, c, a, b, c] {
+        d.ok(&["sync", "now"]);
+    }
+    for d in &devices {
+        let body = show(d, "shared")["body"].as_str().unwrap().to_owned();
+        for i in 0..3 {
+            assert!(body.contains(&format!("(edited on {i})")), "{body}");
+        }
+        for i in 0..3 {
+            assert!(d.note(&format!("own-{i}")).is_some());
+        }
+        assert!(d.note("doomed").is_none());
+        assert_eq!(json(&d.ok(&["--json", "conflicts"])), serde_json::json!([]));
+    }
+    assert_eq!(a.note("shared"), b.note("shared"));
+    assert_eq!(b.note("shared"), c.note("shared"));
+}
+
+fn same_line_edits_conflict_and_resolve_each_way(backend: Backend) {
+    let w = world(backend, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);
@@ -228,9 +296,8 @@ fn sync_same_line_edits_conflict_and_resolve_each_way() {
     assert!(set_aside >= 4, "{backups}");
 }
 
-#[test]
-fn sync_off_blocks_everything_and_survives_login() {
-    let w = world(&[]);
+fn off_blocks_everything_and_survives_login(backend: Backend) {
+    let w = world(backend, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     a.ok(&["add", "--id", "n", "--summary", "N", "--body", "n\n"]);
@@ -258,9 +325,8 @@ fn sync_off_blocks_everything_and_survives_login() {
     assert!(b.note("n").is_some());
 }
 
-#[test]
-fn sync_pinning_pauses_a_scope_on_account_change() {
-    let w = world(&[]);
+fn pinning_pauses_a_scope_on_account_change(backend: Backend) {
+    let w = world(backend, &[]);
     let alice = w.server.token("alice");
     let bob = w.server.token("bob");
     let mut a = w.device("a", &alice);
@@ -287,10 +353,9 @@ fn sync_pinning_pauses_a_scope_on_account_change() {
     assert!(b.note("n").is_none());
 }
 
-#[test]
-fn sync_tombstone_expiry_deletes_unchanged_and_conflicts_edited() {
+fn tombstone_expiry_deletes_unchanged_and_conflicts_edited(backend: Backend) {
     // Tombstones expire at once, as if the returning machine had been away past the window.
-    let w = world(&[("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS", "0")]);
+    let w = world(backend, &[("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS", "0")]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);

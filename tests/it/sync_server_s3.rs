@@ -10,10 +10,7 @@ use memoria_tests::moto::MotoServer;
 use memoria_tests::sync_server::{ServerProcess, create_token, put};
 use serde_json::json;
 
-const CREDS: [(&str, &str); 2] = [
-    ("AWS_ACCESS_KEY_ID", "test"),
-    ("AWS_SECRET_ACCESS_KEY", "test"),
-];
+const CREDS: [(&str, &str); 2] = memoria_tests::moto::CREDENTIALS;
 
 fn store_on(moto: &MotoServer) -> Arc<dyn ObjectStore> {
     let StoreUrl::S3(loc) = moto.store_url().parse::<StoreUrl>().unwrap() else {

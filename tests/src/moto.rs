@@ -19,6 +19,12 @@ use std::time::{Duration, Instant};
 /// Bucket every [`MotoServer`] creates.
 pub const BUCKET: &str = "memoria-test";
 
+/// Credentials for moto (it accepts any), as environment variables for `memoria-sync`.
+pub const CREDENTIALS: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", "test"),
+];
+
 /// A running moto S3 server; killed on drop.
 #[derive(Debug)]
 pub struct MotoServer {

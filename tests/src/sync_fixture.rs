@@ -1,34 +1,64 @@
-//! Fixtures for the sync tests: the real `memoria-sync` binary on loopback (an RAII guard that
-//! kills it), tokens from its CLI, and devices — `memoria` CLI calls with their own home.
+//! Fixtures for the sync tests: the real `memoria-sync` binary on loopback over either store
+//! (an RAII guard that kills it, and the moto server behind it), tokens from its CLI, and
+//! devices — `memoria` CLI calls with their own home.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-/// `memoria-sync serve` on 127.0.0.1 over a filesystem store; killed on drop.
+use crate::moto::{self, MotoServer};
+
+/// The object store behind the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The filesystem store in a folder of the test.
+    Fs,
+    /// The S3 store on a moto server of the test's own.
+    S3,
+}
+
+/// `memoria-sync serve` on 127.0.0.1; killed on drop (then its moto server, if any).
 pub struct SyncServer {
     child: Child,
     pub url: String,
-    pub store: PathBuf,
+    /// The `--store` value.
+    pub store: String,
+    env: Vec<(String, String)>,
+    _moto: Option<MotoServer>,
 }
 
 impl SyncServer {
-    /// Starts a server over `store_dir`, with extra environment (e.g. quotas).
-    pub fn start(store_dir: &Path, env: &[(&str, &str)]) -> SyncServer {
-        let bin = crate::sync_server::sync_binary();
-        let mut cmd = Command::new(bin);
-        cmd.arg("serve")
+    /// Starts a server over `backend` (a filesystem store lives in `dir`), with extra
+    /// environment (e.g. quotas).
+    pub fn start(backend: Backend, dir: &Path, env: &[(&str, &str)]) -> SyncServer {
+        let mut env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (store, moto) = match backend {
+            Backend::Fs => (format!("fs:{}", dir.join("store").display()), None),
+            Backend::S3 => {
+                let m = MotoServer::start();
+                env.extend(
+                    moto::CREDENTIALS
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                );
+                (m.store_url(), Some(m))
+            }
+        };
+        let mut child = Command::new(crate::sync_server::sync_binary())
+            .arg("serve")
             .arg("--store")
-            .arg(format!("fs:{}", store_dir.display()))
+            .arg(&store)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .env("MEMORIA_SYNC_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("starting memoria-sync");
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting memoria-sync");
         let stdout = child.stdout.take().expect("server stdout");
         let mut line = String::new();
         BufReader::new(stdout)
@@ -42,7 +72,9 @@ impl SyncServer {
         SyncServer {
             child,
             url,
-            store: store_dir.to_path_buf(),
+            store,
+            env,
+            _moto: moto,
         }
     }
 
@@ -52,9 +84,10 @@ impl SyncServer {
             .arg("token")
             .arg("create")
             .arg("--store")
-            .arg(format!("fs:{}", self.store.display()))
+            .arg(&self.store)
             .arg("--user")
             .arg(user)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("memoria-sync token create");
         assert!(
@@ -71,10 +104,17 @@ impl SyncServer {
     }
 }
 
-impl Drop for SyncServer {
-    fn drop(&mut self) {
+impl SyncServer {
+    /// Kills the server now (its store stays).
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for SyncServer {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -92,17 +132,33 @@ impl Device {
         }
     }
 
-    /// Runs `memoria --home H ARGS` with the device's token in the environment.
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(crate::workspace_bin("memoria"))
-            .arg("--home")
+    /// `memoria --home H ARGS` with the device's token in the environment, not started yet.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(crate::workspace_bin("memoria"));
+        c.arg("--home")
             .arg(&self.home)
             .args(args)
             .env("MEMORIA_SYNC_TOKEN", &self.token)
             .env_remove("MEMORIA_HOME")
-            .current_dir(&self.home)
-            .output()
-            .expect("running memoria")
+            // Keep test tokens out of a developer's desktop keychain: no session bus.
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env("XDG_RUNTIME_DIR", &self.home)
+            .current_dir(&self.home);
+        c
+    }
+
+    /// Starts `memoria --home H ARGS` in the background (standard error piped).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting memoria")
+    }
+
+    /// Runs `memoria --home H ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("running memoria")
     }
 
     /// Runs and requires success; returns stdout.

@@ -85,6 +85,11 @@ impl ScopeDir {
         &self.root
     }
 
+    /// Held for the length of a pass (or a commitFirst batch), across processes.
+    pub fn lock_pass(&self) -> SyncResult<fsx::FileLock> {
+        Ok(fsx::FileLock::acquire(&self.root.join("pass.lock"))?)
+    }
+
     pub fn load_state(&self) -> SyncResult<ScopeState> {
         read_json(&self.root.join("state.json")).map(Option::unwrap_or_default)
     }

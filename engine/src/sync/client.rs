@@ -1,6 +1,9 @@
 //! The blocking HTTP client for the sync protocol: identity, snapshot, commit, with typed
 //! errors. Bytes move through a [`Transport`], so tests can drive the server in-process and
 //! inject faults (500s, replies lost after the server applied a commit).
+//!
+//! The real transport can abandon a request in flight: turning sync off (in any process) is
+//! seen within [`CANCEL_POLL`] and closes the connection, so no more bytes reach the server.
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,35 +37,85 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
+/// Why no reply arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// The request failed or its reply was lost; the server may or may not have applied it.
+    Failed(String),
+    /// Abandoned because sync was turned off (or the process is stopping); like a lost reply,
+    /// the server may have applied what it had fully received.
+    Cancelled,
+}
+
+impl From<&str> for SendError {
+    fn from(s: &str) -> SendError {
+        SendError::Failed(s.to_owned())
+    }
+}
+
+impl From<String> for SendError {
+    fn from(s: String) -> SendError {
+        SendError::Failed(s)
+    }
+}
+
 /// Moves bytes to the server and back. `Err` means no reply arrived (the request may or may
 /// not have been applied).
 pub trait Transport: Send + Sync + fmt::Debug {
-    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String>;
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, SendError>;
 }
 
-/// The real transport: HTTP(S) with reqwest's blocking client (rustls).
-#[derive(Debug)]
+/// Says whether the request in flight should be abandoned.
+pub type CancelCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How often a request in flight asks its [`CancelCheck`].
+pub const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// The real transport: HTTP(S) with reqwest (rustls), driven by a small runtime of its own so
+/// callers stay blocking. Never call it from inside an async runtime (use a plain thread).
 pub struct HttpTransport {
     base: String,
-    client: reqwest::blocking::Client,
+    client: reqwest::Client,
+    rt: tokio::runtime::Runtime,
+    cancel: Option<CancelCheck>,
+}
+
+impl fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpTransport")
+            .field("base", &self.base)
+            .field("cancellable", &self.cancel.is_some())
+            .finish()
+    }
 }
 
 impl HttpTransport {
     pub fn new(server: &str) -> SyncResult<HttpTransport> {
-        let client = reqwest::blocking::Client::builder()
+        let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| SyncError::Transport(e.to_string()))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| SyncError::Transport(format!("cannot start the HTTP runtime: {e}")))?;
         Ok(HttpTransport {
             base: server.trim_end_matches('/').to_owned(),
             client,
+            rt,
+            cancel: None,
         })
     }
-}
 
-impl Transport for HttpTransport {
-    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, String> {
+    /// Abandons a request (dropping its connection) as soon as `cancelled` says so; asked
+    /// before each request and every [`CANCEL_POLL`] while one is in flight.
+    pub fn with_cancel(mut self, cancelled: CancelCheck) -> HttpTransport {
+        self.cancel = Some(cancelled);
+        self
+    }
+
+    async fn exchange(&self, req: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
         let url = format!("{}{}", self.base, req.path);
         let builder = match req.body {
             Some(b) => self
@@ -75,18 +128,49 @@ impl Transport for HttpTransport {
         let resp = builder
             .bearer_auth(req.token)
             .send()
-            .map_err(|e| e.to_string())?;
+            .await
+            .map_err(|e| SendError::Failed(e.to_string()))?;
         let status = resp.status().as_u16();
         let retry_after_s = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
-        let body = resp.bytes().map_err(|e| e.to_string())?.to_vec();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| SendError::Failed(e.to_string()))?
+            .to_vec();
         Ok(HttpReply {
             status,
             retry_after_s,
             body,
+        })
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, req: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
+        let Some(cancelled) = &self.cancel else {
+            return self.rt.block_on(self.exchange(req));
+        };
+        if cancelled() {
+            return Err(SendError::Cancelled);
+        }
+        self.rt.block_on(async {
+            let exchange = self.exchange(req);
+            tokio::pin!(exchange);
+            loop {
+                tokio::select! {
+                    reply = &mut exchange => return reply,
+                    _ = tokio::time::sleep(CANCEL_POLL) => {
+                        if cancelled() {
+                            // Dropping the future closes the connection mid-request.
+                            return Err(SendError::Cancelled);
+                        }
+                    }
+                }
+            }
         })
     }
 }
@@ -182,7 +266,10 @@ impl SyncClient {
                 body: bytes.as_deref(),
                 token: self.token.expose(),
             })
-            .map_err(SyncError::Transport)?;
+            .map_err(|e| match e {
+                SendError::Cancelled => SyncError::Off,
+                SendError::Failed(why) => SyncError::Transport(why),
+            })?;
         self.traffic
             .bytes_received
             .fetch_add(reply.body.len() as u64, Ordering::Relaxed);
@@ -227,7 +314,7 @@ mod tests {
     #[derive(Debug)]
     struct Canned(Mutex<Vec<HttpReply>>);
     impl Transport for Canned {
-        fn send(&self, _: &HttpRequest<'_>) -> Result<HttpReply, String> {
+        fn send(&self, _: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
             self.0.lock().unwrap().pop().ok_or_else(|| "lost".into())
         }
     }

@@ -66,6 +66,9 @@ pub enum SyncError {
     /// refused it because another device changed one of them.
     #[error("batch change refused: {0}; sync, review the notes, and try again")]
     BatchRefused(String),
+    /// A pass stopped on a bug (a panic) in Memoria; the process keeps running.
+    #[error("sync stopped on an internal error ({0}): please report it; retrying in a minute")]
+    Internal(String),
     /// Reading or writing the sync state failed.
     #[error("sync state {path}: {reason} (delete the file to start that scope's sync over)")]
     State { path: String, reason: String },
@@ -81,6 +84,7 @@ impl SyncError {
             SyncError::RateLimited { .. }
             | SyncError::Stale(_)
             | SyncError::Transport(_)
+            | SyncError::Internal(_)
             | SyncError::Engine(_) => false,
             SyncError::Server { status, .. } => !(*status >= 500 || *status == 408),
             _ => true,

@@ -1,6 +1,7 @@
 //! The sync client: a base store of each note as last synced, three-way reconciliation per
 //! note against the sync server's manifest, conflicts held back note by note, resolution, the
-//! on/off switch and account pinning, the token in the OS keychain, and the scheduler.
+//! on/off switch and account pinning, the token in the OS keychain, the scheduler, and the
+//! coordinator that runs it in long-running processes.
 //!
 //! It never decides a merge itself (that is `memoria_shared::merge`, pure and tested), never
 //! overwrites a local version without a backup, and never sends a request while sync is off.
@@ -9,6 +10,7 @@
 pub mod base;
 pub mod client;
 pub mod conflict;
+pub mod coordinator;
 pub mod error;
 pub mod reconcile;
 pub mod resolve;
@@ -19,6 +21,7 @@ pub mod token;
 pub use base::{DownloadCounts, ScopeStatus};
 pub use client::{HttpTransport, SyncClient, Token, Transport};
 pub use conflict::{Conflict, ConflictReason};
+pub use coordinator::{Coordinator, SyncNotifier};
 pub use error::{SyncError, SyncResult};
 pub use reconcile::{BatchChange, PassReport, Syncer, synced_scopes};
 pub use resolve::{Keep, Resolved, list_conflicts, resolve};

@@ -123,24 +123,36 @@ impl Syncer {
 
     /// A syncer for the signed-in server of `home_root`, over HTTP, with the token from
     /// `env_token` (`MEMORIA_SYNC_TOKEN`) or the keychain. Refuses while sync is off.
+    ///
+    /// A request in flight is abandoned (its connection closed) within
+    /// [`CANCEL_POLL`](super::client::CANCEL_POLL) of `cancel` being set or of sync being
+    /// turned off in any process sharing the home; the pass then ends with [`SyncError::Off`].
     pub fn from_settings(
         home_root: &Path,
         env_token: Option<String>,
         clock: Arc<dyn Clock>,
+        cancel: Arc<AtomicBool>,
     ) -> SyncResult<Syncer> {
-        let settings = Settings::load(&sync_dir(home_root))?;
+        let dir = sync_dir(home_root);
+        let settings = Settings::load(&dir)?;
         let server = settings.server.clone().ok_or(SyncError::NotSignedIn)?;
         if !settings.is_on() {
             return Err(SyncError::Off);
         }
         let token = super::token::load(home_root, &server, env_token)?;
-        let transport = Arc::new(super::client::HttpTransport::new(&server)?);
-        Ok(Syncer::new(
+        let flag = cancel.clone();
+        let transport =
+            super::client::HttpTransport::new(&server)?.with_cancel(Arc::new(move || {
+                flag.load(Ordering::SeqCst) || Settings::load(&dir).is_ok_and(|s| !s.is_on())
+            }));
+        let mut syncer = Syncer::new(
             home_root,
             &server,
-            SyncClient::new(transport, token),
+            SyncClient::new(Arc::new(transport), token),
             clock,
-        ))
+        );
+        syncer.cancel = cancel;
+        Ok(syncer)
     }
 
     pub fn client(&self) -> &SyncClient {
@@ -199,6 +211,9 @@ impl Syncer {
     pub fn sync_scope(&mut self, engine: &mut Engine, scope: &Scope) -> SyncResult<PassReport> {
         let key = scope.key();
         let sd = ScopeDir::new(&self.dir, &key);
+        // One pass per scope at a time across processes (a watcher's coordinator and
+        // `memoria sync now` share the base store).
+        let _pass = sd.lock_pass()?;
         let result = self.sync_scope_inner(engine, scope, &sd);
         let now = self.clock.now_ms();
         if let Err(SyncError::RateLimited { retry_after_s }) = &result {
@@ -216,6 +231,8 @@ impl Syncer {
                 }
                 st.held_back = r.held_back.iter().map(|(id, _)| id.clone()).collect();
             }
+            // Off is not a failure: `sync status` says "off" already.
+            Err(SyncError::Off) => {}
             Err(e) => st.last_error = Some(format!("{key}: {e}")),
         });
         let report = result?;
@@ -599,6 +616,7 @@ impl Syncer {
             s.check_pin(&scope.key(), &self.server, &user, now)
         })??;
         let sd = ScopeDir::new(&self.dir, &scope.key());
+        let _pass = sd.lock_pass()?;
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;

@@ -84,7 +84,13 @@ pub fn resolve(
             break;
         }
     }
-    let (scope, sd, c) = found.ok_or_else(|| SyncError::NoConflict(id.to_owned()))?;
+    let (scope, sd, _) = found.ok_or_else(|| SyncError::NoConflict(id.to_owned()))?;
+    // Not while a pass (say, a watcher's coordinator) is changing the base store; the conflict
+    // is read again under the lock.
+    let _pass = sd.lock_pass()?;
+    let c = sd
+        .conflict(id)?
+        .ok_or_else(|| SyncError::NoConflict(id.to_owned()))?;
     engine.refresh_scope(&scope)?;
     let row = engine.index().find(&scope.key(), id)?.into_iter().next();
     let current: Option<(String, PathBuf, String)> = match &row {

@@ -189,7 +189,11 @@ impl Schedule {
             }
             PassOutcome::Transient => t.next_poll = now + RETRY_MS,
             PassOutcome::RetryAfter { .. } => t.next_poll = self.paused_until,
-            PassOutcome::Permanent => t.stopped = true,
+            PassOutcome::Permanent => {
+                // No poll until a write or "sync now" asks (and then only after its delay).
+                t.stopped = true;
+                t.next_poll = i64::MAX;
+            }
         }
     }
 }
@@ -290,5 +294,9 @@ mod tests {
         assert_eq!(s.next_wake(10 * M), None);
         s.sync_now(10 * M);
         assert_eq!(s.due(10 * M), vec!["user"]);
+        s.done("user", PassOutcome::Permanent, 10 * M);
+        s.local_write("user", 20 * M);
+        assert!(s.due(20 * M).is_empty(), "a write waits its 3 s even then");
+        assert_eq!(s.due(20 * M + 3 * S), vec!["user"]);
     }
 }

@@ -176,6 +176,19 @@ fn the_same_change_on_both_sides_merges() {
 }
 
 #[test]
+fn repeated_lines_merge_without_a_panic() {
+    // similar's compacted Myers diff put these hunks out of order (a panic, found by the
+    // convergence soak at seed 3380).
+    assert_eq!(merge_lines("b\nc\nc\nd\n", "d\n", "d\nd\n"), None);
+    check(
+        Some("s|||b\nc\nc\nd\n"),
+        Some("s|||b\nc\nc\nd\n"),
+        Some("s|||d\nd\n"),
+        expect!["clean: s|||d⏎d⏎"],
+    );
+}
+
+#[test]
 fn oversized_merge_is_a_conflict() {
     let base = n("s|||a\nb\nc\n");
     let mut o = base.clone();
@@ -287,6 +300,18 @@ proptest! {
                 prop_assert_eq!(lines.contains(&l.as_str()), kept, "{} in {:?}", l, m);
             }
         }
+    }
+
+    #[test]
+    fn merges_of_repeated_lines_never_panic_and_are_symmetric(
+        b in prop::collection::vec("[a-d]", 0..7),
+        x in prop::collection::vec("[a-d]", 0..7),
+        y in prop::collection::vec("[a-d]", 0..7),
+    ) {
+        let (bb, bx, by) = (body(&b), body(&x), body(&y));
+        let xy = merge_lines(&bb, &bx, &by);
+        prop_assert_eq!(&xy, &merge_lines(&bb, &by, &bx));
+        prop_assert_eq!(merge_lines(&bb, &bx, &bb), Some(bx.clone()));
     }
 
     #[test]

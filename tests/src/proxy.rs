@@ -1,0 +1,225 @@
+//! A loopback HTTP/1.1 proxy in front of a test server that can hold requests whose request
+//! line contains a pattern: keep them back from the server ([`Hold::Request`]), or forward them
+//! and keep back the reply ([`Hold::Reply`]). It catches a client in the middle of a request
+//! and records what reached the server and which held requests the client abandoned (closed its
+//! connection). It understands only `Content-Length` bodies, which is what our client sends.
+//! Stopped on drop.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Which requests to hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    Nothing,
+    /// Keep matching requests back from the server until released.
+    Request(String),
+    /// Forward matching requests, and keep their replies back until released.
+    Reply(String),
+}
+
+#[derive(Debug)]
+struct Shared {
+    upstream: SocketAddr,
+    hold: Mutex<Hold>,
+    forwarded: Mutex<Vec<String>>,
+    held: AtomicUsize,
+    abandoned: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// A running proxy; stopped on drop.
+#[derive(Debug)]
+pub struct Proxy {
+    pub url: String,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+const POLL: Duration = Duration::from_millis(20);
+
+impl Proxy {
+    /// A proxy on 127.0.0.1 in front of `upstream_url` (`http://host:port`).
+    pub fn start(upstream_url: &str) -> Proxy {
+        let upstream: SocketAddr = upstream_url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("an http://ip:port upstream");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream,
+            hold: Mutex::new(Hold::Nothing),
+            forwarded: Mutex::default(),
+            held: AtomicUsize::new(0),
+            abandoned: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let accept = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(conn) = conn {
+                    let s = s.clone();
+                    std::thread::spawn(move || {
+                        let _ = serve(conn, &s);
+                    });
+                }
+            }
+        });
+        Proxy {
+            url: format!("http://{addr}"),
+            shared,
+            accept: Some(accept),
+            addr,
+        }
+    }
+
+    /// Holds from now on (or releases with [`Hold::Nothing`]).
+    pub fn hold(&self, h: Hold) {
+        *self.shared.hold.lock().unwrap() = h;
+    }
+
+    /// Request lines forwarded to the server so far.
+    pub fn forwarded(&self) -> Vec<String> {
+        self.shared.forwarded.lock().unwrap().clone()
+    }
+
+    /// Requests (or replies) being held or ever held.
+    pub fn held(&self) -> usize {
+        self.shared.held.load(Ordering::SeqCst)
+    }
+
+    /// Held requests whose client closed the connection while waiting.
+    pub fn abandoned(&self) -> usize {
+        self.shared.abandoned.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.hold(Hold::Nothing);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    fn holds(&self, line: &str) -> Hold {
+        match &*self.hold.lock().unwrap() {
+            Hold::Request(p) if line.contains(p.as_str()) => Hold::Request(p.clone()),
+            Hold::Reply(p) if line.contains(p.as_str()) => Hold::Reply(p.clone()),
+            _ => Hold::Nothing,
+        }
+    }
+
+    /// Waits while `line` is held; false when the client went away meanwhile.
+    fn wait_while_held(&self, line: &str, client: &TcpStream) -> bool {
+        client.set_read_timeout(Some(POLL)).ok();
+        let mut byte = [0u8; 1];
+        while self.holds(line) != Hold::Nothing && !self.stop.load(Ordering::SeqCst) {
+            match client.peek(&mut byte) {
+                Ok(0) => {
+                    self.abandoned.fetch_add(1, Ordering::SeqCst);
+                    return false;
+                }
+                Ok(_) => std::thread::sleep(POLL),
+                Err(_) => {} // timed out: still there
+            }
+        }
+        client.set_read_timeout(None).ok();
+        true
+    }
+}
+
+/// Reads one request (head and `Content-Length` body) from `client`, keeping what follows in
+/// `pending`; `None` at the end of the connection.
+fn read_request(client: &mut TcpStream, pending: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let mut chunk = [0u8; 64 * 1024];
+    let head_end = loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = client.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        pending.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
+    let line = head.lines().next().unwrap_or_default().to_owned();
+    let len: usize = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0);
+    while pending.len() < head_end + len {
+        let n = client.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        pending.extend_from_slice(&chunk[..n]);
+    }
+    let request: Vec<u8> = pending.drain(..head_end + len).collect();
+    Some((line, request))
+}
+
+fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
+    let mut upstream = TcpStream::connect(shared.upstream)?;
+    // Replies flow back on their own thread, unless held.
+    let reply_held = Arc::new(AtomicBool::new(false));
+    let client_gone = Arc::new(AtomicBool::new(false));
+    let back = {
+        let mut from = upstream.try_clone()?;
+        let mut to = client.try_clone()?;
+        let (held, gone) = (reply_held.clone(), client_gone.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64 * 1024];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                while held.load(Ordering::SeqCst) && !gone.load(Ordering::SeqCst) {
+                    std::thread::sleep(POLL);
+                }
+                if gone.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Write);
+        })
+    };
+    let mut pending = Vec::new();
+    while let Some((line, request)) = read_request(&mut client, &mut pending) {
+        let hold = shared.holds(&line);
+        if matches!(hold, Hold::Request(_)) {
+            shared.held.fetch_add(1, Ordering::SeqCst);
+            if !shared.wait_while_held(&line, &client) {
+                client_gone.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
+        upstream.write_all(&request)?;
+        shared.forwarded.lock().unwrap().push(line.clone());
+        if matches!(hold, Hold::Reply(_)) {
+            reply_held.store(true, Ordering::SeqCst);
+            shared.held.fetch_add(1, Ordering::SeqCst);
+            let stayed = shared.wait_while_held(&line, &client);
+            reply_held.store(false, Ordering::SeqCst);
+            if !stayed {
+                client_gone.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+    let _ = upstream.shutdown(Shutdown::Both);
+    let _ = back.join();
+    Ok(())
+}
