@@ -47,11 +47,15 @@ pub struct DoctorReport {
     pub scopes: Vec<ScopeHealth>,
     pub backups: usize,
     pub index_integrity: String,
+    /// Which embedder recall uses (the model, or the hash fallback and why).
+    pub recall: Option<crate::recall::RecallStatus>,
+    /// Why the recall index could not be opened, when it could not.
+    pub recall_error: Option<String>,
     /// True when nothing needs attention.
     pub ok: bool,
 }
 
-pub fn run(engine: &Engine) -> Result<DoctorReport> {
+pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
     let mut scopes = Vec::new();
     for scope in engine.visible_scopes() {
         let dir = engine.scope_dir(&scope)?;
@@ -90,6 +94,10 @@ pub fn run(engine: &Engine) -> Result<DoctorReport> {
         && scopes.iter().all(|s| {
             s.broken.is_empty() && s.duplicate_ids.is_empty() && s.notes == s.files_on_disk
         });
+    let (recall, recall_error) = match engine.recall() {
+        Ok(r) => (Some(r.status()), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let home = engine.home();
     Ok(DoctorReport {
         home: home.root().to_string_lossy().into_owned(),
@@ -103,6 +111,8 @@ pub fn run(engine: &Engine) -> Result<DoctorReport> {
         scopes,
         backups: engine.backups(usize::MAX >> 1)?.len(),
         index_integrity: integrity,
-        ok,
+        ok: ok && recall_error.is_none(),
+        recall,
+        recall_error,
     })
 }

@@ -253,6 +253,7 @@ fn open_options(cli: &Cli) -> Result<OpenOptions> {
     Ok(OpenOptions {
         home: cli.home.clone(),
         project_dir,
+        model_dir: cli.model_dir.clone(),
         ..Default::default()
     })
 }
@@ -655,8 +656,8 @@ fn run(cli: Cli) -> Result<()> {
             if *rebuild {
                 rebuild_index(&cli)?;
             }
-            let engine = open(&cli)?;
-            let report = doctor::run(&engine)?;
+            let mut engine = open(&cli)?;
+            let report = doctor::run(&mut engine)?;
             if json {
                 print_json(&report)?;
             } else {
@@ -831,6 +832,18 @@ fn print_doctor(r: &doctor::DoctorReport) {
     println!("home:     {}", r.home);
     println!("index:    {} ({})", r.index, r.index_integrity);
     println!("backups:  {} in {}", r.backups, r.backups_dir);
+    match (&r.recall, &r.recall_error) {
+        (Some(s), _) if s.embedder == "onnx" => println!(
+            "recall:   model {} ({} notes, {} with vectors)",
+            s.model_id, s.documents, s.documents_with_vectors
+        ),
+        (Some(s), _) => println!(
+            "recall:   hash embedder, no semantic model ({}); install one with scripts/install-model.sh",
+            s.fallback_reason.as_deref().unwrap_or("not configured")
+        ),
+        (None, Some(e)) => println!("recall:   ! {e}"),
+        (None, None) => {}
+    }
     match &r.project {
         Some(p) => println!(
             "project:  {} ({}, type {})",

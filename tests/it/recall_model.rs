@@ -137,3 +137,58 @@ fn real_model_ranks_the_matching_passage_first_across_languages() {
     let cos: f32 = alone[0].iter().zip(&vectors[2]).map(|(a, b)| a * b).sum();
     assert!(cos > 0.99999, "{cos}");
 }
+
+/// `--model-dir` reaches every command that opens the engine, and `memoria doctor` says which
+/// embedder recall uses (the model, or the hash fallback and why).
+#[test]
+fn model_dir_flag_loads_the_model_and_doctor_reports_the_embedder() {
+    let model = test_model_dir();
+    let home = tempfile::tempdir().unwrap();
+    let memoria = |args: &[&str]| {
+        let out = std::process::Command::new(memoria_tests::workspace_bin("memoria"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .current_dir(home.path())
+            .env_remove("MEMORIA_MODEL_DIR")
+            .env_remove("ORT_DYLIB_PATH")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    memoria(&[
+        "add",
+        "--type",
+        "user",
+        "--summary",
+        "Prefers paella with arroz bomba",
+    ]);
+    let model_arg = model.to_str().unwrap();
+    let with: serde_json::Value =
+        serde_json::from_str(&memoria(&["--model-dir", model_arg, "--json", "doctor"])).unwrap();
+    assert_eq!(with["recall"]["embedder"], "onnx", "{with}");
+    let hits: serde_json::Value = serde_json::from_str(&memoria(&[
+        "--model-dir",
+        model_arg,
+        "--json",
+        "search",
+        "¿qué arroz le gusta para la paella?",
+    ]))
+    .unwrap();
+    assert!(hits.to_string().contains("arroz bomba"), "{hits}");
+    let without: serde_json::Value = serde_json::from_str(&memoria(&["--json", "doctor"])).unwrap();
+    assert_eq!(without["recall"]["embedder"], "hash", "{without}");
+    assert!(
+        without["recall"]["fallback_reason"]
+            .as_str()
+            .unwrap()
+            .contains("model.onnx"),
+        "{without}"
+    );
+    assert!(memoria(&["doctor"]).contains("recall:   hash embedder"));
+}

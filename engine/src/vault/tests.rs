@@ -363,7 +363,7 @@ fn broken_files_are_listed_searchable_and_never_rewritten() {
         .unwrap_err();
     assert!(matches!(err, Error::Broken { .. }), "{err}");
     assert_eq!(fs::read_to_string(&path).unwrap(), text);
-    let report = crate::doctor::run(&e).unwrap();
+    let report = crate::doctor::run(&mut e).unwrap();
     assert!(!report.ok);
     assert_eq!(report.scopes[0].broken.len(), 1);
     let b = e.forget("broken", None).unwrap();
