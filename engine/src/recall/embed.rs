@@ -103,23 +103,16 @@ const MAX_TOKENS: usize = 512;
 
 /// The process's ONNX Runtime environment (ONNX Runtime allows one), loaded from `runtime` the
 /// first time. `ort::init_from` returns an error for a missing or wrong library where a bare
-/// session builder would panic.
+/// session builder would panic. Once a library is loaded it serves every later model (a model
+/// change in a running process included), wherever the new model directory's copy lives.
 fn environment(runtime: &Path) -> Result<ort::environment::Environment, Error> {
-    static ENV: std::sync::Mutex<Option<(PathBuf, ort::environment::Environment)>> =
+    static ENV: std::sync::Mutex<Option<ort::environment::Environment>> =
         std::sync::Mutex::new(None);
     let mut env = ENV
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((loaded, e)) = env.as_ref() {
-        return if loaded == runtime {
-            Ok(e.clone())
-        } else {
-            Err(Error::Model(format!(
-                "ONNX Runtime is already loaded from {} in this process; restart to use {}",
-                loaded.display(),
-                runtime.display()
-            )))
-        };
+    if let Some(e) = env.as_ref() {
+        return Ok(e.clone());
     }
     let cannot = |e: String| {
         Error::Model(format!(
@@ -132,7 +125,7 @@ fn environment(runtime: &Path) -> Result<ort::environment::Environment, Error> {
         .with_name("memoria")
         .build()
         .map_err(|e| cannot(e.to_string()))?;
-    *env = Some((runtime.to_owned(), built.clone()));
+    *env = Some(built.clone());
     Ok(built)
 }
 
