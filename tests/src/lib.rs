@@ -24,16 +24,21 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// A path under `~/.cache/memoria`, where the install scripts put tools and models.
+fn memoria_cache(rel: &str) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/memoria").join(rel)
+}
+
 /// The Python with the test tools (python-frontmatter, the MCP SDK) that
 /// `scripts/install-test-tools.sh` installs.
 pub fn test_python() -> PathBuf {
     if let Some(p) = std::env::var_os("MEMORIA_TEST_PYTHON") {
         return PathBuf::from(p);
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let default = home.join(".cache/memoria/tools/py-venv/bin/python");
+    let default = memoria_cache("tools/py-venv/bin/python");
     assert!(
         default.exists(),
         "the test Python is not installed: run scripts/install-test-tools.sh (or set MEMORIA_TEST_PYTHON)"
@@ -49,10 +54,7 @@ pub fn test_model_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("MEMORIA_TEST_MODEL_DIR").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let default = home.join(".cache/memoria/models/e5-small-int8");
+    let default = memoria_cache("models/e5-small-int8");
     assert!(
         default.join("MANIFEST.txt").exists(),
         "the embedding model is not installed: run scripts/install-model.sh (or set MEMORIA_TEST_MODEL_DIR)"

@@ -23,14 +23,24 @@ fn lines(path: &Path) -> Result<impl Iterator<Item = (usize, std::io::Result<Str
     Ok(BufReader::new(f).lines().enumerate())
 }
 
-fn json_line(path: &Path, n: usize, line: &str) -> Result<serde_json::Value, Error> {
-    serde_json::from_str(line).map_err(|e| {
-        Error::Input(format!(
-            "{}:{}: not a JSON object line ({e})",
-            path.display(),
-            n + 1
-        ))
-    })
+/// The non-blank lines of a JSON-lines file, parsed, with their 0-based line numbers.
+fn json_lines(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, Error> {
+    let mut out = Vec::new();
+    for (n, line) in lines(path)? {
+        let line = line.map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(&line).map_err(|e| {
+            Error::Input(format!(
+                "{}:{}: not a JSON object line ({e})",
+                path.display(),
+                n + 1
+            ))
+        })?;
+        out.push((n, v));
+    }
+    Ok(out)
 }
 
 fn str_field(v: &serde_json::Value, k: &str) -> String {
@@ -44,12 +54,7 @@ fn str_field(v: &serde_json::Value, k: &str) -> String {
 /// Reads `corpus.jsonl` lines `{"_id","title","text"}`.
 pub fn read_corpus(path: &Path) -> Result<Vec<CorpusDoc>, Error> {
     let mut out = Vec::new();
-    for (n, line) in lines(path)? {
-        let line = line.map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = json_line(path, n, &line)?;
+    for (n, v) in json_lines(path)? {
         let id = str_field(&v, "_id");
         if id.is_empty() {
             return Err(Error::Input(format!(
@@ -69,16 +74,10 @@ pub fn read_corpus(path: &Path) -> Result<Vec<CorpusDoc>, Error> {
 
 /// Reads `queries.jsonl` lines `{"_id","text"}` as (id, text).
 pub fn read_queries(path: &Path) -> Result<Vec<(String, String)>, Error> {
-    let mut out = Vec::new();
-    for (n, line) in lines(path)? {
-        let line = line.map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = json_line(path, n, &line)?;
-        out.push((str_field(&v, "_id"), str_field(&v, "text")));
-    }
-    Ok(out)
+    Ok(json_lines(path)?
+        .into_iter()
+        .map(|(_, v)| (str_field(&v, "_id"), str_field(&v, "text")))
+        .collect())
 }
 
 /// Reads a qrels TSV (`query-id corpus-id score`, header optional, CRLF tolerated).

@@ -240,12 +240,9 @@ impl Syncer {
         Ok(report)
     }
 
-    fn sync_scope_inner(
-        &mut self,
-        engine: &mut Engine,
-        scope: &Scope,
-        sd: &ScopeDir,
-    ) -> SyncResult<PassReport> {
+    /// What every request to the server for `scope` needs first: sync on, an identity, and the
+    /// scope pinned to this server and account. Returns the scope's name on the wire.
+    fn admit(&mut self, scope: &Scope) -> SyncResult<WireScope> {
         let wire = wire_scope(scope)?;
         self.check_on()?;
         let user = self.user()?;
@@ -253,6 +250,16 @@ impl Syncer {
         Settings::update(&self.dir, |s| {
             s.check_pin(&scope.key(), &self.server, &user, now)
         })??;
+        Ok(wire)
+    }
+
+    fn sync_scope_inner(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        sd: &ScopeDir,
+    ) -> SyncResult<PassReport> {
+        let wire = self.admit(scope)?;
         let mut last = None;
         for _ in 0..STALE_RETRIES {
             match self.pass(engine, scope, &wire, sd) {
@@ -608,13 +615,7 @@ impl Syncer {
         scope: &Scope,
         batch: &[BatchChange],
     ) -> SyncResult<usize> {
-        let wire = wire_scope(scope)?;
-        self.check_on()?;
-        let user = self.user()?;
-        let now = self.clock.now_ms();
-        Settings::update(&self.dir, |s| {
-            s.check_pin(&scope.key(), &self.server, &user, now)
-        })??;
+        let wire = self.admit(scope)?;
         let sd = ScopeDir::new(&self.dir, &scope.key());
         let _pass = sd.lock_pass()?;
         let mut state = sd.load_state()?;
