@@ -528,12 +528,20 @@ fn run(cli: Cli) -> Result<()> {
                     println!("{:>6.3}  vt:{kind}/{:<32} {}", h.score, h.id, h.summary);
                     if let Some(x) = &h.explain {
                         println!(
-                            "        bm25 rank {:?} score {:?} · vector rank {:?} cosine {:?} · fused {:.3} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
+                            "        bm25 rank {:?} score {:?} · vector rank {:?} cosine {:?} · fused {:.3}{} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
                             x.bm25_rank,
                             x.bm25_score,
                             x.vector_rank,
                             x.cosine,
                             x.fused,
+                            match (x.vector_weight, x.coverage) {
+                                (Some(w), Some(c)) => format!(
+                                    " (vector weight {w:.2}, {:.0} % of the query's words in the notes)",
+                                    c * 100.0
+                                ),
+                                (Some(w), None) => format!(" (vector weight {w:.2})"),
+                                _ => String::new(),
+                            },
                             x.decay,
                             x.trust,
                             x.importance,

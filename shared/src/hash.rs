@@ -92,7 +92,26 @@ pub fn canonical_form(
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex SHA-256 of a file, read in pieces (a model file need not sit in memory twice).
+pub fn sha256_hex_of_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(digest: &[u8]) -> String {
     let mut s = String::with_capacity(64);
     for b in digest {
         s.push_str(&format!("{b:02x}"));
@@ -103,6 +122,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_hash_matches_the_in_memory_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(sha256_hex_of_file(&path).unwrap(), sha256_hex(&bytes));
+        assert!(sha256_hex_of_file(&dir.path().join("missing")).is_err());
+    }
 
     /// Reads the test vectors out of docs/PROTOCOL.md: lines of the form
     /// `| vector | <json of [id, summary, type|null, [tags], body]> | <hash> |`.

@@ -136,6 +136,16 @@ fn real_model_ranks_the_matching_passage_first_across_languages() {
     let alone = e.embed_passages(&passages[2..3]).unwrap();
     let cos: f32 = alone[0].iter().zip(&vectors[2]).map(|(a, b)| a * b).sum();
     assert!(cos > 0.99999, "{cos}");
+    // Bulk sessions embed side by side and give the very same vectors, in order.
+    e.set_sessions(2).unwrap();
+    assert_eq!(e.sessions(), 2);
+    let many: Vec<String> = passages.iter().cycle().take(9).cloned().collect();
+    let side_by_side = e.embed_passages(&many).unwrap();
+    for (i, v) in side_by_side.iter().enumerate() {
+        assert_eq!(v, &vectors[i % passages.len()], "passage {i}");
+    }
+    e.set_sessions(1).unwrap();
+    assert_eq!(e.sessions(), 1);
 }
 
 /// `--model-dir` reaches every command that opens the engine, and `memoria doctor` says which

@@ -300,33 +300,43 @@ pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
 /// that language; otherwise every supported language's stop words are removed and every
 /// language's stem of each remaining word is kept.
 pub fn analyze_query(text: &str) -> Vec<String> {
-    let detected = detect(text);
     let mut out: Vec<String> = Vec::new();
-    let push = |t: String, out: &mut Vec<String>| {
+    for t in analyze_query_words(text).into_iter().flatten() {
         if !out.contains(&t) {
             out.push(t);
         }
-    };
+    }
+    out
+}
+
+/// The query's terms grouped by the word (or CJK bigram) they came from: a short query of
+/// unclear language expands one word into the stems of every language, and a word counts once
+/// when measuring how much of a query the notes' vocabulary covers. Stop words give no group.
+pub fn analyze_query_words(text: &str) -> Vec<Vec<String>> {
+    let detected = detect(text);
+    let mut out: Vec<Vec<String>> = Vec::new();
     for p in pieces(text) {
+        let mut group: Vec<String> = Vec::new();
         match p {
-            Piece::Cjk(s) => push(s, &mut out),
+            Piece::Cjk(s) => group.push(s),
             Piece::Word(w) => match detected {
-                Detected::Clear(l) => {
-                    for t in run(&FULL, l, &w) {
-                        push(t, &mut out);
-                    }
-                }
+                Detected::Clear(l) => group.extend(run(&FULL, l, &w)),
                 Detected::Unclear => {
                     if Lang::ALL.iter().any(|l| is_stop_word(*l, &w)) {
                         continue;
                     }
                     for l in Lang::ALL {
                         for t in run(&STEM, l, &w) {
-                            push(t, &mut out);
+                            if !group.contains(&t) {
+                                group.push(t);
+                            }
                         }
                     }
                 }
             },
+        }
+        if !group.is_empty() && !out.contains(&group) {
+            out.push(group);
         }
     }
     out
@@ -424,6 +434,26 @@ mod tests {
         let q = analyze_query("der Hund");
         assert!(!q.contains(&"der".to_owned()), "{q:?}");
         assert!(q.contains(&"hund".to_owned()), "{q:?}");
+    }
+
+    #[test]
+    fn query_words_group_their_stems_and_skip_stop_words() {
+        // Unclear language: each word's stems in every language form one group.
+        let g = analyze_query_words("the running cats");
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert!(g[0].contains(&"run".to_owned()), "{g:?}");
+        assert!(g[1].contains(&"cat".to_owned()), "{g:?}");
+        // CJK bigrams are one group each.
+        assert_eq!(analyze_query_words("量子计算").len(), 3);
+        assert!(analyze_query_words("the and of").is_empty());
+        // The flat list is the groups' terms without repeats.
+        let flat: Vec<String> = g.into_iter().flatten().fold(Vec::new(), |mut v, t| {
+            if !v.contains(&t) {
+                v.push(t);
+            }
+            v
+        });
+        assert_eq!(analyze_query("the running cats"), flat);
     }
 
     #[test]

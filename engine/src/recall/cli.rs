@@ -22,6 +22,8 @@ use super::{
 pub enum FusionArg {
     Rrf,
     Weighted,
+    /// Weighted, with the vector weight following the query's lexical coverage.
+    Adaptive,
 }
 
 /// Options shared by eval and bench for finding the model.
@@ -33,9 +35,19 @@ pub struct ModelArgs {
     /// ONNX Runtime intra-op threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Model sessions embedding side by side during bulk indexing (default: one per core, at
+    /// most 2).
+    #[arg(long)]
+    pub sessions: Option<usize>,
 }
 
 impl ModelArgs {
+    fn bulk_sessions(&self) -> usize {
+        self.sessions
+            .unwrap_or_else(super::default_bulk_sessions)
+            .max(1)
+    }
+
     fn resolve(&self) -> Option<PathBuf> {
         let home = std::env::var_os("MEMORIA_HOME").map(PathBuf::from);
         embed::resolve_model_dir(self.model_dir.as_deref(), home.as_deref())
@@ -56,11 +68,15 @@ pub struct EvalArgs {
     pub run_out: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
     pub mode: Mode,
-    #[arg(long, value_enum, default_value_t = FusionArg::Weighted)]
+    #[arg(long, value_enum, default_value_t = FusionArg::Adaptive)]
     pub fusion: FusionArg,
-    /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w)).
+    /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w); adaptive:
+    /// the weight when every query word occurs in the corpus).
     #[arg(long)]
     pub vector_weight: Option<f64>,
+    /// Adaptive fusion: the vector weight when no query word occurs in the corpus.
+    #[arg(long)]
+    pub cross_weight: Option<f64>,
     /// RRF's k.
     #[arg(long, default_value_t = 60.0)]
     pub rrf_k: f64,
@@ -172,6 +188,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         model_dir: args.model.resolve(),
         vector_cache: Some(cache_dir.join("vectors.sqlite")),
         threads: args.model.threads,
+        bulk_sessions: args.model.bulk_sessions(),
         background_reembed: false,
     };
     let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
@@ -227,6 +244,13 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         FusionArg::Weighted => Fusion::Weighted {
             vector_weight: vw(0.7),
         },
+        FusionArg::Adaptive => match Fusion::default() {
+            Fusion::Adaptive { lexical, cross } => Fusion::Adaptive {
+                lexical: vw(lexical),
+                cross: args.cross_weight.unwrap_or(cross),
+            },
+            other => other,
+        },
     };
     let mut variants: Vec<(String, Mode, Fusion)> =
         vec![(label(args.mode, chosen), args.mode, chosen)];
@@ -258,6 +282,27 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.5 }),
             (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.7 }),
             (Mode::Hybrid, Fusion::Weighted { vector_weight: 0.8 }),
+            (
+                Mode::Hybrid,
+                Fusion::Adaptive {
+                    lexical: 0.5,
+                    cross: 0.8,
+                },
+            ),
+            (
+                Mode::Hybrid,
+                Fusion::Adaptive {
+                    lexical: 0.5,
+                    cross: 0.85,
+                },
+            ),
+            (
+                Mode::Hybrid,
+                Fusion::Adaptive {
+                    lexical: 0.5,
+                    cross: 0.9,
+                },
+            ),
         ] {
             let l = label(m, f);
             if !variants.iter().any(|v| v.0 == l) {
@@ -373,6 +418,9 @@ fn label(mode: Mode, fusion: Fusion) -> String {
         (Mode::Hybrid, Fusion::Weighted { vector_weight }) => {
             format!("hybrid weighted wv={vector_weight}")
         }
+        (Mode::Hybrid, Fusion::Adaptive { lexical, cross }) => {
+            format!("hybrid adaptive wv={lexical}..{cross}")
+        }
     }
 }
 
@@ -388,6 +436,10 @@ pub struct BenchArgs {
     /// Notes embedded with the real model to measure indexing throughput.
     #[arg(long, default_value_t = 200)]
     pub throughput_notes: usize,
+    /// Words in each throughput note (summary included): 70 of the bench's vocabulary make
+    /// ~100 model tokens; the mean is measured and reported.
+    #[arg(long, default_value_t = 70)]
+    pub throughput_words: usize,
     /// Where the benchmark's home lives (a temporary directory by default).
     #[arg(long)]
     pub home: Option<PathBuf>,
@@ -418,6 +470,12 @@ impl Embedder for BenchEmbedder {
     }
     fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
         self.inner.embed_query(text)
+    }
+    fn set_sessions(&mut self, n: usize) -> Result<(), Error> {
+        self.inner.set_sessions(n)
+    }
+    fn sessions(&self) -> usize {
+        self.inner.sessions()
     }
 }
 
@@ -533,6 +591,11 @@ const WORDS: &[&str] = &[
 ];
 
 fn synthetic_note(i: usize) -> RecallDoc {
+    synthetic_note_of(i, 98)
+}
+
+/// A note of `words` words, eight of them its summary.
+fn synthetic_note_of(i: usize, words: usize) -> RecallDoc {
     // A small linear congruential generator: the same notes on every run.
     let mut x = (i as u64)
         .wrapping_mul(6364136223846793005)
@@ -544,7 +607,9 @@ fn synthetic_note(i: usize) -> RecallDoc {
         WORDS[((x >> 33) % WORDS.len() as u64) as usize]
     };
     let summary: Vec<&str> = (0..8).map(|_| word()).collect();
-    let body: Vec<&str> = (0..90).map(|_| word()).collect();
+    let body: Vec<&str> = (0..words.saturating_sub(8).max(1))
+        .map(|_| word())
+        .collect();
     let mut d = RecallDoc::new(
         "user",
         &format!("note-{i}"),
@@ -584,7 +649,10 @@ struct BenchResult {
     hybrid_ms_p95: f64,
     build_seconds: f64,
     notes_per_second_embedded: f64,
+    tokens_per_throughput_note: Option<f64>,
+    bulk_sessions: usize,
     rss_mb_after_model_load: f64,
+    peak_rss_mb_after_indexing: f64,
     rss_mb_after_search: f64,
     peak_rss_mb: f64,
 }
@@ -609,6 +677,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         model_dir: None,
         vector_cache: None,
         threads: args.model.threads,
+        bulk_sessions: args.model.bulk_sessions(),
         background_reembed: false,
     };
     let choice = EmbedderChoice {
@@ -635,13 +704,30 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
     // Indexing throughput with the real model on notes it has not seen.
     real_passages.store(true, Ordering::SeqCst);
     let tp_docs: Vec<RecallDoc> = (0..args.throughput_notes)
-        .map(|i| synthetic_note(1_000_000_000 + i))
+        .map(|i| synthetic_note_of(1_000_000_000 + i, args.throughput_words))
         .collect();
+    // What the model sees per note: "passage: " + the chunk, <s> and </s> included.
+    let tokens_per_note = model_dir
+        .as_deref()
+        .and_then(|dir| super::tokenize::Tokenizer::load(dir, 512).ok())
+        .map(|tok| {
+            let n: usize = tp_docs
+                .iter()
+                .flat_map(|d| embed::chunks(&d.summary, &d.tags, &d.body))
+                .map(|c| tok.encode(&format!("passage: {c}")).len())
+                .sum();
+            n as f64 / tp_docs.len().max(1) as f64
+        });
     let t = Instant::now();
     index.upsert(&tp_docs)?;
     let notes_per_second = tp_docs.len() as f64 / t.elapsed().as_secs_f64();
     real_passages.store(false, Ordering::SeqCst);
-    eprintln!("indexing throughput: {notes_per_second:.1} notes/s ({real_kind})");
+    let peak_rss_indexing = rss_kb("VmHWM:");
+    eprintln!(
+        "indexing throughput: {notes_per_second:.1} notes/s ({real_kind}, {} sessions, {} tokens per note)",
+        args.model.bulk_sessions(),
+        tokens_per_note.map_or("?".into(), |t| format!("{t:.0}"))
+    );
     let query_text = |i: usize| {
         let d = synthetic_note(7_000_000 + i);
         d.summary
@@ -681,7 +767,10 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         hybrid_ms_p95: h95,
         build_seconds,
         notes_per_second_embedded: notes_per_second,
+        tokens_per_throughput_note: tokens_per_note,
+        bulk_sessions: args.model.bulk_sessions(),
         rss_mb_after_model_load: rss_model as f64 / 1024.0,
+        peak_rss_mb_after_indexing: peak_rss_indexing as f64 / 1024.0,
         rss_mb_after_search: rss_kb("VmRSS:") as f64 / 1024.0,
         peak_rss_mb: rss_kb("VmHWM:") as f64 / 1024.0,
     };
@@ -693,9 +782,11 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
             r.notes, r.embedder, r.bm25_ms_p50, r.bm25_ms_p95, r.hybrid_ms_p50, r.hybrid_ms_p95
         );
         println!(
-            "indexing {:.1} notes/s with the model; RSS {:.0} MB after model load, {:.0} MB after search, peak {:.0} MB",
+            "indexing {:.1} notes/s with the model ({} sessions); RSS {:.0} MB after model load, peak {:.0} MB by the end of indexing, {:.0} MB after search, peak {:.0} MB",
             r.notes_per_second_embedded,
+            r.bulk_sessions,
             r.rss_mb_after_model_load,
+            r.peak_rss_mb_after_indexing,
             r.rss_mb_after_search,
             r.peak_rss_mb
         );
@@ -708,6 +799,7 @@ pub fn installed_model_dir() -> Option<PathBuf> {
     let dir = ModelArgs {
         model_dir: None,
         threads: 1,
+        sessions: None,
     }
     .resolve()?;
     Path::new(&dir).join("model.onnx").exists().then_some(dir)

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use memoria_shared::hash::sha256_hex;
+use memoria_shared::hash::sha256_hex_of_file;
 
 use super::Error;
 
@@ -27,6 +27,14 @@ pub trait Embedder: Send {
     fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error>;
     /// Embeds one query — the e5 "query: " prefix is added here.
     fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error>;
+    /// How many model instances embed passages side by side (one per core) — raised for bulk
+    /// work, back to 1 after it so the extra memory goes. Embedders without a model ignore it.
+    fn set_sessions(&mut self, _n: usize) -> Result<(), Error> {
+        Ok(())
+    }
+    fn sessions(&self) -> usize {
+        1
+    }
 }
 
 /// Where the model and runtime come from, and why the hash embedder is used when it is.
@@ -134,6 +142,11 @@ fn environment(runtime: &Path) -> Result<ort::environment::Environment, Error> {
 /// pooled over the attention mask.
 pub struct OnnxEmbedder {
     session: ort::session::Session,
+    /// Extra single-threaded sessions for bulk embedding ([`Embedder::set_sessions`]).
+    workers: Vec<ort::session::Session>,
+    /// Weights pre-packed for the matrix kernels, shared by every session of this model.
+    prepacked: ort::session::builder::PrepackedWeights,
+    dir: PathBuf,
     tokenizer: super::tokenize::Tokenizer,
     model_id: String,
 }
@@ -143,7 +156,7 @@ impl OnnxEmbedder {
     /// [`resolve_runtime`].
     pub fn load(dir: &Path, threads: usize) -> Result<Self, Error> {
         let model_path = dir.join("model.onnx");
-        let onnx = std::fs::read(&model_path).map_err(|e| {
+        let digest = sha256_hex_of_file(&model_path).map_err(|e| {
             Error::Model(format!(
                 "cannot read {}: {e}; install the model with scripts/install-model.sh",
                 model_path.display()
@@ -157,27 +170,44 @@ impl OnnxEmbedder {
                 runtime.display()
             )));
         }
-        let env = environment(&runtime)?;
-        let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &sha256_hex(&onnx)[..16]);
-        let session = Self::session(&env, &onnx, threads)
-            .map_err(|e| Error::Model(format!("cannot start the embedding model: {e}")))?;
-        // The session holds its own copy of the weights; ours goes now.
-        drop(onnx);
+        // ONNX Runtime must be loaded before any other ort call: ort would otherwise try its
+        // default library path, and panic when it is not there.
+        environment(&runtime)?;
+        let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &digest[..16]);
+        let prepacked = ort::session::builder::PrepackedWeights::new();
+        let session = Self::session(&runtime, &model_path, threads, &prepacked)?;
         Ok(Self {
             session,
+            workers: Vec::new(),
+            prepacked,
+            dir: dir.to_owned(),
             tokenizer,
             model_id,
         })
     }
 
     fn session(
-        env: &ort::environment::Environment,
-        onnx: &[u8],
+        runtime: &Path,
+        model: &Path,
         threads: usize,
+        prepacked: &ort::session::builder::PrepackedWeights,
+    ) -> Result<ort::session::Session, Error> {
+        let env = environment(runtime)?;
+        Self::build_session(&env, model, threads, prepacked)
+            .map_err(|e| Error::Model(format!("cannot start the embedding model: {e}")))
+    }
+
+    fn build_session(
+        env: &ort::environment::Environment,
+        model: &Path,
+        threads: usize,
+        prepacked: &ort::session::builder::PrepackedWeights,
     ) -> Result<ort::session::Session, String> {
         let e = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
         ort::session::Session::builder(env)
             .map_err(|e| e.to_string())?
+            .with_prepacked_weights(prepacked)
+            .map_err(e)?
             .with_intra_threads(threads.max(1))
             .map_err(e)?
             .with_inter_threads(1)
@@ -185,51 +215,71 @@ impl OnnxEmbedder {
             // Idle worker threads sleep instead of spinning: this is a desktop app's engine.
             .with_intra_op_spinning(false)
             .map_err(e)?
-            .commit_from_memory(onnx)
+            .commit_from_file(model)
             .map_err(|e| e.to_string())
     }
 
-    /// Embeds `texts` (already prefixed) one at a time. Not batched on purpose: the int8 model
-    /// quantizes activations with one scale per run, so batch-mates would nudge a text's vector
-    /// (cosine ~0.996), and on a CPU a batch of one, with no padding, is also the fastest
-    /// (docs/BENCHMARKS.md).
+    /// Embeds `texts` (already prefixed) one at a time, on every session at once when bulk
+    /// sessions are open (each takes the next text; longest first, so none is left with a long
+    /// tail). Not batched on purpose: the int8 model quantizes activations with one scale per
+    /// run, so batch-mates would nudge a text's vector (cosine ~0.996), and on a CPU a batch of
+    /// one, with no padding, is also the fastest (docs/BENCHMARKS.md). A text's vector is the
+    /// same whichever session embeds it.
     fn embed_prefixed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
-        texts
-            .iter()
-            .map(|t| {
-                let ids = self.tokenizer.encode(t);
-                self.run(ids)
-            })
+        let ids: Vec<Vec<i64>> = texts.iter().map(|t| self.tokenizer.encode(t)).collect();
+        if self.workers.is_empty() || ids.len() < 2 {
+            return ids.into_iter().map(|i| run(&mut self.session, i)).collect();
+        }
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut out: Vec<Option<Result<Vec<f32>, Error>>> = (0..ids.len()).map(|_| None).collect();
+        let done = std::sync::Mutex::new(&mut out);
+        std::thread::scope(|s| {
+            for session in std::iter::once(&mut self.session).chain(self.workers.iter_mut()) {
+                let (ids, order, next, done) = (&ids, &order, &next, &done);
+                s.spawn(move || {
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { break };
+                        let v = run(session, ids[i].clone());
+                        done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(v);
+                    }
+                });
+            }
+        });
+        out.into_iter()
+            .map(|v| v.unwrap_or_else(|| Err(Error::Model("an embedding thread stopped".into()))))
             .collect()
     }
+}
 
-    fn run(&mut self, ids: Vec<i64>) -> Result<Vec<f32>, Error> {
-        let len = ids.len();
-        let failed = |e: ort::Error| Error::Model(format!("embedding failed: {e}"));
-        let ids_t = ort::value::Tensor::from_array(([1, len], ids)).map_err(failed)?;
-        let mask_t = ort::value::Tensor::from_array(([1, len], vec![1i64; len])).map_err(failed)?;
-        let outputs = self
-            .session
-            .run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t])
-            .map_err(failed)?;
-        let (shape, hidden) = outputs[0].try_extract_tensor::<f32>().map_err(failed)?;
-        let dim = match **shape {
-            [1, n, d] if n as usize == len && d > 0 => d as usize,
-            _ => {
-                return Err(Error::Model(format!(
-                    "the model returned shape {shape:?}, expected [1, {len}, hidden]"
-                )));
-            }
-        };
-        // Mean pooling over the tokens (no padding in a batch of one).
-        let mut v = vec![0f32; dim];
-        for row in hidden.chunks_exact(dim) {
-            v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+/// One text through one session: token ids in, mean-pooled unit vector out.
+fn run(session: &mut ort::session::Session, ids: Vec<i64>) -> Result<Vec<f32>, Error> {
+    let len = ids.len();
+    let failed = |e: ort::Error| Error::Model(format!("embedding failed: {e}"));
+    let ids_t = ort::value::Tensor::from_array(([1, len], ids)).map_err(failed)?;
+    let mask_t = ort::value::Tensor::from_array(([1, len], vec![1i64; len])).map_err(failed)?;
+    let outputs = session
+        .run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t])
+        .map_err(failed)?;
+    let (shape, hidden) = outputs[0].try_extract_tensor::<f32>().map_err(failed)?;
+    let dim = match **shape {
+        [1, n, d] if n as usize == len && d > 0 => d as usize,
+        _ => {
+            return Err(Error::Model(format!(
+                "the model returned shape {shape:?}, expected [1, {len}, hidden]"
+            )));
         }
-        v.iter_mut().for_each(|x| *x /= len as f32);
-        normalize(&mut v);
-        Ok(v)
+    };
+    // Mean pooling over the tokens (no padding in a batch of one).
+    let mut v = vec![0f32; dim];
+    for row in hidden.chunks_exact(dim) {
+        v.iter_mut().zip(row).for_each(|(a, b)| *a += b);
     }
+    v.iter_mut().for_each(|x| *x /= len as f32);
+    normalize(&mut v);
+    Ok(v)
 }
 
 impl Embedder for OnnxEmbedder {
@@ -244,6 +294,36 @@ impl Embedder for OnnxEmbedder {
         let mut v = self.embed_prefixed(&[format!("query: {text}")])?;
         v.pop()
             .ok_or_else(|| Error::Model("the model returned no vector".into()))
+    }
+    fn set_sessions(&mut self, n: usize) -> Result<(), Error> {
+        let want = n.max(1) - 1;
+        if want <= self.workers.len() {
+            self.workers.truncate(want);
+            return Ok(());
+        }
+        let path = self.dir.join("model.onnx");
+        let digest = sha256_hex_of_file(&path)
+            .map_err(|e| Error::Model(format!("cannot read {}: {e}", path.display())))?;
+        // A worker must run the very model the vectors are cached under.
+        let loaded = self
+            .model_id
+            .strip_prefix("onnx-")
+            .and_then(|r| r.get(..16));
+        if loaded.is_none_or(|h| !digest.starts_with(h)) {
+            return Err(Error::Model(format!(
+                "{} changed since the model was loaded",
+                path.display()
+            )));
+        }
+        let runtime = resolve_runtime(&self.dir);
+        while self.workers.len() < want {
+            let s = OnnxEmbedder::session(&runtime, &path, 1, &self.prepacked)?;
+            self.workers.push(s);
+        }
+        Ok(())
+    }
+    fn sessions(&self) -> usize {
+        1 + self.workers.len()
     }
 }
 

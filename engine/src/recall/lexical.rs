@@ -19,7 +19,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::PreTokenizedString;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
-use super::analyzer::{analyze_doc, analyze_query, detect, to_tokens};
+use super::analyzer::{analyze_doc, analyze_query, analyze_query_words, detect, to_tokens};
 use super::{Error, RecallDoc};
 
 /// Longest a writer waits for another process's writer to finish.
@@ -184,6 +184,30 @@ impl LexicalIndex {
 
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
+    }
+
+    /// The share of the query's words (after stop words) that occur in at least one indexed
+    /// note, in any field and any scope: near 1 when the notes speak the query's language, near
+    /// 0 when they do not (a Spanish question over English notes). `None` for a query with no
+    /// searchable words. Hybrid fusion leans on the vectors as this falls.
+    pub fn coverage(&self, query: &str) -> Result<Option<f64>, Error> {
+        let words = analyze_query_words(query);
+        if words.is_empty() {
+            return Ok(None);
+        }
+        let searcher = self.reader.searcher();
+        let mut found = 0usize;
+        for group in &words {
+            'word: for t in group {
+                for field in [self.f.summary, self.f.tags, self.f.body] {
+                    if searcher.doc_freq(&Term::from_field_text(field, t))? > 0 {
+                        found += 1;
+                        break 'word;
+                    }
+                }
+            }
+        }
+        Ok(Some(found as f64 / words.len() as f64))
     }
 
     /// BM25 search: the best `limit` keys with their scores, among documents whose scope is in

@@ -175,6 +175,10 @@ pub struct Explain {
     pub vector_rank: Option<usize>,
     pub cosine: Option<f32>,
     pub fused: f64,
+    /// Share of the query's words found in the notes' vocabulary (hybrid adaptive fusion).
+    pub coverage: Option<f64>,
+    /// The vector side's weight in score fusion for this query.
+    pub vector_weight: Option<f64>,
     pub decay: f64,
     pub trust: f64,
     pub importance: f64,
@@ -205,6 +209,9 @@ pub struct RecallConfig {
     pub vector_cache: Option<PathBuf>,
     /// ONNX Runtime intra-op threads.
     pub threads: usize,
+    /// Model sessions embedding side by side during bulk work (indexing many notes, a model
+    /// change): each extra one costs ~100 MB while the work lasts and is dropped after it.
+    pub bulk_sessions: usize,
     /// Embed documents that lack vectors for the current model (a model change) on a background
     /// thread instead of inside `open`.
     pub background_reembed: bool,
@@ -217,9 +224,16 @@ impl RecallConfig {
             model_dir: None,
             vector_cache: None,
             threads: 1,
+            bulk_sessions: default_bulk_sessions(),
             background_reembed: true,
         }
     }
+}
+
+/// One bulk session per core, at most two: two cores give ~1.8× the throughput of one, and
+/// more sessions would cost memory on a laptop for little.
+pub fn default_bulk_sessions() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
 }
 
 /// What the engine card shows about recall.
@@ -254,6 +268,38 @@ struct Shared {
     stop: AtomicBool,
     /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
+    bulk_sessions: usize,
+}
+
+/// Chunks to embed before extra bulk sessions are worth starting (a session starts in ~0.5 s;
+/// a chunk takes ~50 ms).
+const BULK_MIN_CHUNKS: usize = 32;
+
+/// Bulk sessions open while this lives, when it opened them: an inner, smaller batch inside a
+/// larger one neither opens nor closes them.
+struct Bulk<'a> {
+    shared: &'a Shared,
+    opened: bool,
+}
+
+impl<'a> Bulk<'a> {
+    fn start(shared: &'a Shared, chunks: usize) -> Self {
+        let mut opened = false;
+        if shared.bulk_sessions > 1 && chunks >= BULK_MIN_CHUNKS {
+            let mut e = lock(&shared.embedder);
+            // Without extra sessions the work still gets done, on one core.
+            opened = e.sessions() == 1 && e.set_sessions(shared.bulk_sessions).is_ok();
+        }
+        Self { shared, opened }
+    }
+}
+
+impl Drop for Bulk<'_> {
+    fn drop(&mut self) {
+        if self.opened {
+            let _ = lock(&self.shared.embedder).set_sessions(1);
+        }
+    }
 }
 
 /// Query vectors kept before the cache is emptied.
@@ -317,6 +363,7 @@ impl RecallIndex {
             pending: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             query_cache: Mutex::new(HashMap::new()),
+            bulk_sessions: config.bulk_sessions,
         });
         let data_version = docs.data_version()?;
         let me = Self {
@@ -381,6 +428,8 @@ impl RecallIndex {
         let shared = Arc::clone(&self.shared);
         shared.pending.store(missing.len(), Ordering::SeqCst);
         let handle = std::thread::spawn(move || {
+            let chunks = missing.iter().map(|d| d.2.len()).sum();
+            let _bulk = Bulk::start(&shared, chunks);
             for batch in missing.chunks(4) {
                 if shared.stop.load(Ordering::SeqCst) {
                     break;
@@ -585,7 +634,15 @@ impl RecallIndex {
                 None => Vec::new(),
             }
         };
-        let fused = rank::fuse(&lexical, &vector, opts.fusion);
+        let coverage = match (opts.mode, opts.fusion) {
+            (Mode::Hybrid, Fusion::Adaptive { .. }) => self.lexical.coverage(&query)?,
+            _ => None,
+        };
+        let vector_weight = match opts.mode {
+            Mode::Hybrid => opts.fusion.vector_weight(coverage),
+            _ => None,
+        };
+        let fused = rank::fuse(&lexical, &vector, opts.fusion, coverage);
         let mut scored: Vec<(rank::Fused, Explain)> = fused
             .into_iter()
             .filter_map(|f| {
@@ -606,6 +663,8 @@ impl RecallIndex {
                     vector_rank: f.vector.map(|x| x.0),
                     cosine: f.vector.map(|x| x.1),
                     fused: f.score,
+                    coverage,
+                    vector_weight,
                     decay,
                     trust,
                     importance,
@@ -758,12 +817,14 @@ fn embed_missing(
     }
     let total = todo.len();
     let mut done = 0;
-    // Group whole documents into batches of about EMBED_BATCH chunks.
+    let bulk = Bulk::start(shared, todo.iter().map(|d| d.2.len()).sum());
+    // Group whole documents into batches of about EMBED_BATCH chunks per session.
+    let per_batch = EMBED_BATCH * lock(&shared.embedder).sessions();
     let mut start = 0;
     while start < todo.len() {
         let mut end = start;
         let mut n = 0;
-        while end < todo.len() && (n == 0 || n + todo[end].2.len() <= EMBED_BATCH) {
+        while end < todo.len() && (n == 0 || n + todo[end].2.len() <= per_batch) {
             n += todo[end].2.len();
             end += 1;
         }
@@ -787,6 +848,7 @@ fn embed_missing(
         progress(done, total);
         start = end;
     }
+    drop(bulk);
     Ok(total)
 }
 

@@ -15,13 +15,37 @@ pub enum Fusion {
     /// Scores normalised per list (BM25 divided by the best BM25 score; cosine min-max over the
     /// candidates), then `vector_weight · v + (1 − vector_weight) · t`.
     Weighted { vector_weight: f64 },
+    /// Weighted fusion whose vector weight follows the query's lexical coverage (the share of
+    /// its words found in the notes' vocabulary): `lexical` when every word occurs, rising
+    /// linearly to `cross` when none does — a query in another language than the notes has
+    /// only names and numbers for BM25 to match, so the vectors must carry it.
+    Adaptive { lexical: f64, cross: f64 },
 }
 
-/// Weighted fusion at 0.7 beat RRF on every set measured (docs/recall.md): SciFact gate slice
-/// 0.898 vs 0.867 nDCG@10, XQuAD-R es 0.865 vs 0.835.
+/// Score fusion beat RRF on every set measured (docs/BENCHMARKS.md), and no single weight
+/// suits every set: SciFact, where BM25 is the stronger retriever, wants 0.5; a Spanish
+/// question over English notes wants 0.8 or more. The adaptive weight serves both.
 impl Default for Fusion {
     fn default() -> Self {
-        Fusion::Weighted { vector_weight: 0.7 }
+        Fusion::Adaptive {
+            lexical: 0.5,
+            cross: 0.85,
+        }
+    }
+}
+
+impl Fusion {
+    /// The vector side's weight in score fusion for a query of this lexical coverage
+    /// (`None`: the query had no searchable words); `None` for RRF.
+    pub fn vector_weight(self, coverage: Option<f64>) -> Option<f64> {
+        match self {
+            Fusion::Rrf { .. } => None,
+            Fusion::Weighted { vector_weight } => Some(vector_weight),
+            Fusion::Adaptive { lexical, cross } => {
+                let c = coverage.unwrap_or(0.0).clamp(0.0, 1.0);
+                Some(cross + (lexical - cross) * c)
+            }
+        }
     }
 }
 
@@ -36,8 +60,14 @@ pub struct Fused {
     pub score: f64,
 }
 
-/// Fuses two ranked lists (best first).
-pub fn fuse(lexical: &[(String, f32)], vector: &[(String, f32)], how: Fusion) -> Vec<Fused> {
+/// Fuses two ranked lists (best first); `coverage` is the query's lexical coverage
+/// (`LexicalIndex::coverage`), read by adaptive fusion only.
+pub fn fuse(
+    lexical: &[(String, f32)],
+    vector: &[(String, f32)],
+    how: Fusion,
+    coverage: Option<f64>,
+) -> Vec<Fused> {
     let blank = |k: &str| Fused {
         key: k.to_owned(),
         bm25: None,
@@ -59,6 +89,7 @@ pub fn fuse(lexical: &[(String, f32)], vector: &[(String, f32)], how: Fusion) ->
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), s| {
             (a.min(s), b.max(s))
         });
+    let weight = how.vector_weight(coverage);
     for (_, mut f) in staged {
         f.score = match how {
             Fusion::Rrf { k, vector_weight } => {
@@ -66,7 +97,8 @@ pub fn fuse(lexical: &[(String, f32)], vector: &[(String, f32)], how: Fusion) ->
                     + f.vector
                         .map_or(0.0, |(r, _)| vector_weight / (k + r as f64))
             }
-            Fusion::Weighted { vector_weight } => {
+            Fusion::Weighted { .. } | Fusion::Adaptive { .. } => {
+                let vector_weight = weight.unwrap_or(0.5);
                 let t = f.bm25.map_or(0.0, |(_, s)| {
                     if best_bm25 > 0.0 {
                         f64::from(s / best_bm25)
@@ -199,6 +231,7 @@ mod tests {
                 k: 60.0,
                 vector_weight: 1.0,
             },
+            None,
         );
         assert_eq!(f[0].key, "b");
         assert!((f[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-12);
@@ -216,12 +249,43 @@ mod tests {
             &l(&[("a", 10.0), ("b", 5.0)]),
             &l(&[("b", 0.9), ("c", 0.7)]),
             Fusion::Weighted { vector_weight: 0.7 },
+            Some(1.0),
         );
         let score = |k: &str| f.iter().find(|x| x.key == k).unwrap().score;
         assert!((score("a") - 0.3).abs() < 1e-9);
         assert!((score("b") - (0.7 + 0.3 * 0.5)).abs() < 1e-6);
         assert!((score("c") - 0.0).abs() < 1e-9);
         assert_eq!(f[0].key, "b");
+    }
+
+    #[test]
+    fn adaptive_fusion_leans_on_vectors_as_lexical_coverage_falls() {
+        let how = Fusion::Adaptive {
+            lexical: 0.5,
+            cross: 0.9,
+        };
+        assert_eq!(how.vector_weight(Some(1.0)), Some(0.5));
+        assert!((how.vector_weight(Some(0.5)).unwrap() - 0.7).abs() < 1e-12);
+        assert_eq!(how.vector_weight(Some(0.0)), Some(0.9));
+        assert_eq!(how.vector_weight(None), Some(0.9));
+        assert_eq!(how.vector_weight(Some(7.0)), Some(0.5), "clamped");
+        assert_eq!(
+            Fusion::Weighted { vector_weight: 0.7 }.vector_weight(Some(0.0)),
+            Some(0.7)
+        );
+        // "a" leads BM25, "b" leads the vectors: full coverage weighs them 0.5/0.5 and the
+        // key order breaks the tie; no coverage gives the vectors 0.9 and "b" wins clearly.
+        let lex = l(&[("a", 10.0), ("b", 5.0)]);
+        let vec = l(&[("b", 0.9), ("c", 0.7), ("a", 0.5)]);
+        let at = |c: f64| fuse(&lex, &vec, how, Some(c));
+        let score = |f: &[Fused], k: &str| f.iter().find(|x| x.key == k).unwrap().score;
+        let full = at(1.0);
+        assert!((score(&full, "a") - 0.5).abs() < 1e-9);
+        assert!((score(&full, "b") - (0.5 + 0.5 * 0.5)).abs() < 1e-6);
+        let none = at(0.0);
+        assert!((score(&none, "a") - 0.1).abs() < 1e-6);
+        assert!((score(&none, "b") - (0.9 + 0.1 * 0.5)).abs() < 1e-6);
+        assert_eq!(none[0].key, "b");
     }
 
     #[test]

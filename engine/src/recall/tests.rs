@@ -11,6 +11,8 @@ use super::*;
 struct Counting {
     id: String,
     passages: Arc<AtomicUsize>,
+    /// Every `set_sessions` call, in order.
+    sessions: Arc<std::sync::Mutex<Vec<usize>>>,
     /// Set by the test to stall embedding (to observe search during a re-embed); a stall
     /// never outlasts ten seconds, so a failing test cannot hang.
     stall: Arc<AtomicBool>,
@@ -31,6 +33,13 @@ impl Embedder for Counting {
     fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
         Ok(HashEmbedder::embed(text))
     }
+    fn set_sessions(&mut self, n: usize) -> Result<(), Error> {
+        self.sessions.lock().unwrap().push(n);
+        Ok(())
+    }
+    fn sessions(&self) -> usize {
+        self.sessions.lock().unwrap().last().copied().unwrap_or(1)
+    }
 }
 
 type Counted = (
@@ -46,6 +55,7 @@ fn counting(id: &str, stalled: bool) -> Counted {
     let e = Counting {
         id: id.into(),
         passages: Arc::clone(&n),
+        sessions: Arc::default(),
         stall: Arc::clone(&stall),
     };
     let choice = EmbedderChoice {
@@ -192,6 +202,102 @@ fn quarantined_and_secret_notes_are_never_recalled() {
         .unwrap();
     assert!(ids(&with).contains(&"user/s".to_string()));
     assert!(!ids(&with).contains(&"user/q".to_string()));
+}
+
+#[test]
+fn fusion_weight_follows_the_share_of_query_words_the_notes_contain() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&corpus()).unwrap();
+    let explain = |q: &str| {
+        let hits = ix
+            .search(
+                q,
+                &SearchOptions {
+                    explain: true,
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        hits.first().and_then(|h| h.explain.clone())
+    };
+    let Fusion::Adaptive { lexical, cross } = Fusion::default() else {
+        panic!("adaptive fusion is the default")
+    };
+    // Every word is in the notes: BM25 gets its full say.
+    let e = explain("pricing borders").unwrap();
+    assert_eq!(e.coverage, Some(1.0));
+    assert_eq!(e.vector_weight, Some(lexical));
+    // Half the words are unknown to the notes: halfway.
+    let e = explain("pricing zorblax").unwrap();
+    assert_eq!(e.coverage, Some(0.5));
+    assert!((e.vector_weight.unwrap() - (lexical + cross) / 2.0).abs() < 1e-12);
+    // A fixed weight ignores coverage.
+    let hits = ix
+        .search(
+            "pricing zorblax",
+            &SearchOptions {
+                explain: true,
+                fusion: Fusion::Weighted { vector_weight: 0.7 },
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    let e = hits[0].explain.clone().unwrap();
+    assert_eq!((e.coverage, e.vector_weight), (None, Some(0.7)));
+}
+
+#[test]
+fn bulk_embedding_opens_extra_sessions_and_closes_them_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls: Arc<std::sync::Mutex<Vec<usize>>> = Arc::default();
+    let passages = Arc::new(AtomicUsize::new(0));
+    let e = Counting {
+        id: "bulk-model".into(),
+        passages: Arc::clone(&passages),
+        sessions: Arc::clone(&calls),
+        stall: Arc::default(),
+    };
+    let choice = EmbedderChoice {
+        kind: "hash",
+        model_id: "bulk-model".into(),
+        fallback_reason: None,
+    };
+    let mut c = RecallConfig::new(dir.path());
+    c.background_reembed = false;
+    c.bulk_sessions = 2;
+    let ix = RecallIndex::open_with_embedder(&c, Box::new(e), choice, clock()).unwrap();
+    // A few notes: not worth a second session.
+    ix.upsert(&corpus()).unwrap();
+    assert_eq!(*calls.lock().unwrap(), Vec::<usize>::new());
+    let many: Vec<RecallDoc> = (0..BULK_MIN_CHUNKS + 5)
+        .map(|i| {
+            doc(
+                "user",
+                &format!("n{i}"),
+                &format!("note {i}"),
+                "some body text",
+            )
+            .rehash()
+        })
+        .collect();
+    let before = passages.load(Ordering::SeqCst);
+    ix.upsert(&many).unwrap();
+    assert_eq!(passages.load(Ordering::SeqCst) - before, many.len());
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![2, 1],
+        "opened for the work, closed after"
+    );
+    // With one bulk session configured, nothing is ever opened.
+    let dir = tempfile::tempdir().unwrap();
+    let (e, choice, _, _) = counting("bulk-model", false);
+    let mut c = RecallConfig::new(dir.path());
+    c.background_reembed = false;
+    c.bulk_sessions = 1;
+    let ix = RecallIndex::open_with_embedder(&c, e, choice, clock()).unwrap();
+    ix.upsert(&many).unwrap();
+    assert_eq!(lock(&ix.shared.embedder).sessions(), 1);
 }
 
 #[test]
