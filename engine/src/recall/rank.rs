@@ -29,7 +29,7 @@ impl Default for Fusion {
     fn default() -> Self {
         Fusion::Adaptive {
             lexical: 0.5,
-            cross: 0.85,
+            cross: 0.8,
         }
     }
 }
