@@ -271,8 +271,8 @@ struct Shared {
     bulk_sessions: usize,
 }
 
-/// Chunks to embed before extra bulk sessions are worth starting (a session starts in ~0.5 s;
-/// a chunk takes ~50 ms).
+/// Chunks to embed before extra bulk sessions are worth starting (a session starts in well
+/// under a second; a chunk takes ~50 ms).
 const BULK_MIN_CHUNKS: usize = 32;
 
 /// Bulk sessions open while this lives, when it opened them: an inner, smaller batch inside a
