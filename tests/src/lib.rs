@@ -62,6 +62,20 @@ pub fn test_model_dir() -> PathBuf {
     default
 }
 
+/// The f32 model the int8 one is built from (`MEMORIA_TEST_BASE_MODEL_DIR`, else where
+/// `scripts/install-model.sh` puts it).
+pub fn test_base_model_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMORIA_TEST_BASE_MODEL_DIR").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let default = memoria_cache("models/e5-small");
+    assert!(
+        default.join("model.onnx").exists(),
+        "the f32 embedding model is not installed: run scripts/install-model.sh (or set MEMORIA_TEST_BASE_MODEL_DIR)"
+    );
+    default
+}
+
 /// The evaluation sets beside the repository (`../shared/data`).
 pub fn shared_data() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
