@@ -185,7 +185,8 @@ fn marker_words(lang: Lang) -> &'static [&'static str] {
         Lang::Es => &[
             "el", "la", "los", "las", "del", "y", "que", "qué", "es", "son", "por", "para", "con",
             "una", "un", "se", "su", "sus", "cuál", "cuáles", "cómo", "dónde", "quién", "cuándo",
-            "fue", "más", "lo", "al", "en", "como", "pero", "muy", "también", "de",
+            "fue", "más", "lo", "al", "en", "como", "pero", "muy", "también", "de", "cuánto",
+            "cuánta", "cuántos", "cuántas", "hay", "este", "esta", "estos", "desde", "según",
         ],
         Lang::De => &[
             "der", "die", "das", "und", "ist", "nicht", "mit", "ein", "eine", "einer", "den",
@@ -198,7 +199,7 @@ fn marker_words(lang: Lang) -> &'static [&'static str] {
             "où", "comment", "par", "plus", "mais", "ou", "de", "la", "un",
         ],
         Lang::Hu => &[
-            "a", "az", "egy", "és", "hogy", "nem", "van", "volt", "meg", "is", "ez", "azt", "ezt",
+            "az", "egy", "és", "hogy", "nem", "van", "volt", "meg", "is", "ez", "azt", "ezt",
             "mint", "csak", "vagy", "mi", "ki", "hol", "mikor", "miért", "szerint", "között",
             "után", "lesz", "el",
         ],
@@ -208,7 +209,7 @@ fn marker_words(lang: Lang) -> &'static [&'static str] {
 /// Letters that point at one language.
 fn marker_char(c: char) -> Option<Lang> {
     match c {
-        'ñ' | '¿' | '¡' => Some(Lang::Es),
+        'ñ' => Some(Lang::Es),
         'ß' | 'ä' => Some(Lang::De),
         'ő' | 'ű' => Some(Lang::Hu),
         'ç' | 'è' | 'ê' | 'à' | 'â' | 'î' | 'ô' | 'û' | 'œ' => Some(Lang::Fr),
@@ -225,30 +226,46 @@ pub fn detect(text: &str) -> Detected {
             .map(|l| marker_words(*l).iter().copied().collect())
             .collect()
     });
-    let mut score = [0u32; 5];
+    // `lead`: evidence that points at one language only (its own marker words, 2 each; its
+    // letters, 1 each). `shared`: marker words of several languages ("la", "de", "que" in
+    // Spanish and French; "is" in English and Hungarian), 1 each: they count as evidence that
+    // the text is one of those languages but never decide which.
+    let mut lead = [0u32; 5];
+    let mut shared = [0u32; 5];
     let mut words = 0u32;
     // Enough evidence is gathered from the first few hundred words.
     for piece in pieces(text).into_iter().take(400) {
         if let Piece::Word(w) = piece {
             words += 1;
-            for l in Lang::ALL {
-                if markers[l.index()].contains(w.as_str()) {
-                    score[l.index()] += 2;
-                }
+            let marked: Vec<Lang> = Lang::ALL
+                .into_iter()
+                .filter(|l| markers[l.index()].contains(w.as_str()))
+                .collect();
+            match marked[..] {
+                [l] => lead[l.index()] += 2,
+                _ => marked.iter().for_each(|l| shared[l.index()] += 1),
             }
             for c in w.chars() {
                 if let Some(l) = marker_char(c) {
-                    score[l.index()] += 1;
+                    lead[l.index()] += 1;
                 }
             }
         }
     }
-    let mut ranked: Vec<(u32, Lang)> = Lang::ALL.iter().map(|l| (score[l.index()], *l)).collect();
+    // Opening question and exclamation marks are Spanish only, as telling as a marker word;
+    // they are not part of any word.
+    let inverted = text
+        .chars()
+        .take(4000)
+        .filter(|c| matches!(c, '¿' | '¡'))
+        .count();
+    lead[Lang::Es.index()] += 2 * inverted.min(4) as u32;
+    let mut ranked: Vec<(u32, Lang)> = Lang::ALL.iter().map(|l| (lead[l.index()], *l)).collect();
     ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
     let (best, lang) = ranked[0];
     let second = ranked[1].0;
-    // Two marker words at least, and a clear lead over the runner-up.
-    if words > 0 && best >= 4 && best * 2 >= second * 3 {
+    // Evidence worth two marker words at least, and a clear lead over the runner-up.
+    if words > 0 && best >= 2 && best + shared[lang.index()] >= 4 && best * 2 >= second * 3 {
         Detected::Clear(lang)
     } else {
         Detected::Unclear
@@ -454,6 +471,29 @@ mod tests {
             v
         });
         assert_eq!(analyze_query("the running cats"), flat);
+    }
+
+    #[test]
+    fn words_shared_by_languages_do_not_decide_and_inverted_marks_are_spanish() {
+        // "la" and "de" mark Spanish and French alike: the Spanish-only "es" and "una" decide.
+        let es = "La historia de la música de la región es una parte de la cultura de la costa.";
+        assert_eq!(detect(es), Detected::Clear(Lang::Es));
+        assert!(doc(es).contains(&"music".to_owned()), "{:?}", doc(es));
+        // A short question: "¿" is Spanish evidence even though it is not part of a word.
+        assert_eq!(detect("¿Quién ganó la copa?"), Detected::Clear(Lang::Es));
+        assert_eq!(
+            detect("¿Cuántos goles marcó Pérez?"),
+            Detected::Clear(Lang::Es)
+        );
+        // English with the article "a" is not Hungarian.
+        assert_ne!(
+            detect("A cat is a pet with a tail and a dog is a friend"),
+            Detected::Clear(Lang::Hu)
+        );
+        assert_eq!(
+            detect("La maison de la rue est une maison de la ville et le jardin est grand"),
+            Detected::Clear(Lang::Fr)
+        );
     }
 
     #[test]
