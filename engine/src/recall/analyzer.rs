@@ -206,6 +206,29 @@ fn marker_words(lang: Lang) -> &'static [&'static str] {
     }
 }
 
+/// Question words: a query asks with them, but the note that answers rarely contains them, so
+/// in a query they match only notes that happen to ask something alike. Dropped from queries
+/// (not from notes), on top of the language's stop words.
+fn question_words(lang: Lang) -> &'static [&'static str] {
+    match lang {
+        Lang::En => &[
+            "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "many", "much",
+            "does", "did", "do",
+        ],
+        Lang::Es => &[
+            "qué", "cuál", "cuáles", "quién", "quiénes", "dónde", "cuándo", "cómo", "cuánto",
+            "cuánta", "cuántos", "cuántas",
+        ],
+        Lang::De => &[
+            "wer", "wann", "warum", "wieso", "weshalb", "wieviel", "wieviele", "viele",
+        ],
+        Lang::Fr => &["combien", "où", "quand", "comment", "pourquoi", "quoi"],
+        Lang::Hu => &[
+            "mi", "ki", "hol", "mikor", "miért", "hány", "mennyi", "melyik", "milyen",
+        ],
+    }
+}
+
 /// Letters that point at one language.
 fn marker_char(c: char) -> Option<Lang> {
     match c {
@@ -337,9 +360,16 @@ pub fn analyze_query_words(text: &str) -> Vec<Vec<String>> {
         match p {
             Piece::Cjk(s) => group.push(s),
             Piece::Word(w) => match detected {
-                Detected::Clear(l) => group.extend(run(&FULL, l, &w)),
+                Detected::Clear(l) => {
+                    if !question_words(l).contains(&w.as_str()) {
+                        group.extend(run(&FULL, l, &w))
+                    }
+                }
                 Detected::Unclear => {
-                    if Lang::ALL.iter().any(|l| is_stop_word(*l, &w)) {
+                    if Lang::ALL
+                        .iter()
+                        .any(|l| is_stop_word(*l, &w) || question_words(*l).contains(&w.as_str()))
+                    {
                         continue;
                     }
                     for l in Lang::ALL {
@@ -501,6 +531,11 @@ mod tests {
         let q = analyze_query("¿Cuáles son las canciones más populares del año?");
         assert!(q.contains(&"cancion".to_owned()), "{q:?}");
         assert!(!q.contains(&"son".to_owned()), "{q:?}");
+        // Question words are dropped from queries, not from notes.
+        assert!(!q.iter().any(|t| t.starts_with("cual")), "{q:?}");
+        let q = analyze_query("How many tests did the importer run when it started?");
+        assert_eq!(q, ["test", "import", "run", "start"], "{q:?}");
+        assert!(doc("How the importer works").contains(&"how".to_owned()));
     }
 
     #[test]
