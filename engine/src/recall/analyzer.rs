@@ -5,8 +5,10 @@
 //! body together), so a short summary is stemmed like its body. Queries are analysed with their
 //! own detected language; a short query with no clear language is expanded to the stems of every
 //! supported language and loses the stop words of all of them. Text in Chinese, Japanese or
-//! Korean script becomes overlapping character bigrams (a lone character stays a unigram), so
-//! no segmenter is needed. Stems are folded to ASCII afterwards, so `canción` and `cancion`
+//! Korean script becomes overlapping character bigrams plus its single characters, so no
+//! segmenter is needed: bigrams reward a matching phrase, unigrams find one-character words
+//! (XQuAD zh BM25 nDCG@10 0.8367 with bigrams only, 0.8572 with both). Questions lose their
+//! question words (`how`, `cuántos`, `什么`…), which the notes that answer rarely contain. Stems are folded to ASCII afterwards, so `canción` and `cancion`
 //! meet.
 
 use std::collections::HashSet;
@@ -229,6 +231,45 @@ fn question_words(lang: Lang) -> &'static [&'static str] {
     }
 }
 
+/// Chinese question words, longest first. Written inside a run of characters, so they would
+/// otherwise reach the query as bigrams ("什么", and "么是" across the word boundary).
+const CJK_QUESTION_WORDS: &[&str] = &[
+    "为什么",
+    "怎么样",
+    "什么",
+    "怎么",
+    "怎样",
+    "如何",
+    "哪里",
+    "哪儿",
+    "哪个",
+    "哪些",
+    "多少",
+    "何时",
+    "为何",
+    "是否",
+    "谁",
+    "哪",
+    "几",
+    "吗",
+    "呢",
+];
+
+/// The query with its Chinese question words replaced by spaces, which split the run of
+/// characters into the parts that carry the question's content.
+fn without_cjk_question_words(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_cjk) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = text.to_owned();
+    for w in CJK_QUESTION_WORDS {
+        if out.contains(w) {
+            out = out.replace(w, " ");
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Letters that point at one language.
 fn marker_char(c: char) -> Option<Lang> {
     match c {
@@ -315,6 +356,24 @@ pub fn fold_ascii(s: &str) -> String {
         .collect()
 }
 
+/// Each character of the CJK runs of two or more characters (a run of one is already its own
+/// unigram).
+fn cjk_unigrams(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut run: Vec<char> = Vec::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if is_cjk(c) {
+            run.push(c);
+        } else {
+            if run.len() >= 2 {
+                out.extend(run.iter().map(|c| c.to_string()));
+            }
+            run.clear();
+        }
+    }
+    out
+}
+
 /// Analyses a document: one language for the whole note (English when unclear).
 pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
     let lang = match lang {
@@ -333,6 +392,7 @@ pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
         }
     }
     out.extend(run(&FULL, lang, &words));
+    out.extend(cjk_unigrams(text));
     out
 }
 
@@ -346,6 +406,11 @@ pub fn analyze_query(text: &str) -> Vec<String> {
             out.push(t);
         }
     }
+    for t in cjk_unigrams(&without_cjk_question_words(text)) {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
     out
 }
 
@@ -355,7 +420,7 @@ pub fn analyze_query(text: &str) -> Vec<String> {
 pub fn analyze_query_words(text: &str) -> Vec<Vec<String>> {
     let detected = detect(text);
     let mut out: Vec<Vec<String>> = Vec::new();
-    for p in pieces(text) {
+    for p in pieces(&without_cjk_question_words(text)) {
         let mut group: Vec<String> = Vec::new();
         match p {
             Piece::Cjk(s) => group.push(s),
@@ -454,16 +519,26 @@ mod tests {
     }
 
     #[test]
-    fn cjk_becomes_overlapping_bigrams() {
+    fn cjk_becomes_overlapping_bigrams_and_unigrams() {
         let t = doc("北京大学 is in 中国");
         assert_eq!(
             t,
-            vec!["北京", "京大", "大学", "中国"]
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>()
+            [
+                "北京", "京大", "大学", "中国", "北", "京", "大", "学", "中", "国"
+            ]
         );
         assert_eq!(analyze_query("京"), vec!["京".to_owned()]);
+        // Query: bigrams, then unigrams; question words split the run and are dropped, and only
+        // the bigrams count as words for coverage.
+        assert_eq!(
+            analyze_query("什么是光合作用"),
+            ["是光", "光合", "合作", "作用", "是", "光", "合", "作", "用"]
+        );
+        assert_eq!(
+            analyze_query_words("谁发明了电话").len(),
+            4,
+            "发明 明了 了电 电话"
+        );
         // Mixed script splits at the boundary: "gpu" stays a word, "模型" a bigram.
         let q = analyze_query("GPU模型");
         assert!(q.contains(&"模型".to_owned()), "{q:?}");
