@@ -30,8 +30,9 @@ pub const SUMMARY_BOOST: f32 = 1.0;
 pub const TAGS_BOOST: f32 = 1.0;
 pub const BODY_BOOST: f32 = 1.0;
 
-/// Bumped whenever the schema or the analysis changes; a mismatch rebuilds the index.
-const SCHEMA_VERSION: &str = "lexical-v1";
+/// Bumped whenever the schema or the analysis changes; a mismatch rebuilds the index (v2:
+/// language detection, question words, CJK unigrams).
+const SCHEMA_VERSION: &str = "lexical-v2";
 
 struct Fields {
     key: Field,
