@@ -374,41 +374,66 @@ fn cjk_unigrams(text: &str) -> Vec<String> {
     out
 }
 
-/// Analyses a document: one language for the whole note (English when unclear).
+/// Analyses a document: one language for the whole note; a note of unclear language gets each
+/// word's stems in every language.
 pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
-    let lang = match lang {
-        Detected::Clear(l) => l,
-        Detected::Unclear => Lang::En,
-    };
     let mut words = String::new();
     let mut out = Vec::new();
     for p in pieces(text) {
-        match p {
-            Piece::Word(w) => {
+        match (p, lang) {
+            (Piece::Word(w), Detected::Clear(_)) => {
                 words.push_str(&w);
                 words.push(' ');
             }
-            Piece::Cjk(s) => out.push(s),
+            (Piece::Word(w), Detected::Unclear) => out.extend(stems_of_every_language(&w)),
+            (Piece::Cjk(s), _) => out.push(s),
         }
     }
-    out.extend(run(&FULL, lang, &words));
+    if let Detected::Clear(l) = lang {
+        out.extend(run(&FULL, l, &words));
+    }
     out.extend(cjk_unigrams(text));
     out
 }
 
-/// Analyses a query into the distinct terms to look up. A query with a clear language uses
-/// that language; otherwise every supported language's stop words are removed and every
-/// language's stem of each remaining word is kept.
+/// A word of a text whose language is unclear: its distinct stems in every supported language,
+/// or nothing when it is a stop word of any of them. Notes and queries of unclear language are
+/// analysed alike, and each still meets a clear text through that text's language's stem.
+fn stems_of_every_language(w: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if Lang::ALL.iter().any(|l| is_stop_word(*l, w)) {
+        return out;
+    }
+    for l in Lang::ALL {
+        for t in run(&STEM, l, w) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// Every distinct term of [`analyze_query_groups`], in order (what the tests read).
+#[cfg(test)]
 pub fn analyze_query(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for t in analyze_query_words(text).into_iter().flatten() {
+    for t in analyze_query_groups(text).into_iter().flatten() {
         if !out.contains(&t) {
             out.push(t);
         }
     }
+    out
+}
+
+/// The query's terms for BM25, one group per word: the word groups of [`analyze_query_words`],
+/// then each CJK character as its own group. A group scores as its best term, so a word that
+/// expanded to several stems counts once.
+pub fn analyze_query_groups(text: &str) -> Vec<Vec<String>> {
+    let mut out = analyze_query_words(text);
     for t in cjk_unigrams(&without_cjk_question_words(text)) {
-        if !out.contains(&t) {
-            out.push(t);
+        if !out.iter().any(|g| g.len() == 1 && g[0] == t) {
+            out.push(vec![t]);
         }
     }
     out
@@ -431,18 +456,11 @@ pub fn analyze_query_words(text: &str) -> Vec<Vec<String>> {
                     }
                 }
                 Detected::Unclear => {
-                    if Lang::ALL
+                    if !Lang::ALL
                         .iter()
-                        .any(|l| is_stop_word(*l, &w) || question_words(*l).contains(&w.as_str()))
+                        .any(|l| question_words(*l).contains(&w.as_str()))
                     {
-                        continue;
-                    }
-                    for l in Lang::ALL {
-                        for t in run(&STEM, l, &w) {
-                            if !group.contains(&t) {
-                                group.push(t);
-                            }
-                        }
+                        group = stems_of_every_language(&w);
                     }
                 }
             },
@@ -599,6 +617,21 @@ mod tests {
             detect("La maison de la rue est une maison de la ville et le jardin est grand"),
             Detected::Clear(Lang::Fr)
         );
+    }
+
+    #[test]
+    fn a_note_of_unclear_language_gets_the_stems_of_every_language() {
+        let t = doc("Geólogos modernos, Hutton");
+        assert_eq!(detect("Geólogos modernos, Hutton"), Detected::Unclear);
+        // The Spanish query's stems meet it, and so would the English ones.
+        let q = analyze_query("¿Quiénes son los geólogos modernos más citados?");
+        let content: Vec<&String> = q.iter().filter(|q| *q == "geolog" || *q == "mod").collect();
+        assert_eq!(content.len(), 2, "{q:?}");
+        for q in content {
+            assert!(t.contains(q), "{q} not in {t:?}");
+        }
+        assert!(t.contains(&"hutton".to_owned()), "{t:?}");
+        assert!(t.len() > 3, "{t:?}");
     }
 
     #[test]

@@ -12,14 +12,16 @@ use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
 use tantivy::directory::error::LockError;
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, Occur, Query, TermQuery,
+};
 use tantivy::schema::{
     Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::PreTokenizedString;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
-use super::analyzer::{analyze_doc, analyze_query, analyze_query_words, detect, to_tokens};
+use super::analyzer::{analyze_doc, analyze_query_groups, analyze_query_words, detect, to_tokens};
 use super::{Error, RecallDoc};
 
 /// Longest a writer waits for another process's writer to finish.
@@ -219,23 +221,41 @@ impl LexicalIndex {
         scopes: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<(String, f32)>, Error> {
-        let terms = analyze_query(query);
-        if terms.is_empty() || limit == 0 {
+        let groups = analyze_query_groups(query);
+        if groups.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        // Per word: its best term (a word of unclear language expands to several stems, and a
+        // note of unclear language holds several of them: it must not score once per stem);
+        // per term: the sum over the fields.
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for t in &terms {
-            for (field, boost) in [
-                (self.f.summary, SUMMARY_BOOST),
-                (self.f.tags, TAGS_BOOST),
-                (self.f.body, BODY_BOOST),
-            ] {
-                let q = TermQuery::new(
-                    Term::from_field_text(field, t),
-                    IndexRecordOption::WithFreqs,
-                );
-                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
-            }
+        for group in &groups {
+            let per_term: Vec<Box<dyn Query>> = group
+                .iter()
+                .map(|t| {
+                    let fields: Vec<(Occur, Box<dyn Query>)> = [
+                        (self.f.summary, SUMMARY_BOOST),
+                        (self.f.tags, TAGS_BOOST),
+                        (self.f.body, BODY_BOOST),
+                    ]
+                    .into_iter()
+                    .map(|(field, boost)| {
+                        let q = TermQuery::new(
+                            Term::from_field_text(field, t),
+                            IndexRecordOption::WithFreqs,
+                        );
+                        let q: Box<dyn Query> = Box::new(BoostQuery::new(Box::new(q), boost));
+                        (Occur::Should, q)
+                    })
+                    .collect();
+                    Box::new(BooleanQuery::new(fields)) as Box<dyn Query>
+                })
+                .collect();
+            let word: Box<dyn Query> = match per_term.len() {
+                1 => per_term.into_iter().next().expect("one term"),
+                _ => Box::new(DisjunctionMaxQuery::new(per_term)),
+            };
+            should.push((Occur::Should, word));
         }
         let text_query: Box<dyn Query> = Box::new(BooleanQuery::new(should));
         let query: Box<dyn Query> = match scopes {
