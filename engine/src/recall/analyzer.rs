@@ -143,15 +143,6 @@ thread_local! {
                 .build()
         })
         .collect();
-    /// Per language: stemming only.
-    static STEM: Vec<TextAnalyzer> = Lang::ALL
-        .iter()
-        .map(|l| {
-            TextAnalyzer::builder(WhitespaceTokenizer::default())
-                .filter(Stemmer::new(l.tantivy()))
-                .build()
-        })
-        .collect();
 }
 
 /// Runs whitespace-joined words through one of the per-language analyzers.
@@ -377,41 +368,55 @@ fn cjk_unigrams(text: &str) -> Vec<String> {
 /// Analyses a document: one language for the whole note; a note of unclear language gets each
 /// word's stems in every language.
 pub fn analyze_doc(text: &str, lang: Detected) -> Vec<String> {
-    let mut words = String::new();
+    let mut words: Vec<String> = Vec::new();
     let mut out = Vec::new();
     for p in pieces(text) {
-        match (p, lang) {
-            (Piece::Word(w), Detected::Clear(_)) => {
-                words.push_str(&w);
-                words.push(' ');
-            }
-            (Piece::Word(w), Detected::Unclear) => out.extend(stems_of_every_language(&w)),
-            (Piece::Cjk(s), _) => out.push(s),
+        match p {
+            Piece::Word(w) => words.push(w),
+            Piece::Cjk(s) => out.push(s),
         }
     }
-    if let Detected::Clear(l) = lang {
-        out.extend(run(&FULL, l, &words));
+    match lang {
+        Detected::Clear(l) => out.extend(run(&FULL, l, &words.join(" "))),
+        Detected::Unclear => out.extend(stems_of_every_language(&words).into_iter().flatten()),
     }
     out.extend(cjk_unigrams(text));
     out
 }
 
-/// A word of a text whose language is unclear: its distinct stems in every supported language,
-/// or nothing when it is a stop word of any of them. Notes and queries of unclear language are
-/// analysed alike, and each still meets a clear text through that text's language's stem.
-fn stems_of_every_language(w: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if Lang::ALL.iter().any(|l| is_stop_word(*l, w)) {
-        return out;
-    }
+/// The words of a text whose language is unclear, each as its distinct stems in every supported
+/// language, or as nothing when it is a stop word of any of them. Notes and queries of unclear
+/// language are analysed alike, and each still meets a clear text through that text's
+/// language's stem. One pass per language over the whole text: the stop-word filter drops a
+/// token but keeps the others' positions, which say which word each stem came from.
+fn stems_of_every_language(words: &[String]) -> Vec<Vec<String>> {
+    let joined = words.join(" ");
+    let mut stems: Vec<Vec<String>> = vec![Vec::new(); words.len()];
+    let mut languages = vec![0usize; words.len()];
     for l in Lang::ALL {
-        for t in run(&STEM, l, w) {
-            if !out.contains(&t) {
-                out.push(t);
+        FULL.with(|a| {
+            let mut analyzer = a[l.index()].clone();
+            let mut stream = analyzer.token_stream(&joined);
+            while stream.advance() {
+                let token = stream.token();
+                let Some(group) = stems.get_mut(token.position) else {
+                    continue;
+                };
+                languages[token.position] += 1;
+                let t = fold_ascii(&token.text);
+                if !group.contains(&t) {
+                    group.push(t);
+                }
             }
+        });
+    }
+    // A word some language left out is one of its stop words.
+    for (group, n) in stems.iter_mut().zip(languages) {
+        if n < Lang::ALL.len() {
+            group.clear();
         }
     }
-    out
+    stems
 }
 
 /// Every distinct term of [`analyze_query_groups`], in order (what the tests read).
@@ -460,7 +465,7 @@ pub fn analyze_query_words(text: &str) -> Vec<Vec<String>> {
                         .iter()
                         .any(|l| question_words(*l).contains(&w.as_str()))
                     {
-                        group = stems_of_every_language(&w);
+                        group = stems_of_every_language(&[w]).pop().unwrap_or_default();
                     }
                 }
             },
@@ -632,6 +637,41 @@ mod tests {
         }
         assert!(t.contains(&"hutton".to_owned()), "{t:?}");
         assert!(t.len() > 3, "{t:?}");
+    }
+
+    #[test]
+    fn one_pass_stems_match_word_by_word_analysis() {
+        let text = "the Häuser und canciones de los niños are running quickly über die Brücke \
+                    az egy ház pricing cards fill 2026 x";
+        let words: Vec<String> = pieces(text)
+            .into_iter()
+            .filter_map(|p| match p {
+                Piece::Word(w) => Some(w),
+                Piece::Cjk(_) => None,
+            })
+            .collect();
+        let one_pass = stems_of_every_language(&words);
+        for (w, got) in words.iter().zip(&one_pass) {
+            let mut want: Vec<String> = Vec::new();
+            if !Lang::ALL.iter().any(|l| is_stop_word(*l, w)) {
+                for l in Lang::ALL {
+                    for t in run(&FULL, l, w) {
+                        if !want.contains(&t) {
+                            want.push(t);
+                        }
+                    }
+                }
+            }
+            assert_eq!(got, &want, "{w}");
+        }
+        assert!(
+            one_pass.iter().any(|g| g.is_empty()),
+            "stop words give no stems"
+        );
+        assert!(
+            one_pass.iter().any(|g| g.len() > 1),
+            "some word has several stems"
+        );
     }
 
     #[test]
