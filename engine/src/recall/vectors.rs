@@ -164,8 +164,8 @@ impl VectorIndex {
 
 /// Dot product of two int8 vectors, written so the compiler vectorizes it (16 lanes of
 /// i16 products summed into i32 — `pmaddwd` on x86, `sdot`-like on ARM). Never inlined:
-/// inlined into `search`'s loop it compiled to one scalar multiply per byte (perf showed the
-/// 100k-note scan at ~25 ms instead of ~5), compiled on its own it vectorizes.
+/// inlined into `search`'s loop it compiled to one scalar multiply per byte, and hybrid search
+/// at 100k notes took 46 ms at p50 instead of 28 (docs/BENCHMARKS.md).
 #[inline(never)]
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     let mut acc = [0i32; 16];
