@@ -51,27 +51,34 @@ pub mod sync_fixture;
 /// The embedding model directory that `scripts/install-model.sh` installs (multilingual-e5-small,
 /// int8): `MEMORIA_TEST_MODEL_DIR`, else the script's default location.
 pub fn test_model_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("MEMORIA_TEST_MODEL_DIR").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let default = memoria_cache("models/e5-small-int8");
-    assert!(
-        default.join("MANIFEST.txt").exists(),
-        "the embedding model is not installed: run scripts/install-model.sh (or set MEMORIA_TEST_MODEL_DIR)"
-    );
-    default
+    installed_model(
+        "MEMORIA_TEST_MODEL_DIR",
+        "e5-small-int8",
+        "MANIFEST.txt",
+        "embedding model",
+    )
 }
 
 /// The f32 model the int8 one is built from (`MEMORIA_TEST_BASE_MODEL_DIR`, else where
 /// `scripts/install-model.sh` puts it).
 pub fn test_base_model_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("MEMORIA_TEST_BASE_MODEL_DIR").filter(|p| !p.is_empty()) {
+    installed_model(
+        "MEMORIA_TEST_BASE_MODEL_DIR",
+        "e5-small",
+        "model.onnx",
+        "f32 embedding model",
+    )
+}
+
+/// `env` when set, else `~/.cache/memoria/models/<name>`, which must hold `marker`.
+fn installed_model(env: &str, name: &str, marker: &str, what: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let default = memoria_cache("models/e5-small");
+    let default = memoria_cache(&format!("models/{name}"));
     assert!(
-        default.join("model.onnx").exists(),
-        "the f32 embedding model is not installed: run scripts/install-model.sh (or set MEMORIA_TEST_BASE_MODEL_DIR)"
+        default.join(marker).exists(),
+        "the {what} is not installed: run scripts/install-model.sh (or set {env})"
     );
     default
 }
