@@ -97,16 +97,23 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex SHA-256 of a file, read in pieces (a model file need not sit in memory twice).
 pub fn sha256_hex_of_file(path: &std::path::Path) -> std::io::Result<String> {
+    sha256_hex_of_files(&[path])
+}
+
+/// Lowercase hex SHA-256 of the files' bytes one after the other, read in pieces.
+pub fn sha256_hex_of_files(paths: &[&std::path::Path]) -> std::io::Result<String> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
+    for path in paths {
+        let mut file = std::fs::File::open(path)?;
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
         }
-        hasher.update(&buf[..n]);
     }
     Ok(hex(&hasher.finalize()))
 }
@@ -131,6 +138,14 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(sha256_hex_of_file(&path).unwrap(), sha256_hex(&bytes));
         assert!(sha256_hex_of_file(&dir.path().join("missing")).is_err());
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"tail").unwrap();
+        let mut both = bytes.clone();
+        both.extend_from_slice(b"tail");
+        assert_eq!(
+            sha256_hex_of_files(&[&path, &other]).unwrap(),
+            sha256_hex(&both)
+        );
     }
 
     /// Reads the test vectors out of docs/PROTOCOL.md: lines of the form

@@ -233,3 +233,40 @@ fn int8_model_stays_close_to_the_f32_model_it_was_built_from() {
         "int8 vs f32 cosine: mean {mean:.5}, min {min:.5}"
     );
 }
+
+/// The installed model keeps its weights in `model.data` beside `model.onnx` (ONNX Runtime maps
+/// them instead of copying them into each session): the pair is one model, so its id covers both
+/// files, and a directory that lost `model.data` falls back to the hash embedder with a reason
+/// that names the missing file, never a crash.
+#[test]
+fn weights_beside_the_graph_are_part_of_the_model() {
+    let model = test_model_dir();
+    assert!(
+        model.join("model.data").exists(),
+        "scripts/install-model.sh stores the weights in model.data"
+    );
+    let (_, installed) = embed::load(Some(&model), 1);
+    assert_eq!(installed.kind, "onnx", "{:?}", installed.fallback_reason);
+
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&model).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "model.data" {
+            std::os::unix::fs::symlink(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let (_, without) = embed::load(Some(copy.path()), 1);
+    assert_eq!(without.kind, "hash");
+    let reason = without.fallback_reason.unwrap();
+    assert!(reason.contains("model.data"), "{reason}");
+
+    // Other weights under the same graph are another model: vectors are not mixed up.
+    let data = std::fs::read(model.join("model.data")).unwrap();
+    let mut other = data.clone();
+    let last = other.len() - 1;
+    other[last] ^= 1;
+    std::fs::write(copy.path().join("model.data"), &other).unwrap();
+    let (_, changed) = embed::load(Some(copy.path()), 1);
+    assert_eq!(changed.kind, "onnx", "{:?}", changed.fallback_reason);
+    assert_ne!(changed.model_id, installed.model_id);
+}

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use memoria_shared::hash::sha256_hex_of_file;
+use memoria_shared::hash::sha256_hex_of_files;
 
 use super::Error;
 
@@ -144,8 +144,6 @@ pub struct OnnxEmbedder {
     session: ort::session::Session,
     /// Extra single-threaded sessions for bulk embedding ([`Embedder::set_sessions`]).
     workers: Vec<ort::session::Session>,
-    /// Weights pre-packed for the matrix kernels, shared by every session of this model.
-    prepacked: ort::session::builder::PrepackedWeights,
     dir: PathBuf,
     tokenizer: super::tokenize::Tokenizer,
     model_id: String,
@@ -156,12 +154,7 @@ impl OnnxEmbedder {
     /// [`resolve_runtime`].
     pub fn load(dir: &Path, threads: usize) -> Result<Self, Error> {
         let model_path = dir.join("model.onnx");
-        let digest = sha256_hex_of_file(&model_path).map_err(|e| {
-            Error::Model(format!(
-                "cannot read {}: {e}; install the model with scripts/install-model.sh",
-                model_path.display()
-            ))
-        })?;
+        let digest = model_digest(dir)?;
         let tokenizer = super::tokenize::Tokenizer::load(dir, MAX_TOKENS)?;
         let runtime = resolve_runtime(dir);
         if !runtime.exists() {
@@ -174,12 +167,10 @@ impl OnnxEmbedder {
         // default library path, and panic when it is not there.
         environment(&runtime)?;
         let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &digest[..16]);
-        let prepacked = ort::session::builder::PrepackedWeights::new();
-        let session = Self::session(&runtime, &model_path, threads, &prepacked)?;
+        let session = Self::session(&runtime, &model_path, threads)?;
         Ok(Self {
             session,
             workers: Vec::new(),
-            prepacked,
             dir: dir.to_owned(),
             tokenizer,
             model_id,
@@ -190,10 +181,9 @@ impl OnnxEmbedder {
         runtime: &Path,
         model: &Path,
         threads: usize,
-        prepacked: &ort::session::builder::PrepackedWeights,
     ) -> Result<ort::session::Session, Error> {
         let env = environment(runtime)?;
-        Self::build_session(&env, model, threads, prepacked)
+        Self::build_session(&env, model, threads)
             .map_err(|e| Error::Model(format!("cannot start the embedding model: {e}")))
     }
 
@@ -201,13 +191,10 @@ impl OnnxEmbedder {
         env: &ort::environment::Environment,
         model: &Path,
         threads: usize,
-        prepacked: &ort::session::builder::PrepackedWeights,
     ) -> Result<ort::session::Session, String> {
         let e = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
         ort::session::Session::builder(env)
             .map_err(|e| e.to_string())?
-            .with_prepacked_weights(prepacked)
-            .map_err(e)?
             .with_intra_threads(threads.max(1))
             .map_err(e)?
             .with_inter_threads(1)
@@ -252,6 +239,24 @@ impl OnnxEmbedder {
             .map(|v| v.unwrap_or_else(|| Err(Error::Model("an embedding thread stopped".into()))))
             .collect()
     }
+}
+
+/// SHA-256 of `dir/model.onnx` followed by `dir/model.data` when there is one (the weights
+/// `scripts/install-model.sh` stores beside the graph, so ONNX Runtime maps them rather than
+/// copying them into each session): a change to either is a new model.
+fn model_digest(dir: &Path) -> Result<String, Error> {
+    let graph = dir.join("model.onnx");
+    let data = dir.join("model.data");
+    let mut files = vec![graph.as_path()];
+    if data.exists() {
+        files.push(data.as_path());
+    }
+    sha256_hex_of_files(&files).map_err(|e| {
+        Error::Model(format!(
+            "cannot read {}: {e}; install the model with scripts/install-model.sh",
+            graph.display()
+        ))
+    })
 }
 
 /// One text through one session: token ids in, mean-pooled unit vector out.
@@ -302,8 +307,7 @@ impl Embedder for OnnxEmbedder {
             return Ok(());
         }
         let path = self.dir.join("model.onnx");
-        let digest = sha256_hex_of_file(&path)
-            .map_err(|e| Error::Model(format!("cannot read {}: {e}", path.display())))?;
+        let digest = model_digest(&self.dir)?;
         // A worker must run the very model the vectors are cached under.
         let loaded = self
             .model_id
@@ -317,7 +321,7 @@ impl Embedder for OnnxEmbedder {
         }
         let runtime = resolve_runtime(&self.dir);
         while self.workers.len() < want {
-            let s = OnnxEmbedder::session(&runtime, &path, 1, &self.prepacked)?;
+            let s = OnnxEmbedder::session(&runtime, &path, 1)?;
             self.workers.push(s);
         }
         Ok(())
