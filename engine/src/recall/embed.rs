@@ -244,6 +244,11 @@ impl OnnxEmbedder {
 /// SHA-256 of `dir/model.onnx` followed by `dir/model.data` when there is one (the weights
 /// `scripts/install-model.sh` stores beside the graph, so ONNX Runtime maps them rather than
 /// copying them into each session): a change to either is a new model.
+///
+/// Hashing 83 MB takes a few hundred milliseconds, which every `memoria` command that loads the
+/// model (an agent's hook, once per turn) would pay. The digest is kept in [`DIGEST_FILE`] beside
+/// the model with the files' sizes and modification times, and reused while they match (as git
+/// trusts its index); a model directory that cannot be written is hashed every time.
 fn model_digest(dir: &Path) -> Result<String, Error> {
     let graph = dir.join("model.onnx");
     let data = dir.join("model.data");
@@ -251,12 +256,49 @@ fn model_digest(dir: &Path) -> Result<String, Error> {
     if data.exists() {
         files.push(data.as_path());
     }
-    sha256_hex_of_files(&files).map_err(|e| {
+    let cannot = |e: std::io::Error| {
+        let what = if files.len() > 1 {
+            " and model.data"
+        } else {
+            ""
+        };
         Error::Model(format!(
-            "cannot read {}: {e}; install the model with scripts/install-model.sh",
+            "cannot read {}{what}: {e}; install the model with scripts/install-model.sh",
             graph.display()
         ))
-    })
+    };
+    let stamp = files_stamp(&files).map_err(cannot)?;
+    let remembered = dir.join(DIGEST_FILE);
+    if let Ok(text) = std::fs::read_to_string(&remembered) {
+        if let Some((s, digest)) = text.trim_end().rsplit_once(' ') {
+            if s == stamp && digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Ok(digest.to_owned());
+            }
+        }
+    }
+    let digest = sha256_hex_of_files(&files).map_err(cannot)?;
+    // Only when the files did not change while they were read.
+    if files_stamp(&files).is_ok_and(|after| after == stamp) {
+        let _ = crate::fsx::write_atomic(&remembered, format!("{stamp} {digest}\n").as_bytes());
+    }
+    Ok(digest)
+}
+
+/// Where [`model_digest`] keeps a model's digest, beside the model.
+pub const DIGEST_FILE: &str = ".memoria-model-digest";
+
+/// Each file's size and modification time (nanoseconds), `len:mtime` joined by `,`.
+fn files_stamp(files: &[&Path]) -> std::io::Result<String> {
+    let mut parts = Vec::with_capacity(files.len());
+    for f in files {
+        let meta = std::fs::metadata(f)?;
+        let mtime = meta
+            .modified()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        parts.push(format!("{}:{mtime}", meta.len()));
+    }
+    Ok(parts.join(","))
 }
 
 /// One text through one session: token ids in, mean-pooled unit vector out.
@@ -468,6 +510,58 @@ mod tests {
         std::fs::write(dir.path().join(runtime_file_name()), b"garbage").unwrap();
         let (_, choice) = load(Some(dir.path()), 1);
         assert_eq!(choice.kind, "hash", "{choice:?}");
+    }
+
+    #[test]
+    fn model_digest_covers_both_files_and_is_remembered_until_they_change() {
+        use memoria_shared::hash::sha256_hex;
+        let dir = tempfile::tempdir().unwrap();
+        let graph = dir.path().join("model.onnx");
+        std::fs::write(&graph, b"graph").unwrap();
+        assert_eq!(model_digest(dir.path()).unwrap(), sha256_hex(b"graph"));
+        std::fs::write(dir.path().join("model.data"), b"weights").unwrap();
+        assert_eq!(
+            model_digest(dir.path()).unwrap(),
+            sha256_hex(b"graphweights")
+        );
+        let remembered = dir.path().join(DIGEST_FILE);
+        assert!(
+            std::fs::read_to_string(&remembered)
+                .unwrap()
+                .ends_with(&format!(" {}\n", sha256_hex(b"graphweights")))
+        );
+
+        // While sizes and times match, the remembered digest is used without reading the files.
+        let stamp = std::fs::read_to_string(&remembered).unwrap();
+        let (stamp, _) = stamp.trim_end().rsplit_once(' ').unwrap();
+        std::fs::write(&remembered, format!("{stamp} {}\n", "ab".repeat(32))).unwrap();
+        assert_eq!(model_digest(dir.path()).unwrap(), "ab".repeat(32));
+
+        // Same size, new time: hashed again. A new size: hashed again.
+        let data = dir.path().join("model.data");
+        std::fs::write(&data, b"WEIGHTS").unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&data)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(
+            model_digest(dir.path()).unwrap(),
+            sha256_hex(b"graphWEIGHTS")
+        );
+        std::fs::write(&data, b"more weights").unwrap();
+        assert_eq!(
+            model_digest(dir.path()).unwrap(),
+            sha256_hex(b"graphmore weights")
+        );
+        // A garbled record is ignored.
+        std::fs::write(&remembered, b"nonsense").unwrap();
+        assert_eq!(
+            model_digest(dir.path()).unwrap(),
+            sha256_hex(b"graphmore weights")
+        );
     }
 
     #[test]

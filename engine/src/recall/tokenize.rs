@@ -109,14 +109,24 @@ impl Tokenizer {
         let min_score = vocab.iter().map(|(_, s)| *s).fold(f64::INFINITY, f64::min);
         let scores = vocab.iter().map(|(_, s)| *s as f32).collect();
         // Sorted by bytes; equal pieces keep the last id (as a map filled in vocabulary order).
-        let mut order: Vec<u32> = (0..vocab.len() as u32).collect();
-        order.sort_by(|&a, &b| {
-            vocab[a as usize]
-                .0
-                .as_bytes()
-                .cmp(vocab[b as usize].0.as_bytes())
-                .then(b.cmp(&a))
+        // Each piece's first eight bytes as a big-endian number decide most comparisons
+        // without reading the piece (250k pieces: the sort was ~40 % of a one-shot search).
+        let mut keyed: Vec<(u64, &[u8], u32)> = vocab
+            .iter()
+            .enumerate()
+            .map(|(i, (p, _))| {
+                let mut head = [0u8; 8];
+                let n = p.len().min(8);
+                head[..n].copy_from_slice(&p.as_bytes()[..n]);
+                (u64::from_be_bytes(head), p.as_bytes(), i as u32)
+            })
+            .collect();
+        keyed.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.cmp(b.1))
+                .then_with(|| b.2.cmp(&a.2))
         });
+        let mut order: Vec<u32> = keyed.into_iter().map(|(_, _, i)| i).collect();
         order.dedup_by(|later, earlier| vocab[*later as usize].0 == vocab[*earlier as usize].0);
         let total: usize = order.iter().map(|&i| vocab[i as usize].0.len()).sum();
         let mut bytes = Vec::with_capacity(total);
