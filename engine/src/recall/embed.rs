@@ -269,12 +269,13 @@ fn model_digest(dir: &Path) -> Result<String, Error> {
     };
     let stamp = files_stamp(&files).map_err(cannot)?;
     let remembered = dir.join(DIGEST_FILE);
-    if let Ok(text) = std::fs::read_to_string(&remembered) {
-        if let Some((s, digest)) = text.trim_end().rsplit_once(' ') {
-            if s == stamp && digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Ok(digest.to_owned());
-            }
-        }
+    if let Ok(text) = std::fs::read_to_string(&remembered)
+        && let Some((s, digest)) = text.trim_end().rsplit_once(' ')
+        && s == stamp
+        && digest.len() == 64
+        && digest.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Ok(digest.to_owned());
     }
     let digest = sha256_hex_of_files(&files).map_err(cannot)?;
     // Only when the files did not change while they were read.
