@@ -724,8 +724,8 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
     real_passages.store(false, Ordering::SeqCst);
     let peak_rss_indexing = rss_kb("VmHWM:");
     eprintln!(
-        "indexing throughput: {notes_per_second:.1} notes/s ({real_kind}, {} sessions, {} tokens per note)",
-        args.model.bulk_sessions(),
+        "indexing throughput: {notes_per_second:.1} notes/s ({real_kind}, {}, {} tokens per note)",
+        sessions_label(args.model.bulk_sessions()),
         tokens_per_note.map_or("?".into(), |t| format!("{t:.0}"))
     );
     let query_text = |i: usize| {
@@ -782,9 +782,9 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
             r.notes, r.embedder, r.bm25_ms_p50, r.bm25_ms_p95, r.hybrid_ms_p50, r.hybrid_ms_p95
         );
         println!(
-            "indexing {:.1} notes/s with the model ({} sessions); RSS {:.0} MB after model load, peak {:.0} MB by the end of indexing, {:.0} MB after search, peak {:.0} MB",
+            "indexing {:.1} notes/s with the model ({}); RSS {:.0} MB after model load, peak {:.0} MB by the end of indexing, {:.0} MB after search, peak {:.0} MB",
             r.notes_per_second_embedded,
-            r.bulk_sessions,
+            sessions_label(r.bulk_sessions),
             r.rss_mb_after_model_load,
             r.peak_rss_mb_after_indexing,
             r.rss_mb_after_search,
@@ -792,6 +792,11 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// "1 session", "2 sessions".
+fn sessions_label(n: usize) -> String {
+    format!("{n} session{}", if n == 1 { "" } else { "s" })
 }
 
 /// Used by tests: the model directory the environment points at, if it holds a model.
