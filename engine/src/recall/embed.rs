@@ -289,7 +289,7 @@ fn model_digest(dir: &Path) -> Result<String, Error> {
 pub const DIGEST_FILE: &str = ".memoria-model-digest";
 
 /// Each file's size and modification time (nanoseconds), `len:mtime` joined by `,`.
-fn files_stamp(files: &[&Path]) -> std::io::Result<String> {
+pub(crate) fn files_stamp(files: &[&Path]) -> std::io::Result<String> {
     let mut parts = Vec::with_capacity(files.len());
     for f in files {
         let meta = std::fs::metadata(f)?;

@@ -25,11 +25,35 @@ use super::Error;
 const UNK_PENALTY: f64 = 10.0;
 const META: char = '\u{2581}';
 
+/// Where [`Tokenizer::load`] keeps the tokenizer's compact form, beside `tokenizer.json`.
+pub const COMPACT_FILE: &str = ".memoria-tokenizer";
+/// First bytes of [`COMPACT_FILE`]; a new layout gets a new number.
+const COMPACT_MAGIC: &[u8] = b"memoria-tokenizer 1\n";
+
+/// Reads [`COMPACT_FILE`]'s pieces front to back.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = self.0.split_at_checked(n)?;
+        self.0 = tail;
+        Some(head)
+    }
+    fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
+        let b = self.take(n.checked_mul(4)?)?;
+        Some(
+            b.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
+}
+
 /// An encoded text: ids with `<s>`/`</s>` around them.
 pub type Ids = Vec<i64>;
 
 /// A Unigram tokenizer (XLM-R / e5 family).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct Tokenizer {
     /// All pieces, concatenated in byte order of the pieces.
     bytes: Vec<u8>,
@@ -83,13 +107,91 @@ struct Added {
 }
 
 impl Tokenizer {
-    /// Reads `dir/tokenizer.json`.
+    /// Reads `dir/tokenizer.json`, or the compact form built from it last time
+    /// ([`COMPACT_FILE`], beside it, while the JSON's size and modification time match): parsing
+    /// and sorting 250k pieces was half the start-up of a one-shot command with the model. A
+    /// compact file that is stale, damaged or cannot be written only costs the parse.
     pub fn load(dir: &Path, max_len: usize) -> Result<Tokenizer, Error> {
         let path = dir.join("tokenizer.json");
-        let text = std::fs::read(&path)
-            .map_err(|e| Error::Model(format!("cannot read {}: {e}", path.display())))?;
-        Self::from_json(&text, max_len)
-            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+        let cannot =
+            |e: std::io::Error| Error::Model(format!("cannot read {}: {e}", path.display()));
+        let stamp = super::embed::files_stamp(&[&path]).map_err(cannot)?;
+        let compact = dir.join(COMPACT_FILE);
+        if let Some(t) = std::fs::read(&compact)
+            .ok()
+            .and_then(|b| Self::from_compact(&b, &stamp, max_len))
+        {
+            return Ok(t);
+        }
+        let text = std::fs::read(&path).map_err(cannot)?;
+        let t = Self::from_json(&text, max_len)
+            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
+        if super::embed::files_stamp(&[&path]).is_ok_and(|after| after == stamp) {
+            let _ = crate::fsx::write_atomic(&compact, &t.to_compact(&stamp));
+        }
+        Ok(t)
+    }
+
+    /// The tokenizer as [`COMPACT_FILE`] holds it: a header, the JSON's stamp, then the tables
+    /// as little-endian numbers.
+    fn to_compact(&self, stamp: &str) -> Vec<u8> {
+        let mut out =
+            Vec::with_capacity(COMPACT_MAGIC.len() + self.bytes.len() + 12 * self.ids.len());
+        out.extend_from_slice(COMPACT_MAGIC);
+        for n in [
+            stamp.len(),
+            self.bytes.len(),
+            self.ids.len(),
+            self.scores.len(),
+        ] {
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+        }
+        out.extend_from_slice(stamp.as_bytes());
+        out.extend_from_slice(&self.min_score.to_le_bytes());
+        for n in [self.unk, self.bos, self.eos] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out.extend_from_slice(&self.bytes);
+        for n in self.starts.iter().chain(&self.ids) {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        for s in &self.scores {
+            out.extend_from_slice(&s.to_bits().to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`Self::to_compact`]'s bytes; `None` unless they are whole, consistent and were
+    /// built from a JSON with this `stamp`.
+    fn from_compact(b: &[u8], stamp: &str, max_len: usize) -> Option<Tokenizer> {
+        let mut r = Reader(b.strip_prefix(COMPACT_MAGIC)?);
+        let sizes = r.u32s(4)?;
+        let [stamp_len, bytes_len, pieces, vocab] = [0, 1, 2, 3].map(|i| sizes[i] as usize);
+        if r.take(stamp_len)? != stamp.as_bytes() {
+            return None;
+        }
+        let min_score = f64::from_le_bytes(r.take(8)?.try_into().ok()?);
+        let special = r.u32s(3)?;
+        let bytes = r.take(bytes_len)?.to_vec();
+        let starts = r.u32s(pieces.checked_add(1)?)?;
+        let ids = r.u32s(pieces)?;
+        let scores: Vec<f32> = r.u32s(vocab)?.into_iter().map(f32::from_bits).collect();
+        let consistent = r.0.is_empty()
+            && starts.first() == Some(&0)
+            && starts.last().map(|&l| l as usize) == Some(bytes_len)
+            && starts.windows(2).all(|w| w[0] <= w[1])
+            && ids.iter().chain(&special).all(|&i| (i as usize) < vocab);
+        consistent.then(|| Tokenizer {
+            bytes,
+            starts,
+            ids,
+            scores,
+            min_score,
+            unk: special[0],
+            bos: special[1],
+            eos: special[2],
+            max_len: max_len.max(2),
+        })
     }
 
     /// Builds the tokenizer from the bytes of a `tokenizer.json`.
@@ -408,6 +510,50 @@ mod tests {
             ["\u2581",-2.0],["\u2581\"caf\u00e9\"",-1.0],["\u2581plain",-1.0]]}}"#;
         let t = Tokenizer::from_json(json.as_bytes(), 16).unwrap();
         assert_eq!(t.encode("\"café\" plain"), vec![0, 5, 6, 2]);
+    }
+
+    #[test]
+    fn the_compact_form_loads_the_same_tokenizer_and_bad_ones_are_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("tokenizer.json");
+        std::fs::write(&json, toy_json_with_max()).unwrap();
+        let parsed = Tokenizer::from_json(toy_json_with_max().as_bytes(), 512).unwrap();
+        let first = Tokenizer::load(dir.path(), 512).unwrap();
+        assert_eq!(first, parsed);
+        let compact = dir.path().join(COMPACT_FILE);
+        let bytes = std::fs::read(&compact).unwrap();
+        let stamp = crate::recall::embed::files_stamp(&[&json]).unwrap();
+        assert_eq!(Tokenizer::from_compact(&bytes, &stamp, 512), Some(parsed));
+        assert_eq!(Tokenizer::load(dir.path(), 512).unwrap(), first);
+        assert_eq!(Tokenizer::load(dir.path(), 8).unwrap().max_len, 8);
+
+        // Any cut, a wrong stamp or an id out of range is refused, never trusted.
+        for cut in [0, 5, bytes.len() / 2, bytes.len() - 1] {
+            assert_eq!(Tokenizer::from_compact(&bytes[..cut], &stamp, 512), None);
+        }
+        assert_eq!(Tokenizer::from_compact(&bytes, "1:2", 512), None);
+        let mut bad = bytes.clone();
+        let at = bad.len() - 4 * first.scores.len() - 4;
+        bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Tokenizer::from_compact(&bad, &stamp, 512), None);
+        std::fs::write(&compact, b"garbage").unwrap();
+        assert_eq!(Tokenizer::load(dir.path(), 512).unwrap(), first);
+        assert_eq!(std::fs::read(&compact).unwrap(), bytes, "rebuilt");
+
+        // A changed tokenizer.json is parsed again.
+        let other = toy_json_with_max().replace("orld", "orlD");
+        std::fs::write(&json, &other).unwrap();
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&json)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(
+            Tokenizer::load(dir.path(), 512).unwrap(),
+            Tokenizer::from_json(other.as_bytes(), 512).unwrap()
+        );
     }
 
     #[test]
