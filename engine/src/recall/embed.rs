@@ -541,13 +541,7 @@ mod tests {
         // Same size, new time: hashed again. A new size: hashed again.
         let data = dir.path().join("model.data");
         std::fs::write(&data, b"WEIGHTS").unwrap();
-        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&data)
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        crate::fsx::touch_later(&data);
         assert_eq!(
             model_digest(dir.path()).unwrap(),
             sha256_hex(b"graphWEIGHTS")

@@ -543,13 +543,7 @@ mod tests {
         // A changed tokenizer.json is parsed again.
         let other = toy_json_with_max().replace("orld", "orlD");
         std::fs::write(&json, &other).unwrap();
-        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&json)
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        crate::fsx::touch_later(&json);
         assert_eq!(
             Tokenizer::load(dir.path(), 512).unwrap(),
             Tokenizer::from_json(other.as_bytes(), 512).unwrap()
