@@ -245,10 +245,9 @@ impl OnnxEmbedder {
 /// `scripts/install-model.sh` stores beside the graph, so ONNX Runtime maps them rather than
 /// copying them into each session): a change to either is a new model.
 ///
-/// Hashing 83 MB takes a few hundred milliseconds, which every `memoria` command that loads the
-/// model (an agent's hook, once per turn) would pay. The digest is kept in [`DIGEST_FILE`] beside
-/// the model with the files' sizes and modification times, and reused while they match (as git
-/// trusts its index); a model directory that cannot be written is hashed every time.
+/// Hashing 83 MB takes ~150 ms (measured), which every `memoria` command that loads the
+/// model (an agent's hook, once per turn) would pay: the digest is kept in [`DIGEST_FILE`]
+/// ([`super::beside`]).
 fn model_digest(dir: &Path) -> Result<String, Error> {
     let graph = dir.join("model.onnx");
     let data = dir.join("model.data");
@@ -267,40 +266,25 @@ fn model_digest(dir: &Path) -> Result<String, Error> {
             graph.display()
         ))
     };
-    let stamp = files_stamp(&files).map_err(cannot)?;
-    let remembered = dir.join(DIGEST_FILE);
-    if let Ok(text) = std::fs::read_to_string(&remembered)
-        && let Some((s, digest)) = text.trim_end().rsplit_once(' ')
-        && s == stamp
-        && digest.len() == 64
-        && digest.bytes().all(|b| b.is_ascii_hexdigit())
-    {
-        return Ok(digest.to_owned());
-    }
-    let digest = sha256_hex_of_files(&files).map_err(cannot)?;
-    // Only when the files did not change while they were read.
-    if files_stamp(&files).is_ok_and(|after| after == stamp) {
-        let _ = crate::fsx::write_atomic(&remembered, format!("{stamp} {digest}\n").as_bytes());
-    }
-    Ok(digest)
+    super::beside::remembered(
+        &dir.join(DIGEST_FILE),
+        &files,
+        cannot,
+        |kept, stamp| {
+            let (s, digest) = std::str::from_utf8(kept)
+                .ok()?
+                .trim_end()
+                .rsplit_once(' ')?;
+            let hex = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+            (s == stamp && hex).then(|| digest.to_owned())
+        },
+        || sha256_hex_of_files(&files).map_err(cannot),
+        |digest, stamp| format!("{stamp} {digest}\n").into_bytes(),
+    )
 }
 
 /// Where [`model_digest`] keeps a model's digest, beside the model.
 pub const DIGEST_FILE: &str = ".memoria-model-digest";
-
-/// Each file's size and modification time (nanoseconds), `len:mtime` joined by `,`.
-pub(crate) fn files_stamp(files: &[&Path]) -> std::io::Result<String> {
-    let mut parts = Vec::with_capacity(files.len());
-    for f in files {
-        let meta = std::fs::metadata(f)?;
-        let mtime = meta
-            .modified()?
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        parts.push(format!("{}:{mtime}", meta.len()));
-    }
-    Ok(parts.join(","))
-}
 
 /// One text through one session: token ids in, mean-pooled unit vector out.
 fn run(session: &mut ort::session::Session, ids: Vec<i64>) -> Result<Vec<f32>, Error> {

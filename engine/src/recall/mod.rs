@@ -9,6 +9,7 @@
 //! tagged `contains-secrets` are never returned unless asked for.
 
 pub mod analyzer;
+mod beside;
 pub mod block;
 pub mod cli;
 pub mod embed;

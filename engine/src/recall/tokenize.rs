@@ -108,28 +108,24 @@ struct Added {
 
 impl Tokenizer {
     /// Reads `dir/tokenizer.json`, or the compact form built from it last time
-    /// ([`COMPACT_FILE`], beside it, while the JSON's size and modification time match): parsing
-    /// and sorting 250k pieces was half the start-up of a one-shot command with the model. A
-    /// compact file that is stale, damaged or cannot be written only costs the parse.
+    /// ([`COMPACT_FILE`], beside it, see [`super::beside`]): parsing and sorting 250k pieces was
+    /// half the start-up of a one-shot command with the model.
     pub fn load(dir: &Path, max_len: usize) -> Result<Tokenizer, Error> {
         let path = dir.join("tokenizer.json");
         let cannot =
             |e: std::io::Error| Error::Model(format!("cannot read {}: {e}", path.display()));
-        let stamp = super::embed::files_stamp(&[&path]).map_err(cannot)?;
-        let compact = dir.join(COMPACT_FILE);
-        if let Some(t) = std::fs::read(&compact)
-            .ok()
-            .and_then(|b| Self::from_compact(&b, &stamp, max_len))
-        {
-            return Ok(t);
-        }
-        let text = std::fs::read(&path).map_err(cannot)?;
-        let t = Self::from_json(&text, max_len)
-            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
-        if super::embed::files_stamp(&[&path]).is_ok_and(|after| after == stamp) {
-            let _ = crate::fsx::write_atomic(&compact, &t.to_compact(&stamp));
-        }
-        Ok(t)
+        super::beside::remembered(
+            &dir.join(COMPACT_FILE),
+            &[&path],
+            cannot,
+            |kept, stamp| Self::from_compact(kept, stamp, max_len),
+            || {
+                let text = std::fs::read(&path).map_err(cannot)?;
+                Self::from_json(&text, max_len)
+                    .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+            },
+            |t, stamp| t.to_compact(stamp),
+        )
     }
 
     /// The tokenizer as [`COMPACT_FILE`] holds it: a header, the JSON's stamp, then the tables
@@ -522,7 +518,7 @@ mod tests {
         assert_eq!(first, parsed);
         let compact = dir.path().join(COMPACT_FILE);
         let bytes = std::fs::read(&compact).unwrap();
-        let stamp = crate::recall::embed::files_stamp(&[&json]).unwrap();
+        let stamp = crate::recall::beside::stamp(&[&json]).unwrap();
         assert_eq!(Tokenizer::from_compact(&bytes, &stamp, 512), Some(parsed));
         assert_eq!(Tokenizer::load(dir.path(), 512).unwrap(), first);
         assert_eq!(Tokenizer::load(dir.path(), 8).unwrap().max_len, 8);
