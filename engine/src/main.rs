@@ -648,9 +648,16 @@ fn run(cli: Cli) -> Result<()> {
                     report.scope
                 );
                 if report.flagged_secrets > 0 {
+                    let n = report.flagged_secrets;
                     println!(
-                        "{} notes look like they contain secrets: kept, tagged `{}`, never recalled",
-                        report.flagged_secrets,
+                        "{} {} like {} secrets: kept, tagged `{}`, never recalled",
+                        memoria_engine::counted(n, "note"),
+                        if n == 1 { "looks" } else { "look" },
+                        if n == 1 {
+                            "it contains"
+                        } else {
+                            "they contain"
+                        },
                         import::SECRETS_TAG
                     );
                 }
@@ -665,7 +672,11 @@ fn run(cli: Cli) -> Result<()> {
             if json {
                 print_json(&report)?;
             } else {
-                println!("exported {} notes to {}", report.files, report.dir);
+                println!(
+                    "exported {} to {}",
+                    memoria_engine::counted(report.files, "note"),
+                    report.dir
+                );
             }
         }
         Command::Doctor { rebuild } => {
@@ -850,8 +861,10 @@ fn print_doctor(r: &doctor::DoctorReport) {
     println!("backups:  {} in {}", r.backups, r.backups_dir);
     match (&r.recall, &r.recall_error) {
         (Some(s), _) if s.embedder == "onnx" => println!(
-            "recall:   model {} ({} notes, {} with vectors)",
-            s.model_id, s.documents, s.documents_with_vectors
+            "recall:   model {} ({}, {} with vectors)",
+            s.model_id,
+            memoria_engine::counted(s.documents, "note"),
+            s.documents_with_vectors
         ),
         (Some(s), _) => println!(
             "recall:   hash embedder, no semantic model ({}); install one with scripts/install-model.sh",
@@ -872,8 +885,11 @@ fn print_doctor(r: &doctor::DoctorReport) {
     for s in &r.scopes {
         let watched = if s.watched { ", watched" } else { "" };
         println!(
-            "{}: {} notes, {} files in {}{watched}",
-            s.scope, s.notes, s.files_on_disk, s.dir
+            "{}: {}, {} in {}{watched}",
+            s.scope,
+            memoria_engine::counted(s.notes, "note"),
+            memoria_engine::counted(s.files_on_disk, "file"),
+            s.dir
         );
         for b in &s.broken {
             println!("  ! {} ({}): {}", b.path, b.id, b.error);

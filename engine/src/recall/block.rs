@@ -143,7 +143,10 @@ pub fn pack(
     let mut index_part = String::new();
     if !index.is_empty() {
         add(
-            format!("## Memory index ({index_total} notes)\n"),
+            format!(
+                "## Memory index ({})\n",
+                crate::counted(index_total, "note")
+            ),
             &mut index_left,
             &mut index_part,
         );
@@ -161,7 +164,10 @@ pub fn pack(
     body.push_str(&index_part);
     body.push_str(&result_part);
     if not_shown > 0 {
-        body.push_str(&format!("… {not_shown} more notes not shown\n"));
+        body.push_str(&format!(
+            "… {} not shown\n",
+            crate::counted(not_shown, "more note")
+        ));
     }
     body.push_str(CLOSE);
     (body, not_shown, shown_index, shown_results)
@@ -305,6 +311,18 @@ mod tests {
         assert_eq!(not_shown, 0);
         assert!(!text.contains("more notes"));
         assert!(text.contains("- vt:user/n2: summary number 2"));
+    }
+
+    #[test]
+    fn one_note_is_counted_in_the_singular() {
+        let (text, not_shown, _, _) = pack(2_400, 1, &idx(1), &[], &[]);
+        assert_eq!(not_shown, 0);
+        assert!(text.contains("## Memory index (1 note)\n"), "{text}");
+        // The index holds two notes but only one was listed: one more is not shown.
+        let (text, not_shown, _, _) = pack(2_400, 2, &idx(1), &[], &[]);
+        assert_eq!(not_shown, 1);
+        assert!(text.contains("## Memory index (2 notes)\n"), "{text}");
+        assert!(text.contains("… 1 more note not shown\n"), "{text}");
     }
 
     #[test]

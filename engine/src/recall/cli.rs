@@ -725,7 +725,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
     let peak_rss_indexing = rss_kb("VmHWM:");
     eprintln!(
         "indexing throughput: {notes_per_second:.1} notes/s ({real_kind}, {}, {} tokens per note)",
-        sessions_label(args.model.bulk_sessions()),
+        crate::counted(args.model.bulk_sessions(), "session"),
         tokens_per_note.map_or("?".into(), |t| format!("{t:.0}"))
     );
     let query_text = |i: usize| {
@@ -784,7 +784,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         println!(
             "indexing {:.1} notes/s with the model ({}); RSS {:.0} MB after model load, peak {:.0} MB by the end of indexing, {:.0} MB after search, peak {:.0} MB",
             r.notes_per_second_embedded,
-            sessions_label(r.bulk_sessions),
+            crate::counted(r.bulk_sessions, "session"),
             r.rss_mb_after_model_load,
             r.peak_rss_mb_after_indexing,
             r.rss_mb_after_search,
@@ -792,11 +792,6 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// "1 session", "2 sessions".
-fn sessions_label(n: usize) -> String {
-    format!("{n} session{}", if n == 1 { "" } else { "s" })
 }
 
 /// Used by tests: the model directory the environment points at, if it holds a model.
