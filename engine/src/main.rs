@@ -17,7 +17,7 @@ use serde_json::json;
 
 /// mimalloc instead of glibc's malloc: glibc kept the pages freed after building a large index
 /// (one arena per thread, trimmed only from the top), so 100k notes sat at 358 MB after search
-/// against 245–249 MB with mimalloc, and a 10k-note import peaked 6 % lower
+/// against 245–255 MB with mimalloc, and peaked at 368 MB against 279–292 MB
 /// (docs/BENCHMARKS.md). ONNX Runtime's own allocations are unaffected (its library keeps
 /// glibc's malloc).
 #[global_allocator]
