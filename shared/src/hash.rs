@@ -95,12 +95,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// Lowercase hex SHA-256 of a file, read in pieces (a model file need not sit in memory twice).
-pub fn sha256_hex_of_file(path: &std::path::Path) -> std::io::Result<String> {
-    sha256_hex_of_files(&[path])
-}
-
-/// Lowercase hex SHA-256 of the files' bytes one after the other, read in pieces.
+/// Lowercase hex SHA-256 of the files' bytes one after the other, read in pieces (a model file
+/// need not sit in memory twice).
 pub fn sha256_hex_of_files(paths: &[&std::path::Path]) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
@@ -136,8 +132,8 @@ mod tests {
         let path = dir.path().join("f");
         let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(sha256_hex_of_file(&path).unwrap(), sha256_hex(&bytes));
-        assert!(sha256_hex_of_file(&dir.path().join("missing")).is_err());
+        assert_eq!(sha256_hex_of_files(&[&path]).unwrap(), sha256_hex(&bytes));
+        assert!(sha256_hex_of_files(&[&dir.path().join("missing")]).is_err());
         let other = dir.path().join("other");
         std::fs::write(&other, b"tail").unwrap();
         let mut both = bytes.clone();
