@@ -7,8 +7,13 @@
 //! Cards are separated by fill and whitespace. See [[pricing-layout-a91]].
 //! ```
 //!
-//! Reading is lenient (YAML frontmatter, no frontmatter, unknown keys, foreign `type` values);
-//! writing is strict and always produces the JSON form above. Unknown keys survive a rewrite.
+//! Reading is lenient (YAML frontmatter, no frontmatter, unknown keys, foreign `type` values,
+//! values of a known key that Memoria cannot read); writing is strict and always produces the
+//! JSON form above. Unknown keys and unreadable values survive a rewrite unchanged.
+//!
+//! A file is only a parse error when its metadata block cannot be read at all (bad syntax, no
+//! closing line, YAML that uses anchors or exceeds the size limits) or its `id` is not a valid
+//! id: the id is the note's identity, and guessing one could merge two notes into one.
 
 use std::fmt;
 
@@ -187,7 +192,9 @@ pub struct Note {
     pub relations: Vec<Relation>,
     pub project: Option<String>,
     pub project_type: Option<String>,
-    /// Frontmatter keys Memoria does not know, in file order; written back unchanged.
+    /// Frontmatter keys Memoria does not know, in file order, and values of known keys it could
+    /// not read (`status: draft`), under their own key; all written back unchanged. A kept value
+    /// is written in its key's place while the typed field still holds what was read from it.
     pub extra: Map<String, Value>,
     /// Everything after the frontmatter, byte for byte.
     pub body: String,
@@ -207,6 +214,13 @@ pub enum ParseError {
     /// The YAML between the `---` lines is not valid or not a mapping.
     #[error("frontmatter is not valid YAML ({0}): fix the metadata block at the top of the file")]
     Yaml(String),
+    /// The YAML uses anchors or aliases, or holds more nodes or nesting than a note's metadata
+    /// needs. Aliases are refused because expanding them lets a few hundred bytes stand for
+    /// billions of values.
+    #[error(
+        "frontmatter YAML is refused ({0}): write the metadata without anchors (&) or aliases (*)"
+    )]
+    YamlLimit(String),
     /// A known key holds a value of the wrong shape.
     #[error("frontmatter field `{field}` is invalid ({reason})")]
     Field { field: &'static str, reason: String },
@@ -299,31 +313,82 @@ impl Note {
 
     /// Writes the note in its canonical file form: `---\n{json}\n---\n{body}`.
     pub fn serialize(&self) -> String {
+        // A value kept from the file goes back in its key's place while the typed field still
+        // holds what was read from it; once a writer sets the field, the field wins.
+        let kept = |key: &str, unchanged: &dyn Fn(&Value) -> bool| {
+            self.extra.get(key).filter(|raw| unchanged(raw)).cloned()
+        };
         let mut m = Map::new();
         m.insert("id".into(), Value::String(self.id.to_string()));
-        m.insert("summary".into(), Value::String(self.summary.clone()));
-        if let Some(t) = &self.note_type {
-            m.insert("type".into(), Value::String(t.as_str().to_owned()));
+        let summary = kept("summary", &|raw| read_summary(raw).0 == self.summary)
+            .unwrap_or_else(|| Value::String(self.summary.clone()));
+        m.insert("summary".into(), summary);
+        let note_type = kept("type", &|raw| read_type(raw).0 == self.note_type).or_else(|| {
+            self.note_type
+                .as_ref()
+                .map(|t| Value::String(t.as_str().to_owned()))
+        });
+        if let Some(t) = note_type {
+            m.insert("type".into(), t);
         }
-        m.insert("tags".into(), Value::from(self.tags.clone()));
+        let tags = kept("tags", &|raw| read_tags(raw).0 == self.tags)
+            .unwrap_or_else(|| Value::from(self.tags.clone()));
+        m.insert("tags".into(), tags);
         let mut put = |k: &str, v: Option<Value>| {
             if let Some(v) = v {
                 m.insert(k.to_owned(), v);
             }
         };
-        put("createdAt", self.created_at.map(Value::from));
-        put("updatedAt", self.updated_at.map(Value::from));
-        put("trust", self.trust.map(to_value));
+        put(
+            "createdAt",
+            kept("createdAt", &|raw| read_time(raw).0 == self.created_at)
+                .or_else(|| self.created_at.map(Value::from)),
+        );
+        put(
+            "updatedAt",
+            kept("updatedAt", &|raw| read_time(raw).0 == self.updated_at)
+                .or_else(|| self.updated_at.map(Value::from)),
+        );
+        put(
+            "trust",
+            kept("trust", &|raw| read_trust(raw).0 == self.trust)
+                .or_else(|| self.trust.map(to_value)),
+        );
         put("origin", self.origin.clone());
-        put("importance", self.importance.map(Value::from));
-        put("source", self.source.map(to_value));
-        put("status", self.status.map(to_value));
+        put(
+            "importance",
+            kept("importance", &|raw| {
+                read_importance(raw).0 == self.importance
+            })
+            .or_else(|| self.importance.map(Value::from)),
+        );
+        put(
+            "source",
+            kept("source", &|raw| read_enum(raw).0 == self.source)
+                .or_else(|| self.source.map(to_value)),
+        );
+        put(
+            "status",
+            kept("status", &|raw| read_enum(raw).0 == self.status)
+                .or_else(|| self.status.map(to_value)),
+        );
         put(
             "relations",
-            (!self.relations.is_empty()).then(|| to_value(&self.relations)),
+            kept("relations", &|raw| read_relations(raw).0 == self.relations)
+                .or_else(|| (!self.relations.is_empty()).then(|| to_value(&self.relations))),
         );
-        put("project", self.project.clone().map(Value::String));
-        put("projectType", self.project_type.clone().map(Value::String));
+        put(
+            "project",
+            kept("project", &|raw| read_string(raw).0 == self.project)
+                .or_else(|| self.project.clone().map(Value::String)),
+        );
+        put(
+            "projectType",
+            kept("projectType", &|raw| {
+                read_string(raw).0 == self.project_type
+            })
+            .or_else(|| self.project_type.clone().map(Value::String)),
+        );
         for (k, v) in &self.extra {
             if !KNOWN_KEYS.contains(&k.as_str()) {
                 m.insert(k.clone(), v.clone());
@@ -368,109 +433,309 @@ fn derive_summary(body: &str, ctx: FileContext<'_>) -> String {
     line.chars().take(DERIVED_SUMMARY_CHARS).collect()
 }
 
+/// How a known key's value was read: the typed value, and whether it is exact (the typed value
+/// writes back the same JSON). An inexact read stays in [`Note::extra`] so nothing is lost.
+type Read<T> = (T, bool);
+
+fn read_string(v: &Value) -> Read<Option<String>> {
+    match v {
+        Value::String(s) => (Some(s.clone()), true),
+        _ => (None, false),
+    }
+}
+
+/// A summary that is not text reads as its JSON text (`42` → `"42"`).
+fn read_summary(v: &Value) -> Read<String> {
+    match v {
+        Value::String(s) => (s.clone(), true),
+        other => (serde_json::to_string(other).unwrap_or_default(), false),
+    }
+}
+
+fn read_type(v: &Value) -> Read<Option<NoteType>> {
+    match v {
+        Value::String(s) => (Some(NoteType::from_name(s)), true),
+        _ => (None, false),
+    }
+}
+
+/// Tags as a list of strings, or YAML's `tags: a, b`. Any other shape reads every string and
+/// number found in it, so a `contains-secrets` tag is honoured however it is written.
+fn read_tags(v: &Value) -> Read<Vec<String>> {
+    fn collect(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Bool(b) => out.push(b.to_string()),
+            Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| {
+                out.push(k.clone());
+                collect(x, out);
+            }),
+            Value::Null => {}
+        }
+    }
+    match v {
+        // YAML often writes `tags: a, b` or `tags: a`.
+        Value::String(s) => (
+            s.split([',', ' '])
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(String::from)
+                .collect(),
+            true,
+        ),
+        Value::Array(a) if a.iter().all(Value::is_string) => (
+            a.iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect(),
+            true,
+        ),
+        other => {
+            let mut out = Vec::new();
+            collect(other, &mut out);
+            out.retain(|t| !t.trim().is_empty());
+            (out, false)
+        }
+    }
+}
+
+fn read_time(v: &Value) -> Read<Option<i64>> {
+    match v.as_i64() {
+        Some(t) => (Some(t), true),
+        None => (None, false),
+    }
+}
+
+/// A trust value Memoria does not know reads as quarantined: it may come from a newer version or
+/// another tool and mean anything, including less trust than any value known here, so it must
+/// never rank above the lowest known trust nor reach an agent until someone sets a known value.
+fn read_trust(v: &Value) -> Read<Option<Trust>> {
+    match serde_json::from_value(v.clone()) {
+        Ok(t) => (Some(t), true),
+        Err(_) => (Some(Trust::Quarantined), false),
+    }
+}
+
+fn read_importance(v: &Value) -> Read<Option<f64>> {
+    match v.as_f64() {
+        Some(i) if (0.0..=1.0).contains(&i) => (Some(i), true),
+        _ => (None, false),
+    }
+}
+
+fn read_enum<T: serde::de::DeserializeOwned>(v: &Value) -> Read<Option<T>> {
+    match serde_json::from_value(v.clone()) {
+        Ok(t) => (Some(t), true),
+        Err(_) => (None, false),
+    }
+}
+
+/// Relations that can be read are kept as typed relations; the rest stay as written.
+fn read_relations(v: &Value) -> Read<Vec<Relation>> {
+    match v {
+        Value::Array(a) => {
+            let good: Vec<Relation> = a
+                .iter()
+                .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                .collect();
+            let exact = good.len() == a.len();
+            (good, exact)
+        }
+        _ => (Vec::new(), false),
+    }
+}
+
 fn from_map(
     mut m: Map<String, Value>,
     body: &str,
     ctx: FileContext<'_>,
 ) -> Result<Note, ParseError> {
-    fn field<T: serde::de::DeserializeOwned>(
-        m: &mut Map<String, Value>,
-        key: &'static str,
-    ) -> Result<Option<T>, ParseError> {
-        match m.shift_remove(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v)
-                .map(Some)
-                .map_err(|e| ParseError::Field {
-                    field: key,
-                    reason: e.to_string(),
-                }),
+    /// Reads a known key. An exact read removes it from the map; an inexact one leaves the value
+    /// in place, where it becomes part of `extra` and is written back as it was.
+    fn take<T>(m: &mut Map<String, Value>, key: &str, read: fn(&Value) -> Read<T>) -> Option<T> {
+        match m.get(key) {
+            None => None,
+            Some(Value::Null) => {
+                m.shift_remove(key);
+                None
+            }
+            Some(v) => {
+                let (t, exact) = read(v);
+                if exact {
+                    m.shift_remove(key);
+                }
+                Some(t)
+            }
         }
     }
-    let id = match field::<String>(&mut m, "id")? {
-        Some(s) => NoteId::new(&s).map_err(ParseError::Id)?,
-        None => ctx.derived_id(),
+    let id = match m.shift_remove("id") {
+        None | Some(Value::Null) => ctx.derived_id(),
+        Some(Value::String(s)) => NoteId::new(&s).map_err(ParseError::Id)?,
+        Some(other) => {
+            return Err(ParseError::Field {
+                field: "id",
+                reason: format!("{other} is not text"),
+            });
+        }
     };
-    let summary = field::<String>(&mut m, "summary")?.unwrap_or_else(|| derive_summary(body, ctx));
-    let note_type =
-        field::<NoteType>(&mut m, "type")?.or_else(|| NoteType::from_folder(ctx.relative_path));
-    let tags = match m.shift_remove("tags") {
-        None | Some(Value::Null) => Vec::new(),
-        // YAML often writes `tags: a, b` or `tags: a`.
-        Some(Value::String(s)) => s
-            .split([',', ' '])
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(String::from)
-            .collect(),
-        Some(v) => serde_json::from_value(v).map_err(|e| ParseError::Field {
-            field: "tags",
-            reason: e.to_string(),
-        })?,
+    let summary =
+        take(&mut m, "summary", read_summary).unwrap_or_else(|| derive_summary(body, ctx));
+    let note_type = match take(&mut m, "type", read_type) {
+        Some(t) => t,
+        None => NoteType::from_folder(ctx.relative_path),
     };
-    let importance: Option<f64> = field(&mut m, "importance")?;
-    if let Some(i) = importance
-        && !(0.0..=1.0).contains(&i)
-    {
-        return Err(ParseError::Field {
-            field: "importance",
-            reason: format!("{i} is outside 0..1"),
-        });
-    }
+    let tags = take(&mut m, "tags", read_tags).unwrap_or_default();
+    let created_at = take(&mut m, "createdAt", read_time).flatten();
+    let updated_at = take(&mut m, "updatedAt", read_time).flatten();
+    let trust = take(&mut m, "trust", read_trust).flatten();
+    let origin = m.shift_remove("origin").filter(|v| !v.is_null());
+    let importance = take(&mut m, "importance", read_importance).flatten();
+    let source = take(&mut m, "source", read_enum).flatten();
+    let status = take(&mut m, "status", read_enum).flatten();
+    let relations = take(&mut m, "relations", read_relations).unwrap_or_default();
+    let project = take(&mut m, "project", read_string).flatten();
+    let project_type = take(&mut m, "projectType", read_string).flatten();
     Ok(Note {
         id,
         summary,
         note_type,
         tags,
-        created_at: field(&mut m, "createdAt")?,
-        updated_at: field(&mut m, "updatedAt")?,
-        trust: field(&mut m, "trust")?,
-        origin: m.shift_remove("origin").filter(|v| !v.is_null()),
+        created_at,
+        updated_at,
+        trust,
+        origin,
         importance,
-        source: field(&mut m, "source")?,
-        status: field(&mut m, "status")?,
-        relations: field(&mut m, "relations")?.unwrap_or_default(),
-        project: field(&mut m, "project")?,
-        project_type: field(&mut m, "projectType")?,
+        source,
+        status,
+        relations,
+        project,
+        project_type,
         extra: m,
         body: body.to_owned(),
     })
 }
 
+/// Most YAML nodes (scalars, lists, mappings) a frontmatter may hold.
+pub const YAML_MAX_NODES: usize = 10_000;
+/// Deepest nesting of lists and mappings a YAML frontmatter may have.
+pub const YAML_MAX_DEPTH: usize = 32;
+
+/// Reads YAML frontmatter from the parser's events, so nothing is ever expanded: anchors and
+/// aliases are refused, and the node count and depth are capped while reading.
 fn yaml_to_map(front: &str) -> Result<Map<String, Value>, ParseError> {
-    use yaml_rust2::{Yaml, YamlLoader};
-    fn conv(y: &Yaml) -> Value {
+    use yaml_rust2::Yaml;
+    use yaml_rust2::parser::{Event, Parser};
+    use yaml_rust2::scanner::TScalarStyle;
+
+    enum Key {
+        Waiting,
+        Named(String),
+        /// A list or mapping used as a key: the entry is left out.
+        Skip,
+    }
+    enum Frame {
+        List(Vec<Value>),
+        Mapping(Map<String, Value>, Key),
+    }
+    fn scalar(v: String, style: TScalarStyle, tag: Option<yaml_rust2::parser::Tag>) -> Value {
+        let typed = match &tag {
+            None => true,
+            Some(t) => {
+                t.handle == "tag:yaml.org,2002:"
+                    && matches!(t.suffix.as_str(), "bool" | "int" | "float" | "null")
+            }
+        };
+        let y = if style == TScalarStyle::Plain && typed {
+            Yaml::from_str(&v)
+        } else {
+            Yaml::String(v)
+        };
         match y {
             Yaml::Real(s) => s
                 .parse::<f64>()
-                .map(Value::from)
-                .unwrap_or_else(|_| Value::String(s.clone())),
-            Yaml::Integer(i) => Value::from(*i),
-            Yaml::String(s) => Value::String(s.clone()),
-            Yaml::Boolean(b) => Value::Bool(*b),
-            Yaml::Array(a) => Value::Array(a.iter().map(conv).collect()),
-            Yaml::Hash(h) => {
-                let mut m = Map::new();
-                for (k, v) in h {
-                    let key = match k {
-                        Yaml::String(s) => s.clone(),
-                        Yaml::Integer(i) => i.to_string(),
-                        Yaml::Real(s) => s.clone(),
-                        Yaml::Boolean(b) => b.to_string(),
-                        _ => continue,
-                    };
-                    m.insert(key, conv(v));
-                }
-                Value::Object(m)
-            }
-            Yaml::Alias(_) | Yaml::Null | Yaml::BadValue => Value::Null,
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .unwrap_or(Value::String(s)),
+            Yaml::Integer(i) => Value::from(i),
+            Yaml::String(s) => Value::String(s),
+            Yaml::Boolean(b) => Value::Bool(b),
+            _ => Value::Null,
         }
     }
+    let limit = |what: String| Err(ParseError::YamlLimit(what));
+
     if front.trim().is_empty() {
         return Ok(Map::new());
     }
-    let docs = YamlLoader::load_from_str(front).map_err(|e| ParseError::Yaml(e.to_string()))?;
-    match docs.first().map(conv) {
+    let mut parser = Parser::new_from_str(front);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Value> = None;
+    let mut nodes = 0usize;
+    loop {
+        let (event, mark) = parser
+            .next_token()
+            .map_err(|e| ParseError::Yaml(e.to_string()))?;
+        let anchor = match &event {
+            Event::Scalar(_, _, a, _) | Event::SequenceStart(a, _) | Event::MappingStart(a, _) => {
+                *a
+            }
+            _ => 0,
+        };
+        if anchor != 0 {
+            return limit(format!("an anchor on line {}", mark.line()));
+        }
+        let value = match event {
+            Event::StreamEnd | Event::DocumentEnd => break,
+            Event::Nothing | Event::StreamStart | Event::DocumentStart => continue,
+            Event::Alias(_) => return limit(format!("an alias on line {}", mark.line())),
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                nodes += 1;
+                if stack.len() >= YAML_MAX_DEPTH {
+                    return limit(format!("nesting deeper than {YAML_MAX_DEPTH} levels"));
+                }
+                stack.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::List(Vec::new())
+                } else {
+                    Frame::Mapping(Map::new(), Key::Waiting)
+                });
+                if nodes > YAML_MAX_NODES {
+                    return limit(format!("more than {YAML_MAX_NODES} values"));
+                }
+                continue;
+            }
+            Event::Scalar(v, style, _, tag) => {
+                nodes += 1;
+                if nodes > YAML_MAX_NODES {
+                    return limit(format!("more than {YAML_MAX_NODES} values"));
+                }
+                if let Some(Frame::Mapping(_, key @ Key::Waiting)) = stack.last_mut() {
+                    // Keys are kept as written (`1.50:` stays `1.50`).
+                    *key = Key::Named(v);
+                    continue;
+                }
+                scalar(v, style, tag)
+            }
+            Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
+                Some(Frame::List(a)) => Value::Array(a),
+                Some(Frame::Mapping(m, _)) => Value::Object(m),
+                None => return Err(ParseError::Yaml("unbalanced YAML".into())),
+            },
+        };
+        match stack.last_mut() {
+            None => root = Some(value),
+            Some(Frame::List(a)) => a.push(value),
+            Some(Frame::Mapping(m, key)) => match std::mem::replace(key, Key::Waiting) {
+                Key::Waiting => *key = Key::Skip,
+                Key::Named(k) => {
+                    m.insert(k, value);
+                }
+                Key::Skip => {}
+            },
+        }
+    }
+    match root {
         Some(Value::Object(m)) => Ok(m),
         None | Some(Value::Null) => Ok(Map::new()),
         Some(_) => Err(ParseError::Yaml(

@@ -85,10 +85,127 @@ fn malformed_frontmatter_is_an_error_naming_the_problem() {
     assert_eq!(e, ParseError::Unclosed);
     let e = Note::parse("---\n{\"id\":\"Bad Id\"}\n---\n", ctx("a.md")).unwrap_err();
     assert!(matches!(e, ParseError::Id(_)), "{e}");
-    let e = Note::parse("---\n{\"id\":\"a\",\"tags\":7}\n---\n", ctx("a.md")).unwrap_err();
-    assert!(e.to_string().contains("tags"), "{e}");
-    let e = Note::parse("---\n{\"id\":\"a\",\"importance\":3}\n---\n", ctx("a.md")).unwrap_err();
-    assert!(e.to_string().contains("importance"), "{e}");
+    let e = Note::parse("---\n{\"id\":7}\n---\n", ctx("a.md")).unwrap_err();
+    assert!(e.to_string().contains("id"), "{e}");
+}
+
+/// Eight levels of nine aliases each: expanded, 9^8 values from a few hundred bytes.
+fn alias_bomb() -> String {
+    let mut y = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..=8 {
+        let p = i - 1;
+        y.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    format!("---\n{y}summary: boom\n---\nbody\n")
+}
+
+#[test]
+fn yaml_aliases_are_refused_without_expanding_them() {
+    let text = alias_bomb();
+    assert!(text.len() < 700, "{}", text.len());
+    let started = std::time::Instant::now();
+    let e = Note::parse(&text, ctx("bomb.md")).unwrap_err();
+    assert!(matches!(e, ParseError::YamlLimit(_)), "{e}");
+    assert!(e.to_string().contains("anchor"), "{e}");
+    // Refused at the first anchor: far below anything that expands 9^8 values.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let e = Note::parse("---\nbase: &b x\nother: *b\n---\n", ctx("a.md")).unwrap_err();
+    assert!(matches!(e, ParseError::YamlLimit(_)), "{e}");
+}
+
+#[test]
+fn yaml_depth_and_size_are_capped() {
+    let deep = format!("---\nk: {}{}\n---\n", "[".repeat(200), "]".repeat(200));
+    let e = Note::parse(&deep, ctx("a.md")).unwrap_err();
+    assert!(matches!(e, ParseError::YamlLimit(_)), "{e}");
+    assert!(e.to_string().contains("nesting"), "{e}");
+    let wide = format!(
+        "---\nk: [{}]\n---\n",
+        vec!["1"; YAML_MAX_NODES + 5].join(",")
+    );
+    let e = Note::parse(&wide, ctx("a.md")).unwrap_err();
+    assert!(e.to_string().contains("values"), "{e}");
+    // Ordinary nesting is fine.
+    let ok = "---\nk: [[1, [2, {a: [3]}]]]\n---\n";
+    let note = Note::parse(ok, ctx("a.md")).unwrap();
+    assert_eq!(note.extra["k"], serde_json::json!([[1, [2, {"a": [3]}]]]));
+}
+
+#[test]
+fn yaml_scalars_read_as_before() {
+    let text = "---\nn: 3\nf: 1.5\nb: true\nnul: ~\ns: '3'\nt: !!str 4\n1.50: key as written\n? [complex]\n: dropped\n---\n";
+    let note = Note::parse(text, ctx("a.md")).unwrap();
+    let x = &note.extra;
+    assert_eq!(x["n"], serde_json::json!(3));
+    assert_eq!(x["f"], serde_json::json!(1.5));
+    assert_eq!(x["b"], serde_json::json!(true));
+    assert_eq!(x["nul"], Value::Null);
+    assert_eq!(x["s"], serde_json::json!("3"));
+    assert_eq!(x["t"], serde_json::json!("4"));
+    assert_eq!(x["1.50"], serde_json::json!("key as written"));
+    assert_eq!(x.len(), 7, "{x:?}");
+}
+
+#[test]
+fn unknown_values_in_known_fields_are_kept_and_written_back() {
+    let text = "---\nid: staging-db\nsummary: Staging database\ntype: credential\ntags: [contains-secrets, ops]\ntrust: superuser\nsource: a-colleague\nstatus: draft\nimportance: high\ncreatedAt: yesterday\nrelations:\n  - {target: other, kind: blocks}\n  - {target: next, kind: relates}\nproject: 7\n---\nbody\n";
+    let note = Note::parse(text, ctx("staging-db.md")).unwrap();
+    assert_eq!(note.note_type, Some(NoteType::Other("credential".into())));
+    assert_eq!(note.tags, vec!["contains-secrets", "ops"]);
+    // An unknown trust reads as the lowest trust there is.
+    assert_eq!(note.trust, Some(Trust::Quarantined));
+    assert_eq!(note.source, None);
+    assert_eq!(note.status, None);
+    assert_eq!(note.importance, None);
+    assert_eq!(note.created_at, None);
+    assert_eq!(note.project, None);
+    assert_eq!(
+        note.relations,
+        vec![Relation {
+            target: "next".into(),
+            kind: RelationKind::Relates
+        }]
+    );
+    let out = note.serialize();
+    assert_eq!(
+        out,
+        "---\n{\"id\":\"staging-db\",\"summary\":\"Staging database\",\"type\":\"credential\",\"tags\":[\"contains-secrets\",\"ops\"],\"createdAt\":\"yesterday\",\"trust\":\"superuser\",\"importance\":\"high\",\"source\":\"a-colleague\",\"status\":\"draft\",\"relations\":[{\"target\":\"other\",\"kind\":\"blocks\"},{\"target\":\"next\",\"kind\":\"relates\"}],\"project\":7}\n---\nbody\n"
+    );
+    // The rewritten file reads the same and writes the same bytes again.
+    let again = Note::parse(&out, ctx("staging-db.md")).unwrap();
+    assert_eq!(again, note);
+    assert_eq!(again.serialize(), out);
+}
+
+#[test]
+fn a_field_set_by_a_writer_replaces_the_kept_value() {
+    let text = "---\n{\"id\":\"a\",\"summary\":42,\"tags\":7,\"trust\":\"superuser\",\"status\":\"draft\"}\n---\n";
+    let mut note = Note::parse(text, ctx("a.md")).unwrap();
+    assert_eq!(note.tags, vec!["7"]);
+    assert_eq!(note.summary, "42");
+    assert_eq!(note.serialize(), text);
+    note.status = Some(Status::Archived);
+    note.trust = Some(Trust::Ingested);
+    note.tags.push("more".into());
+    note.summary = "Now text".into();
+    let out = note.serialize();
+    assert_eq!(
+        out,
+        "---\n{\"id\":\"a\",\"summary\":\"Now text\",\"tags\":[\"7\",\"more\"],\"trust\":\"ingested\",\"status\":\"archived\"}\n---\n"
+    );
+}
+
+#[test]
+fn tags_of_any_shape_are_read() {
+    let text = "---\ntags:\n  private: [contains-secrets]\n---\n";
+    let note = Note::parse(text, ctx("a.md")).unwrap();
+    assert!(
+        note.tags.iter().any(|t| t == "contains-secrets"),
+        "{:?}",
+        note.tags
+    );
 }
 
 #[test]
