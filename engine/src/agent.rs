@@ -2,7 +2,8 @@
 //! server (and later other agent front ends) are thin layers over these functions. Scope is the
 //! engine's — fixed when it was opened — never an argument here.
 //!
-//! Never returned to an agent: quarantined notes and notes tagged `contains-secrets`.
+//! Never returned to, changed or forgotten by an agent: files that do not parse, quarantined
+//! notes and notes tagged `contains-secrets` (see [`recallable`]).
 
 use std::collections::HashMap;
 
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 use crate::backup::BackupReason;
 use crate::error::{Error, Result};
-use crate::import::SECRETS_TAG;
+use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::vault::{Engine, NewNote, NoteEdit};
 
@@ -53,9 +54,13 @@ pub struct AgentHit {
     pub updated_at: Option<i64>,
 }
 
-/// Whether an agent may see a note at all.
+/// Whether an agent may see a note at all: a file that does not parse, a quarantined note and a
+/// note marked `contains-secrets` are never shown, searched, recalled or changed by an agent.
+/// [`crate::index::Index::note_states`] applies the same rule in SQL.
 pub fn recallable(row: &IndexedNote) -> bool {
-    row.trust.as_deref() != Some("quarantined") && !row.tags.iter().any(|t| t == SECRETS_TAG)
+    row.error.is_none()
+        && row.trust.as_deref() != Some("quarantined")
+        && !row.tags.iter().any(|t| t == SECRETS_TAG)
 }
 
 /// The label an agent sees for how far to trust a note.
@@ -66,6 +71,19 @@ pub fn trust_label(row: &IndexedNote) -> &'static str {
         (_, Some("agent_inferred")) => "[INFERRED]",
         _ => "[CONFIRMED]",
     }
+}
+
+/// Finds the note an agent names; a note it may not see is refused as if it were absent from its
+/// view, with a message that sends the agent to the user.
+fn resolve_visible(engine: &Engine, reference: &str) -> Result<(crate::Scope, IndexedNote)> {
+    let (scope, row) = engine.resolve(reference, None)?;
+    if !recallable(&row) {
+        return Err(Error::Invalid(format!(
+            "note `{}` is quarantined, holds secrets or does not parse: agents cannot read, change or forget it; ask the user",
+            row.id
+        )));
+    }
+    Ok((scope, row))
 }
 
 fn check_query(q: &str) -> Result<()> {
@@ -117,7 +135,7 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
             continue;
         };
-        if !recallable(&row) || row.error.is_some() {
+        if !recallable(&row) {
             continue;
         }
         if !q.types.is_empty() && !row.note_type.as_ref().is_some_and(|t| q.types.contains(t)) {
@@ -204,13 +222,7 @@ pub struct Expanded {
 
 /// Opens a note by its recall id (or plain id).
 pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
-    let (scope, row) = engine.resolve(reference, None)?;
-    if !recallable(&row) {
-        return Err(Error::Invalid(format!(
-            "note `{}` is quarantined or holds secrets and is not shown to agents",
-            row.id
-        )));
-    }
+    let (scope, row) = resolve_visible(engine, reference)?;
     let view = engine.show(reference, Some(&scope))?;
     let note = view.note.ok_or_else(|| Error::Broken {
         id: row.id.clone(),
@@ -290,7 +302,7 @@ pub fn remember(engine: &mut Engine, r: Remember) -> Result<Remembered> {
         }
     }
     let existing = match &r.id {
-        Some(id) => match engine.resolve(id, None) {
+        Some(id) => match resolve_visible(engine, id) {
             Ok(found) => Some(found),
             Err(Error::NotFound(_)) => None,
             Err(e) => return Err(e),
@@ -418,7 +430,7 @@ pub fn forget(engine: &mut Engine, reference: &str, confirm: bool) -> Result<For
             "forget needs confirm: true; ask the user first (a backup is kept either way)".into(),
         ));
     }
-    let (scope, row) = engine.resolve(reference, None)?;
+    let (scope, row) = resolve_visible(engine, reference)?;
     let meta = engine.forget(&row.id, Some(&scope))?;
     Ok(Forgotten {
         id: Engine::reference(&scope, &row.id),

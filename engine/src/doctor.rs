@@ -1,10 +1,12 @@
 //! `memoria doctor`: where everything is, how many notes each scope has, which files do not
-//! parse (and why), duplicate ids, leftovers of interrupted writes, and index health.
+//! parse (and why), which notes hold secrets (and which rule found them), duplicate ids,
+//! leftovers of interrupted writes, and index health.
 
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::fsx::FileLock;
+use crate::guard::{self, SECRETS_TAG};
 use crate::scan;
 use crate::vault::Engine;
 
@@ -16,6 +18,18 @@ pub struct BrokenFile {
     pub error: String,
 }
 
+/// A note kept away from agents because it holds (or is tagged as holding) secrets.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretNote {
+    pub path: String,
+    pub id: String,
+    /// The guard rule its file trips and the line in the file, or `None` when only its tag
+    /// marks it.
+    pub rule: Option<&'static str>,
+    pub line: Option<usize>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScopeHealth {
@@ -24,6 +38,7 @@ pub struct ScopeHealth {
     pub notes: usize,
     pub files_on_disk: usize,
     pub broken: Vec<BrokenFile>,
+    pub secrets: Vec<SecretNote>,
     pub duplicate_ids: Vec<String>,
     pub leftover_temp_files: usize,
     pub watched: bool,
@@ -70,6 +85,21 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
                 })
             })
             .collect();
+        let secrets: Vec<SecretNote> = rows
+            .iter()
+            .filter(|r| r.tags.iter().any(|t| t == SECRETS_TAG))
+            .map(|r| {
+                let found = std::fs::read_to_string(&r.path)
+                    .ok()
+                    .and_then(|text| guard::scan(&text));
+                SecretNote {
+                    path: r.path.clone(),
+                    id: r.id.clone(),
+                    rule: found.map(|f| f.rule),
+                    line: found.map(|f| f.line),
+                }
+            })
+            .collect();
         let mut ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         ids.sort_unstable();
         let mut duplicate_ids: Vec<String> = ids
@@ -84,6 +114,7 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
             notes: rows.len(),
             files_on_disk: scan::list_files(&dir)?.len(),
             broken,
+            secrets,
             duplicate_ids,
             leftover_temp_files: scan::stale_temp_files(&dir).len(),
             watched: FileLock::is_held(&engine.watch_lock_path(&scope)),

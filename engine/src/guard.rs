@@ -1,9 +1,15 @@
 //! The credential guard: text that looks like a secret never enters memory through
-//! `add`/`remember`. Findings name the rule and the line, never the secret itself.
+//! `add`/`remember`/`edit`, and a note file that holds such text however it got there (written by
+//! hand, imported, downloaded by sync) is marked [`SECRETS_TAG`] in the index, which keeps it
+//! away from every agent. Findings name the rule and the line, never the secret itself.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+/// Notes with this tag are kept (nothing is lost) but never recalled, searched, expanded for an
+/// agent or exported. The guard adds it to the index row of any file whose text trips a rule.
+pub const SECRETS_TAG: &str = "contains-secrets";
 
 /// A rule that matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,10 @@
 //! Import and export of plain Markdown folders: an Obsidian vault, OpenClaw's `MEMORY.md` +
 //! `memory/*.md`, or a folder `memoria export` wrote. Re-importing the same folder changes
 //! nothing; a changed source file replaces its note after a backup. Sources are never modified.
+//!
+//! A source file is identified by its folder, its path in that folder and its bytes: two folders'
+//! `MEMORY.md` are two sources, and a file whose modification time alone changed is unchanged.
+//! Every imported file passes the credential guard over its whole text, frontmatter included.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,14 +16,10 @@ use serde_json::Value;
 use crate::backup::{BackupReason, date_to_ms};
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::guard;
+use crate::guard::{self, SECRETS_TAG};
 use crate::project::Scope;
 use crate::scan;
 use crate::vault::{Engine, ScopeChoice};
-
-/// Tag given to imported notes that contain something that looks like a credential. They are
-/// kept (nothing is lost) but never recalled.
-pub const SECRETS_TAG: &str = "contains-secrets";
 
 /// One file that was not imported, and why.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -59,6 +59,8 @@ struct Candidate {
     rel: String,
     note: Note,
     explicit_id: bool,
+    /// What the source file held: a hash of its bytes.
+    source_hash: String,
 }
 
 /// Imports every Markdown file under `dir` into one scope.
@@ -82,6 +84,7 @@ pub fn import(
         files: files.len(),
         ..Default::default()
     };
+    let source = source_id(dir);
     let mut candidates = Vec::new();
     for f in &files {
         match read_candidate(engine, f, obsidian) {
@@ -111,7 +114,15 @@ pub fn import(
     for (i, c) in candidates.into_iter().enumerate() {
         progress(i, total, &c.rel);
         let rel = c.rel.clone();
-        if let Err(e) = import_one(engine, &scope, &dir_out, c, &mut report, &mut pending) {
+        if let Err(e) = import_one(
+            engine,
+            &scope,
+            &dir_out,
+            &source,
+            c,
+            &mut report,
+            &mut pending,
+        ) {
             if matches!(
                 e,
                 Error::ScopeFull { .. } | Error::Io { .. } | Error::Index(_)
@@ -192,14 +203,15 @@ fn read_candidate(
     {
         note.tags.push(tag.to_owned());
     }
-    let text_to_check = format!("{}\n{}", note.summary, note.body);
-    if guard::scan(&text_to_check).is_some() && !note.tags.iter().any(|t| t == SECRETS_TAG) {
+    // The whole file: a secret in a frontmatter value is kept verbatim like the rest of it.
+    if guard::scan(&text).is_some() && !note.tags.iter().any(|t| t == SECRETS_TAG) {
         note.tags.push(SECRETS_TAG.to_owned());
     }
     Ok(Candidate {
         rel: f.rel.clone(),
         note,
         explicit_id,
+        source_hash: memoria_shared::hash::sha256_hex(text.as_bytes())[..16].to_owned(),
     })
 }
 
@@ -207,14 +219,22 @@ fn import_one(
     engine: &mut Engine,
     scope: &Scope,
     dir_out: &Path,
+    source: &str,
     c: Candidate,
     report: &mut ImportReport,
     pending: &mut Pending,
 ) -> Result<()> {
-    let Candidate { rel, mut note, .. } = c;
-    let source_hash = import_hash(&note);
+    let Candidate {
+        rel,
+        mut note,
+        source_hash,
+        ..
+    } = c;
+    let earlier_hash = legacy_import_hash(&note);
     note.extra
         .insert("importedFrom".into(), Value::String(rel.clone()));
+    note.extra
+        .insert("importSource".into(), Value::String(source.to_owned()));
     note.extra
         .insert("importHash".into(), Value::String(source_hash.clone()));
     let flagged = note.tags.iter().any(|t| t == SECRETS_TAG);
@@ -246,10 +266,19 @@ fn import_one(
                 ) else {
                     continue;
                 };
-                if old.extra.get("importedFrom").and_then(Value::as_str) != Some(rel.as_str()) {
+                let same_source = old.extra.get("importedFrom").and_then(Value::as_str)
+                    == Some(rel.as_str())
+                    && old
+                        .extra
+                        .get("importSource")
+                        .and_then(Value::as_str)
+                        // A note imported without a recorded folder matches any folder.
+                        .is_none_or(|s| s == source);
+                if !same_source {
                     continue; // another note owns this id: try the next one
                 }
-                if old.extra.get("importHash").and_then(Value::as_str) == Some(source_hash.as_str())
+                let old_hash = old.extra.get("importHash").and_then(Value::as_str);
+                if old_hash == Some(source_hash.as_str()) || old_hash == Some(earlier_hash.as_str())
                 {
                     report.unchanged += 1;
                     return Ok(());
@@ -299,8 +328,16 @@ fn case_taken(engine: &Engine, scope: &Scope, dir: &Path, id: &NoteId) -> Result
     Ok(dir.join(id.file_name()).exists())
 }
 
-/// Identifies a source version: its content hash plus its timestamps.
-fn import_hash(note: &Note) -> String {
+/// Identifies a source folder without writing its path into notes: a hash of its canonical path.
+fn source_id(dir: &Path) -> String {
+    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    memoria_shared::hash::sha256_hex(canonical.to_string_lossy().as_bytes())[..16].to_owned()
+}
+
+/// The other source version identity found in imported notes (content hash plus timestamps,
+/// which come from the file's mtime when it has none): accepted as unchanged so that such notes
+/// are not replaced by an import of the same content.
+fn legacy_import_hash(note: &Note) -> String {
     let h = ContentHash::of_note(note);
     memoria_shared::hash::sha256_hex(
         format!("{h}:{:?}:{:?}", note.created_at, note.updated_at).as_bytes(),
@@ -314,10 +351,13 @@ fn import_hash(note: &Note) -> String {
 pub struct ExportReport {
     pub dir: String,
     pub files: usize,
+    /// Notes left out because they are private: quarantined, holding secrets, or not parseable.
+    pub private_left_out: usize,
 }
 
-/// Copies every visible note file, byte for byte, into `dir/<scope>/…` (`user`,
-/// `project-<id>`, `domain-<type>`). Files already there are replaced; nothing is deleted.
+/// Copies every visible note file an agent may see, byte for byte, into `dir/<scope>/…` (`user`,
+/// `project-<id>`, `domain-<type>`). Files already there are replaced; nothing is deleted. An
+/// export is meant to leave Memoria, so private notes stay behind (they are counted).
 pub fn export(engine: &Engine, dir: &Path) -> Result<ExportReport> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::Invalid(format!(
@@ -326,9 +366,14 @@ pub fn export(engine: &Engine, dir: &Path) -> Result<ExportReport> {
         )));
     }
     let mut files = 0;
+    let mut private_left_out = 0;
     for scope in engine.visible_scopes() {
         let folder = scope.key().replace(':', "-");
         for row in engine.list(Some(&scope), None, None)? {
+            if !crate::agent::recallable(&row) {
+                private_left_out += 1;
+                continue;
+            }
             let bytes = std::fs::read(&row.path).map_err(Error::io("read", &row.path))?;
             fsx::write_atomic(&dir.join(&folder).join(&row.rel_path), &bytes)?;
             files += 1;
@@ -337,5 +382,6 @@ pub fn export(engine: &Engine, dir: &Path) -> Result<ExportReport> {
     Ok(ExportReport {
         dir: dir.to_string_lossy().into_owned(),
         files,
+        private_left_out,
     })
 }

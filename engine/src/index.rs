@@ -277,11 +277,19 @@ impl Index {
     /// the recall index is compared against before each search. Files with a parse error have
     /// no hash. For an id claimed twice, the parsable file comes first.
     #[allow(clippy::type_complexity)]
-    pub fn note_states(&self) -> Result<Vec<(String, String, Option<String>, String)>> {
+    /// The last field says whether an agent may see the note: the rule of
+    /// [`crate::agent::recallable`] (not broken, not quarantined, not tagged `contains-secrets`),
+    /// evaluated in SQL so a search need not load every row.
+    pub fn note_states(&self) -> Result<Vec<(String, String, Option<String>, String, bool)>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT scope, id, hash, path FROM notes ORDER BY scope, id, error IS NOT NULL, path",
+            "SELECT scope, id, hash, path,
+                    error IS NULL AND coalesce(trust, '') != 'quarantined'
+                    AND NOT EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path AND t.tag = ?1)
+             FROM notes ORDER BY scope, id, error IS NOT NULL, path",
         )?;
-        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        let rows = st.query_map([crate::guard::SECRETS_TAG], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -658,7 +658,7 @@ fn run(cli: Cli) -> Result<()> {
                         } else {
                             "they contain"
                         },
-                        import::SECRETS_TAG
+                        memoria_engine::guard::SECRETS_TAG
                     );
                 }
                 for s in &report.skipped {
@@ -677,6 +677,12 @@ fn run(cli: Cli) -> Result<()> {
                     memoria_engine::counted(report.files, "note"),
                     report.dir
                 );
+                if report.private_left_out > 0 {
+                    println!(
+                        "left out {} that agents never see (quarantined, holding secrets or not parseable); `memoria doctor` lists them",
+                        memoria_engine::counted(report.private_left_out, "private note")
+                    );
+                }
             }
         }
         Command::Doctor { rebuild } => {
@@ -893,6 +899,20 @@ fn print_doctor(r: &doctor::DoctorReport) {
         );
         for b in &s.broken {
             println!("  ! {} ({}): {}", b.path, b.id, b.error);
+        }
+        for n in &s.secrets {
+            match (n.rule, n.line) {
+                (Some(rule), Some(line)) => println!(
+                    "  {} ({}): looks like it holds a secret ({rule}, line {line}); agents never see it",
+                    n.path, n.id
+                ),
+                _ => println!(
+                    "  {} ({}): tagged {}; agents never see it",
+                    n.path,
+                    n.id,
+                    memoria_engine::guard::SECRETS_TAG
+                ),
+            }
         }
         for d in &s.duplicate_ids {
             println!("  ! id `{d}` is claimed by more than one file: rename one");

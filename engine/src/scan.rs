@@ -10,6 +10,7 @@ use memoria_shared::slugify;
 
 use crate::error::{Error, Result};
 use crate::fsx::TEMP_MARK;
+use crate::guard::{self, SECRETS_TAG};
 use crate::index::{Index, IndexedNote};
 
 /// A file found in a scope folder.
@@ -100,10 +101,66 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
         .unwrap_or(0)
 }
 
+/// Largest note file that is read. A bigger file is listed with an error and never read whole:
+/// a note is a page of text, and reading a file of any size would let one stray export or log
+/// file hold the whole index hostage.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads at most [`MAX_FILE_BYTES`] + 1 bytes of a file, so an oversized file is known as such
+/// without reading it all.
+fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads one file into an index row. A file that does not parse still gets a row: its error,
-/// an id from its name, and its whole text as body so it stays searchable.
+/// an id from its name, and its text as body; such rows are listed but never recalled. A file
+/// whose text trips the credential guard is marked [`SECRETS_TAG`] in its row (the file itself
+/// is not changed), which keeps it from every agent.
 pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
-    let bytes = fs::read(&f.abs).map_err(Error::io("read", &f.abs))?;
+    let bytes = read_capped(&f.abs).map_err(Error::io("read", &f.abs))?;
+    let ctx = FileContext {
+        relative_path: &f.rel,
+    };
+    let path = f.abs.to_string_lossy().into_owned();
+    let broken = |error: String, summary: &str, body: String| {
+        let tags = if guard::scan(&body).is_some() {
+            vec![SECRETS_TAG.to_owned()]
+        } else {
+            Vec::new()
+        };
+        IndexedNote {
+            path: path.clone(),
+            scope: scope.to_owned(),
+            rel_path: f.rel.clone(),
+            id: ctx.derived_id().to_string(),
+            summary: summary.chars().take(280).collect(),
+            note_type: None,
+            tags,
+            created_at: None,
+            updated_at: None,
+            hash: None,
+            trust: None,
+            source: None,
+            importance: None,
+            mtime_ns: f.mtime_ns,
+            size: f.size,
+            error: Some(error),
+            links: Vec::new(),
+            body,
+        }
+    };
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        let error = format!(
+            "the file is larger than {} MiB and is not read: split it into smaller notes",
+            MAX_FILE_BYTES >> 20
+        );
+        return Ok(broken(error, "", String::new()));
+    }
     let (text, utf8_error) = match String::from_utf8(bytes) {
         Ok(t) => (t, None),
         Err(e) => (
@@ -111,65 +168,49 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
             Some("the file is not UTF-8 text".to_owned()),
         ),
     };
-    let ctx = FileContext {
-        relative_path: &f.rel,
-    };
     let parsed = match utf8_error {
         Some(e) => Err(e),
         None => Note::parse(&text, ctx).map_err(|e| e.to_string()),
     };
-    let path = f.abs.to_string_lossy().into_owned();
     Ok(match parsed {
-        Ok(note) => IndexedNote {
-            path,
-            scope: scope.to_owned(),
-            rel_path: f.rel.clone(),
-            id: note.id.to_string(),
-            summary: note.summary.clone(),
-            note_type: note.note_type.as_ref().map(|t| t.as_str().to_owned()),
-            tags: note.tags.clone(),
-            created_at: note.created_at,
-            updated_at: note.updated_at,
-            hash: Some(note.content_hash().to_string()),
-            trust: note.trust.map(|t| enum_name(&t)),
-            source: note.source.map(|s| enum_name(&s)),
-            importance: note.importance,
-            mtime_ns: f.mtime_ns,
-            size: f.size,
-            error: None,
-            links: note
-                .links()
-                .iter()
-                .map(|l| slugify(l).to_string())
-                .collect(),
-            body: note.body,
-        },
+        Ok(note) => {
+            let mut tags = note.tags.clone();
+            if !tags.iter().any(|t| t == SECRETS_TAG) && guard::scan(&text).is_some() {
+                tags.push(SECRETS_TAG.to_owned());
+            }
+            IndexedNote {
+                path,
+                scope: scope.to_owned(),
+                rel_path: f.rel.clone(),
+                id: note.id.to_string(),
+                summary: note.summary.clone(),
+                note_type: note.note_type.as_ref().map(|t| t.as_str().to_owned()),
+                tags,
+                created_at: note.created_at,
+                updated_at: note.updated_at,
+                hash: Some(note.content_hash().to_string()),
+                trust: note.trust.map(|t| enum_name(&t)),
+                source: note.source.map(|s| enum_name(&s)),
+                importance: note.importance,
+                mtime_ns: f.mtime_ns,
+                size: f.size,
+                error: None,
+                links: note
+                    .links()
+                    .iter()
+                    .map(|l| slugify(l).to_string())
+                    .collect(),
+                body: note.body,
+            }
+        }
         Err(error) => {
             let summary = text
                 .lines()
                 .map(str::trim)
                 .find(|l| !l.is_empty() && *l != "---")
-                .unwrap_or("");
-            IndexedNote {
-                path,
-                scope: scope.to_owned(),
-                rel_path: f.rel.clone(),
-                id: ctx.derived_id().to_string(),
-                summary: summary.chars().take(280).collect(),
-                note_type: None,
-                tags: Vec::new(),
-                created_at: None,
-                updated_at: None,
-                hash: None,
-                trust: None,
-                source: None,
-                importance: None,
-                mtime_ns: f.mtime_ns,
-                size: f.size,
-                error: Some(error),
-                links: Vec::new(),
-                body: text,
-            }
+                .unwrap_or("")
+                .to_owned();
+            broken(error, &summary, text)
         }
     })
 }

@@ -21,7 +21,7 @@ fn recall_err(e: recall::Error) -> Error {
     Error::Invalid(format!("search failed: {e}"))
 }
 
-/// The recall document of an index row. Broken files are searchable by their whole text.
+/// The recall document of an index row.
 pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
     let hash = row
         .hash
@@ -65,7 +65,9 @@ impl Engine {
     }
 
     /// Re-indexes notes whose content changed since the recall index last saw them and drops
-    /// notes that are gone. Cheap when nothing changed: a hash comparison per note.
+    /// notes that are gone or that no agent may see (broken, quarantined, holding secrets): the
+    /// recall index only ever holds recallable notes, so no search, recall block or hook can
+    /// return another. Cheap when nothing changed: a hash comparison per note.
     fn sync_recall(&mut self) -> Result<()> {
         let Some(recall) = self.recall_index.as_ref() else {
             return Ok(());
@@ -78,16 +80,21 @@ impl Engine {
             .collect();
         let mut keep = HashSet::new();
         let mut changed = Vec::new();
-        for (scope, id, hash, path) in states {
+        let mut claimed = HashSet::new();
+        for (scope, id, hash, path, recallable) in states {
             let key = (scope, id);
-            if !keep.insert(key.clone()) {
+            if !claimed.insert(key.clone()) {
                 continue; // a second file claiming the same id: the first one wins
             }
+            if !recallable {
+                continue;
+            }
+            keep.insert(key.clone());
             let current = known.get(&key);
             if hash.is_some() && hash.as_ref() == current {
                 continue;
             }
-            // Changed, new, or a file with a parse error (hashed from its whole text).
+            // Changed or new.
             if let Some(row) = self.index().by_path(&path)? {
                 let doc = recall_doc(&row);
                 if current != Some(&doc.hash.to_string()) {

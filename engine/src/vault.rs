@@ -308,7 +308,13 @@ impl Engine {
         }
     }
 
-    fn check_text(&self, summary: &str, body: &str, tags: &[String]) -> Result<()> {
+    fn check_text(
+        &self,
+        summary: &str,
+        body: &str,
+        tags: &[String],
+        relations: &[Relation],
+    ) -> Result<()> {
         let summary_t = summary.trim();
         if summary_t.is_empty() {
             return Err(Error::Invalid(
@@ -355,6 +361,14 @@ impl Engine {
         if let Some(f) = guard::scan(&tags.join("\n")) {
             return Err(Error::Secret {
                 field: "tags",
+                rule: f.rule,
+                line: f.line,
+            });
+        }
+        let targets: Vec<&str> = relations.iter().map(|r| r.target.as_str()).collect();
+        if let Some(f) = guard::scan(&targets.join("\n")) {
+            return Err(Error::Secret {
+                field: "relations",
                 rule: f.rule,
                 line: f.line,
             });
@@ -427,7 +441,7 @@ impl Engine {
 
     /// Creates a note. Refuses secrets, oversize bodies, taken ids and full scopes.
     pub fn add(&mut self, new: NewNote) -> Result<Written> {
-        self.check_text(&new.summary, &new.body, &new.tags)?;
+        self.check_text(&new.summary, &new.body, &new.tags, &new.relations)?;
         check_importance(new.importance)?;
         let scope = self.resolve_scope(new.scope, new.note_type.as_ref())?;
         let dir = self.scope_dir(&scope)?;
@@ -569,7 +583,7 @@ impl Engine {
         if let Some(r) = edit.relations {
             note.relations = r;
         }
-        self.check_text(&note.summary, &note.body, &note.tags)?;
+        self.check_text(&note.summary, &note.body, &note.tags, &note.relations)?;
         check_importance(note.importance)?;
         let taken = match backup {
             Some(reason) => Some(self.backup(&scope, &row, reason)?),

@@ -38,7 +38,7 @@ use store::{DocMeta, DocStore, VectorStore, doc_key};
 use vectors::VectorIndex;
 
 /// Notes with this tag are never recalled unless [`SearchOptions::include_secrets`] is set.
-pub const SECRET_TAG: &str = "contains-secrets";
+pub use crate::guard::SECRETS_TAG;
 
 /// Queries are cut to this many characters before analysis and embedding.
 pub const MAX_QUERY_CHARS: usize = 2_000;
@@ -792,7 +792,7 @@ fn meta_of(d: &RecallDoc, access_count: i64) -> DocMeta {
         trust: d.trust,
         importance: d.importance,
         evergreen: d.evergreen,
-        secret: d.tags.iter().any(|t| t == SECRET_TAG),
+        secret: d.tags.iter().any(|t| t == SECRETS_TAG),
         access_count,
     }
 }

@@ -205,7 +205,7 @@ impl DocStore {
                 importance: r.get(7)?,
                 evergreen: r.get(8)?,
                 access_count: r.get(9)?,
-                secret: tags.iter().any(|t| t == super::SECRET_TAG),
+                secret: tags.iter().any(|t| t == super::SECRETS_TAG),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

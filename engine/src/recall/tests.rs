@@ -177,7 +177,7 @@ fn quarantined_and_secret_notes_are_never_recalled() {
         "Deploy token location",
         "the deploy token lives in the vault",
     );
-    s.tags = vec![SECRET_TAG.into()];
+    s.tags = vec![SECRETS_TAG.into()];
     let s = s.rehash();
     let mut p = doc(
         "user",
