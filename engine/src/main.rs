@@ -192,9 +192,14 @@ enum Command {
         /// Serve streamable HTTP on this address (e.g. 127.0.0.1:7424) instead of stdio.
         #[arg(long, value_name = "ADDR:PORT")]
         http: Option<std::net::SocketAddr>,
-        /// Bearer token clients must send over HTTP (required off loopback).
+        /// Bearer token clients must send over HTTP. Without it, on loopback, a token is generated
+        /// once and kept in the home (`mcp-token`, readable by you only); off loopback it is required.
         #[arg(long, env = "MEMORIA_MCP_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// On loopback, accept clients without a bearer token (any local program can then read
+        /// your agent-visible memory).
+        #[arg(long, conflicts_with = "token")]
+        no_token: bool,
     },
     /// Measure retrieval quality.
     #[command(subcommand)]
@@ -751,8 +756,13 @@ fn run(cli: Cli) -> Result<()> {
                 std::thread::park();
             }
         }
-        Command::Mcp { http, token } => {
+        Command::Mcp {
+            http,
+            token,
+            no_token,
+        } => {
             let engine = open(&cli)?;
+            let home_root = engine.home().root().to_path_buf();
             // Sync while the agent session runs; standard output is the MCP channel, so
             // failures go to standard error (and to `memoria sync status`).
             let sync = start_sync(&cli, |scope, r| {
@@ -770,11 +780,34 @@ fn run(cli: Cli) -> Result<()> {
                 .build()
                 .context("starting the async runtime")?;
             match http {
-                Some(addr) => runtime.block_on(memoria_engine::mcp::serve_http(
-                    server,
-                    *addr,
-                    token.clone(),
-                ))?,
+                Some(addr) => {
+                    let token = match (token, no_token) {
+                        (Some(t), _) => Some(t.clone()),
+                        (None, true) if addr.ip().is_loopback() => None,
+                        (None, true) => anyhow::bail!(
+                            "--no-token is only for loopback addresses: off loopback pass --token or set MEMORIA_MCP_TOKEN"
+                        ),
+                        (None, false) if addr.ip().is_loopback() => {
+                            let (t, created) = memoria_engine::mcp::loopback_token(&home_root)
+                                .context("reading or creating the MCP token")?;
+                            let path = memoria_engine::mcp::token_path(&home_root);
+                            if created {
+                                eprintln!(
+                                    "memoria mcp: clients must send `Authorization: Bearer {t}` (kept in {}; --no-token turns this off)",
+                                    path.display()
+                                );
+                            } else {
+                                eprintln!(
+                                    "memoria mcp: clients must send the bearer token kept in {}",
+                                    path.display()
+                                );
+                            }
+                            Some(t)
+                        }
+                        (None, false) => None,
+                    };
+                    runtime.block_on(memoria_engine::mcp::serve_http(server, *addr, token))?
+                }
                 None => runtime.block_on(memoria_engine::mcp::serve_stdio(server))?,
             }
         }

@@ -395,7 +395,69 @@ pub async fn serve_stdio(server: MemoriaMcp) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves MCP over streamable HTTP at `/mcp`. Off loopback a bearer token is required.
+/// The file in the home holding the bearer token of `memoria mcp --http` on loopback.
+pub fn token_path(home: &std::path::Path) -> std::path::PathBuf {
+    home.join("mcp-token")
+}
+
+/// The loopback bearer token: read from [`token_path`], or generated and stored there (readable
+/// by the user only) when missing. The flag says whether it was generated now. Any local
+/// program, and any web page through DNS rebinding, can reach a loopback port; the token keeps
+/// them from reading memory.
+pub fn loopback_token(home: &std::path::Path) -> std::io::Result<(String, bool)> {
+    use std::io::Write;
+    let path = token_path(home);
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => return Ok((t.trim().to_owned(), false)),
+        Ok(_) => std::fs::remove_file(&path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let token = crate::fsx::random_hex(24);
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    match open.open(&path) {
+        Ok(mut f) => {
+            f.write_all(token.as_bytes())?;
+            f.sync_all()?;
+            Ok((token, true))
+        }
+        // Another process created it first: use its token.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok((std::fs::read_to_string(&path)?.trim().to_owned(), false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a request's `Origin` may reach the server: no `Origin` (not a browser), a loopback
+/// origin, or the address the server was bound to. A web page elsewhere is refused, as the MCP
+/// specification asks, so DNS rebinding cannot reach memory.
+fn origin_allowed(origin: Option<&str>, bound: SocketAddr) -> bool {
+    let Some(origin) = origin else {
+        return true;
+    };
+    let host = origin
+        .split_once("://")
+        .map_or(origin, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || (!bound.ip().is_unspecified() && ip == bound.ip()))
+}
+
+/// Serves MCP over streamable HTTP at `/mcp`. Off loopback a bearer token is required; requests
+/// from a browser page of another origin are refused.
 pub async fn serve_http(
     server: MemoriaMcp,
     addr: SocketAddr,
@@ -428,6 +490,16 @@ pub async fn serve_http(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let token = token.clone();
                 async move {
+                    let origin = req
+                        .headers()
+                        .get(axum::http::header::ORIGIN)
+                        .map(|v| v.to_str().unwrap_or("?"));
+                    if !origin_allowed(origin, addr) {
+                        return axum::response::IntoResponse::into_response((
+                            axum::http::StatusCode::FORBIDDEN,
+                            "requests from this origin are refused",
+                        ));
+                    }
                     if let Some(t) = token.as_deref() {
                         let ok = req
                             .headers()
@@ -473,6 +545,49 @@ mod tests {
         assert_eq!(parse_time("1970-01-01T01:00:00Z").unwrap(), 3_600_000);
         assert!(parse_time("yesterday").is_err());
         assert!(parse_time("2026-01-01 10:00").is_err());
+    }
+
+    #[test]
+    fn origins_other_than_loopback_are_refused() {
+        let lo: SocketAddr = "127.0.0.1:7424".parse().unwrap();
+        for ok in [
+            None,
+            Some("http://localhost:3000"),
+            Some("http://127.0.0.1:7424"),
+            Some("http://[::1]:80"),
+            Some("https://LOCALHOST"),
+        ] {
+            assert!(origin_allowed(ok, lo), "{ok:?}");
+        }
+        for bad in [
+            Some("https://evil.example"),
+            Some("http://localhost.evil.example"),
+            Some("http://10.0.0.5:7424"),
+            Some("null"),
+            Some("?"),
+        ] {
+            assert!(!origin_allowed(bad, lo), "{bad:?}");
+        }
+        let lan: SocketAddr = "10.0.0.5:7424".parse().unwrap();
+        assert!(origin_allowed(Some("http://10.0.0.5:7424"), lan));
+        assert!(!origin_allowed(Some("http://10.0.0.6:7424"), lan));
+    }
+
+    #[test]
+    fn loopback_token_is_generated_once_and_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (t, created) = loopback_token(tmp.path()).unwrap();
+        assert!(created && t.len() == 48, "{t}");
+        assert_eq!(loopback_token(tmp.path()).unwrap(), (t, false));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(token_path(tmp.path()))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 
     #[test]

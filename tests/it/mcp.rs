@@ -123,8 +123,78 @@ fn streamable_http_with_a_bearer_token() {
     );
     let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
     assert_eq!(facts["without_token"], 401);
+    assert_eq!(facts["foreign_origin"], 403);
     assert_eq!(facts["tools"].as_array().unwrap().len(), 4);
     assert_eq!(facts["found"], serde_json::json!([facts["remembered"]]));
+}
+
+/// Starts `memoria mcp --http` on a loopback port; returns the process, its URL and what it
+/// wrote to standard error before listening.
+fn start_http(home: &std::path::Path, extra: &[&str]) -> (std::process::Child, String, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut server = Command::new(workspace_bin("memoria"))
+        .env("MEMORIA_HOME", home)
+        .env_remove("MEMORIA_MCP_TOKEN")
+        .current_dir(home)
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let mut said = String::new();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .unwrap();
+        if let Some(rest) = line.split("serving on ").nth(1) {
+            break rest.trim().to_owned();
+        }
+        said.push_str(&line);
+        said.push('\n');
+    };
+    (server, url, said)
+}
+
+#[test]
+fn loopback_http_without_a_token_generates_one_shown_once_and_kept_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut server, url, said) = start_http(tmp.path(), &[]);
+    let path = tmp.path().join("mcp-token");
+    let token = std::fs::read_to_string(&path).unwrap();
+    assert!(said.contains(&token), "{said}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_http_client.py");
+    let out = Command::new(test_python())
+        .arg(script)
+        .arg(&url)
+        .arg(&token)
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(facts["without_token"], 401, "loopback needs the token too");
+    assert_eq!(facts["foreign_origin"], 403);
+    // The second start reuses the token and does not show it again.
+    let (mut again, _, said) = start_http(tmp.path(), &[]);
+    again.kill().unwrap();
+    again.wait().unwrap();
+    assert!(!said.contains(&token), "{said}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), token);
 }
 
 #[test]

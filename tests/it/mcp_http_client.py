@@ -11,10 +11,11 @@ URL, TOKEN = sys.argv[1:3]
 facts = {}
 
 
-def status_without_token():
+def status_without_token(headers=None):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
     req = urllib.request.Request(URL, data=body, headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **(headers or {})})
     try:
         urllib.request.urlopen(req, timeout=10)
     except urllib.error.HTTPError as e:
@@ -24,6 +25,9 @@ def status_without_token():
 
 async def main():
     facts["without_token"] = status_without_token()
+    # A web page of another origin is refused even with the right token (DNS rebinding).
+    facts["foreign_origin"] = status_without_token(
+        {"Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.example"})
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with streamablehttp_client(URL, headers=headers) as (r, w, _):
         async with ClientSession(r, w) as s:
