@@ -456,6 +456,35 @@ mod tests {
     }
 
     #[test]
+    fn relation_targets_pass_the_guard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut e = engine_in(&tmp.path().join("home"), None);
+        let err = remember(
+            &mut e,
+            Remember {
+                summary: "Links to a secret".into(),
+                body: "body".into(),
+                relations: vec![Relation {
+                    target: "password: hunter22xyz".into(),
+                    kind: memoria_shared::note::RelationKind::Relates,
+                }],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Secret {
+                    field: "relations",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn remember_search_expand_forget() {
         let tmp = tempfile::tempdir().unwrap();
         let proj = Project::init(&tmp.path().join("p"), None).unwrap();

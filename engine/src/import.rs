@@ -385,3 +385,107 @@ pub fn export(engine: &Engine, dir: &Path) -> Result<ExportReport> {
         private_left_out,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OpenOptions;
+    use crate::vault::NoteEdit;
+
+    fn engine_in(root: &Path) -> Engine {
+        Engine::open(OpenOptions {
+            home: Some(root.join("home")),
+            // No model in unit tests: recall uses its deterministic hash embedder.
+            model_dir: Some(root.join("no-model")),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn write(dir: &Path, rel: &str, text: &str) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn run(e: &mut Engine, dir: &Path) -> ImportReport {
+        import(e, dir, None, &mut |_, _, _| {}).unwrap()
+    }
+
+    #[test]
+    fn two_folders_with_the_same_file_name_are_two_sources() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        write(&a, "MEMORY.md", "# Folder A\n- likes tea\n");
+        write(&b, "MEMORY.md", "# Folder B\n- likes coffee\n");
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &a).added, 1);
+        let r = run(&mut e, &b);
+        assert_eq!((r.added, r.updated), (1, 0), "{r:?}");
+        let bodies: Vec<String> = e
+            .list(None, None, None)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.body)
+            .collect();
+        assert!(bodies.iter().any(|t| t.contains("tea")), "{bodies:?}");
+        assert!(bodies.iter().any(|t| t.contains("coffee")), "{bodies:?}");
+        assert!(e.backups(10).unwrap().is_empty());
+        // Each folder again: nothing changes.
+        assert_eq!(run(&mut e, &a).unchanged, 1);
+        assert_eq!(run(&mut e, &b).unchanged, 1);
+    }
+
+    #[test]
+    fn a_source_whose_mtime_alone_changed_leaves_the_edited_note_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "notes/deploys.md", "Deploys go out on Tuesdays.\n");
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &src).added, 1);
+        let id = e.list(None, None, None).unwrap()[0].id.clone();
+        e.edit(
+            &id,
+            None,
+            NoteEdit {
+                body: Some("Deploys go out on Tuesdays and Thursdays.".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(src.join("notes/deploys.md"))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(3600))
+            .unwrap();
+        drop(f);
+        let r = run(&mut e, &src);
+        assert_eq!((r.updated, r.unchanged), (0, 1), "{r:?}");
+        assert!(
+            e.show(&id, None)
+                .unwrap()
+                .note
+                .unwrap()
+                .body
+                .contains("Thursdays")
+        );
+    }
+
+    #[test]
+    fn a_secret_in_a_frontmatter_value_flags_the_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(
+            &src,
+            "service.md",
+            "---\nsummary: The billing service\napi_key: Zq81-secret-value\n---\nIt answers on port 80.\n",
+        );
+        let mut e = engine_in(tmp.path());
+        let r = run(&mut e, &src);
+        assert_eq!((r.added, r.flagged_secrets), (1, 1), "{r:?}");
+        let row = &e.list(None, None, None).unwrap()[0];
+        assert!(row.tags.iter().any(|t| t == SECRETS_TAG), "{:?}", row.tags);
+        assert!(!crate::agent::recallable(row));
+    }
+}

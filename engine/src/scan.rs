@@ -296,3 +296,63 @@ fn clean_stale_temp_files(dir: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(dir: &Path, rel: &str, text: &[u8]) -> FoundFile {
+        let abs = dir.join(rel);
+        fs::write(&abs, text).unwrap();
+        let meta = fs::metadata(&abs).unwrap();
+        FoundFile {
+            abs,
+            rel: rel.to_owned(),
+            mtime_ns: mtime_ns(&meta),
+            size: meta.len() as i64,
+        }
+    }
+
+    #[test]
+    fn an_oversized_file_is_listed_with_an_error_and_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let big = vec![b'a'; (MAX_FILE_BYTES as usize) * 2];
+        let row = read_file("user", &found(tmp.path(), "huge.md", &big)).unwrap();
+        assert!(
+            row.error.as_deref().unwrap().contains("larger than"),
+            "{row:?}"
+        );
+        assert!(row.body.is_empty());
+        assert_eq!(row.size, big.len() as i64);
+        let ok = vec![b'a'; MAX_FILE_BYTES as usize];
+        let row = read_file("user", &found(tmp.path(), "edge.md", &ok)).unwrap();
+        assert_eq!(row.error, None);
+    }
+
+    #[test]
+    fn a_file_that_trips_the_guard_is_marked_in_its_row_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = "# VPN\nvpn password: Xk7-quokka-93\n";
+        let row = read_file("user", &found(tmp.path(), "vpn.md", text.as_bytes())).unwrap();
+        assert_eq!(row.tags, vec![SECRETS_TAG]);
+        // The file is not changed, and its hash is the file's own.
+        assert_eq!(fs::read_to_string(tmp.path().join("vpn.md")).unwrap(), text);
+        let note = Note::parse(
+            text,
+            FileContext {
+                relative_path: "vpn.md",
+            },
+        )
+        .unwrap();
+        assert_eq!(row.hash, Some(note.content_hash().to_string()));
+        // A broken file that holds a secret is marked too.
+        let broken = "---\nid: [x\n---\npassword: hunter22xyz\n";
+        let row = read_file("user", &found(tmp.path(), "b.md", broken.as_bytes())).unwrap();
+        assert!(
+            row.error.is_some() && row.tags == vec![SECRETS_TAG],
+            "{row:?}"
+        );
+        let plain = read_file("user", &found(tmp.path(), "p.md", b"just text\n")).unwrap();
+        assert!(plain.tags.is_empty());
+    }
+}
