@@ -1138,3 +1138,36 @@ async fn endless_contention_is_503_and_leaves_nothing_behind() {
     assert_eq!(r.headers["retry-after"], "1");
     assert_eq!(h.tree(), before, "a refused commit left revisions behind");
 }
+
+/// A committed body whose YAML frontmatter nests aliases (eight levels of nine) is refused at
+/// once with a clear error, never expanded: the server parses every body it accepts.
+#[tokio::test]
+async fn a_yaml_alias_bomb_is_refused_without_expanding_it() {
+    let h = Harness::new();
+    let t = h.token("alice").await;
+    let before = h.tree();
+    let mut yaml = String::from("id: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..=8 {
+        let p = i - 1;
+        yaml.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let mut change = serde_json::to_value(put("bomb", None, "x\n")).unwrap();
+    change["body"] = json!(format!("---\n{yaml}---\nbody\n"));
+    let r = h
+        .post(
+            "/v1/memory/commit",
+            Some(&t),
+            json!({"scope": "user", "changes": [change]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert_eq!(r.json["code"], "invalid_note", "{}", r.json);
+    assert!(
+        r.json["message"].as_str().unwrap().contains("anchor"),
+        "{}",
+        r.json
+    );
+    assert_eq!(h.tree(), before);
+}
