@@ -167,7 +167,13 @@ fn read_candidate(
     f: &scan::FoundFile,
     obsidian: bool,
 ) -> std::result::Result<Candidate, String> {
-    let bytes = std::fs::read(&f.abs).map_err(|e| format!("cannot read: {e}"))?;
+    let bytes = scan::read_capped(&f.abs).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > scan::MAX_FILE_BYTES {
+        return Err(format!(
+            "the file is larger than {} MiB and is not read: split it into smaller notes",
+            scan::MAX_FILE_BYTES >> 20
+        ));
+    }
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
     let mut note = Note::parse(
         &text,
@@ -470,6 +476,20 @@ mod tests {
                 .body
                 .contains("Thursdays")
         );
+    }
+
+    #[test]
+    fn an_oversized_source_file_is_skipped_unread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "small.md", "A small note.\n");
+        let huge = "a".repeat(scan::MAX_FILE_BYTES as usize + 10);
+        write(&src, "huge.md", &huge);
+        let mut e = engine_in(tmp.path());
+        let r = run(&mut e, &src);
+        assert_eq!(r.added, 1, "{r:?}");
+        assert_eq!(r.skipped.len(), 1);
+        assert!(r.skipped[0].reason.contains("larger than"), "{r:?}");
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Reads at most [`MAX_FILE_BYTES`] + 1 bytes of a file, so an oversized file is known as such
 /// without reading it all.
-fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     fs::File::open(path)?
