@@ -1,6 +1,7 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
 mod mcp;
+mod privacy_scope;
 mod recall_model;
 mod sync_convergence;
 mod sync_e2e;

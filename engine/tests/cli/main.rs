@@ -605,6 +605,16 @@ fn claude_code_hook_answers_recorded_hook_json_with_the_recall_block() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("hook JSON"));
 }
 
+/// A child process killed when the test ends, also when an assertion fails first.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Reads a child's standard output lines on a thread, so a test can wait with a deadline.
 fn line_reader(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -664,7 +674,8 @@ fn another_projects_notes_stay_out_of_reach_by_link_or_by_claimed_id() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let lines = line_reader(&mut watcher);
+    let mut watcher = KillOnDrop(watcher);
+    let lines = line_reader(&mut watcher.0);
     wait_line(&lines, "\"ready\"", 30);
 
     // A folder whose project.json claims the victim's id.
@@ -718,7 +729,7 @@ fn another_projects_notes_stay_out_of_reach_by_link_or_by_claimed_id() {
         assert!(err.contains("outside the project folder"), "{err}");
     }
     assert!(note.exists(), "nobody deleted the victim's note");
-    kill9(&mut watcher);
+    drop(watcher);
 }
 
 #[test]
@@ -740,7 +751,8 @@ fn the_watcher_reattaches_to_a_scope_folder_deleted_and_created_again() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let lines = line_reader(&mut watcher);
+    let mut watcher = KillOnDrop(watcher);
+    let lines = line_reader(&mut watcher.0);
     wait_line(&lines, "\"ready\"", 30);
     std::fs::remove_dir_all(m.user_dir()).unwrap();
     wait_line(&lines, "\"removed\":1", 5);
@@ -780,7 +792,7 @@ fn the_watcher_reattaches_to_a_scope_folder_deleted_and_created_again() {
         assert!(start.elapsed() < Duration::from_secs(3), "edit missed");
         std::thread::sleep(Duration::from_millis(50));
     }
-    kill9(&mut watcher);
+    drop(watcher);
 }
 
 /// Every file under `dir` whose bytes contain `needle`.
