@@ -817,7 +817,7 @@ fn a_moved_project_takes_over_its_scope_once_confirmed() {
     let paired = crate::project::pair(&w.home(), &new).unwrap();
     assert_eq!(paired.scope, scope.key());
     assert_eq!(paired.took_over_from.as_deref(), old.to_str());
-    let mut e = w.engine(Some(&new));
+    let e = w.engine(Some(&new));
     assert_eq!(ids(&e.list(None, None, None).unwrap()), vec![n.id]);
 }
 
@@ -983,7 +983,7 @@ fn backups_are_pruned_by_age_and_total_size() {
         r#"{"backups": {"maxAgeDays": 0, "maxTotalMb": 1}}"#,
     )
     .unwrap();
-    let mut e = w.engine(None);
+    let e = w.engine(None);
     let big = "b".repeat(100 * 1024);
     for i in 0..12 {
         w.clock.advance(1000);

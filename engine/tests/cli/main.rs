@@ -667,7 +667,7 @@ fn another_projects_notes_stay_out_of_reach_by_link_or_by_claimed_id() {
     assert!(out.status.success(), "{out:?}");
     let note = victim.join("MEMORY/roadmap.md");
     // The victim's watcher holds its scope: other processes skip their repair scan of it.
-    let mut watcher = m
+    let watcher = m
         .command()
         .current_dir(&victim)
         .args(["--json", "watch"])
@@ -745,7 +745,7 @@ fn the_watcher_reattaches_to_a_scope_folder_deleted_and_created_again() {
         "--body",
         "apple",
     ]);
-    let mut watcher = m
+    let watcher = m
         .command()
         .args(["--json", "watch"])
         .stdout(Stdio::piped())
