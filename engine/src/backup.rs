@@ -168,7 +168,13 @@ pub struct PruneReport {
 pub struct Backups {
     dir: PathBuf,
     policy: BackupPolicy,
+    /// When this process last pruned on a write: a burst of writes (a sync download, an
+    /// import) lists the folder once, not once per backup.
+    last_pruned_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
+
+/// How often writes prune: at most once per this many milliseconds in one process.
+const PRUNE_EVERY_MS: i64 = 10 * 60 * 1000;
 
 /// What to back up.
 #[derive(Debug, Clone)]
@@ -184,7 +190,11 @@ pub struct BackupRequest<'a> {
 
 impl Backups {
     pub fn new(dir: PathBuf, policy: BackupPolicy) -> Self {
-        Backups { dir, policy }
+        Backups {
+            dir,
+            policy,
+            last_pruned_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+        }
     }
 
     pub fn policy(&self) -> BackupPolicy {
@@ -208,7 +218,12 @@ impl Backups {
         let json = serde_json::to_string_pretty(&meta).unwrap_or_default();
         fsx::write_atomic(&self.meta_path(&backup_id), json.as_bytes())?;
         index.put_backup(&meta.row())?;
-        self.prune(index, req.now_ms, Some(&backup_id))?;
+        use std::sync::atomic::Ordering;
+        let last = self.last_pruned_ms.load(Ordering::Relaxed);
+        if req.now_ms.saturating_sub(last) >= PRUNE_EVERY_MS || req.now_ms < last {
+            self.last_pruned_ms.store(req.now_ms, Ordering::Relaxed);
+            self.prune(index, req.now_ms, Some(&backup_id))?;
+        }
         Ok(meta)
     }
 
@@ -226,10 +241,16 @@ impl Backups {
             else {
                 continue;
             };
-            if let Ok((meta, bytes)) = self.read(id) {
-                let json = e.metadata().map_or(0, |m| m.len());
-                out.push((meta, bytes.len() as u64 + json));
-            }
+            // Metadata only: the copies themselves are never read to be counted.
+            let Ok(meta) = fs::read(e.path())
+                .map_err(|_| ())
+                .and_then(|b| serde_json::from_slice::<BackupMeta>(&b).map_err(|_| ()))
+            else {
+                continue;
+            };
+            let json = e.metadata().map_or(0, |m| m.len());
+            let bytes = fs::metadata(self.bytes_path(id)).map_or(0, |m| m.len());
+            out.push((meta, bytes + json));
         }
         out
     }
