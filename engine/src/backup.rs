@@ -1,6 +1,10 @@
 //! Backups: a copy of a note's file, with time and reason, taken before any replacement or
 //! delete the user did not choose version by version. `$MEMORIA_HOME/backups/<id>.md` holds the
 //! exact bytes, `<id>.json` the metadata; the index keeps a list, repaired from the folder.
+//!
+//! Backups are kept by a stated [`BackupPolicy`] (an age and a total size), pruned oldest first
+//! whenever one is written and when `memoria doctor` runs; `forget --purge` removes a note's
+//! backups at once ([`Backups::purge_note`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -84,11 +88,93 @@ impl BackupMeta {
     }
 }
 
+/// How long backups stay. Defaults, then `$MEMORIA_HOME/config.json`
+/// (`{"backups": {"maxAgeDays": 90, "maxTotalMb": 512}}`), then the environment
+/// (`MEMORIA_BACKUPS__MAX_AGE_DAYS`, `MEMORIA_BACKUPS__MAX_TOTAL_MB`). Zero turns a limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BackupPolicy {
+    /// Backups older than this many days are removed.
+    pub max_age_days: u64,
+    /// When all backups together are larger than this many MiB, the oldest are removed.
+    pub max_total_mb: u64,
+}
+
+impl Default for BackupPolicy {
+    fn default() -> Self {
+        BackupPolicy {
+            max_age_days: 90,
+            max_total_mb: 512,
+        }
+    }
+}
+
+impl BackupPolicy {
+    /// The policy of the home at `root`.
+    pub fn load(root: &Path) -> Result<BackupPolicy> {
+        #[derive(Deserialize, Default)]
+        struct ConfigFile {
+            #[serde(default)]
+            backups: Option<BackupPolicy>,
+        }
+        let path = root.join("config.json");
+        let mut policy = match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<ConfigFile>(&bytes)
+                .map_err(|e| {
+                    Error::Invalid(format!("{} is not valid ({e}): fix it", path.display()))
+                })?
+                .backups
+                .unwrap_or_default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BackupPolicy::default(),
+            Err(e) => return Err(Error::io("read", &path)(e)),
+        };
+        for (var, field) in [
+            ("MEMORIA_BACKUPS__MAX_AGE_DAYS", &mut policy.max_age_days),
+            ("MEMORIA_BACKUPS__MAX_TOTAL_MB", &mut policy.max_total_mb),
+        ] {
+            if let Ok(v) = std::env::var(var)
+                && !v.is_empty()
+            {
+                *field = v.trim().parse().map_err(|_| {
+                    Error::Invalid(format!(
+                        "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
+                    ))
+                })?;
+            }
+        }
+        Ok(policy)
+    }
+
+    fn max_age_ms(&self) -> Option<i64> {
+        (self.max_age_days > 0).then(|| (self.max_age_days as i64).saturating_mul(86_400_000))
+    }
+
+    fn max_total_bytes(&self) -> Option<u64> {
+        (self.max_total_mb > 0).then(|| self.max_total_mb.saturating_mul(1024 * 1024))
+    }
+}
+
+/// What a prune removed, and what is left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneReport {
+    pub removed: usize,
+    pub kept: usize,
+    pub kept_bytes: u64,
+}
+
 /// The backups folder.
 #[derive(Debug, Clone)]
 pub struct Backups {
     dir: PathBuf,
+    policy: BackupPolicy,
+    /// When this process last pruned on a write: a burst of writes (a sync download, an
+    /// import) lists the folder once, not once per backup.
+    last_pruned_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
+
+/// How often writes prune: at most once per this many milliseconds in one process.
+const PRUNE_EVERY_MS: i64 = 10 * 60 * 1000;
 
 /// What to back up.
 #[derive(Debug, Clone)]
@@ -103,8 +189,16 @@ pub struct BackupRequest<'a> {
 }
 
 impl Backups {
-    pub fn new(dir: PathBuf) -> Self {
-        Backups { dir }
+    pub fn new(dir: PathBuf, policy: BackupPolicy) -> Self {
+        Backups {
+            dir,
+            policy,
+            last_pruned_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+        }
+    }
+
+    pub fn policy(&self) -> BackupPolicy {
+        self.policy
     }
 
     /// Writes the copy (bytes first, then metadata, both atomic) and lists it in the index.
@@ -124,7 +218,93 @@ impl Backups {
         let json = serde_json::to_string_pretty(&meta).unwrap_or_default();
         fsx::write_atomic(&self.meta_path(&backup_id), json.as_bytes())?;
         index.put_backup(&meta.row())?;
+        use std::sync::atomic::Ordering;
+        let last = self.last_pruned_ms.load(Ordering::Relaxed);
+        if req.now_ms.saturating_sub(last) >= PRUNE_EVERY_MS || req.now_ms < last {
+            self.last_pruned_ms.store(req.now_ms, Ordering::Relaxed);
+            self.prune(index, req.now_ms, Some(&backup_id))?;
+        }
         Ok(meta)
+    }
+
+    /// Every backup's metadata and size (bytes and metadata files together).
+    fn all(&self) -> Vec<(BackupMeta, u64)> {
+        let mut out = Vec::new();
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(id) = name
+                .strip_suffix(".json")
+                .filter(|_| !name.starts_with('.'))
+            else {
+                continue;
+            };
+            // Metadata only: the copies themselves are never read to be counted.
+            let Ok(meta) = fs::read(e.path())
+                .map_err(|_| ())
+                .and_then(|b| serde_json::from_slice::<BackupMeta>(&b).map_err(|_| ()))
+            else {
+                continue;
+            };
+            let json = e.metadata().map_or(0, |m| m.len());
+            let bytes = fs::metadata(self.bytes_path(id)).map_or(0, |m| m.len());
+            out.push((meta, bytes + json));
+        }
+        out
+    }
+
+    /// Removes one backup's files and its index row.
+    fn remove(&self, index: &Index, id: &str) -> Result<()> {
+        for p in [self.meta_path(id), self.bytes_path(id)] {
+            match fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("remove", &p)(e));
+                }
+                _ => {}
+            }
+        }
+        index.remove_backups(&[id.to_owned()])
+    }
+
+    /// Applies the policy: removes backups older than the age limit, then the oldest until the
+    /// rest fit the size limit. `keep` (the backup just taken) always stays.
+    pub fn prune(&self, index: &Index, now_ms: i64, keep: Option<&str>) -> Result<PruneReport> {
+        let mut all = self.all();
+        all.sort_by(|a, b| (b.0.created_at, &b.0.backup_id).cmp(&(a.0.created_at, &a.0.backup_id)));
+        let mut report = PruneReport::default();
+        for (meta, size) in all {
+            let pinned = keep == Some(meta.backup_id.as_str());
+            let too_old = self
+                .policy
+                .max_age_ms()
+                .is_some_and(|age| now_ms.saturating_sub(meta.created_at) > age);
+            let too_big = self
+                .policy
+                .max_total_bytes()
+                .is_some_and(|max| report.kept_bytes + size > max);
+            if !pinned && (too_old || too_big) {
+                self.remove(index, &meta.backup_id)?;
+                report.removed += 1;
+            } else {
+                report.kept += 1;
+                report.kept_bytes += size;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Removes every backup of one note (`forget --purge`); returns how many.
+    pub fn purge_note(&self, index: &Index, scope: &str, note_id: &str) -> Result<usize> {
+        let mut n = 0;
+        for (meta, _) in self.all() {
+            if meta.scope == scope && meta.note_id == note_id {
+                self.remove(index, &meta.backup_id)?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     pub fn read(&self, backup_id: &str) -> Result<(BackupMeta, Vec<u8>)> {

@@ -61,6 +61,12 @@ pub struct DoctorReport {
     pub project: Option<ProjectInfo>,
     pub scopes: Vec<ScopeHealth>,
     pub backups: usize,
+    /// How long backups stay; the doctor applies it before counting.
+    pub backup_policy: crate::backup::BackupPolicy,
+    /// The backups' total size in bytes, after pruning.
+    pub backups_bytes: u64,
+    /// Backups this run removed under the policy.
+    pub backups_pruned: usize,
     pub index_integrity: String,
     /// Which embedder recall uses (the model, or the hash fallback and why).
     pub recall: Option<crate::recall::RecallStatus>,
@@ -71,6 +77,7 @@ pub struct DoctorReport {
 }
 
 pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
+    let pruned = engine.prune_backups()?;
     let mut scopes = Vec::new();
     for scope in engine.visible_scopes() {
         let dir = engine.scope_dir(&scope)?;
@@ -141,6 +148,9 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         }),
         scopes,
         backups: engine.backups(usize::MAX >> 1)?.len(),
+        backup_policy: engine.backup_policy(),
+        backups_bytes: pruned.kept_bytes,
+        backups_pruned: pruned.removed,
         index_integrity: integrity,
         ok: ok && recall_error.is_none(),
         recall,

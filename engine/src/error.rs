@@ -38,6 +38,20 @@ pub enum Error {
         "no Memoria project here: run `memoria init DIR` to make a folder a project, or pass --project DIR"
     )]
     NoProject,
+    /// A project's `MEMORY` is a link that leads out of the project folder.
+    #[error(
+        "{link} is a link to {target}, outside the project folder: a project's notes must live inside it, so another folder's notes stay private to it; replace the link with a folder"
+    )]
+    LinkOutsideProject { link: PathBuf, target: PathBuf },
+    /// A folder claims a project id that another folder on this machine holds.
+    #[error(
+        "{dir} claims project {id}, which on this machine belongs to {registered}; nothing was read. If it is another checkout of that project (a git worktree, a clone, a moved folder), confirm the pairing: it then keeps its own notes in its own MEMORY folder. Otherwise give it its own id: delete {dir}/.memoria/project.json and make it a project again"
+    )]
+    ProjectClaimed {
+        id: String,
+        dir: PathBuf,
+        registered: PathBuf,
+    },
     /// Domain scope needs a project with a projectType.
     #[error(
         "domain notes belong to a project type, and this project has none: set \"projectType\" in .memoria/project.json (or `memoria init DIR --type T`)"
@@ -61,6 +75,11 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
+    /// A file changed between reading it and replacing it (an editor saved it meanwhile).
+    #[error(
+        "{path} changed while Memoria was writing it (another program saved it meanwhile): nothing was overwritten; look at the file and try again"
+    )]
+    ChangedMeanwhile { path: PathBuf },
     /// No backup with this id.
     #[error("backup `{0}` not found: list backups with `memoria backups`")]
     BackupNotFound(String),

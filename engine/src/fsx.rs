@@ -1,9 +1,15 @@
 //! Crash-safe file writes. Every note, backup and config file goes through [`write_atomic`]:
 //! a reader (or a machine that lost power) sees the old file or the new one, never a torn one.
+//! [`replace`] and [`create_new`] also never overwrite what another program (an editor's
+//! autosave) wrote between our read and our write; [`remove_checked`] never deletes it.
+//!
+//! Modes: a rewritten file keeps its mode; a new file is as private as its folder (the folder's
+//! read and write bits, always read-write for the owner): 0600 inside the 0700 home, the
+//! repository's usual 0644 in a project's `MEMORY/`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -72,10 +78,22 @@ pub fn write_many_atomic(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<()> 
 }
 
 fn write_atomic_inner(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = write_temp(path, bytes)?;
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io("rename into place", path)(e)
+    })
+}
+
+/// Writes `bytes` to a new temp file beside `path` (fsynced, with the mode `path` has or, for a
+/// new file, the mode its folder implies) and returns the temp file's path.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::Invalid(format!("{} has no parent folder", path.display())))?;
-    fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
+    if !dir.is_dir() {
+        create_dirs(dir).map_err(Error::io("create folder", dir))?;
+    }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}{TEMP_MARK}{}", random_hex(6)));
     let result = (|| {
@@ -84,16 +102,283 @@ fn write_atomic_inner(path: &Path, bytes: &[u8]) -> Result<()> {
             .create_new(true)
             .open(&tmp)
             .map_err(Error::io("create", &tmp))?;
+        set_mode(&f, mode_for(path, dir)).map_err(Error::io("set permissions", &tmp))?;
         f.write_all(bytes).map_err(Error::io("write", &tmp))?;
         f.sync_all().map_err(Error::io("sync", &tmp))?;
-        drop(f);
-        fs::rename(&tmp, path).map_err(Error::io("rename into place", path))?;
         Ok(())
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Creates `dir` and its missing parents as private as the nearest folder that exists.
+fn create_dirs(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let mode = dir
+            .ancestors()
+            .skip(1)
+            .find_map(|a| fs::metadata(a).ok())
+            .map_or(0o700, |m| m.permissions().mode() & 0o777);
+        fs::DirBuilder::new().recursive(true).mode(mode).create(dir)
+    }
+    #[cfg(not(unix))]
+    fs::create_dir_all(dir)
+}
+
+/// The mode of the file at `path`, or for a new file the folder's read and write bits plus
+/// read-write for the owner.
+#[cfg(unix)]
+fn mode_for(path: &Path, dir: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = fs::metadata(path) {
+        return m.permissions().mode() & 0o7777;
+    }
+    let folder = fs::metadata(dir).map_or(0o700, |m| m.permissions().mode());
+    (folder & 0o666) | 0o600
+}
+
+#[cfg(not(unix))]
+fn mode_for(_path: &Path, _dir: &Path) -> u32 {
+    0
+}
+
+#[cfg(unix)]
+fn set_mode(f: &File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_f: &File, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Makes a folder private to the user (0700), creating it if needed.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(Error::io("set permissions", dir))?;
+    }
+    Ok(())
+}
+
+/// Makes an existing file private to the user (0600); a missing file is fine.
+pub fn private_file(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match fs::set_permissions(path, fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("set permissions", path)(e));
+            }
+            _ => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// Marks the copy [`replace`] and [`remove_checked`] move a file to while they check it.
+pub const ASIDE_MARK: &str = ".aside-";
+
+/// Points in [`replace`] and [`remove_checked`] where a test can act as another program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The current file is about to be moved aside.
+    BeforeMoveAside,
+    /// The current file was just moved aside.
+    MovedAside,
+    /// The old version is kept; the new file is about to be put in place.
+    BeforeInstall,
+}
+
+/// A test's stand-in for another program writing at a [`Step`].
+#[cfg(test)]
+pub type Hook = Box<dyn FnMut(Step, &Path)>;
+
+#[cfg(test)]
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `hook` at each [`Step`] of replacements on this thread (tests only).
+#[cfg(test)]
+pub fn set_hook(hook: Option<Hook>) {
+    HOOK.with(|h| *h.borrow_mut() = hook);
+}
+
+fn step(s: Step, path: &Path) {
+    #[cfg(test)]
+    HOOK.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(s, path)
+        }
+    });
+    #[cfg(not(test))]
+    let _ = (s, path);
+}
+
+/// Moves `path` aside atomically: the rename captures whatever is there at this instant.
+fn move_aside(path: &Path) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let aside = dir.join(format!(".{name}{ASIDE_MARK}{}", random_hex(6)));
+    match fs::rename(path, &aside) {
+        Ok(()) => Ok(aside),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::ChangedMeanwhile {
+            path: path.to_path_buf(),
+        }),
+        Err(e) => Err(Error::io("move aside", path)(e)),
+    }
+}
+
+/// Puts an aside copy back at `path` unless something new is there; then the copy is no
+/// longer needed only if it went back, so otherwise it is handed to `keep`.
+fn put_back(aside: &Path, path: &Path, keep: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    match fs::hard_link(aside, path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Something newer took the name: the version we moved aside is kept as a backup.
+            let bytes = fs::read(aside).map_err(Error::io("read", aside))?;
+            keep(&bytes)?;
+        }
+        Err(e) => return Err(Error::io("put back", path)(e)),
+    }
+    remove(aside)
+}
+
+/// Replaces the file at `path` with `bytes`, only if it still holds `expected`, without a gap
+/// another program's write can fall into: the current file is moved aside (the rename captures
+/// whatever is there now), compared with `expected`, handed to `keep_old` (which makes the
+/// backup), and the new file is then linked into place, which fails rather than replace a file
+/// that appeared meanwhile. Anything another program wrote is left in place or kept through
+/// `keep_old`; then the error is [`Error::ChangedMeanwhile`].
+pub fn replace(
+    path: &Path,
+    expected: &[u8],
+    bytes: &[u8],
+    keep_old: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let tmp = write_temp(path, bytes)?;
+    let result = (|| {
+        step(Step::BeforeMoveAside, path);
+        let aside = move_aside(path)?;
+        step(Step::MovedAside, path);
+        let captured = fs::read(&aside).map_err(Error::io("read", &aside))?;
+        if captured != expected {
+            put_back(&aside, path, keep_old)?;
+            return Err(Error::ChangedMeanwhile {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Err(e) = keep_old(&captured) {
+            put_back(&aside, path, &mut |_| Ok(()))?;
+            return Err(e);
+        }
+        step(Step::BeforeInstall, path);
+        let installed = fs::hard_link(&tmp, path);
+        // The old version is kept (or was not wanted); what another program wrote is in place.
+        remove(&aside)?;
+        match installed {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(Error::ChangedMeanwhile {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) => Err(Error::io("put into place", path)(e)),
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
     }
     result
+}
+
+/// Writes a new file at `path`, refusing (with `AlreadyExists`) if any file is there already,
+/// even one created a moment ago.
+pub fn create_new(path: &Path, bytes: &[u8]) -> Result<bool> {
+    let tmp = write_temp(path, bytes)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    if let Some(dir) = path.parent() {
+        sync_dir(dir);
+    }
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::io("create", path)(e)),
+    }
+}
+
+/// Removes `path` only if it still holds `expected`, handing the removed bytes to `keep_old`
+/// (the backup) before they are gone. A different file is left in place:
+/// [`Error::ChangedMeanwhile`].
+pub fn remove_checked(
+    path: &Path,
+    expected: &[u8],
+    keep_old: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    step(Step::BeforeMoveAside, path);
+    let aside = move_aside(path)?;
+    step(Step::MovedAside, path);
+    let captured = fs::read(&aside).map_err(Error::io("read", &aside))?;
+    if captured != expected {
+        put_back(&aside, path, keep_old)?;
+        return Err(Error::ChangedMeanwhile {
+            path: path.to_path_buf(),
+        });
+    }
+    if let Err(e) = keep_old(&captured) {
+        put_back(&aside, path, &mut |_| Ok(()))?;
+        return Err(e);
+    }
+    remove(&aside)?;
+    if fs::symlink_metadata(path).is_ok() {
+        // Another program saved the note again meanwhile: that version stays.
+        return Err(Error::ChangedMeanwhile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Puts back copies a crash left aside (their note file missing), and drops those whose note
+/// file is back. Runs before a folder is scanned.
+pub fn recover_asides(dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() && !name.starts_with('.') {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && let Some(stem) = name.strip_prefix('.')
+                && let Some((original, _)) = stem.rsplit_once(ASIDE_MARK)
+            {
+                let target = d.join(original);
+                if fs::hard_link(e.path(), &target).is_ok() || target.exists() {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
 }
 
 /// Removes a file and makes the removal durable.
@@ -160,12 +445,11 @@ fn open_lock_file(path: &Path) -> Result<File> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
     }
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(Error::io("open lock", path))
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map_err(Error::io("open lock", path))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::fsx;
 
 /// The resolved home folder.
 #[derive(Debug, Clone)]
@@ -45,15 +46,21 @@ impl Home {
         Ok(Home { root })
     }
 
-    /// Creates the folders that must exist.
+    /// Creates the folders that must exist, each private to the user (0700, also when an
+    /// older home made them readable by others). Files inside are 0600 (see `fsx`).
     pub fn ensure(&self) -> Result<()> {
         for dir in [
+            self.root.clone(),
+            self.root.join("memory"),
             self.user_dir(),
+            self.root.join("memory").join("domain"),
             self.index_dir(),
+            self.index_dir().join("recall"),
+            self.index_dir().join("recall").join("lexical"),
             self.locks_dir(),
             self.backups_dir(),
         ] {
-            std::fs::create_dir_all(&dir).map_err(Error::io("create folder", &dir))?;
+            fsx::private_dir(&dir)?;
         }
         Ok(())
     }

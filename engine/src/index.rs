@@ -137,7 +137,13 @@ impl Index {
             std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
         }
         let conn = Connection::open(path)?;
+        // Private to the user; the WAL and shared-memory files SQLite creates take this mode.
+        for ext in ["sqlite", "sqlite-wal", "sqlite-shm"] {
+            crate::fsx::private_file(&path.with_extension(ext))?;
+        }
         conn.busy_timeout(Duration::from_secs(15))?;
+        // Deleted rows are overwritten, not left in free pages.
+        conn.pragma_update(None, "secure_delete", "ON")?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -151,6 +157,24 @@ impl Index {
         conn.execute_batch(SCHEMA)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         Ok(Index { conn })
+    }
+
+    /// Rebuilds the database without free pages and empties its WAL, so deleted rows leave no
+    /// copy in either file (`forget --purge`).
+    pub fn compact(&self) -> Result<()> {
+        self.conn.execute_batch("VACUUM")?;
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Drops this machine's usage counts of a note.
+    pub fn remove_usage(&self, scope: &str, id: &str) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM usage WHERE scope = ?1 AND id = ?2",
+            params![scope, id],
+        )?;
+        Ok(())
     }
 
     /// `ok` or what SQLite's integrity check found.
@@ -355,22 +379,8 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub fn remember_project(
-        &self,
-        id: &str,
-        root: &str,
-        project_type: Option<&str>,
-        now_ms: i64,
-    ) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO projects(id, root, project_type, last_seen) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(id) DO UPDATE SET root = ?2, project_type = ?3, last_seen = ?4",
-            params![id, root, project_type, now_ms],
-        )?;
-        Ok(())
-    }
-
-    /// `(id, root, project_type, last_seen)` of every project this machine has seen.
+    /// `(id, root, project_type, last_seen)` of every project an older layout recorded here;
+    /// the project registry (`project.rs`) starts from it.
     #[allow(clippy::type_complexity)]
     pub fn projects(&self) -> Result<Vec<(String, String, Option<String>, i64)>> {
         let mut st = self.conn.prepare_cached(

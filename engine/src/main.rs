@@ -105,12 +105,16 @@ enum Command {
         #[arg(long)]
         tag: Option<String>,
     },
-    /// Back a note up, then remove it.
+    /// Back a note up, then remove it; with --purge, remove it and every copy Memoria kept.
     Forget {
         id: String,
         /// Required: forgetting is deliberate.
         #[arg(long)]
         confirm: bool,
+        /// Also remove the note's backups and every copy in the index files: it cannot be
+        /// restored afterwards.
+        #[arg(long)]
+        purge: bool,
         #[arg(long)]
         scope: Option<String>,
     },
@@ -163,8 +167,11 @@ enum Command {
     },
     /// Keep the index in step with edits made outside Memoria until interrupted.
     Watch,
-    /// Projects this machine has seen.
-    Projects,
+    /// Project folders bound on this machine; `pair DIR` confirms another checkout of a project.
+    Projects {
+        #[command(subcommand)]
+        command: Option<ProjectsCommand>,
+    },
     // --- cloud sync (issue 5) ---
     /// Cloud sync: sign in and out, status, sync now, turn on and off.
     Sync {
@@ -210,6 +217,13 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+enum ProjectsCommand {
+    /// Confirm that DIR is another checkout of the project its .memoria/project.json names (a
+    /// git worktree, a second clone, a moved folder). It keeps its own notes in its own MEMORY/.
+    Pair { dir: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
 enum HookHost {
     /// Claude Code's UserPromptSubmit and SessionStart hooks.
     ClaudeCode,
@@ -233,7 +247,15 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let message = format!("{e:#}");
+            let mut message = format!("{e:#}");
+            if let Some(memoria_engine::Error::ProjectClaimed { dir, .. }) =
+                e.downcast_ref::<memoria_engine::Error>()
+            {
+                message.push_str(&format!(
+                    " (to pair it: `memoria projects pair {}`)",
+                    dir.display()
+                ));
+            }
             if json {
                 eprintln!("{}", json!({ "error": { "message": message } }));
             } else {
@@ -501,12 +523,35 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Forget { id, confirm, scope } => {
+        Command::Forget {
+            id,
+            confirm,
+            purge,
+            scope,
+        } => {
             if !confirm {
+                if *purge {
+                    anyhow::bail!(
+                        "purging `{id}` needs --confirm: it removes the note and all its backups for good"
+                    );
+                }
                 anyhow::bail!("forgetting `{id}` needs --confirm (a backup is kept either way)");
             }
             let mut engine = open(&cli)?;
             let scope = scope_arg(&engine, scope.as_deref())?;
+            if *purge {
+                let purged = engine.forget_purge(id, scope.as_ref())?;
+                if json {
+                    print_json(&purged)?;
+                } else {
+                    println!(
+                        "forgot {} for good: the note, {} and its copies in the index are gone",
+                        purged.id,
+                        memoria_engine::counted(purged.backups_removed, "backup")
+                    );
+                }
+                return Ok(());
+            }
             let meta = engine.forget(id, scope.as_ref())?;
             if json {
                 print_json(&meta)?;
@@ -825,25 +870,53 @@ fn run(cli: Cli) -> Result<()> {
             merged_file.as_deref(),
             scope.as_deref(),
         )?,
-        Command::Projects => {
-            let engine = open(&cli)?;
-            let rows = engine.index().projects()?;
+        Command::Projects {
+            command: Some(ProjectsCommand::Pair { dir }),
+        } => {
+            let home = memoria_engine::home::Home::resolve(cli.home.as_deref())?;
+            home.ensure()?;
+            let paired = memoria_engine::project::pair(&home, dir)?;
+            if json {
+                print_json(&paired)?;
+            } else if paired.unchanged {
+                println!("{} is already bound to {}", paired.root, paired.scope);
+            } else if let Some(old) = &paired.took_over_from {
+                println!(
+                    "{} now holds {} (it was at {old}, which no longer holds the project)",
+                    paired.root, paired.scope
+                );
+            } else {
+                println!(
+                    "paired {} as {}: it sees only the notes in its own MEMORY folder",
+                    paired.root, paired.scope
+                );
+            }
+        }
+        Command::Projects { command: None } => {
+            let home = memoria_engine::home::Home::resolve(cli.home.as_deref())?;
+            let rows = memoria_engine::project::registered(&home)?;
+            let held =
+                |root: &str, id: &str| Project::load(Path::new(root)).is_ok_and(|p| p.id == id);
             if json {
                 let v: Vec<_> = rows
                     .iter()
-                    .map(|(id, root, t, seen)| json!({"id": id, "root": root, "projectType": t, "lastSeen": seen}))
+                    .map(|f| json!({"id": f.id, "root": f.root, "scope": Scope::Project(f.scope.clone()).key(), "present": held(&f.root, &f.id)}))
                     .collect();
                 print_json(&v)?;
             } else if rows.is_empty() {
                 println!("no projects yet: `memoria init DIR` makes a folder a project");
             } else {
-                for (id, root, t, _) in &rows {
-                    let gone = if Path::new(root).join(".memoria").is_dir() {
+                for f in &rows {
+                    let gone = if held(&f.root, &f.id) {
                         ""
                     } else {
                         "  (folder gone)"
                     };
-                    println!("{id}  {:<10} {root}{gone}", t.as_deref().unwrap_or("-"));
+                    println!(
+                        "{:<52} {}{gone}",
+                        Scope::Project(f.scope.clone()).key(),
+                        f.root
+                    );
                 }
             }
         }
@@ -897,7 +970,26 @@ fn rebuild_index(cli: &Cli) -> Result<()> {
 fn print_doctor(r: &doctor::DoctorReport) {
     println!("home:     {}", r.home);
     println!("index:    {} ({})", r.index, r.index_integrity);
-    println!("backups:  {} in {}", r.backups, r.backups_dir);
+    println!(
+        "backups:  {} ({} KiB) in {}; kept {}{}",
+        r.backups,
+        r.backups_bytes.div_ceil(1024),
+        r.backups_dir,
+        match r.backup_policy.max_age_days {
+            0 => "without an age limit".to_owned(),
+            d => format!("{d} days"),
+        },
+        match r.backup_policy.max_total_mb {
+            0 => String::new(),
+            mb => format!(", at most {mb} MiB"),
+        }
+    );
+    if r.backups_pruned > 0 {
+        println!(
+            "          removed {} past the policy",
+            memoria_engine::counted(r.backups_pruned, "old backup")
+        );
+    }
     match (&r.recall, &r.recall_error) {
         (Some(s), _) if s.embedder == "onnx" => println!(
             "recall:   model {} ({}, {} with vectors)",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use memoria_shared::note::{FileContext, Note, NoteType, Relation, Source};
 use memoria_shared::{Clock, NoteId, SystemClock, slugify};
 
-use crate::backup::{BackupMeta, BackupReason, BackupRequest, Backups};
+use crate::backup::{BackupMeta, BackupPolicy, BackupReason, BackupRequest, Backups, PruneReport};
 use crate::error::{Error, Result};
 use crate::fsx::{self, FileLock};
 use crate::guard;
@@ -141,6 +141,15 @@ pub struct Restored {
     pub unchanged: bool,
 }
 
+/// The outcome of [`Engine::forget_purge`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Purged {
+    pub scope: String,
+    pub id: String,
+    pub backups_removed: usize,
+}
+
 /// The memory engine over one `MEMORIA_HOME` and (optionally) one project.
 #[derive(Debug)]
 pub struct Engine {
@@ -162,11 +171,11 @@ impl Engine {
         let home = Home::resolve(opts.home.as_deref())?;
         home.ensure()?;
         let project = match &opts.project_dir {
-            Some(dir) => Project::discover(dir)?,
+            Some(dir) => Project::open(&home, dir)?,
             None => None,
         };
         let index = Index::open(&home.index_db())?;
-        let backups = Backups::new(home.backups_dir());
+        let backups = Backups::new(home.backups_dir(), BackupPolicy::load(home.root())?);
         let mut engine = Engine {
             home,
             project,
@@ -177,14 +186,6 @@ impl Engine {
             model_dir: opts.model_dir,
             recall_index: None,
         };
-        if let Some(p) = &engine.project {
-            engine.index.remember_project(
-                &p.id,
-                &p.root.to_string_lossy(),
-                p.project_type.as_deref(),
-                engine.clock.now_ms(),
-            )?;
-        }
         engine.rescan(false)?;
         engine.backups.repair_index(&engine.index)?;
         Ok(engine)
@@ -265,6 +266,7 @@ impl Engine {
 
     pub(crate) fn rescan_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
         let dir = self.scope_dir(scope)?;
+        fsx::recover_asides(&dir);
         scan::rescan(&mut self.index, &scope.key(), &dir)
     }
 
@@ -466,7 +468,16 @@ impl Engine {
         note.created_at = Some(now);
         note.updated_at = Some(now);
         let rel = note.id.file_name();
-        self.write_note(&scope, &dir, &rel, &note)
+        let abs = dir.join(&rel);
+        if !fsx::create_new(&abs, note.serialize().as_bytes())? {
+            return Err(Error::Exists(note.id.to_string()));
+        }
+        self.index_file(&scope, &abs, &rel)?;
+        Ok(Written {
+            scope: scope.key(),
+            id: note.id.to_string(),
+            path: abs.to_string_lossy().into_owned(),
+        })
     }
 
     /// Writes a note file atomically and indexes it.
@@ -561,7 +572,7 @@ impl Engine {
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
         let (_, row) = self.resolve(id, Some(&scope))?;
-        let mut note = self.load_writable(&row)?;
+        let (mut note, expected) = self.load_writable(&row)?;
         if let Some(s) = edit.summary {
             note.summary = s.trim().to_owned();
         }
@@ -585,16 +596,62 @@ impl Engine {
         }
         self.check_text(&note.summary, &note.body, &note.tags, &note.relations)?;
         check_importance(note.importance)?;
-        let taken = match backup {
-            Some(reason) => Some(self.backup(&scope, &row, reason)?),
-            None => None,
-        };
         note.updated_at = Some(self.clock.now_ms());
-        let dir = self.scope_dir(&scope)?;
-        Ok((self.write_note(&scope, &dir, &row.rel_path, &note)?, taken))
+        let abs = PathBuf::from(&row.path);
+        let taken = self.replace_file(&scope, &row, &expected, note.serialize().as_bytes(), backup);
+        // Whatever is in the folder now (ours, or another program's newer file) is indexed.
+        self.index_file(&scope, &abs, &row.rel_path)?;
+        let taken = taken?;
+        Ok((
+            Written {
+                scope: scope.key(),
+                id: note.id.to_string(),
+                path: row.path.clone(),
+            },
+            taken,
+        ))
     }
 
-    fn load_writable(&self, row: &IndexedNote) -> Result<Note> {
+    /// Replaces a note's file, which must still hold `expected`, with `bytes` (see
+    /// [`fsx::replace`]); the old version is backed up under `backup` first. A version another
+    /// program wrote meanwhile is never overwritten: it stays in place, or when it was itself
+    /// displaced, it is backed up.
+    fn replace_file(
+        &self,
+        scope: &Scope,
+        row: &IndexedNote,
+        expected: &[u8],
+        bytes: &[u8],
+        backup: Option<BackupReason>,
+    ) -> Result<Option<BackupMeta>> {
+        let mut taken = None;
+        fsx::replace(Path::new(&row.path), expected, bytes, &mut |old| {
+            self.keep_displaced(scope, row, expected, old, backup, &mut taken)
+        })?;
+        Ok(taken)
+    }
+
+    /// Backs up `old`, a version a write displaced: always when it is not the version the
+    /// caller read (another program wrote it), else under `backup` if given.
+    fn keep_displaced(
+        &self,
+        scope: &Scope,
+        row: &IndexedNote,
+        expected: &[u8],
+        old: &[u8],
+        backup: Option<BackupReason>,
+        taken: &mut Option<BackupMeta>,
+    ) -> Result<()> {
+        let reason = match backup {
+            Some(r) => r,
+            None if old != expected => BackupReason::ConflictSetAside,
+            None => return Ok(()),
+        };
+        *taken = Some(self.backup_bytes(scope, &row.id, &row.rel_path, old, reason)?);
+        Ok(())
+    }
+
+    fn load_writable(&self, row: &IndexedNote) -> Result<(Note, Vec<u8>)> {
         let broken = |reason: String| Error::Broken {
             id: row.id.clone(),
             path: row.path.clone().into(),
@@ -603,14 +660,17 @@ impl Engine {
         if let Some(e) = &row.error {
             return Err(broken(e.clone()));
         }
-        let text = std::fs::read_to_string(&row.path).map_err(Error::io("read", &row.path))?;
-        Note::parse(
-            &text,
+        let bytes = std::fs::read(&row.path).map_err(Error::io("read", &row.path))?;
+        let text =
+            std::str::from_utf8(&bytes).map_err(|_| broken("the file is not UTF-8 text".into()))?;
+        let note = Note::parse(
+            text,
             FileContext {
                 relative_path: &row.rel_path,
             },
         )
-        .map_err(|e| broken(e.to_string()))
+        .map_err(|e| broken(e.to_string()))?;
+        Ok((note, bytes))
     }
 
     /// Backs up a note's current file under `reason`.
@@ -645,10 +705,64 @@ impl Engine {
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
         let (_, row) = self.resolve(id, Some(&scope))?;
-        let meta = self.backup(&scope, &row, BackupReason::Forget)?;
-        fsx::remove(Path::new(&row.path))?;
-        self.index.apply(&[], std::slice::from_ref(&row.path))?;
-        Ok(meta)
+        let path = PathBuf::from(&row.path);
+        let expected = std::fs::read(&path).map_err(Error::io("read", &path))?;
+        let mut taken = None;
+        let removed = fsx::remove_checked(&path, &expected, &mut |old| {
+            self.keep_displaced(
+                &scope,
+                &row,
+                &expected,
+                old,
+                Some(BackupReason::Forget),
+                &mut taken,
+            )
+        });
+        self.rescan_scope(&scope)?;
+        removed?;
+        taken.ok_or_else(|| Error::ChangedMeanwhile { path })
+    }
+
+    /// Forgets a note and everything Memoria kept of it: the file, every backup of it, its
+    /// usage counts, and every copy in the index files (the SQLite files are vacuumed, the
+    /// search index is merged without it). Nothing can bring it back afterwards.
+    pub fn forget_purge(&mut self, id: &str, scope: Option<&Scope>) -> Result<Purged> {
+        let (scope, _) = self.resolve(id, scope)?;
+        let _lock = self.write_lock(&scope)?;
+        self.rescan_scope(&scope)?;
+        let (_, row) = self.resolve(id, Some(&scope))?;
+        let path = PathBuf::from(&row.path);
+        let expected = std::fs::read(&path).map_err(Error::io("read", &path))?;
+        let mut displaced = None;
+        let removed = fsx::remove_checked(&path, &expected, &mut |old| {
+            self.keep_displaced(&scope, &row, &expected, old, None, &mut displaced)
+        });
+        self.rescan_scope(&scope)?;
+        removed?;
+        let key = scope.key();
+        let backups_removed = self.backups.purge_note(&self.index, &key, &row.id)?;
+        self.index.remove_usage(&key, &row.id)?;
+        self.index.compact()?;
+        let hashes: Vec<String> = row.hash.iter().cloned().collect();
+        let recall = self.recall()?;
+        recall
+            .purge(&hashes)
+            .map_err(|e| Error::Invalid(format!("purging the search index failed: {e}")))?;
+        Ok(Purged {
+            scope: key,
+            id: row.id,
+            backups_removed,
+        })
+    }
+
+    /// Applies the backup policy now (it also runs whenever a backup is written).
+    pub fn prune_backups(&self) -> Result<PruneReport> {
+        self.backups.prune(&self.index, self.clock.now_ms(), None)
+    }
+
+    /// How long backups stay.
+    pub fn backup_policy(&self) -> BackupPolicy {
+        self.backups.policy()
     }
 
     /// Notes of the visible scopes (or one of them), with parse errors shown.
@@ -685,12 +799,15 @@ impl Engine {
         let (meta, bytes) = self.backups.read(backup_id)?;
         let scope = Scope::from_key(&meta.scope)?;
         let dir = match &scope {
-            Scope::Project(pid) if self.project.as_ref().is_none_or(|p| &p.id != pid) => {
+            Scope::Project(pid) if self.project.as_ref().is_none_or(|p| p.scope() != scope) => {
                 let root = meta.project_root.as_deref().ok_or(Error::NoProject)?;
                 let p = Project::load(Path::new(root)).map_err(|_| {
                     Error::Invalid(format!("the backup belongs to project {pid} at {root}, which is gone: restore it from inside that project"))
                 })?;
-                if &p.id != pid {
+                let bound = crate::project::registered_scope(&self.home, &p.root)?;
+                if bound.as_deref() != Some(pid.as_str())
+                    || scope.project_id() != Some(p.id.as_str())
+                {
                     return Err(Error::Invalid(format!(
                         "{root} is no longer project {pid}: nothing was restored"
                     )));
@@ -730,26 +847,32 @@ impl Engine {
                 });
             }
             let project_root = meta.project_root.as_deref().map(Path::new);
-            let b = self.backups.write(
-                &self.index,
-                BackupRequest {
-                    scope: &scope.key(),
-                    note_id: &row.id,
-                    rel_path: &row.rel_path,
-                    project_root,
-                    bytes: &now,
-                    reason: BackupReason::RestoreOver,
-                    now_ms: self.clock.now_ms(),
-                },
-            )?;
-            replaced_backup = Some(b.backup_id);
+            let mut taken = None;
+            fsx::replace(&target_abs, &now, &bytes, &mut |old| {
+                let b = self.backups.write(
+                    &self.index,
+                    BackupRequest {
+                        scope: &scope.key(),
+                        note_id: &row.id,
+                        rel_path: &row.rel_path,
+                        project_root,
+                        bytes: old,
+                        reason: BackupReason::RestoreOver,
+                        now_ms: self.clock.now_ms(),
+                    },
+                )?;
+                taken = Some(b.backup_id);
+                Ok(())
+            })?;
+            replaced_backup = taken;
         } else if self.index.count(&scope.key())? >= self.limits.notes_per_scope {
             return Err(Error::ScopeFull {
                 scope: scope.key(),
                 limit: self.limits.notes_per_scope,
             });
+        } else if !fsx::create_new(&target_abs, &bytes)? {
+            return Err(Error::ChangedMeanwhile { path: target_abs });
         }
-        fsx::write_atomic(&target_abs, &bytes)?;
         if self.visible_scopes().contains(&scope) {
             self.index_file(&scope, &target_abs, &target_rel)?;
         } else {

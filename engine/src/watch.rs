@@ -2,10 +2,12 @@
 //! Obsidian, git pull) while a long-running process (`memoria watch`, the MCP server, the app)
 //! is up. Events are debounced; each batch rescans the scopes it touched, which handles
 //! creations, edits, deletions and renames alike. While it runs, it holds a per-scope lock so
-//! short-lived CLI calls can skip their own start-up scan of that scope.
+//! short-lived CLI calls can skip their own start-up scan of that scope — so it must never lose
+//! a folder: each scope folder's parent is watched too, and a folder that is deleted and
+//! created again is watched again and rescanned.
 
-use std::path::PathBuf;
-use std::sync::mpsc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// A running watcher; dropping it stops it.
 pub struct WatchHandle {
-    debouncer: Option<Debouncer<RecommendedWatcher>>,
+    debouncer: Arc<Mutex<Option<Debouncer<RecommendedWatcher>>>>,
     thread: Option<JoinHandle<()>>,
     _locks: Vec<FileLock>,
     scopes: Vec<(Scope, PathBuf)>,
@@ -48,7 +50,12 @@ impl WatchHandle {
 impl Drop for WatchHandle {
     fn drop(&mut self) {
         // Dropping the debouncer closes the channel, which ends the thread.
-        self.debouncer.take();
+        drop(
+            self.debouncer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -80,27 +87,84 @@ pub fn start(
             .watcher()
             .watch(dir, RecursiveMode::Recursive)
             .map_err(|e| Error::Invalid(format!("cannot watch {}: {e}", dir.display())))?;
+        // The parent shows the folder being deleted and created again.
+        if let Some(parent) = dir.parent() {
+            debouncer
+                .watcher()
+                .watch(parent, RecursiveMode::NonRecursive)
+                .map_err(|e| Error::Invalid(format!("cannot watch {}: {e}", parent.display())))?;
+        }
     }
+    let debouncer = Arc::new(Mutex::new(Some(debouncer)));
     let db = engine.home().index_db();
     let thread_scopes = scopes.clone();
+    let thread_debouncer = debouncer.clone();
     let thread = std::thread::Builder::new()
         .name("memoria-watch".into())
-        .spawn(move || run(db, thread_scopes, rx, on_change))
+        .spawn(move || run(db, thread_scopes, &thread_debouncer, rx, on_change))
         .map_err(|e| Error::Invalid(format!("cannot start the watcher thread: {e}")))?;
     Ok(WatchHandle {
-        debouncer: Some(debouncer),
+        debouncer,
         thread: Some(thread),
         _locks: locks,
         scopes,
     })
 }
 
+/// What tells one folder from another that took its place.
+type FolderIdentity = (u64, u64);
+
+#[cfg(unix)]
+fn folder_identity(dir: &Path) -> Option<FolderIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn folder_identity(dir: &Path) -> Option<FolderIdentity> {
+    // Without inode numbers, the creation time tells a re-created folder apart.
+    let m = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
+    let t = m
+        .created()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some((t.as_secs(), u64::from(t.subsec_nanos())))
+}
+
+/// Watches `dir` again after it was deleted and created anew; false while it is missing.
+fn reattach(debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>, dir: &Path) -> bool {
+    if !dir.is_dir() {
+        return false;
+    }
+    let mut guard = debouncer.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = guard.as_mut() else {
+        return false;
+    };
+    // The old watch went with the deleted folder; removing it first is harmless if it did.
+    let _ = d.watcher().unwatch(dir);
+    match d.watcher().watch(dir, RecursiveMode::Recursive) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("memoria watch: cannot watch {} again: {e}", dir.display());
+            false
+        }
+    }
+}
+
 fn run(
     db: PathBuf,
     scopes: Vec<(Scope, PathBuf)>,
+    debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>,
     rx: mpsc::Receiver<DebounceEventResult>,
     on_change: impl Fn(&Scope, ScanStats),
 ) {
+    // Which folder each watch is on: a folder deleted and created again is another folder.
+    let mut attached: Vec<Option<FolderIdentity>> =
+        scopes.iter().map(|(_, d)| folder_identity(d)).collect();
     let mut index = match Index::open(&db) {
         Ok(i) => i,
         Err(e) => {
@@ -109,15 +173,22 @@ fn run(
         }
     };
     while let Ok(batch) = rx.recv() {
-        let touched: Vec<&(Scope, PathBuf)> = match &batch {
-            Ok(events) => scopes
-                .iter()
-                .filter(|(_, dir)| events.iter().any(|e| e.path.starts_with(dir)))
+        let touched: Vec<usize> = match &batch {
+            Ok(events) => (0..scopes.len())
+                .filter(|&i| events.iter().any(|e| e.path.starts_with(&scopes[i].1)))
                 .collect(),
             // The OS dropped events (queue overflow): rescan everything.
-            Err(_) => scopes.iter().collect(),
+            Err(_) => (0..scopes.len()).collect(),
         };
-        for (scope, dir) in touched {
+        for i in touched {
+            let (scope, dir) = &scopes[i];
+            let now = folder_identity(dir);
+            if now.is_some() && now != attached[i] {
+                // Files written before the new watch began are found by the rescan below.
+                attached[i] = if reattach(debouncer, dir) { now } else { None };
+            } else if now.is_none() {
+                attached[i] = None;
+            }
             match scan::rescan(&mut index, &scope.key(), dir) {
                 Ok(stats) if stats.changed() => on_change(scope, stats),
                 Ok(_) => {}

@@ -2,6 +2,7 @@
 
 mod mcp;
 mod privacy;
+mod privacy_scope;
 mod recall_model;
 mod sync_convergence;
 mod sync_e2e;

@@ -180,6 +180,20 @@ impl LexicalIndex {
         doc
     }
 
+    /// Rewrites every segment without its deleted documents and removes the old files, so a
+    /// removed note leaves no terms behind (a delete alone only marks documents until a merge).
+    pub fn compact(&self) -> Result<(), Error> {
+        let mut w = self.writer()?;
+        let ids = self.index.searchable_segment_ids()?;
+        if !ids.is_empty() {
+            w.merge(&ids).wait()?;
+        }
+        w.garbage_collect_files().wait()?;
+        w.wait_merging_threads()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
     /// Picks up other processes' commits now rather than after the reload delay.
     pub fn refresh(&self) -> Result<(), Error> {
         Ok(self.reader.reload()?)

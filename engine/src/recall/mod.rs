@@ -538,6 +538,15 @@ impl RecallIndex {
         Ok(existed)
     }
 
+    /// Leaves no copy of removed documents in the index files: the vectors of `hashes` are
+    /// deleted from the cache, the document store is vacuumed, and the lexical index merged
+    /// without its deleted documents. For `forget --purge`, after the documents were removed.
+    pub fn purge(&self, hashes: &[String]) -> Result<(), Error> {
+        lock(&self.shared.cache).purge(hashes)?;
+        lock(&self.docs).compact()?;
+        self.lexical.compact()
+    }
+
     /// Keeps only the given keys (`scope`, `id`): what the vault no longer has goes.
     pub fn retain(&self, keep: &HashSet<(String, String)>) -> Result<usize, Error> {
         let gone: Vec<(String, String)> = read(&self.shared.meta)

@@ -32,7 +32,14 @@ pub struct DocMeta {
 
 fn open(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
+    // Private to the user; the WAL and shared-memory files SQLite creates take this mode.
+    for suffix in ["", "-wal", "-shm"] {
+        crate::fsx::private_file(Path::new(&format!("{}{suffix}", path.display())))
+            .map_err(|e| Error::Corrupt(e.to_string()))?;
+    }
     conn.busy_timeout(Duration::from_secs(10))?;
+    // Deleted rows are overwritten, not left in free pages.
+    conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(conn)
@@ -113,6 +120,14 @@ fn trust_from(s: &str) -> Option<Trust> {
     })
 }
 
+/// Rebuilds the file without free pages and empties the WAL, so deleted rows leave no copy
+/// in either file.
+fn compact(conn: &Connection) -> Result<(), Error> {
+    conn.execute_batch("VACUUM")?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
 /// The documents table.
 pub struct DocStore {
     conn: Connection,
@@ -171,6 +186,11 @@ impl DocStore {
             .conn
             .execute("DELETE FROM docs WHERE key = ?1", [key])?
             > 0)
+    }
+
+    /// See [`compact`].
+    pub fn compact(&self) -> Result<(), Error> {
+        compact(&self.conn)
     }
 
     pub fn record_access(&mut self, keys: &[String]) -> Result<(), Error> {
@@ -308,6 +328,15 @@ impl VectorStore {
             .query_row([hash, model], |r| r.get(0))
             .optional()?;
         Ok(blob.and_then(|b| decode(&b)))
+    }
+
+    /// Removes the vectors of these content hashes (every model), leaving no copy behind.
+    pub fn purge(&self, hashes: &[String]) -> Result<(), Error> {
+        for h in hashes {
+            self.conn
+                .execute("DELETE FROM vectors WHERE hash = ?1", [h])?;
+        }
+        compact(&self.conn)
     }
 
     pub fn put_many(

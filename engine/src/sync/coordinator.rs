@@ -341,7 +341,7 @@ impl Coordinator {
         let home = Home::resolve(opts.home.as_deref())?;
         let mut scopes = vec![Scope::User];
         if let Some(dir) = &opts.project_dir
-            && let Some(p) = crate::project::Project::discover(dir)?
+            && let Some(p) = crate::project::Project::open(&home, dir)?
         {
             scopes.insert(0, p.scope());
         }

@@ -67,7 +67,8 @@ impl PassReport {
 pub fn wire_scope(scope: &Scope) -> SyncResult<WireScope> {
     match scope {
         Scope::User => Ok(WireScope::User),
-        Scope::Project(id) => ProjectId::new(id)
+        // Every checkout of a project (paired folders too) syncs the one project of the cloud.
+        Scope::Project(_) => ProjectId::new(scope.project_id().unwrap_or_default())
             .map(WireScope::Project)
             .map_err(|_| SyncError::NotSyncable(scope.key())),
         Scope::Domain(_) => Err(SyncError::NotSyncable(scope.key())),

@@ -45,6 +45,10 @@ impl World {
         .unwrap()
     }
 
+    fn home(&self) -> Home {
+        Home::resolve(Some(&self.home)).unwrap()
+    }
+
     fn project(&self, name: &str, ty: Option<&str>) -> PathBuf {
         let dir = self.root.join(name);
         Project::init(&dir, ty).unwrap().root
@@ -631,4 +635,377 @@ fn export_then_import_reproduces_the_notes() {
         v
     };
     assert_eq!(hashes(&e), hashes(&e2));
+}
+
+fn open_err(w: &World, project: &Path) -> Error {
+    Engine::open(OpenOptions {
+        home: Some(w.home.clone()),
+        project_dir: Some(project.to_path_buf()),
+        clock: w.clock.clone(),
+        limits: Limits::default(),
+        model_dir: Some(w.root.join("no-model")),
+    })
+    .expect_err("the engine opened")
+}
+
+#[test]
+fn a_memory_link_out_of_the_project_is_refused() {
+    let w = World::new();
+    let victim = w.project("victim", None);
+    let mut ev = w.engine(Some(&victim));
+    let secret = ev
+        .add(note("victim roadmap", "acquisition target"))
+        .unwrap();
+    drop(ev);
+    let attacker = w.project("attacker", None);
+    fs::remove_dir(attacker.join("MEMORY")).unwrap();
+    std::os::unix::fs::symlink(victim.join("MEMORY"), attacker.join("MEMORY")).unwrap();
+    let err = open_err(&w, &attacker);
+    assert!(matches!(err, Error::LinkOutsideProject { .. }), "{err}");
+    assert!(
+        err.to_string().contains("outside the project folder"),
+        "{err}"
+    );
+    assert!(Path::new(&secret.path).exists());
+    // A link that stays inside the project is followed.
+    let inside = w.project("inside", None);
+    fs::remove_dir(inside.join("MEMORY")).unwrap();
+    fs::create_dir_all(inside.join("docs/memory")).unwrap();
+    std::os::unix::fs::symlink("docs/memory", inside.join("MEMORY")).unwrap();
+    let mut ei = w.engine(Some(&inside));
+    let own = ei.add(note("inside fact", "kept in docs")).unwrap();
+    assert!(
+        own.path
+            .starts_with(inside.join("docs/memory").to_str().unwrap()),
+        "{}",
+        own.path
+    );
+    assert_eq!(ids(&ei.list(None, None, None).unwrap()), vec![own.id]);
+}
+
+#[test]
+fn a_folder_claiming_a_known_id_sees_nothing_until_paired() {
+    let w = World::new();
+    let victim = w.project("victim", None);
+    let mut ev = w.engine(Some(&victim));
+    let secret = ev
+        .add(note("victim roadmap", "acquisition target"))
+        .unwrap();
+    let victim_scope = ev.project().unwrap().scope();
+    // The victim's watcher holds its lock: other processes skip their repair scan of it.
+    let _watch = crate::watch::start(&ev, |_, _| {}).unwrap();
+    let attacker = w.root.join("attacker");
+    fs::create_dir_all(attacker.join(".memoria")).unwrap();
+    fs::copy(
+        Project::config_path(&victim),
+        Project::config_path(&attacker),
+    )
+    .unwrap();
+    let err = open_err(&w, &attacker);
+    assert!(matches!(err, Error::ProjectClaimed { .. }), "{err}");
+    assert!(err.to_string().contains(victim.to_str().unwrap()), "{err}");
+    // The victim's folder is still the one bound to its scope.
+    assert_eq!(
+        crate::project::registered_scope(&w.home(), &victim).unwrap(),
+        victim_scope.project_id().map(String::from)
+    );
+    assert!(w.engine(Some(&victim)).resolve(&secret.id, None).is_ok());
+
+    // Confirmed: the folder gets a scope of its own and sees only its own MEMORY folder.
+    let paired = crate::project::pair(&w.home(), &attacker).unwrap();
+    assert!(!paired.unchanged && paired.took_over_from.is_none());
+    assert_ne!(paired.scope, victim_scope.key());
+    let mut ea = w.engine(Some(&attacker));
+    assert_eq!(ea.project().unwrap().scope().key(), paired.scope);
+    assert!(ea.list(None, None, None).unwrap().is_empty());
+    assert!(matches!(ea.show(&secret.id, None), Err(Error::NotFound(_))));
+    assert!(lexical(&mut ea, "acquisition target").is_empty());
+    assert!(matches!(
+        ea.forget(&secret.id, None),
+        Err(Error::NotFound(_))
+    ));
+    assert!(Path::new(&secret.path).exists());
+    let own = ea.add(note("attacker fact", "own words")).unwrap();
+    assert!(own.path.starts_with(attacker.to_str().unwrap()));
+    assert_eq!(
+        ids(&w.engine(Some(&victim)).list(None, None, None).unwrap()),
+        vec![secret.id.clone()]
+    );
+    assert_eq!(
+        crate::project::pair(&w.home(), &attacker).unwrap().scope,
+        paired.scope
+    );
+}
+
+#[test]
+fn two_worktrees_of_one_repository_each_see_their_own_notes_after_pairing() {
+    let w = World::new();
+    let main = w.root.join("repo");
+    fs::create_dir_all(&main).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    let tree = w.root.join("repo-feature");
+    git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            tree.to_str().unwrap(),
+        ],
+    );
+    let p1 = Project::init(&main, None).unwrap();
+    let p2 = Project::init(&tree, None).unwrap();
+    assert_eq!(p1.id, p2.id, "both checkouts share the root-commit id");
+    let mut e1 = w.engine(Some(&main));
+    e1.add(NewNote {
+        id: Some("setup".into()),
+        ..note("how to set up", "main branch uses make")
+    })
+    .unwrap();
+    assert!(matches!(open_err(&w, &tree), Error::ProjectClaimed { .. }));
+    crate::project::pair(&w.home(), &tree).unwrap();
+    let mut e2 = w.engine(Some(&tree));
+    assert!(e2.list(None, None, None).unwrap().is_empty());
+    e2.add(NewNote {
+        id: Some("setup".into()),
+        ..note("how to set up", "feature branch uses just")
+    })
+    .unwrap();
+    let body = |e: &mut Engine| e.show("setup", None).unwrap().note.unwrap().body;
+    assert!(body(&mut e1).contains("make"));
+    assert!(body(&mut e2).contains("just"));
+    assert_eq!(lexical(&mut e1, "just"), Vec::<String>::new());
+    assert_eq!(lexical(&mut e2, "just"), vec!["setup"]);
+    assert_eq!(lexical(&mut e1, "make"), vec!["setup"]);
+    assert_eq!(lexical(&mut e2, "make"), Vec::<String>::new());
+    let s1 = e1.project().unwrap().scope();
+    let s2 = e2.project().unwrap().scope();
+    assert_ne!(s1, s2);
+    assert_eq!(s1.project_id(), s2.project_id());
+    assert_ne!(e1.watch_lock_path(&s1), e2.watch_lock_path(&s2));
+    // Backups and restores stay with their folder.
+    let meta = e2.forget("setup", None).unwrap();
+    assert_eq!(meta.scope, s2.key());
+    let r = w.engine(Some(&main)).restore(&meta.backup_id).unwrap();
+    assert!(r.path.starts_with(tree.to_str().unwrap()), "{}", r.path);
+    assert!(body(&mut e1).contains("make"));
+}
+
+#[test]
+fn a_moved_project_takes_over_its_scope_once_confirmed() {
+    let w = World::new();
+    let old = w.project("old", None);
+    let mut e = w.engine(Some(&old));
+    let n = e.add(note("moved fact", "travels")).unwrap();
+    let scope = e.project().unwrap().scope();
+    drop(e);
+    let new = w.root.join("new");
+    fs::rename(&old, &new).unwrap();
+    assert!(matches!(open_err(&w, &new), Error::ProjectClaimed { .. }));
+    let paired = crate::project::pair(&w.home(), &new).unwrap();
+    assert_eq!(paired.scope, scope.key());
+    assert_eq!(paired.took_over_from.as_deref(), old.to_str());
+    let e = w.engine(Some(&new));
+    assert_eq!(ids(&e.list(None, None, None).unwrap()), vec![n.id]);
+}
+
+/// An editor saving `text` to the note at `path` at one step of a replacement.
+fn editor_at(step: fsx::Step, path: &Path, text: &'static str) {
+    let target = path.to_path_buf();
+    fsx::set_hook(Some(Box::new(move |s, p| {
+        if s == step && p == target {
+            fs::write(p, text).unwrap();
+        }
+    })));
+}
+
+/// Every version of the note's text that exists anywhere: the file and every backup.
+fn all_versions(e: &Engine, path: &Path) -> Vec<String> {
+    let mut v: Vec<String> = e
+        .backups(1000)
+        .unwrap()
+        .iter()
+        .map(|b| String::from_utf8(e.backups.read(&b.backup_id).unwrap().1).unwrap())
+        .collect();
+    if let Ok(t) = fs::read_to_string(path) {
+        v.push(t);
+    }
+    v
+}
+
+#[test]
+fn an_editor_saving_during_a_replacement_loses_nothing() {
+    use fsx::Step;
+    for step in [Step::BeforeMoveAside, Step::MovedAside, Step::BeforeInstall] {
+        let w = World::new();
+        let mut e = w.engine(None);
+        let n = e
+            .add(NewNote {
+                id: Some("n".into()),
+                ..note("a note", "first version")
+            })
+            .unwrap();
+        let path = PathBuf::from(&n.path);
+        editor_at(step, &path, "editor autosave\n");
+        let result = e.edit_with_backup(
+            "n",
+            None,
+            NoteEdit {
+                body: Some("agent version".into()),
+                ..Default::default()
+            },
+            Some(BackupReason::AgentUpdate),
+        );
+        fsx::set_hook(None);
+        assert!(
+            matches!(result, Err(Error::ChangedMeanwhile { .. })),
+            "{step:?}: {result:?}"
+        );
+        let versions = all_versions(&e, &path);
+        assert!(
+            fs::read_to_string(&path).unwrap() == "editor autosave\n",
+            "{step:?}: the editor's save stays in place: {versions:?}"
+        );
+        assert!(
+            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
+            "{step:?}: {versions:?}"
+        );
+        assert!(
+            !versions.iter().any(|v| v.contains("agent version")),
+            "{step:?}: nothing overwrote the editor: {versions:?}"
+        );
+        let names: Vec<String> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["n.md"], "{step:?}: no leftovers");
+        // The index shows the editor's version.
+        assert_eq!(e.resolve("n", None).unwrap().1.body, "editor autosave\n");
+    }
+}
+
+#[test]
+fn an_editor_saving_during_forget_keeps_its_text() {
+    use fsx::Step;
+    for step in [Step::BeforeMoveAside, Step::MovedAside] {
+        let w = World::new();
+        let mut e = w.engine(None);
+        let n = e
+            .add(NewNote {
+                id: Some("n".into()),
+                ..note("a note", "first version")
+            })
+            .unwrap();
+        let path = PathBuf::from(&n.path);
+        editor_at(step, &path, "editor autosave\n");
+        let result = e.forget("n", None);
+        fsx::set_hook(None);
+        assert!(
+            matches!(result, Err(Error::ChangedMeanwhile { .. })),
+            "{step:?}: {result:?}"
+        );
+        let versions = all_versions(&e, &path);
+        assert!(
+            versions.iter().any(|v| v == "editor autosave\n"),
+            "{step:?}: {versions:?}"
+        );
+        assert!(
+            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
+            "{step:?}: {versions:?}"
+        );
+    }
+    // Without interference, a rewrite keeps the file's mode.
+    let w = World::new();
+    let mut e = w.engine(None);
+    let n = e.add(note("a note", "x")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&n.path), 0o600, "a new note in the home is private");
+    fs::set_permissions(&n.path, fs::Permissions::from_mode(0o640)).unwrap();
+    e.edit(
+        &n.id,
+        None,
+        NoteEdit {
+            body: Some("y".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(mode(&n.path), 0o640, "a rewrite keeps the mode");
+    // A note in a project's MEMORY/ is as readable as that folder, like the rest of the repo.
+    let p = w.project("p", None);
+    fs::set_permissions(p.join("MEMORY"), fs::Permissions::from_mode(0o755)).unwrap();
+    let pn = w.engine(Some(&p)).add(note("project fact", "z")).unwrap();
+    assert_eq!(mode(&pn.path), 0o644);
+}
+
+#[test]
+fn backups_are_pruned_by_age_and_total_size() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let n = e.add(NewNote {
+        id: Some("n".into()),
+        ..note("a note", "x")
+    });
+    n.unwrap();
+    let (s, row) = e.resolve("n", None).unwrap();
+    let old = e.backup(&s, &row, BackupReason::AgentUpdate).unwrap();
+    assert_eq!(e.backup_policy(), crate::backup::BackupPolicy::default());
+    w.clock.advance(91 * 86_400_000);
+    let fresh = e.backup(&s, &row, BackupReason::AgentUpdate).unwrap();
+    let ids: Vec<String> = e
+        .backups(10)
+        .unwrap()
+        .into_iter()
+        .map(|b| b.backup_id)
+        .collect();
+    assert_eq!(
+        ids,
+        vec![fresh.backup_id.clone()],
+        "the 91-day-old backup is gone"
+    );
+    assert!(e.backups.read(&old.backup_id).is_err());
+    // A size limit from the home's config file keeps the newest that fit.
+    fs::write(
+        w.home.join("config.json"),
+        r#"{"backups": {"maxAgeDays": 0, "maxTotalMb": 1}}"#,
+    )
+    .unwrap();
+    let e = w.engine(None);
+    let big = "b".repeat(100 * 1024);
+    for i in 0..12 {
+        w.clock.advance(1000);
+        e.backup_bytes(&s, "n", "n.md", big.as_bytes(), BackupReason::Merge)
+            .unwrap();
+        let _ = i;
+    }
+    // Writes in one burst prune once; the doctor (or the next burst) applies the policy.
+    let report = e.prune_backups().unwrap();
+    assert!(report.kept_bytes <= 1024 * 1024, "{report:?}");
+    let kept = e.backups(100).unwrap();
+    assert!(kept.len() < 12 && kept.len() >= 9, "{}", kept.len());
+    fs::write(
+        w.home.join("config.json"),
+        r#"{"backups": {"maxAgeDays": "x"}}"#,
+    )
+    .unwrap();
+    let err = Engine::open(OpenOptions {
+        home: Some(w.home.clone()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("config.json"), "{err}");
 }

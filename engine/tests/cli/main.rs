@@ -604,3 +604,301 @@ fn claude_code_hook_answers_recorded_hook_json_with_the_recall_block() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("hook JSON"));
 }
+
+/// A child process killed when the test ends, also when an assertion fails first.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads a child's standard output lines on a thread, so a test can wait with a deadline.
+fn line_reader(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (at most `secs`) for a line containing `needle`.
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return,
+            Ok(_) => {}
+            Err(_) => panic!("no line with {needle:?} within {secs} s"),
+        }
+    }
+}
+
+fn in_dir(m: &Memoria, dir: &std::path::Path, args: &[&str]) -> Output {
+    m.command().current_dir(dir).args(args).output().unwrap()
+}
+
+#[test]
+fn another_projects_notes_stay_out_of_reach_by_link_or_by_claimed_id() {
+    let m = Memoria::new();
+    let victim = m.cwd.join("victim");
+    m.ok(&["init", victim.to_str().unwrap()]);
+    let out = in_dir(
+        &m,
+        &victim,
+        &[
+            "add",
+            "--summary",
+            "victim roadmap",
+            "--id",
+            "roadmap",
+            "--body",
+            "acquire zanzibar",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let note = victim.join("MEMORY/roadmap.md");
+    // The victim's watcher holds its scope: other processes skip their repair scan of it.
+    let watcher = m
+        .command()
+        .current_dir(&victim)
+        .args(["--json", "watch"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watcher = KillOnDrop(watcher);
+    let lines = line_reader(&mut watcher.0);
+    wait_line(&lines, "\"ready\"", 30);
+
+    // A folder whose project.json claims the victim's id.
+    let claimer = m.cwd.join("claimer");
+    std::fs::create_dir_all(claimer.join(".memoria")).unwrap();
+    std::fs::copy(
+        victim.join(".memoria/project.json"),
+        claimer.join(".memoria/project.json"),
+    )
+    .unwrap();
+    for args in [
+        &["list"][..],
+        &["search", "zanzibar", "--mode", "bm25"],
+        &["show", "roadmap"],
+        &["forget", "roadmap", "--confirm"],
+    ] {
+        let out = in_dir(&m, &claimer, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("memoria projects pair")
+                && !String::from_utf8_lossy(&out.stdout).contains("zanzibar"),
+            "{args:?}: {err}"
+        );
+    }
+    let bound = m.json(&["projects"]);
+    assert_eq!(bound.as_array().unwrap().len(), 1, "{bound}");
+    assert_eq!(bound[0]["root"], victim.to_str().unwrap());
+    // Confirmed as a pairing, the folder sees only its own MEMORY folder.
+    let paired = m.json(&["projects", "pair", claimer.to_str().unwrap()]);
+    assert!(paired["scope"].as_str().unwrap().contains('@'), "{paired}");
+    let out = in_dir(&m, &claimer, &["--json", "list"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+    let out = in_dir(
+        &m,
+        &claimer,
+        &["--json", "search", "zanzibar", "--mode", "bm25"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]", "{out:?}");
+
+    // A project whose MEMORY is a link to the victim's.
+    let linker = m.cwd.join("linker");
+    m.ok(&["init", linker.to_str().unwrap()]);
+    std::fs::remove_dir(linker.join("MEMORY")).unwrap();
+    std::os::unix::fs::symlink(victim.join("MEMORY"), linker.join("MEMORY")).unwrap();
+    for args in [&["list"][..], &["forget", "roadmap", "--confirm"]] {
+        let out = in_dir(&m, &linker, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("outside the project folder"), "{err}");
+    }
+    assert!(note.exists(), "nobody deleted the victim's note");
+    drop(watcher);
+}
+
+#[test]
+fn the_watcher_reattaches_to_a_scope_folder_deleted_and_created_again() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "fruit note",
+        "--id",
+        "fruit",
+        "--body",
+        "apple",
+    ]);
+    let watcher = m
+        .command()
+        .args(["--json", "watch"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut watcher = KillOnDrop(watcher);
+    let lines = line_reader(&mut watcher.0);
+    wait_line(&lines, "\"ready\"", 30);
+    std::fs::remove_dir_all(m.user_dir()).unwrap();
+    wait_line(&lines, "\"removed\":1", 5);
+    std::fs::create_dir(m.user_dir()).unwrap();
+    std::fs::write(
+        m.user_dir().join("quokka.md"),
+        "# Written by hand\nquokka\n",
+    )
+    .unwrap();
+    // The watcher still holds the scope, so only it can make the new file visible.
+    let start = Instant::now();
+    while m
+        .json(&["search", "quokka", "--mode", "bm25"])
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "the watcher lost the re-created folder"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And it keeps following edits there.
+    std::fs::write(
+        m.user_dir().join("quokka.md"),
+        "# Written by hand\nwallaby\n",
+    )
+    .unwrap();
+    let start = Instant::now();
+    while m
+        .json(&["search", "wallaby", "--mode", "bm25"])
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(start.elapsed() < Duration::from_secs(3), "edit missed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(watcher);
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn forget_purge_leaves_no_copy_anywhere_in_the_home() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "keeps the index busy",
+        "--body",
+        "other text",
+    ]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "meeting with zebraorchid",
+        "--id",
+        "purge-me",
+        "--body",
+        "the door code is marzipanquokka",
+    ]);
+    // A backup of it, an edit, and the search index all hold copies.
+    let meta = m.json(&["forget", "purge-me", "--confirm"]);
+    m.ok(&["restore", meta["backupId"].as_str().unwrap()]);
+    m.ok(&[
+        "edit",
+        "purge-me",
+        "--body",
+        "the door code is marzipanquokka, twice",
+    ]);
+    assert_eq!(
+        m.json(&["search", "marzipanquokka", "--mode", "bm25"])[0]["id"],
+        "purge-me"
+    );
+    for needle in ["marzipanquokka", "zebraorchid"] {
+        let found = files_containing(&m.home, needle.as_bytes());
+        assert!(found.len() >= 3, "the copies exist before: {found:?}");
+    }
+    let out = m.run(&["forget", "purge-me", "--purge"]);
+    assert_eq!(out.status.code(), Some(1), "--purge needs --confirm too");
+    let purged = m.json(&["forget", "purge-me", "--purge", "--confirm"]);
+    assert_eq!(purged["backupsRemoved"], 1, "{purged}");
+    for needle in ["marzipanquokka", "zebraorchid", "purge-me"] {
+        assert_eq!(
+            files_containing(&m.home, needle.as_bytes()),
+            Vec::<PathBuf>::new(),
+            "{needle} is still in the home"
+        );
+    }
+    assert!(
+        m.json(&["search", "marzipanquokka", "--mode", "bm25"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(m.json(&["backups"]).as_array().unwrap().is_empty());
+    assert_eq!(m.json(&["list"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_home_is_private_to_the_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    let id = m.ok(&["add", "--summary", "private note", "--body", "mine"]);
+    m.ok(&["forget", id.trim(), "--confirm"]);
+    m.ok(&["search", "private", "--mode", "bm25"]);
+    m.ok(&["doctor"]);
+    let mut stack = vec![m.home.clone()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.starts_with(m.home.join("index/recall/lexical")) {
+                // The search index's own segment files sit in its 0700 folder.
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, 0o600, "{}", p.display());
+                files += 1;
+            }
+        }
+    }
+    assert!(files >= 6, "{files}");
+}

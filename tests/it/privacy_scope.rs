@@ -1,0 +1,130 @@
+//! Another project's notes never reach a folder that only claims to be that project: through a
+//! `MEMORY` link, or through a copied `.memoria/project.json`. Each row is checked on every way
+//! out of the engine this folder could use — search, the recall block, export — and the engine
+//! itself (which the hook, the MCP server and sync all open) refuses to open before pairing.
+
+use std::path::{Path, PathBuf};
+
+use memoria_engine::{Engine, Error, NewNote, OpenOptions, Project};
+
+const SECRET: &str = "zanzibar acquisition";
+
+struct World {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        World {
+            root: tmp.path().canonicalize().unwrap(),
+            _tmp: tmp,
+        }
+    }
+
+    fn open(&self, project: &Path) -> memoria_engine::Result<Engine> {
+        Engine::open(OpenOptions {
+            home: Some(self.root.join("home")),
+            project_dir: Some(project.to_path_buf()),
+            model_dir: Some(self.root.join("no-model")),
+            ..Default::default()
+        })
+    }
+
+    /// A project holding one private note.
+    fn victim(&self) -> PathBuf {
+        let dir = self.root.join("victim");
+        Project::init(&dir, None).unwrap();
+        self.open(&dir)
+            .unwrap()
+            .add(NewNote {
+                summary: "victim roadmap".into(),
+                body: SECRET.into(),
+                id: Some("roadmap".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        dir
+    }
+}
+
+/// Nothing of the victim's note reaches search, the recall block or an export.
+fn sees_nothing_of_the_victim(w: &World, engine: &mut Engine) {
+    let hits = engine.hybrid_search(SECRET, Default::default()).unwrap();
+    assert!(
+        hits.iter().all(|h| h.id != "roadmap"),
+        "search reached it: {hits:?}"
+    );
+    let block = engine.recall_block(SECRET, None, None).unwrap();
+    assert!(!block.text.contains("zanzibar"), "{}", block.text);
+    let out = w
+        .root
+        .join(format!("export-{}", memoria_engine::fsx::random_hex(3)));
+    memoria_engine::import::export(engine, &out).unwrap();
+    let mut stack = vec![out];
+    while let Some(d) = stack.pop() {
+        // An export of nothing creates no folder.
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                assert!(
+                    !std::fs::read_to_string(&p).unwrap().contains("zanzibar"),
+                    "export holds it: {}",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_memory_link_to_another_project_opens_nothing() {
+    let w = World::new();
+    let victim = w.victim();
+    let linker = w.root.join("linker");
+    Project::init(&linker, None).unwrap();
+    std::fs::remove_dir(linker.join("MEMORY")).unwrap();
+    std::os::unix::fs::symlink(victim.join("MEMORY"), linker.join("MEMORY")).unwrap();
+    let err = w.open(&linker).unwrap_err();
+    assert!(matches!(err, Error::LinkOutsideProject { .. }), "{err}");
+    // The user's own notes stay reachable from elsewhere, and never the victim's.
+    let mut elsewhere = Engine::open(OpenOptions {
+        home: Some(w.root.join("home")),
+        model_dir: Some(w.root.join("no-model")),
+        ..Default::default()
+    })
+    .unwrap();
+    sees_nothing_of_the_victim(&w, &mut elsewhere);
+    assert!(victim.join("MEMORY/roadmap.md").exists());
+}
+
+#[test]
+fn a_claimed_project_id_opens_nothing_and_after_pairing_sees_only_its_own_folder() {
+    let w = World::new();
+    let victim = w.victim();
+    let claimer = w.root.join("claimer");
+    std::fs::create_dir_all(claimer.join(".memoria")).unwrap();
+    std::fs::copy(
+        victim.join(".memoria/project.json"),
+        claimer.join(".memoria/project.json"),
+    )
+    .unwrap();
+    let err = w.open(&claimer).unwrap_err();
+    assert!(matches!(err, Error::ProjectClaimed { .. }), "{err}");
+    let home = memoria_engine::home::Home::resolve(Some(&w.root.join("home"))).unwrap();
+    memoria_engine::project::pair(&home, &claimer).unwrap();
+    let mut paired = w.open(&claimer).unwrap();
+    sees_nothing_of_the_victim(&w, &mut paired);
+    // The victim still sees its note: the pairing took nothing from it.
+    let mut v = w.open(&victim).unwrap();
+    assert_eq!(
+        v.hybrid_search(SECRET, Default::default()).unwrap()[0].id,
+        "roadmap"
+    );
+}
