@@ -77,7 +77,9 @@ pub fn list_files(dir: &Path) -> Result<Vec<FoundFile>> {
             };
             if ft.is_dir() {
                 stack.push((entry.path(), rel));
-            } else if ft.is_file() && is_note_file(&name) {
+            } else if is_note_file(&name) {
+                // Regular files, and anything else with a note's name (a symbolic link, a
+                // pipe): those are listed so they are reported and never read as "no note".
                 let meta = entry.metadata().map_err(Error::io("stat", entry.path()))?;
                 out.push(FoundFile {
                     abs: entry.path(),
@@ -100,10 +102,49 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
         .unwrap_or(0)
 }
 
+/// The size recorded for a file that could not be read: never a real size, so every scan
+/// tries it again.
+pub const UNREADABLE_SIZE: i64 = -1;
+
+/// Whether an index row stands for a file that could not be read.
+pub fn is_unreadable(row: &IndexedNote) -> bool {
+    row.size == UNREADABLE_SIZE
+}
+
+/// The bytes of the note file at `path`, which must be a regular file: a symbolic link is
+/// not followed (it could lead out of the notes folder) and a pipe is never opened (reading it
+/// would block).
+pub fn read_note_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    if fs::symlink_metadata(path)?.is_file() {
+        fs::read(path)
+    } else {
+        Err(std::io::Error::other(
+            "not a regular file (a symbolic link, a pipe or a device): Memoria reads only regular files in a notes folder",
+        ))
+    }
+}
+
 /// Reads one file into an index row. A file that does not parse still gets a row: its error,
-/// an id from its name, and its whole text as body so it stays searchable.
+/// an id from its name, and its whole text as body so it stays searchable. A file that cannot
+/// be read (not a regular file — Memoria does not follow symbolic links in a notes folder —,
+/// permissions, a cloud drive's placeholder, a lock) gets a row with the reason and no text,
+/// so it is reported and held back from sync, never taken for a deleted note.
 pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
-    let bytes = fs::read(&f.abs).map_err(Error::io("read", &f.abs))?;
+    let bytes = match read_note_bytes(&f.abs) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let unread = FoundFile {
+                size: UNREADABLE_SIZE,
+                ..f.clone()
+            };
+            return Ok(error_row(
+                scope,
+                &unread,
+                String::new(),
+                format!("cannot be read: {e}"),
+            ));
+        }
+    };
     let (text, utf8_error) = match String::from_utf8(bytes) {
         Ok(t) => (t, None),
         Err(e) => (
@@ -144,34 +185,40 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 .collect(),
             body: note.body,
         },
-        Err(error) => {
-            let summary = text
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && *l != "---")
-                .unwrap_or("");
-            IndexedNote {
-                path,
-                scope: scope.to_owned(),
-                rel_path: f.rel.clone(),
-                id: ctx.derived_id().to_string(),
-                summary: summary.chars().take(280).collect(),
-                note_type: None,
-                tags: Vec::new(),
-                created_at: None,
-                updated_at: None,
-                hash: None,
-                trust: None,
-                source: None,
-                importance: None,
-                mtime_ns: f.mtime_ns,
-                size: f.size,
-                error: Some(error),
-                links: Vec::new(),
-                body: text,
-            }
-        }
+        Err(error) => error_row(scope, f, text, error),
     })
+}
+
+/// The row of a file that does not parse (or cannot be read): its error, an id from its name.
+fn error_row(scope: &str, f: &FoundFile, text: String, error: String) -> IndexedNote {
+    let ctx = FileContext {
+        relative_path: &f.rel,
+    };
+    let summary = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && *l != "---")
+        .unwrap_or("");
+    IndexedNote {
+        path: f.abs.to_string_lossy().into_owned(),
+        scope: scope.to_owned(),
+        rel_path: f.rel.clone(),
+        id: ctx.derived_id().to_string(),
+        summary: summary.chars().take(280).collect(),
+        note_type: None,
+        tags: Vec::new(),
+        created_at: None,
+        updated_at: None,
+        hash: None,
+        trust: None,
+        source: None,
+        importance: None,
+        mtime_ns: f.mtime_ns,
+        size: f.size,
+        error: Some(error),
+        links: Vec::new(),
+        body: text,
+    }
 }
 
 /// The serde name of a unit enum variant (`Trust::Owner` → `owner`).
