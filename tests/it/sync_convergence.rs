@@ -290,23 +290,31 @@ impl Sim {
         before
     }
 
-    /// One fault on device `d` that the sync guard must survive (see the module doc).
-    fn guard_fault(&self, d: &mut Device) {
+    /// One fault on device `d` that the sync guard must survive (see the module doc). Returns
+    /// the version a person superseded (tagging a note is an edit), if any.
+    fn guard_fault(&self, d: &mut Device) -> Option<String> {
         let dir = d.home.join("memory/user");
         let away = d.home.join("user-away");
         if away.exists() {
-            if self.rng.chance(50) {
-                Sim::bring_back(d);
+            match self.rng.below(3) {
+                0 => Sim::bring_back(d),
+                // A restart meanwhile: opening the home re-creates an empty folder, which the
+                // next pass must not take for the one it synced.
+                1 => *d = self.open(&d.home.clone(), d.transport.me),
+                _ => {}
             }
-            return;
+            return None;
         }
         match self.rng.below(3) {
-            0 => std::fs::rename(&dir, &away).unwrap(),
+            0 => {
+                std::fs::rename(&dir, &away).unwrap();
+                None
+            }
             1 => {
                 let aside = d.home.join("aside");
                 if aside.exists() {
                     Sim::restore_unreadable(d);
-                    return;
+                    return None;
                 }
                 let id = IDS[self.rng.below(IDS.len() as u64) as usize];
                 let file = dir.join(format!("{id}.md"));
@@ -314,13 +322,16 @@ impl Sim {
                     std::fs::create_dir_all(&aside).unwrap();
                     std::fs::rename(&file, aside.join(format!("{id}.md"))).unwrap();
                     std::os::unix::fs::symlink(d.home.join("evicted").join(id), &file).unwrap();
+                    d.engine.rescan(true).unwrap();
                 }
+                None
             }
             _ => {
                 let id = IDS[self.rng.below(IDS.len() as u64) as usize];
-                if let Ok(view) = d.engine.show(id, Some(&Scope::User))
-                    && let Some(note) = view.note
+                let view = d.engine.show(id, Some(&Scope::User)).ok()?;
+                let before = view.indexed.hash.clone();
                 {
+                    let note = view.note?;
                     let mut tags = note.tags.clone();
                     tags.push("contains-secrets".into());
                     let edit = NoteEdit {
@@ -330,6 +341,7 @@ impl Sim {
                     };
                     let _ = d.engine.edit(id, Some(&Scope::User), edit);
                 }
+                before
             }
         }
     }
@@ -345,6 +357,8 @@ impl Sim {
             }
             std::fs::rename(&away, &dir).unwrap();
         }
+        // What a watcher would see: the index follows the folder.
+        d.engine.rescan(true).unwrap();
     }
 
     /// Unreadable files become readable again (with what they held).
@@ -365,6 +379,7 @@ impl Sim {
             std::fs::rename(&p, &at).unwrap();
         }
         let _ = std::fs::remove_dir(&aside);
+        d.engine.rescan(true).unwrap();
     }
 
     /// The user answers a pass that waits: cancel (keep the notes) when `keep`, else at random.
@@ -395,14 +410,15 @@ impl Sim {
         false
     }
 
-    /// Content hashes of the user scope's notes, by id.
+    /// Content hashes of the user scope's notes, by id (a file that cannot be read has none:
+    /// what it holds is aside, and was offered before it became unreadable).
     fn replica(d: &mut Device) -> BTreeMap<String, String> {
         d.engine.rescan(true).unwrap();
         d.engine
             .list(Some(&Scope::User), None, None)
             .unwrap()
             .into_iter()
-            .map(|n| (n.id, n.hash.unwrap_or_default()))
+            .filter_map(|n| Some((n.id, n.hash?)))
             .collect()
     }
 
@@ -526,7 +542,7 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
         let i = sim.rng.below(n_devices as u64) as usize;
         if sim.rng.chance(8) {
             let mut slot = sim.devices[i].lock().unwrap();
-            sim.guard_fault(slot.as_mut().unwrap());
+            superseded.extend(sim.guard_fault(slot.as_mut().unwrap()));
         } else if sim.rng.chance(60) {
             let mut slot = sim.devices[i].lock().unwrap();
             let d = slot.as_mut().unwrap();
