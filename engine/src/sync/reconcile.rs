@@ -91,6 +91,9 @@ pub fn synced_scopes(engine: &Engine) -> Vec<Scope> {
         .collect()
 }
 
+/// Each synced note's base entry and, when its body is at hand, the note as last synced.
+type BaseNotes = BTreeMap<String, (BaseEntry, Option<(Note, String)>)>;
+
 /// The scope's folder as the pass found it.
 #[derive(Debug, Clone)]
 struct FolderCheck {
@@ -340,7 +343,7 @@ impl Syncer {
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;
-        let base: BTreeMap<String, (BaseEntry, Option<(Note, String)>)> = state
+        let base: BaseNotes = state
             .base
             .iter()
             .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
@@ -672,7 +675,7 @@ impl Syncer {
         sd: &ScopeDir,
         scope: &Scope,
         check: &FolderCheck,
-        base: &BTreeMap<String, (BaseEntry, Option<(Note, String)>)>,
+        base: &BaseNotes,
         local: &BTreeMap<String, LocalNote>,
         refused: &BTreeMap<String, String>,
         conflicts: &BTreeMap<String, Conflict>,
