@@ -990,3 +990,73 @@ fn write_local(
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use memoria_shared::FixedClock;
+
+    use super::*;
+    use crate::sync::client::{HttpReply, HttpRequest, SendError};
+    use crate::sync::{Token, Transport};
+    use crate::vault::OpenOptions;
+
+    /// Counts requests; the server is always down.
+    #[derive(Debug, Default)]
+    struct Down(AtomicUsize);
+
+    impl Transport for Down {
+        fn send(&self, _req: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(HttpReply {
+                status: 503,
+                retry_after_s: None,
+                body: br#"{"code":"internal","message":"down"}"#.to_vec(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_pause_from_before_the_clock_was_set_back_holds_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let now = 1_800_000_000_000;
+        let clock = Arc::new(FixedClock::new(now));
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(home.path().to_path_buf()),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let dir = sync_dir(home.path());
+        // A 429 recorded while the clock stood a day ahead.
+        Settings::update(&dir, |s| {
+            s.enabled = Some(true);
+            s.server = Some("http://x".into());
+            s.pause(60, now + 86_400_000);
+        })
+        .unwrap();
+        let down = Arc::new(Down::default());
+        let client = SyncClient::new(down.clone(), Token::new("t"));
+        let mut syncer = Syncer::new(home.path(), "http://x", client, clock.clone());
+        let e = syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert!(!matches!(e, SyncError::RateLimited { .. }), "{e}");
+        assert_eq!(
+            down.0.load(Ordering::SeqCst),
+            1,
+            "the pass asked the server"
+        );
+
+        // A pause within the longest Retry-After holds, without a request.
+        Settings::update(&dir, |s| s.pause(30, now)).unwrap();
+        let e = syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert!(
+            matches!(e, SyncError::RateLimited { retry_after_s: 30 }),
+            "{e}"
+        );
+        assert_eq!(down.0.load(Ordering::SeqCst), 1);
+        clock.advance(30_000);
+        syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert_eq!(down.0.load(Ordering::SeqCst), 2);
+    }
+}
