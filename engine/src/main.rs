@@ -1111,7 +1111,7 @@ mod sync_cli {
                         Ok(rep) => {
                             if !cli.json {
                                 println!(
-                                    "{scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                                    "{scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
                                     rep.uploaded,
                                     rep.download.added,
                                     rep.download.changed,
@@ -1119,6 +1119,9 @@ mod sync_cli {
                                     rep.merged,
                                     rep.held_back.len()
                                 );
+                                for (id, why) in &rep.held_back {
+                                    println!("  {id}: {why}");
+                                }
                             }
                             out.push(json!({"scope": scope.key(), "report": rep}));
                         }

@@ -1018,6 +1018,46 @@ mod tests {
     }
 
     #[test]
+    fn a_note_file_that_fails_to_read_is_held_back_naming_it() {
+        let home = tempfile::tempdir().unwrap();
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(home.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        for id in ["a", "b"] {
+            engine
+                .add(crate::NewNote {
+                    summary: id.into(),
+                    body: "x\n".into(),
+                    id: Some(id.into()),
+                    scope: Some(crate::ScopeChoice::User),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        // The index saw a regular file; by the time the pass reads it, it cannot be read
+        // (here: a dangling link put in its place, as a file evicted in between would be).
+        let file = engine.scope_dir(&Scope::User).unwrap().join("a.md");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(home.path().join("gone.md"), &file).unwrap();
+        let (local, refused) = read_local(&engine, &Scope::User).unwrap();
+        assert!(local.contains_key("b"));
+        assert!(!local.contains_key("a"));
+        let why = &refused["a"];
+        assert!(
+            why.contains("a.md") && why.contains("cannot be read"),
+            "{why}"
+        );
+        // And a scan lists it with the same reason, read again by every scan.
+        engine.refresh_scope(&Scope::User).unwrap();
+        let row = engine.index().find("user", "a").unwrap().remove(0);
+        assert!(crate::scan::is_unreadable(&row));
+        let (_, refused) = read_local(&engine, &Scope::User).unwrap();
+        assert!(refused["a"].contains("cannot be read"), "{}", refused["a"]);
+    }
+
+    #[test]
     fn a_pause_from_before_the_clock_was_set_back_holds_nothing() {
         let home = tempfile::tempdir().unwrap();
         let now = 1_800_000_000_000;
