@@ -778,6 +778,18 @@ fn sync_commit_first_batches() {
         .unwrap_err();
     assert!(err.to_string().contains("not synced yet"), "{err}");
     a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    // A batch that would upload a note tagged contains-secrets is refused (uploading them is off).
+    let mut secret = a.engine.show("x", None).unwrap().note.unwrap();
+    secret.tags.push("contains-secrets".into());
+    let err = a
+        .syncer
+        .commit_first(
+            &mut a.engine,
+            &Scope::User,
+            &[BatchChange::Put(Box::new(secret))],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("contains-secrets"), "{err}");
     // Fully synced: the server accepts, then the batch is written here.
     let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
     merged.body = "x from b\ny, edited\n".into();

@@ -765,9 +765,18 @@ impl Syncer {
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;
+        let include_secrets = Settings::load(&self.dir)?.include_secrets;
         let mut changes = Vec::new();
         for ch in batch {
             let id = ch.id();
+            if let BatchChange::Put(n) = ch
+                && !include_secrets
+                && n.tags.iter().any(|t| t == SECRET_TAG)
+            {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` is tagged {SECRET_TAG}, and such notes are not uploaded"
+                )));
+            }
             if refused.contains_key(id) || sd.conflict(id)?.is_some() {
                 return Err(SyncError::BatchRefused(format!(
                     "note `{id}` is held back by sync"
