@@ -126,8 +126,8 @@ pub fn read_note_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// Reads one file into an index row. A file that does not parse still gets a row: its error,
 /// an id from its name, and its whole text as body so it stays searchable. A file that cannot
-/// be read (not a regular file — Memoria does not follow symbolic links in a notes folder —,
-/// permissions, a cloud drive's placeholder, a lock) gets a row with the reason and no text,
+/// be read (not a regular file, since symbolic links in a notes folder are not followed;
+/// permissions; a cloud drive's placeholder; a lock) gets a row with the reason and no text,
 /// so it is reported and held back from sync, never taken for a deleted note.
 pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
     let bytes = match read_note_bytes(&f.abs) {
