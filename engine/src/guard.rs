@@ -92,6 +92,12 @@ fn is_placeholder(matched: &str) -> bool {
     .any(|p| lower.starts_with(p))
 }
 
+/// Whether a note holds a secret: tagged [`SECRETS_TAG`], or its file text trips a rule (a
+/// hand-written or downloaded file is not tagged, only its index row is).
+pub fn holds_secret(note: &memoria_shared::Note) -> bool {
+    note.tags.iter().any(|t| t == SECRETS_TAG) || scan(&note.serialize()).is_some()
+}
+
 /// The first rule `text` trips, if any.
 pub fn scan(text: &str) -> Option<Finding> {
     let mut best: Option<(usize, Finding)> = None;

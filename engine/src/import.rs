@@ -380,7 +380,8 @@ pub fn export(engine: &Engine, dir: &Path) -> Result<ExportReport> {
                 private_left_out += 1;
                 continue;
             }
-            let bytes = std::fs::read(&row.path).map_err(Error::io("read", &row.path))?;
+            let bytes = crate::scan::read_note_bytes(row.path.as_ref())
+                .map_err(Error::io("read", &row.path))?;
             fsx::write_atomic(&dir.join(&folder).join(&row.rel_path), &bytes)?;
             files += 1;
         }

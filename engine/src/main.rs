@@ -1079,9 +1079,29 @@ enum SyncCommand {
     /// Sync every scope now.
     Now,
     /// Turn cloud sync on.
-    On,
+    On {
+        /// Also upload notes tagged contains-secrets (off by default: they stay on this machine).
+        #[arg(long, conflicts_with = "exclude_secrets")]
+        include_secrets: bool,
+        /// Stop uploading notes tagged contains-secrets (the default).
+        #[arg(long)]
+        exclude_secrets: bool,
+    },
     /// Turn cloud sync off (survives restarts and sign-ins; local notes keep working).
     Off,
+    /// Agree to what a paused sync waits for (deletions, a new folder); the next sync does it.
+    Confirm {
+        /// user or project (default: every scope that waits).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Decline what a paused sync waits for: notes missing here are restored from the last
+    /// sync, notes deleted on another machine are kept (and uploaded again).
+    Cancel {
+        /// user or project (default: every scope that waits).
+        #[arg(long)]
+        scope: Option<String>,
+    },
 }
 
 mod sync_cli {
@@ -1159,10 +1179,66 @@ mod sync_cli {
                 Settings::update(&dir, |s| s.server = None)?;
                 println!("signed out");
             }
-            SyncCommand::On | SyncCommand::Off => {
-                let on = matches!(command, SyncCommand::On);
-                Settings::update(&dir, |s| s.enabled = Some(on))?;
-                println!("cloud sync is {}", if on { "on" } else { "off" });
+            SyncCommand::On {
+                include_secrets,
+                exclude_secrets,
+            } => {
+                let secrets = Settings::update(&dir, |s| {
+                    s.enabled = Some(true);
+                    if *include_secrets || *exclude_secrets {
+                        s.include_secrets = *include_secrets;
+                    }
+                    s.include_secrets
+                })?;
+                println!("cloud sync is on");
+                println!(
+                    "notes tagged contains-secrets are {}",
+                    if secrets {
+                        "uploaded too"
+                    } else {
+                        "kept on this machine (`memoria sync on --include-secrets` uploads them)"
+                    }
+                );
+            }
+            SyncCommand::Off => {
+                Settings::update(&dir, |s| s.enabled = Some(false))?;
+                println!("cloud sync is off");
+            }
+            SyncCommand::Confirm { scope } | SyncCommand::Cancel { scope } => {
+                let mut engine = engine;
+                let scope = scope_arg(&engine, scope.as_deref())?;
+                let confirm = matches!(command, SyncCommand::Confirm { .. });
+                let done = match confirm {
+                    true => sync::confirm_pending(&mut engine, scope.as_ref()),
+                    false => sync::cancel_pending(&mut engine, scope.as_ref()),
+                }
+                .map_err(|e| anyhow::anyhow!(e))?;
+                if cli.json {
+                    return print_json(&done);
+                }
+                for p in &done {
+                    let what = match (&p.reason, confirm) {
+                        (sync::PendingReason::NewFolder { .. }, true) => {
+                            format!("{} syncs from {} too", p.scope, p.folder)
+                        }
+                        (sync::PendingReason::NewFolder { .. }, false) => {
+                            format!("{} stays unsynced", p.folder)
+                        }
+                        (_, true) => format!(
+                            "{}: {} deletion(s) confirmed",
+                            p.scope,
+                            p.local_deletes.len() + p.cloud_deletes.len()
+                        ),
+                        (_, false) => format!(
+                            "{}: {} note(s) restored here, {} kept and uploaded again",
+                            p.scope,
+                            p.local_deletes.len(),
+                            p.cloud_deletes.len()
+                        ),
+                    };
+                    println!("{what}");
+                }
+                println!("run `memoria sync now` (or let the watcher sync) to go on");
             }
             SyncCommand::Now => {
                 let mut engine = engine;
@@ -1180,7 +1256,7 @@ mod sync_cli {
                         Ok(rep) => {
                             if !cli.json {
                                 println!(
-                                    "{scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+                                    "{scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
                                     rep.uploaded,
                                     rep.download.added,
                                     rep.download.changed,
@@ -1188,6 +1264,9 @@ mod sync_cli {
                                     rep.merged,
                                     rep.held_back.len()
                                 );
+                                for (id, why) in &rep.held_back {
+                                    println!("  {id}: {why}");
+                                }
                             }
                             out.push(json!({"scope": scope.key(), "report": rep}));
                         }
@@ -1215,9 +1294,10 @@ mod sync_cli {
         let mut scopes = Vec::new();
         let mut oldest: Option<Option<i64>> = None;
         for scope in sync::synced_scopes(engine) {
-            let sd = sync::base::ScopeDir::new(&dir, &scope.key());
+            let sd = sync::base::ScopeDir::of(engine, &scope)?;
             let st = sd.load_status()?;
             let conflicts = sd.conflicts()?.len();
+            let pending = sd.pending()?;
             oldest = Some(match oldest {
                 None => st.last_synced_ms,
                 Some(o) => o.zip(st.last_synced_ms).map(|(a, b)| a.min(b)),
@@ -1231,6 +1311,11 @@ mod sync_cli {
                 "heldBack": st.held_back,
                 "conflicts": conflicts,
                 "pin": s.pins.get(&scope.key()),
+                "pending": pending.as_ref().map(|p| {
+                    let mut v = json!(p);
+                    v["message"] = json!(p.message());
+                    v
+                }),
             }));
         }
         let last_synced = oldest.flatten();
@@ -1239,6 +1324,7 @@ mod sync_cli {
             "server": s.server,
             "lastSyncedMs": last_synced,
             "pausedUntilMs": s.paused_until_ms,
+            "includeSecrets": s.include_secrets,
             "scopes": scopes,
         });
         if cli.json {
@@ -1265,7 +1351,18 @@ mod sync_cli {
                 d["deleted"],
                 sc["conflicts"]
             );
-            if let Some(e) = sc["lastError"].as_str() {
+            if let Some(p) = sc["pending"].as_object() {
+                match p["confirmed"].as_bool() {
+                    Some(true) => println!(
+                        "  confirmed, done by the next sync: {}",
+                        p["message"].as_str().unwrap_or("")
+                    ),
+                    _ => println!(
+                        "  waiting for you: {} (`memoria sync confirm` or `memoria sync cancel`)",
+                        p["message"].as_str().unwrap_or("")
+                    ),
+                }
+            } else if let Some(e) = sc["lastError"].as_str() {
                 println!("  error: {e}");
             }
             if let Some(q) = sc["quotas"].as_object() {

@@ -78,7 +78,9 @@ pub fn list_files(dir: &Path) -> Result<Vec<FoundFile>> {
             };
             if ft.is_dir() {
                 stack.push((entry.path(), rel));
-            } else if ft.is_file() && is_note_file(&name) {
+            } else if is_note_file(&name) {
+                // Regular files, and anything else with a note's name (a symbolic link, a
+                // pipe): those are listed so they are reported and never read as "no note".
                 let meta = entry.metadata().map_err(Error::io("stat", entry.path()))?;
                 out.push(FoundFile {
                     abs: entry.path(),
@@ -106,6 +108,15 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
 /// file hold the whole index hostage.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
+/// The size recorded for a file that could not be read: never a real size, so every scan
+/// tries it again.
+pub const UNREADABLE_SIZE: i64 = -1;
+
+/// Whether an index row stands for a file that could not be read.
+pub fn is_unreadable(row: &IndexedNote) -> bool {
+    row.size == UNREADABLE_SIZE
+}
+
 /// Reads at most [`MAX_FILE_BYTES`] + 1 bytes of a file, so an oversized file is known as such
 /// without reading it all.
 pub(crate) fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -117,50 +128,59 @@ pub(crate) fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The bytes of the note file at `path`, which must be a regular file: a symbolic link is
+/// not followed (it could lead out of the notes folder) and a pipe is never opened (reading it
+/// would block). A file over [`MAX_FILE_BYTES`] is an error of kind `FileTooLarge`, never a
+/// truncated text.
+pub fn read_note_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    if !fs::symlink_metadata(path)?.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a symbolic link, a pipe or a device): Memoria reads only regular files in a notes folder",
+        ));
+    }
+    let bytes = read_capped(path)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!(
+                "the file is larger than {} MiB and is not read: split it into smaller notes",
+                MAX_FILE_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Reads one file into an index row. A file that does not parse still gets a row: its error,
 /// an id from its name, and its text as body; such rows are listed but never recalled. A file
+/// that cannot be read (not a regular file, since symbolic links in a notes folder are not
+/// followed; permissions; a cloud drive's placeholder; a lock) gets a row with the reason and no
+/// text, so it is reported and held back from sync, never taken for a deleted note. A file
 /// whose text trips the credential guard is marked [`SECRETS_TAG`] in its row (the file itself
 /// is not changed), which keeps it from every agent.
 pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
-    let bytes = read_capped(&f.abs).map_err(Error::io("read", &f.abs))?;
+    let bytes = match read_note_bytes(&f.abs) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            return Ok(error_row(scope, f, String::new(), e.to_string()));
+        }
+        Err(e) => {
+            let unread = FoundFile {
+                size: UNREADABLE_SIZE,
+                ..f.clone()
+            };
+            return Ok(error_row(
+                scope,
+                &unread,
+                String::new(),
+                format!("cannot be read: {e}"),
+            ));
+        }
+    };
     let ctx = FileContext {
         relative_path: &f.rel,
     };
     let path = f.abs.to_string_lossy().into_owned();
-    let broken = |error: String, summary: &str, body: String| {
-        let tags = if guard::scan(&body).is_some() {
-            vec![SECRETS_TAG.to_owned()]
-        } else {
-            Vec::new()
-        };
-        IndexedNote {
-            path: path.clone(),
-            scope: scope.to_owned(),
-            rel_path: f.rel.clone(),
-            id: ctx.derived_id().to_string(),
-            summary: summary.chars().take(280).collect(),
-            note_type: None,
-            tags,
-            created_at: None,
-            updated_at: None,
-            hash: None,
-            trust: None,
-            source: None,
-            importance: None,
-            mtime_ns: f.mtime_ns,
-            size: f.size,
-            error: Some(error),
-            links: Vec::new(),
-            body,
-        }
-    };
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        let error = format!(
-            "the file is larger than {} MiB and is not read: split it into smaller notes",
-            MAX_FILE_BYTES >> 20
-        );
-        return Ok(broken(error, "", String::new()));
-    }
     let (text, utf8_error) = match String::from_utf8(bytes) {
         Ok(t) => (t, None),
         Err(e) => (
@@ -203,16 +223,46 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 body: note.body,
             }
         }
-        Err(error) => {
-            let summary = text
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && *l != "---")
-                .unwrap_or("")
-                .to_owned();
-            broken(error, &summary, text)
-        }
+        Err(error) => error_row(scope, f, text, error),
     })
+}
+
+/// The row of a file that does not parse (or cannot be read): its error, an id from its name,
+/// and [`SECRETS_TAG`] when its text trips the credential guard.
+fn error_row(scope: &str, f: &FoundFile, text: String, error: String) -> IndexedNote {
+    let ctx = FileContext {
+        relative_path: &f.rel,
+    };
+    let tags = if guard::scan(&text).is_some() {
+        vec![SECRETS_TAG.to_owned()]
+    } else {
+        Vec::new()
+    };
+    let summary = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && *l != "---")
+        .unwrap_or("");
+    IndexedNote {
+        path: f.abs.to_string_lossy().into_owned(),
+        scope: scope.to_owned(),
+        rel_path: f.rel.clone(),
+        id: ctx.derived_id().to_string(),
+        summary: summary.chars().take(280).collect(),
+        note_type: None,
+        tags,
+        created_at: None,
+        updated_at: None,
+        hash: None,
+        trust: None,
+        source: None,
+        importance: None,
+        mtime_ns: f.mtime_ns,
+        size: f.size,
+        error: Some(error),
+        links: Vec::new(),
+        body: text,
+    }
 }
 
 /// The serde name of a unit enum variant (`Trust::Owner` → `owner`).

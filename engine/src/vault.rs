@@ -680,7 +680,8 @@ impl Engine {
         row: &IndexedNote,
         reason: BackupReason,
     ) -> Result<BackupMeta> {
-        let bytes = std::fs::read(&row.path).map_err(Error::io("read", &row.path))?;
+        let bytes =
+            scan::read_note_bytes(row.path.as_ref()).map_err(Error::io("read", &row.path))?;
         let project_root = match scope {
             Scope::Project(_) => self.project.as_ref().map(|p| p.root.as_path()),
             _ => None,
@@ -836,7 +837,8 @@ impl Engine {
         };
         let mut replaced_backup = None;
         if let Some(row) = &current {
-            let now = std::fs::read(&row.path).map_err(Error::io("read", &row.path))?;
+            let now =
+                scan::read_note_bytes(row.path.as_ref()).map_err(Error::io("read", &row.path))?;
             if now == bytes {
                 return Ok(Restored {
                     scope: scope.key(),

@@ -5,6 +5,15 @@
 //! At quiescence (conflicts resolved with "keep both") every replica is identical and every
 //! edit a device offered to sync is present in a note or in some device's backups.
 //!
+//! Faults on the machines themselves (kept apart, in [`Sim::guard_fault`]): the user scope's
+//! folder moved away and brought back (a restart meanwhile re-creates it empty), a note file
+//! that cannot be read for a while (a broken symbolic link, as an evicted cloud-drive file),
+//! and notes tagged `contains-secrets`, which never reach the server while uploading them is
+//! off. A pass that waits for the user (too many deletes, a replaced folder) gets the user's
+//! answer at random: confirm (a delete someone chose) or cancel. So the invariant is: no
+//! version any machine held is gone unless a person deleted it (an edit, a forget, a
+//! confirmation), and every version replaced or deleted by sync is in some backup.
+//!
 //! Seeded and reproducible: a failure prints its seed; `MEMORIA_SYNC_SEED=S` reruns one seed,
 //! `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 300). The seeds are dealt to
 //! [`SHARDS`] test functions so nextest runs them in parallel, and each seed's homes and store
@@ -18,7 +27,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use axum::body::Body;
 use memoria_engine::sync::client::{HttpReply, HttpRequest, SendError};
-use memoria_engine::sync::{Keep, Settings, SyncClient, Syncer, Token, Transport};
+use memoria_engine::sync::{Keep, Settings, SyncClient, SyncError, Syncer, Token, Transport};
 use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
 use memoria_shared::FixedClock;
@@ -178,6 +187,9 @@ struct Sim {
 }
 
 const SERVER: &str = "http://in-process";
+/// A word only notes tagged `contains-secrets` carry: the server's store must never hold it
+/// while uploading them is off.
+const SECRET_WORD: &str = "classified";
 const IDS: [&str; 6] = ["n0", "n1", "n2", "n3", "n4", "n5"];
 const WORDS: [&str; 8] = [
     "alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel",
@@ -278,14 +290,135 @@ impl Sim {
         before
     }
 
-    /// Content hashes of the user scope's notes, by id.
+    /// One fault on device `d` that the sync guard must survive (see the module doc). Returns
+    /// the version a person superseded (tagging a note is an edit), if any.
+    fn guard_fault(&self, d: &mut Device) -> Option<String> {
+        let dir = d.home.join("memory/user");
+        let away = d.home.join("user-away");
+        if away.exists() {
+            match self.rng.below(3) {
+                0 => Sim::bring_back(d),
+                // A restart meanwhile: opening the home re-creates an empty folder, which the
+                // next pass must not take for the one it synced.
+                1 => *d = self.open(&d.home.clone(), d.transport.me),
+                _ => {}
+            }
+            return None;
+        }
+        match self.rng.below(3) {
+            0 => {
+                std::fs::rename(&dir, &away).unwrap();
+                None
+            }
+            1 => {
+                let aside = d.home.join("aside");
+                if aside.exists() {
+                    Sim::restore_unreadable(d);
+                    return None;
+                }
+                let id = IDS[self.rng.below(IDS.len() as u64) as usize];
+                let file = dir.join(format!("{id}.md"));
+                if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+                    std::fs::create_dir_all(&aside).unwrap();
+                    std::fs::rename(&file, aside.join(format!("{id}.md"))).unwrap();
+                    std::os::unix::fs::symlink(d.home.join("evicted").join(id), &file).unwrap();
+                    d.engine.rescan(true).unwrap();
+                }
+                None
+            }
+            _ => {
+                let id = IDS[self.rng.below(IDS.len() as u64) as usize];
+                let view = d.engine.show(id, Some(&Scope::User)).ok()?;
+                let before = view.indexed.hash.clone();
+                {
+                    let note = view.note?;
+                    let mut tags = note.tags.clone();
+                    tags.push("contains-secrets".into());
+                    let edit = NoteEdit {
+                        tags: Some(tags),
+                        body: Some(format!("{}{SECRET_WORD} {}\n", note.body, self.line())),
+                        ..Default::default()
+                    };
+                    let _ = d.engine.edit(id, Some(&Scope::User), edit);
+                }
+                before
+            }
+        }
+    }
+
+    /// The moved-away folder comes back; one re-created meanwhile holds only copies (of the
+    /// cloud, or restored from the base), since nothing is edited while the folder is away.
+    fn bring_back(d: &mut Device) {
+        let dir = d.home.join("memory/user");
+        let away = d.home.join("user-away");
+        if away.exists() {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            std::fs::rename(&away, &dir).unwrap();
+        }
+        // What a watcher would see: the index follows the folder.
+        d.engine.rescan(true).unwrap();
+    }
+
+    /// Unreadable files become readable again (with what they held).
+    fn restore_unreadable(d: &mut Device) {
+        let dir = d.home.join("memory/user");
+        let aside = d.home.join("aside");
+        for e in std::fs::read_dir(&aside).into_iter().flatten() {
+            let p = e.unwrap().path();
+            let at = dir.join(p.file_name().unwrap());
+            // Sync never writes over a file it cannot read: the link is still there.
+            let link = std::fs::symlink_metadata(&at).map(|m| m.file_type().is_symlink());
+            assert!(
+                link.is_ok_and(|l| l),
+                "{} was replaced while it could not be read",
+                at.display()
+            );
+            std::fs::remove_file(&at).unwrap();
+            std::fs::rename(&p, &at).unwrap();
+        }
+        let _ = std::fs::remove_dir(&aside);
+        d.engine.rescan(true).unwrap();
+    }
+
+    /// The user answers a pass that waits: cancel (keep the notes) when `keep`, else at random.
+    fn answer_pending(&self, d: &mut Device, keep: bool) -> bool {
+        let r = if keep || self.rng.chance(50) {
+            memoria_engine::sync::cancel_pending(&mut d.engine, Some(&Scope::User))
+        } else {
+            memoria_engine::sync::confirm_pending(&mut d.engine, Some(&Scope::User))
+        };
+        r.is_ok()
+    }
+
+    /// Whether the server's store holds [`SECRET_WORD`] anywhere.
+    fn store_holds_secret(store: &Path) -> bool {
+        let mut stack = vec![store.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if std::fs::read(&p)
+                    .is_ok_and(|b| String::from_utf8_lossy(&b).contains(SECRET_WORD))
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Content hashes of the user scope's notes, by id (a file that cannot be read has none:
+    /// what it holds is aside, and was offered before it became unreadable).
     fn replica(d: &mut Device) -> BTreeMap<String, String> {
         d.engine.rescan(true).unwrap();
         d.engine
             .list(Some(&Scope::User), None, None)
             .unwrap()
             .into_iter()
-            .map(|n| (n.id, n.hash.unwrap_or_default()))
+            .filter_map(|n| Some((n.id, n.hash?)))
             .collect()
     }
 
@@ -387,10 +520,14 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
         let mut slot = sim.devices[i].lock().unwrap();
         let d = slot.as_mut().unwrap();
         offered.extend(Sim::replica(d).into_values());
-        let changed = d
-            .syncer
-            .sync_scope(&mut d.engine, &Scope::User)
-            .map_or(true, |r| r.changed());
+        let changed = match d.syncer.sync_scope(&mut d.engine, &Scope::User) {
+            Ok(r) => r.changed(),
+            Err(SyncError::NeedsConfirmation { .. }) => {
+                sim.answer_pending(d, !sim.faults.load(Ordering::SeqCst));
+                true
+            }
+            Err(_) => true,
+        };
         if d.transport.killed.load(Ordering::SeqCst) {
             // Restart the "killed" process from its home.
             let home = d.home.clone();
@@ -403,16 +540,39 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
     for _ in 0..steps {
         sim.clock.advance(1_000);
         let i = sim.rng.below(n_devices as u64) as usize;
-        if sim.rng.chance(60) {
+        if sim.rng.chance(8) {
             let mut slot = sim.devices[i].lock().unwrap();
-            superseded.extend(sim.change(slot.as_mut().unwrap()));
+            superseded.extend(sim.guard_fault(slot.as_mut().unwrap()));
+        } else if sim.rng.chance(60) {
+            let mut slot = sim.devices[i].lock().unwrap();
+            let d = slot.as_mut().unwrap();
+            // Nothing is edited while the notes folder is away.
+            if !d.home.join("user-away").exists() {
+                superseded.extend(sim.change(d));
+            }
         } else {
             sync(i, &mut offered);
         }
     }
 
-    // Quiescence: no more faults; sync round-robin, resolving conflicts by keeping both.
+    // Notes tagged contains-secrets never reached the server.
+    assert!(
+        !Sim::store_holds_secret(&root.join("store")),
+        "seed {seed}: a note tagged contains-secrets reached the server"
+    );
+    // Quiescence: no more faults; folders back, files readable, secrets uploaded too; sync
+    // round-robin, resolving conflicts by keeping both and answering waits by keeping notes.
     sim.faults.store(false, Ordering::SeqCst);
+    for i in 0..n_devices {
+        let mut slot = sim.devices[i].lock().unwrap();
+        let d = slot.as_mut().unwrap();
+        Sim::bring_back(d);
+        Sim::restore_unreadable(d);
+        Settings::update(&memoria_engine::sync::sync_dir(&d.home), |s| {
+            s.include_secrets = true
+        })
+        .unwrap();
+    }
     let mut settled = false;
     for _ in 0..12 {
         let mut moved = false;
@@ -425,8 +585,14 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
                 memoria_engine::sync::resolve(&mut d.engine, &c.id, None, Keep::Both).unwrap();
                 moved = true;
             }
-            let r = d.syncer.sync_scope(&mut d.engine, &Scope::User).unwrap();
-            moved |= r.changed();
+            match d.syncer.sync_scope(&mut d.engine, &Scope::User) {
+                Ok(r) => moved |= r.changed(),
+                Err(SyncError::NeedsConfirmation { .. }) => {
+                    assert!(sim.answer_pending(d, true), "seed {seed}: cannot cancel");
+                    moved = true;
+                }
+                Err(e) => panic!("seed {seed}: {e}"),
+            }
         }
         if !moved {
             settled = true;
@@ -505,7 +671,7 @@ shards!(
 /// is fully synced; a change from another device in between refuses it and nothing is written.
 #[test]
 fn sync_commit_first_batches() {
-    use memoria_engine::sync::{BatchChange, SyncError};
+    use memoria_engine::sync::BatchChange;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -612,6 +778,18 @@ fn sync_commit_first_batches() {
         .unwrap_err();
     assert!(err.to_string().contains("not synced yet"), "{err}");
     a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    // A batch that would upload a note tagged contains-secrets is refused (uploading them is off).
+    let mut secret = a.engine.show("x", None).unwrap().note.unwrap();
+    secret.tags.push("contains-secrets".into());
+    let err = a
+        .syncer
+        .commit_first(
+            &mut a.engine,
+            &Scope::User,
+            &[BatchChange::Put(Box::new(secret))],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("contains-secrets"), "{err}");
     // Fully synced: the server accepts, then the batch is written here.
     let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
     merged.body = "x from b\ny, edited\n".into();

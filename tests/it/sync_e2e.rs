@@ -31,6 +31,11 @@ on_both_stores!(
     off_blocks_everything_and_survives_login,
     pinning_pauses_a_scope_on_account_change,
     tombstone_expiry_deletes_unchanged_and_conflicts_edited,
+    vanished_folders_pause_and_delete_nothing_anywhere,
+    mass_deletes_wait_for_confirmation_in_both_directions,
+    two_worktrees_of_one_project_keep_their_own_base,
+    unreadable_note_files_are_held_back_not_deleted,
+    secret_notes_stay_on_this_machine_unless_included,
 );
 
 pub(crate) struct World {
@@ -365,6 +370,10 @@ fn tombstone_expiry_deletes_unchanged_and_conflicts_edited(backend: Backend) {
     b.ok(&["sync", "now"]);
     b.ok(&["forget", "plain", "--confirm"]);
     b.ok(&["forget", "edited", "--confirm"]);
+    // Every note of the scope at once: the user confirms first.
+    let err = b.fails(&["sync", "now"]);
+    assert!(err.contains("delete 2 of the 2 synced notes"), "{err}");
+    b.ok(&["sync", "confirm"]);
     b.ok(&["sync", "now"]);
     std::thread::sleep(std::time::Duration::from_millis(20));
     a.ok(&["edit", "edited", "--body", "e, edited while away\n"]);
@@ -382,4 +391,436 @@ fn tombstone_expiry_deletes_unchanged_and_conflicts_edited(backend: Backend) {
     b.ok(&["sync", "now"]);
     assert!(b.note("edited").unwrap().contains("edited while away"));
     assert!(b.note("plain").is_none());
+}
+
+/// A project folder at `dir` with the project id `id` (as a clone or a worktree of one
+/// repository has: the id comes from the repository, not the folder).
+fn project(dir: &std::path::Path, id: &str) -> String {
+    std::fs::create_dir_all(dir.join(".memoria")).unwrap();
+    std::fs::create_dir_all(dir.join("MEMORY")).unwrap();
+    std::fs::write(
+        dir.join(".memoria/project.json"),
+        format!("{{\"id\": \"{id}\"}}\n"),
+    )
+    .unwrap();
+    dir.canonicalize().unwrap().to_string_lossy().into_owned()
+}
+
+fn has_note(dir: &std::path::Path, id: &str) -> bool {
+    dir.join(format!("{id}.md")).is_file()
+}
+
+/// The `sync status --json` entry of `scope`.
+fn scope_status(status: &Value, scope: &str) -> Value {
+    status["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scope"] == scope)
+        .unwrap_or_else(|| panic!("no {scope} in {status}"))
+        .clone()
+}
+
+fn vanished_folders_pause_and_delete_nothing_anywhere(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    let pa = project(&w.root.join("a-proj"), "shared-proj");
+    let pb = project(&w.root.join("b-proj"), "shared-proj");
+    for i in 1..=3 {
+        let (n, p) = (format!("n{i}"), format!("p{i}"));
+        a.ok(&["add", "--id", &n, "--summary", &n, "--body", "n\n"]);
+        a.ok(&[
+            "--project",
+            &pa,
+            "add",
+            "--scope",
+            "project",
+            "--id",
+            &p,
+            "--summary",
+            &p,
+            "--body",
+            "p\n",
+        ]);
+    }
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let b_memory = std::path::Path::new(&pb).join("MEMORY");
+    for i in 1..=3 {
+        assert!(b.note(&format!("n{i}")).is_some());
+        assert!(has_note(&b_memory, &format!("p{i}")));
+    }
+
+    // On A both folders go away: a moved home folder, a checkout without MEMORY/.
+    let a_user = a.home.join("memory/user");
+    let a_memory = std::path::Path::new(&pa).join("MEMORY");
+    std::fs::rename(&a_user, a.home.join("user-elsewhere")).unwrap();
+    std::fs::rename(
+        &a_memory,
+        std::path::Path::new(&pa).join("MEMORY-elsewhere"),
+    )
+    .unwrap();
+    let err = a.fails(&["--project", &pa, "sync", "now"]);
+    assert!(err.contains("is missing; nothing was synced"), "{err}");
+    assert!(err.contains("MEMORY"), "{err}");
+    assert!(
+        err.contains("is not the folder last synced") && err.contains("3 of the 3"),
+        "{err}"
+    );
+    b.ok(&["--project", &pb, "sync", "now"]);
+    for i in 1..=3 {
+        assert!(b.note(&format!("n{i}")).is_some(), "B lost user note n{i}");
+        assert!(
+            has_note(&b_memory, &format!("p{i}")),
+            "B lost project note p{i}"
+        );
+    }
+
+    // A's status says why, naming the scope and the folder.
+    let status = json(&a.ok(&["--json", "--project", &pa, "sync", "status"]));
+    let user = scope_status(&status, "user");
+    assert_eq!(user["pending"]["reason"], "folder-replaced", "{status}");
+    assert_eq!(
+        user["pending"]["localDeletes"],
+        serde_json::json!(["n1", "n2", "n3"])
+    );
+    let project = scope_status(&status, "project:shared-proj");
+    let e = project["lastError"].as_str().unwrap();
+    assert!(e.contains("MEMORY is missing"), "{e}");
+    let human = a.ok(&["--project", &pa, "sync", "status"]);
+    assert!(human.contains("waiting for you"), "{human}");
+
+    // Cancel restores the user notes from the last sync; MEMORY/ comes back by hand.
+    a.ok(&["--project", &pa, "sync", "cancel", "--scope", "user"]);
+    for i in 1..=3 {
+        assert!(a.note(&format!("n{i}")).is_some());
+    }
+    std::fs::rename(
+        std::path::Path::new(&pa).join("MEMORY-elsewhere"),
+        &a_memory,
+    )
+    .unwrap();
+    let out = a.ok(&["--project", &pa, "sync", "now"]);
+    assert_eq!(
+        out.matches("uploaded 0, downloaded +0 ~0 -0").count(),
+        2,
+        "{out}"
+    );
+    b.ok(&["--project", &pb, "sync", "now"]);
+    for i in 1..=3 {
+        assert!(b.note(&format!("n{i}")).is_some());
+        assert!(has_note(&b_memory, &format!("p{i}")));
+    }
+}
+
+fn mass_deletes_wait_for_confirmation_in_both_directions(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    let ids: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
+    for id in &ids {
+        a.ok(&["add", "--id", id, "--summary", id, "--body", "m\n"]);
+    }
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let forget_five = |d: &memoria_tests::sync_fixture::Device| {
+        for id in &ids[..5] {
+            d.ok(&["forget", id, "--confirm"]);
+        }
+    };
+
+    // Local deletes: A waits, nothing reaches B.
+    forget_five(&a);
+    let err = a.fails(&["sync", "now"]);
+    assert!(
+        err.contains("delete 5 of the 8 synced notes everywhere")
+            && err.contains("nothing was synced"),
+        "{err}"
+    );
+    b.ok(&["sync", "now"]);
+    assert!(ids.iter().all(|id| b.note(id).is_some()));
+    a.ok(&["sync", "confirm"]);
+    let out = a.ok(&["sync", "now"]);
+    assert!(out.contains("uploaded 5"), "{out}");
+
+    // Cloud deletes: B waits too; cancelling keeps B's notes and sends them back up.
+    let err = b.fails(&["sync", "now"]);
+    assert!(err.contains("delete 5 of the 8 synced notes here"), "{err}");
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    let pending = &scope_status(&status, "user")["pending"];
+    assert_eq!(pending["reason"], "many-deletes", "{status}");
+    assert_eq!(
+        pending["cloudDeletes"].as_array().unwrap().len(),
+        5,
+        "{status}"
+    );
+    assert!(ids.iter().all(|id| b.note(id).is_some()));
+    b.ok(&["sync", "cancel"]);
+    b.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    assert!(ids.iter().all(|id| a.note(id).is_some()), "A got them back");
+
+    // Confirmed on both machines: deleted everywhere, B's copies backed up.
+    forget_five(&a);
+    a.fails(&["sync", "now"]);
+    a.ok(&["sync", "confirm"]);
+    a.ok(&["sync", "now"]);
+    b.fails(&["sync", "now"]);
+    b.ok(&["sync", "confirm", "--scope", "user"]);
+    let out = b.ok(&["sync", "now"]);
+    assert!(out.contains("-5"), "{out}");
+    for d in [&a, &b] {
+        assert!(ids[..5].iter().all(|id| d.note(id).is_none()));
+        assert!(ids[5..].iter().all(|id| d.note(id).is_some()));
+    }
+    let backups = json(&b.ok(&["--json", "backups"]));
+    let downloads = backups
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["reason"] == "sync-download")
+        .count();
+    assert!(downloads >= 5, "{backups}");
+    // Nothing waits any more.
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert!(
+        scope_status(&status, "user")["pending"].is_null(),
+        "{status}"
+    );
+    let err = b.fails(&["sync", "confirm"]);
+    assert!(err.contains("no sync of any scope waits"), "{err}");
+}
+
+fn two_worktrees_of_one_project_keep_their_own_base(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let w1 = project(&w.root.join("wt1"), "one-repo");
+    let w2 = project(&w.root.join("wt2"), "one-repo");
+    let m1 = std::path::Path::new(&w1).join("MEMORY");
+    let m2 = std::path::Path::new(&w2).join("MEMORY");
+    let add = |wt: &str, id: &str| {
+        a.ok(&[
+            "--project",
+            wt,
+            "add",
+            "--scope",
+            "project",
+            "--id",
+            id,
+            "--summary",
+            id,
+            "--body",
+            "x\n",
+        ])
+    };
+    add(&w1, "w1-a");
+    add(&w1, "w1-b");
+    a.ok(&["--project", &w1, "sync", "now"]);
+    // The second worktree (a branch without w1's notes) has a note of its own.
+    add(&w2, "w2-c");
+    let err = a.fails(&["--project", &w2, "sync", "now"]);
+    assert!(
+        err.contains("already syncs project:one-repo from") && err.contains(&w1),
+        "{err}"
+    );
+    let status = json(&a.ok(&["--json", "--project", &w2, "sync", "status"]));
+    let pending = &scope_status(&status, "project:one-repo")["pending"];
+    assert_eq!(pending["reason"], "new-folder", "{status}");
+    assert_eq!(pending["paired"], serde_json::json!(format!("{w1}/MEMORY")));
+    // Nothing left w1, nothing was deleted.
+    a.ok(&["--project", &w1, "sync", "now"]);
+    assert!(has_note(&m1, "w1-a") && has_note(&m1, "w1-b"));
+
+    a.ok(&["--project", &w2, "sync", "confirm", "--scope", "project"]);
+    a.ok(&["--project", &w2, "sync", "now"]);
+    a.ok(&["--project", &w1, "sync", "now"]);
+    for m in [&m1, &m2] {
+        for id in ["w1-a", "w1-b", "w2-c"] {
+            assert!(has_note(m, id), "{id} missing in {}", m.display());
+        }
+    }
+    // Each folder syncs against its own base: an edit in one reaches the other, and so does a
+    // delete someone chose; neither pass reverts or deletes the other's notes.
+    a.ok(&[
+        "--project",
+        &w1,
+        "edit",
+        "w1-a",
+        "--body",
+        "edited in wt1\n",
+    ]);
+    a.ok(&["--project", &w1, "sync", "now"]);
+    let out = a.ok(&["--project", &w2, "sync", "now"]);
+    assert!(out.contains("~1"), "{out}");
+    let text = std::fs::read_to_string(m2.join("w1-a.md")).unwrap();
+    assert!(text.contains("edited in wt1"), "{text}");
+    a.ok(&["--project", &w2, "forget", "w2-c", "--confirm"]);
+    a.ok(&["--project", &w2, "sync", "now"]);
+    a.ok(&["--project", &w1, "sync", "now"]);
+    assert!(!has_note(&m1, "w2-c"));
+    let text = std::fs::read_to_string(m1.join("w1-a.md")).unwrap();
+    assert!(text.contains("edited in wt1"), "{text}");
+    assert!(has_note(&m1, "w1-b") && has_note(&m2, "w1-b"));
+}
+
+fn unreadable_note_files_are_held_back_not_deleted(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    for id in ["u1", "u2", "u3"] {
+        a.ok(&["add", "--id", id, "--summary", id, "--body", "u\n"]);
+    }
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    // Two files that exist but cannot be read, whoever runs this (root reads through any
+    // permission): u1 becomes a symbolic link whose target is gone (what an evicted
+    // cloud-drive file or a git-annex file without its content is), u2 a named pipe.
+    let dir = a.home.join("memory/user");
+    let u1 = dir.join("u1.md");
+    let kept = a.home.join("u1-kept.md");
+    std::fs::rename(&u1, &kept).unwrap();
+    std::os::unix::fs::symlink(a.home.join("evicted/u1.md"), &u1).unwrap();
+    let u2 = dir.join("u2.md");
+    let u2_text = std::fs::read(&u2).unwrap();
+    std::fs::remove_file(&u2).unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(&u2)
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let out = json(&a.ok(&["--json", "sync", "now"]));
+    let report = &out[0]["report"];
+    assert_eq!(report["uploaded"], 0, "{out}");
+    let held: Vec<(String, String)> = serde_json::from_value(report["heldBack"].clone()).unwrap();
+    for (id, file) in [("u1", "u1.md"), ("u2", "u2.md")] {
+        let (_, why) = held
+            .iter()
+            .find(|(h, _)| h == id)
+            .unwrap_or_else(|| panic!("{id} not held back: {out}"));
+        assert!(
+            why.contains(file) && why.contains("cannot be read"),
+            "{why}"
+        );
+    }
+    b.ok(&["sync", "now"]);
+    for id in ["u1", "u2", "u3"] {
+        assert!(b.note(id).is_some(), "B lost {id}");
+    }
+    let status = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(
+        scope_status(&status, "user")["heldBack"],
+        serde_json::json!(["u1", "u2"])
+    );
+
+    // Readable again: nothing to do, nothing held back.
+    std::fs::remove_file(&u1).unwrap();
+    std::fs::rename(&kept, &u1).unwrap();
+    std::fs::remove_file(&u2).unwrap();
+    std::fs::write(&u2, u2_text).unwrap();
+    let out = a.ok(&["sync", "now"]);
+    assert!(out.contains("uploaded 0, downloaded +0 ~0 -0"), "{out}");
+    let status = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(
+        scope_status(&status, "user")["heldBack"],
+        serde_json::json!([])
+    );
+}
+
+/// Whether `needle` appears in any file under `dir`.
+fn store_holds(dir: &std::path::Path, needle: &str) -> bool {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle))
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    a.ok(&[
+        "add",
+        "--id",
+        "s1",
+        "--summary",
+        "S",
+        "--body",
+        "zebra-lemon-quartz\n",
+        "--tags",
+        "contains-secrets",
+    ]);
+    a.ok(&["add", "--id", "plain", "--summary", "P", "--body", "p\n"]);
+    a.ok(&[
+        "add",
+        "--id",
+        "later",
+        "--summary",
+        "L",
+        "--body",
+        "first version\n",
+    ]);
+    let out = json(&a.ok(&["--json", "sync", "now"]));
+    let report = &out[0]["report"];
+    assert_eq!(report["uploaded"], 2, "{out}");
+    let held: Vec<(String, String)> = serde_json::from_value(report["heldBack"].clone()).unwrap();
+    assert_eq!(held.len(), 1, "{out}");
+    assert_eq!(held[0].0, "s1");
+    assert!(held[0].1.contains("contains-secrets"), "{out}");
+    b.ok(&["sync", "now"]);
+    assert!(b.note("plain").is_some() && b.note("later").is_some());
+    assert!(b.note("s1").is_none());
+    if let Some(store) = w.server.store.strip_prefix("fs:") {
+        assert!(!store_holds(
+            std::path::Path::new(store),
+            "zebra-lemon-quartz"
+        ));
+    }
+
+    // A note that gains the tag after it was synced: the cloud keeps the version it has (no
+    // delete another machine would apply), the new text stays here, and nothing reverts it.
+    a.ok(&[
+        "edit",
+        "later",
+        "--body",
+        "second version, wombat-secret\n",
+        "--tags",
+        "contains-secrets",
+    ]);
+    a.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert!(b.note("later").unwrap().contains("first version"));
+    assert!(a.note("later").unwrap().contains("wombat-secret"));
+    assert!(a.note("s1").is_some());
+    if let Some(store) = w.server.store.strip_prefix("fs:") {
+        assert!(!store_holds(std::path::Path::new(store), "wombat-secret"));
+    }
+
+    // Turned on: they go up.
+    let out = a.ok(&["sync", "on", "--include-secrets"]);
+    assert!(out.contains("uploaded too"), "{out}");
+    assert_eq!(
+        json(&a.ok(&["--json", "sync", "status"]))["includeSecrets"],
+        true
+    );
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert!(b.note("s1").unwrap().contains("zebra-lemon-quartz"));
+    assert!(b.note("later").unwrap().contains("wombat-secret"));
 }

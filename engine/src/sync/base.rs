@@ -2,9 +2,17 @@
 //! its revision id and content hash — the `base` of every three-way merge. Also the scope's last
 //! known manifest (for cheap polls) and its status.
 //!
-//! Layout under `$MEMORIA_HOME/sync/scopes/<scope>/`: `state.json` (entries, manifest) and
-//! `base/<id>/<hash>.md` (bodies, content-addressed so a crash between writing a body and the
-//! state never pairs an entry with the wrong body). It never touches the vault.
+//! Layout under `$MEMORIA_HOME/sync/scopes/<scope>/`: `state.json` (entries, manifest, the
+//! folder they were synced from) and `base/<id>/<hash>.md` (bodies, content-addressed so a
+//! crash between writing a body and the state never pairs an entry with the wrong body). It
+//! never touches the vault.
+//!
+//! A base belongs to one folder, not only to a scope id: two worktrees or clones of one
+//! repository share a project id but not their `MEMORY/` folders, and a base compared with the
+//! wrong folder reads every difference as a deletion or a revert. The first folder a scope
+//! syncs from on this machine keeps `scopes/<scope>/`; any other folder claiming the same
+//! scope gets `scopes/<scope>~<hash of its path>/`, a base of its own, once the user confirms
+//! the pairing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,10 +33,65 @@ pub struct BaseEntry {
     pub hash: String,
 }
 
+/// The folder a base was synced from, as it was: its canonical path and, on Unix, the device
+/// and inode of the folder itself, so a folder re-created at the same path (a moved or
+/// unmounted drive, a checkout without `MEMORY/`) is not taken for the one that was synced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FolderIdentity {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev_ino: Option<(u64, u64)>,
+}
+
+impl FolderIdentity {
+    /// The identity of `dir` now; `None` when it is missing or not a folder.
+    pub fn of(dir: &Path) -> Option<FolderIdentity> {
+        let meta = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
+        Some(FolderIdentity {
+            path: canonical_path(dir).to_string_lossy().into_owned(),
+            dev_ino: dev_ino(&meta),
+        })
+    }
+}
+
+#[cfg(unix)]
+fn dev_ino(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn dev_ino(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+/// `dir` with symbolic links resolved, also when it (or some of its parents) does not exist:
+/// the longest existing ancestor is resolved and the rest appended.
+pub fn canonical_path(dir: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = dir;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(c, |p, name| p.join(name));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return dir.to_path_buf(),
+        }
+    }
+}
+
 /// A scope's sync state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScopeState {
+    /// The folder this base was synced from (`None` before the first pass).
+    #[serde(default)]
+    pub folder: Option<FolderIdentity>,
     /// The manifest version every entry of `remote` is from; `None` forces a full snapshot.
     #[serde(default)]
     pub manifest_version: Option<String>,
@@ -68,26 +131,74 @@ pub struct ScopeStatus {
     pub held_back: Vec<String>,
 }
 
-/// The folder of one scope's sync state.
+/// The folder of one scope's sync state (for one folder of that scope).
 #[derive(Debug, Clone)]
 pub struct ScopeDir {
     root: PathBuf,
+    /// `scopes/<scope>/`: the scope's first folder, and where its pass lock lives.
+    primary: PathBuf,
 }
 
 impl ScopeDir {
+    /// The state of the scope's first folder on this machine.
     pub fn new(sync_dir: &Path, scope_key: &str) -> ScopeDir {
+        let primary = sync_dir.join("scopes").join(scope_key.replace(':', "_"));
         ScopeDir {
-            root: sync_dir.join("scopes").join(scope_key.replace(':', "_")),
+            root: primary.clone(),
+            primary,
         }
+    }
+
+    /// The state of `scope_key` as synced from `folder`: the first folder's (also when it has
+    /// not recorded a folder yet), else one of `folder`'s own. Call it under
+    /// [`ScopeDir::lock_pass`] of [`ScopeDir::new`] when the answer must not change meanwhile.
+    pub fn for_folder(sync_dir: &Path, scope_key: &str, folder: &Path) -> SyncResult<ScopeDir> {
+        let first = ScopeDir::new(sync_dir, scope_key);
+        let path = canonical_path(folder).to_string_lossy().into_owned();
+        match first.load_state()?.folder {
+            Some(f) if f.path != path => {
+                let hash = memoria_shared::hash::sha256_hex(path.as_bytes());
+                let name = format!("{}~{}", scope_key.replace(':', "_"), &hash[..16]);
+                Ok(ScopeDir {
+                    root: sync_dir.join("scopes").join(name),
+                    primary: first.primary,
+                })
+            }
+            _ => Ok(first),
+        }
+    }
+
+    /// The state of `scope` as synced from its folder in `engine`.
+    pub fn of(
+        engine: &crate::vault::Engine,
+        scope: &crate::project::Scope,
+    ) -> SyncResult<ScopeDir> {
+        let dir = super::settings::sync_dir(engine.home().root());
+        ScopeDir::for_folder(&dir, &scope.key(), &engine.scope_dir(scope)?)
+    }
+
+    /// Whether this is the scope's first folder (else a further folder claiming the scope).
+    pub fn is_primary(&self) -> bool {
+        self.root == self.primary
+    }
+
+    /// The folder the scope's first base was synced from, if it recorded one.
+    pub fn primary_folder(&self) -> SyncResult<Option<String>> {
+        let first = ScopeDir {
+            root: self.primary.clone(),
+            primary: self.primary.clone(),
+        };
+        Ok(first.load_state()?.folder.map(|f| f.path))
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Held for the length of a pass (or a commitFirst batch), across processes.
+    /// Held for the length of a pass (or a commitFirst batch, a resolution, a confirmation),
+    /// across processes; one lock for every folder of the scope.
     pub fn lock_pass(&self) -> SyncResult<fsx::FileLock> {
-        Ok(fsx::FileLock::acquire(&self.root.join("pass.lock"))?)
+        Ok(fsx::FileLock::acquire(&self.primary.join("pass.lock"))?)
     }
 
     pub fn load_state(&self) -> SyncResult<ScopeState> {

@@ -66,6 +66,19 @@ pub enum SyncError {
     /// refused it because another device changed one of them.
     #[error("batch change refused: {0}; sync, review the notes, and try again")]
     BatchRefused(String),
+    /// The scope's folder is missing (moved, an unmounted drive, a checkout without it): the
+    /// pass stops before any request and runs again once the folder is back.
+    #[error(
+        "sync of {scope} is paused: the folder {folder} is missing; nothing was synced (put the folder back, or mount its drive, and sync again)"
+    )]
+    FolderMissing { scope: String, folder: String },
+    /// The pass would delete on evidence it cannot trust (a replaced folder, a second folder for
+    /// the scope, many deletions at once): it waits for the user to confirm or cancel.
+    #[error("{message}")]
+    NeedsConfirmation { scope: String, message: String },
+    /// Nothing waits for a confirmation.
+    #[error("no sync of {0} waits for a confirmation")]
+    NothingPending(String),
     /// A pass stopped on a bug (a panic) in Memoria; the process keeps running.
     #[error("sync stopped on an internal error ({0}): please report it; retrying in a minute")]
     Internal(String),
@@ -85,6 +98,7 @@ impl SyncError {
             | SyncError::Stale(_)
             | SyncError::Transport(_)
             | SyncError::Internal(_)
+            | SyncError::FolderMissing { .. }
             | SyncError::Engine(_) => false,
             SyncError::Server { status, .. } => !(*status >= 500 || *status == 408),
             _ => true,

@@ -4,6 +4,12 @@
 //! local note and before every merge, uploads by compare-and-swap commits naming each note's
 //! base revision, and conflicts recorded and held back — each only for its own note.
 //!
+//! A pass never deletes on evidence it cannot trust: a missing scope folder stops it before
+//! any request, and a replaced folder, a second folder claiming the scope, or many deletions at
+//! once make it wait for the user ([`super::pending`]). A note file that cannot be read is held
+//! back, never taken for a deletion; a note tagged `contains-secrets` is not uploaded unless
+//! the settings say so (held back too: the cloud keeps the version it has).
+//!
 //! Crash safety: every step is idempotent. A local write is made before the base store learns
 //! of it, and the base store only after the server acknowledged; a pass interrupted anywhere
 //! (or a reply lost after the server applied a commit) is finished by the next pass, which sees
@@ -23,14 +29,16 @@ use memoria_shared::protocol::{
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
 
-use super::base::{BaseEntry, DownloadCounts, ScopeDir};
+use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir};
 use super::client::SyncClient;
 use super::conflict::{Conflict, ConflictReason};
 use super::error::{SyncError, SyncResult};
+use super::pending::{Pending, PendingReason, too_many_deletes};
 use super::settings::{Settings, sync_dir};
 use crate::backup::BackupReason;
 use crate::index::ListFilter;
 use crate::project::Scope;
+use crate::guard::{self, SECRETS_TAG};
 use crate::vault::Engine;
 
 /// How often a pass starts over after a 409 before giving up until the next pass.
@@ -82,6 +90,17 @@ pub fn synced_scopes(engine: &Engine) -> Vec<Scope> {
         .into_iter()
         .filter(|s| !matches!(s, Scope::Domain(_)))
         .collect()
+}
+
+/// Each synced note's base entry and, when its body is at hand, the note as last synced.
+type BaseNotes = BTreeMap<String, (BaseEntry, Option<(Note, String)>)>;
+
+/// The scope's folder as the pass found it.
+#[derive(Debug, Clone)]
+struct FolderCheck {
+    ident: FolderIdentity,
+    /// Not the folder last synced (same path, another folder: moved, re-created, remounted).
+    replaced: bool,
 }
 
 /// A note file of this machine, as read at the start of the pass.
@@ -175,13 +194,10 @@ impl Syncer {
         if !s.is_on() {
             return Err(SyncError::Off);
         }
-        if let Some(until) = s.paused_until_ms {
-            let now = self.clock.now_ms();
-            if until > now {
-                return Err(SyncError::RateLimited {
-                    retry_after_s: ((until - now) as u64).div_ceil(1000),
-                });
-            }
+        if let Some(left) = s.paused_for_ms(self.clock.now_ms()) {
+            return Err(SyncError::RateLimited {
+                retry_after_s: (left as u64).div_ceil(1000),
+            });
         }
         Ok(())
     }
@@ -211,17 +227,15 @@ impl Syncer {
     /// the download brought) for `sync status`.
     pub fn sync_scope(&mut self, engine: &mut Engine, scope: &Scope) -> SyncResult<PassReport> {
         let key = scope.key();
-        let sd = ScopeDir::new(&self.dir, &key);
+        let folder = engine.scope_dir(scope)?;
         // One pass per scope at a time across processes (a watcher's coordinator and
-        // `memoria sync now` share the base store).
-        let _pass = sd.lock_pass()?;
-        let result = self.sync_scope_inner(engine, scope, &sd);
+        // `memoria sync now` share the base store), whichever folder of the scope it is for.
+        let _pass = ScopeDir::new(&self.dir, &key).lock_pass()?;
+        let sd = ScopeDir::for_folder(&self.dir, &key, &folder)?;
+        let result = self.sync_scope_inner(engine, scope, &sd, &folder);
         let now = self.clock.now_ms();
         if let Err(SyncError::RateLimited { retry_after_s }) = &result {
-            let until = now + *retry_after_s as i64 * 1000;
-            Settings::update(&self.dir, |s| {
-                s.paused_until_ms = Some(s.paused_until_ms.unwrap_or(0).max(until))
-            })?;
+            Settings::update(&self.dir, |s| s.pause(*retry_after_s, now))?;
         }
         let status = sd.update_status(|st| match &result {
             Ok(r) => {
@@ -254,16 +268,59 @@ impl Syncer {
         Ok(wire)
     }
 
+    /// Checks the scope's folder before anything is sent: missing → [`SyncError::FolderMissing`];
+    /// a further folder claiming the scope → it waits for the user; the scope's first folder
+    /// is recorded on its first pass.
+    fn check_folder(&self, sd: &ScopeDir, scope: &Scope, folder: &Path) -> SyncResult<FolderCheck> {
+        let ident = FolderIdentity::of(folder).ok_or_else(|| SyncError::FolderMissing {
+            scope: scope.key(),
+            folder: folder.display().to_string(),
+        })?;
+        let mut state = sd.load_state()?;
+        match &state.folder {
+            None if sd.is_primary() => {
+                state.folder = Some(ident.clone());
+                sd.save_state(&state)?;
+                Ok(FolderCheck {
+                    ident,
+                    replaced: false,
+                })
+            }
+            None => {
+                let p = Pending {
+                    scope: scope.key(),
+                    folder: ident.path.clone(),
+                    reason: PendingReason::NewFolder {
+                        paired: sd.primary_folder()?.unwrap_or_default(),
+                    },
+                    local_deletes: Vec::new(),
+                    cloud_deletes: Vec::new(),
+                    synced: 0,
+                    found_at_ms: self.clock.now_ms(),
+                    confirmed: false,
+                };
+                sd.put_pending(&p)?;
+                Err(p.error())
+            }
+            Some(f) => Ok(FolderCheck {
+                replaced: f != &ident,
+                ident,
+            }),
+        }
+    }
+
     fn sync_scope_inner(
         &mut self,
         engine: &mut Engine,
         scope: &Scope,
         sd: &ScopeDir,
+        folder: &Path,
     ) -> SyncResult<PassReport> {
+        let check = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
         let mut last = None;
         for _ in 0..STALE_RETRIES {
-            match self.pass(engine, scope, &wire, sd) {
+            match self.pass(engine, scope, &wire, sd, &check) {
                 Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
                 other => return other,
             }
@@ -277,15 +334,17 @@ impl Syncer {
         scope: &Scope,
         wire: &WireScope,
         sd: &ScopeDir,
+        check: &FolderCheck,
     ) -> SyncResult<PassReport> {
         let mut report = PassReport {
             scope: scope.key(),
             ..PassReport::default()
         };
+        let include_secrets = Settings::load(&self.dir)?.include_secrets;
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;
-        let base: BTreeMap<String, (BaseEntry, Option<(Note, String)>)> = state
+        let base: BaseNotes = state
             .base
             .iter()
             .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
@@ -340,6 +399,17 @@ impl Syncer {
             .iter()
             .map(|e| (e.id.as_str().to_owned(), e.clone()))
             .collect();
+
+        self.guard_deletes(
+            sd,
+            scope,
+            check,
+            &base,
+            &local,
+            &refused,
+            &conflicts,
+            &remote_map,
+        )?;
 
         let ids: BTreeSet<String> = base
             .keys()
@@ -505,6 +575,15 @@ impl Syncer {
             let base_revision = rem.map(|r| r.revision.clone());
             match &result {
                 Some(n) => {
+                    if !include_secrets && guard::holds_secret(n) {
+                        report.held_back.push((
+                            id,
+                            format!(
+                                "tagged {SECRETS_TAG} or holds text that looks like a credential: kept on this machine, not uploaded (the cloud keeps the version it has, if any)"
+                            ),
+                        ));
+                        continue;
+                    }
                     let file = n.serialize();
                     if file.len() > quotas.body_bytes as usize {
                         report.held_back.push((
@@ -580,9 +659,74 @@ impl Syncer {
         } else {
             state.manifest_version = None;
         }
+        // The folder as found is the scope's folder from now on; what waited is done.
+        state.folder = Some(check.ident.clone());
         sd.save_state(&state)?;
+        sd.clear_pending()?;
         sd.prune_bodies(&state)?;
         Ok(report)
+    }
+
+    /// Refuses to go on when the pass would delete on evidence it cannot trust: notes of the
+    /// last sync missing from a replaced folder, or many deletions at once in either direction
+    /// (beyond those the user confirmed). The pass then waits for the user, with nothing sent.
+    #[allow(clippy::too_many_arguments)]
+    fn guard_deletes(
+        &self,
+        sd: &ScopeDir,
+        scope: &Scope,
+        check: &FolderCheck,
+        base: &BaseNotes,
+        local: &BTreeMap<String, LocalNote>,
+        refused: &BTreeMap<String, String>,
+        conflicts: &BTreeMap<String, Conflict>,
+        remote: &BTreeMap<String, ManifestEntry>,
+    ) -> SyncResult<()> {
+        let confirmed: BTreeSet<String> = match sd.pending()? {
+            Some(p) if p.confirmed => p.local_deletes.into_iter().chain(p.cloud_deletes).collect(),
+            _ => BTreeSet::new(),
+        };
+        let mut local_deletes = Vec::new();
+        let mut cloud_deletes = Vec::new();
+        for (id, (entry, _)) in base {
+            if refused.contains_key(id) || conflicts.contains_key(id) || confirmed.contains(id) {
+                continue;
+            }
+            let rem = remote.get(id);
+            match local.get(id) {
+                // Gone here, unchanged in the cloud: the pass would delete it everywhere.
+                None if rem.is_some_and(|r| !r.deleted && r.revision == entry.revision) => {
+                    local_deletes.push(id.clone())
+                }
+                // Deleted in the cloud (or its tombstone expired), unchanged here.
+                Some(l) if rem.is_none_or(|r| r.deleted) && l.hash == entry.hash => {
+                    cloud_deletes.push(id.clone())
+                }
+                _ => {}
+            }
+        }
+        let synced = base.len();
+        let reason = if check.replaced && !local_deletes.is_empty() {
+            PendingReason::FolderReplaced
+        } else if too_many_deletes(local_deletes.len(), synced)
+            || too_many_deletes(cloud_deletes.len(), synced)
+        {
+            PendingReason::ManyDeletes
+        } else {
+            return Ok(());
+        };
+        let p = Pending {
+            scope: scope.key(),
+            folder: check.ident.path.clone(),
+            reason,
+            local_deletes,
+            cloud_deletes,
+            synced,
+            found_at_ms: self.clock.now_ms(),
+            confirmed: false,
+        };
+        sd.put_pending(&p)?;
+        Err(p.error())
     }
 }
 
@@ -617,14 +761,23 @@ impl Syncer {
         batch: &[BatchChange],
     ) -> SyncResult<usize> {
         let wire = self.admit(scope)?;
-        let sd = ScopeDir::new(&self.dir, &scope.key());
-        let _pass = sd.lock_pass()?;
+        let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
+        let sd = ScopeDir::of(engine, scope)?;
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;
+        let include_secrets = Settings::load(&self.dir)?.include_secrets;
         let mut changes = Vec::new();
         for ch in batch {
             let id = ch.id();
+            if let BatchChange::Put(n) = ch
+                && !include_secrets
+                && guard::holds_secret(n)
+            {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` is tagged {SECRETS_TAG} or holds text that looks like a credential, and such notes are not uploaded"
+                )));
+            }
             if refused.contains_key(id) || sd.conflict(id)?.is_some() {
                 return Err(SyncError::BatchRefused(format!(
                     "note `{id}` is held back by sync"
@@ -760,12 +913,23 @@ fn read_local(
         }
         let row = &rows[0];
         if let Some(e) = &row.error {
-            refused.insert(id, format!("frontmatter error ({e}): fix the file"));
+            let why = match crate::scan::is_unreadable(row) {
+                true => unreadable(&row.path, e),
+                false => format!("frontmatter error ({e}): fix the file"),
+            };
+            refused.insert(id, why);
             continue;
         }
         let path = PathBuf::from(&row.path);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        let read = crate::scan::read_note_bytes(&path)
+            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other));
+        let text = match read {
+            Ok(text) => text,
+            Err(e) => {
+                // Absent from this pass would read as deleted: it is held back instead.
+                refused.insert(id, unreadable(&row.path, &format!("cannot be read: {e}")));
+                continue;
+            }
         };
         let Ok(note) = Note::parse(
             &text,
@@ -789,6 +953,11 @@ fn read_local(
         );
     }
     Ok((local, refused))
+}
+
+/// Why a note file that cannot be read is held back.
+fn unreadable(path: &str, error: &str) -> String {
+    format!("{path} {error}; held back (not synced, not deleted) until it can be read")
 }
 
 /// Replaces (or removes, or creates) a local note under the scope lock, if the file is still
@@ -830,4 +999,114 @@ fn write_local(
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use memoria_shared::FixedClock;
+
+    use super::*;
+    use crate::sync::client::{HttpReply, HttpRequest, SendError};
+    use crate::sync::{Token, Transport};
+    use crate::vault::OpenOptions;
+
+    /// Counts requests; the server is always down.
+    #[derive(Debug, Default)]
+    struct Down(AtomicUsize);
+
+    impl Transport for Down {
+        fn send(&self, _req: &HttpRequest<'_>) -> Result<HttpReply, SendError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(HttpReply {
+                status: 503,
+                retry_after_s: None,
+                body: br#"{"code":"internal","message":"down"}"#.to_vec(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_note_file_that_fails_to_read_is_held_back_naming_it() {
+        let home = tempfile::tempdir().unwrap();
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(home.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        for id in ["a", "b"] {
+            engine
+                .add(crate::NewNote {
+                    summary: id.into(),
+                    body: "x\n".into(),
+                    id: Some(id.into()),
+                    scope: Some(crate::ScopeChoice::User),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        // The index saw a regular file; by the time the pass reads it, it cannot be read
+        // (here: a dangling link put in its place, as a file evicted in between would be).
+        let file = engine.scope_dir(&Scope::User).unwrap().join("a.md");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(home.path().join("gone.md"), &file).unwrap();
+        let (local, refused) = read_local(&engine, &Scope::User).unwrap();
+        assert!(local.contains_key("b"));
+        assert!(!local.contains_key("a"));
+        let why = &refused["a"];
+        assert!(
+            why.contains("a.md") && why.contains("cannot be read"),
+            "{why}"
+        );
+        // And a scan lists it with the same reason, read again by every scan.
+        engine.refresh_scope(&Scope::User).unwrap();
+        let row = engine.index().find("user", "a").unwrap().remove(0);
+        assert!(crate::scan::is_unreadable(&row));
+        let (_, refused) = read_local(&engine, &Scope::User).unwrap();
+        assert!(refused["a"].contains("cannot be read"), "{}", refused["a"]);
+    }
+
+    #[test]
+    fn a_pause_from_before_the_clock_was_set_back_holds_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let now = 1_800_000_000_000;
+        let clock = Arc::new(FixedClock::new(now));
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(home.path().to_path_buf()),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let dir = sync_dir(home.path());
+        // A 429 recorded while the clock stood a day ahead.
+        Settings::update(&dir, |s| {
+            s.enabled = Some(true);
+            s.server = Some("http://x".into());
+            s.pause(60, now + 86_400_000);
+        })
+        .unwrap();
+        let down = Arc::new(Down::default());
+        let client = SyncClient::new(down.clone(), Token::new("t"));
+        let mut syncer = Syncer::new(home.path(), "http://x", client, clock.clone());
+        let e = syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert!(!matches!(e, SyncError::RateLimited { .. }), "{e}");
+        assert_eq!(
+            down.0.load(Ordering::SeqCst),
+            1,
+            "the pass asked the server"
+        );
+
+        // A pause within the longest Retry-After holds, without a request.
+        Settings::update(&dir, |s| s.pause(30, now)).unwrap();
+        let e = syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert!(
+            matches!(e, SyncError::RateLimited { retry_after_s: 30 }),
+            "{e}"
+        );
+        assert_eq!(down.0.load(Ordering::SeqCst), 1);
+        clock.advance(30_000);
+        syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
+        assert_eq!(down.0.load(Ordering::SeqCst), 2);
+    }
 }

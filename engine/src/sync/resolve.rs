@@ -13,7 +13,6 @@ use serde::Serialize;
 use super::base::{BaseEntry, ScopeDir};
 use super::conflict::Conflict;
 use super::error::{SyncError, SyncResult};
-use super::settings::sync_dir;
 use crate::backup::BackupReason;
 use crate::project::Scope;
 use crate::vault::Engine;
@@ -46,10 +45,9 @@ pub struct Resolved {
 
 /// Every recorded conflict of the synced scopes of `engine`.
 pub fn list_conflicts(engine: &Engine) -> SyncResult<Vec<Conflict>> {
-    let dir = sync_dir(engine.home().root());
     let mut out = Vec::new();
     for scope in super::reconcile::synced_scopes(engine) {
-        out.extend(ScopeDir::new(&dir, &scope.key()).conflicts()?);
+        out.extend(ScopeDir::of(engine, &scope)?.conflicts()?);
     }
     Ok(out)
 }
@@ -72,13 +70,12 @@ pub fn resolve(
     scope: Option<&Scope>,
     keep: Keep,
 ) -> SyncResult<Resolved> {
-    let dir = sync_dir(engine.home().root());
     let mut found = None;
     for s in super::reconcile::synced_scopes(engine) {
         if scope.is_some_and(|want| want != &s) {
             continue;
         }
-        let sd = ScopeDir::new(&dir, &s.key());
+        let sd = ScopeDir::of(engine, &s)?;
         if let Some(c) = sd.conflict(id)? {
             found = Some((s, sd, c));
             break;

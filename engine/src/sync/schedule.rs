@@ -12,6 +12,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::settings::MAX_RETRY_AFTER_S;
+
 pub const WRITE_DELAY_MS: i64 = 3_000;
 pub const POLL_MIN_MS: i64 = 60_000;
 pub const POLL_MAX_MS: i64 = 5 * 60_000;
@@ -112,9 +114,9 @@ impl Schedule {
     }
 
     fn budget_left(&mut self, now: i64) -> usize {
-        while self.requests.front().is_some_and(|&t| t <= now - 60_000) {
-            self.requests.pop_front();
-        }
+        // Requests "after" now were counted before the clock was set back: they no longer
+        // count, or they would hold the budget until the clock caught up.
+        self.requests.retain(|&t| t > now - 60_000 && t <= now);
         REQUESTS_PER_MINUTE.saturating_sub(self.requests.len())
     }
 
@@ -131,7 +133,8 @@ impl Schedule {
 
     /// Scopes to sync now, in key order. Empty while paused or out of request budget.
     pub fn due(&mut self, now: i64) -> Vec<String> {
-        if now < self.paused_until || self.budget_left(now) == 0 {
+        self.clamp_to(now);
+        if now < self.pause_end(now) || self.budget_left(now) == 0 {
             return Vec::new();
         }
         self.scopes
@@ -144,6 +147,7 @@ impl Schedule {
     /// When the driver should wake next (the earliest due scope, a pause's end, or the time
     /// the request budget frees up).
     pub fn next_wake(&mut self, now: i64) -> Option<i64> {
+        self.clamp_to(now);
         let earliest = self
             .scopes
             .values()
@@ -157,7 +161,7 @@ impl Schedule {
             })
             .min()
             .filter(|&t| t != i64::MAX)?;
-        let mut at = earliest.max(self.paused_until);
+        let mut at = earliest.max(self.pause_end(now));
         if self.budget_left(now) == 0
             && let Some(first) = self.requests.front()
         {
@@ -166,10 +170,34 @@ impl Schedule {
         Some(at.max(now))
     }
 
+    /// Brings timers set before the wall clock was set back within their longest reach of
+    /// `now`, so no scope waits for the clock to catch up.
+    fn clamp_to(&mut self, now: i64) {
+        for t in self.scopes.values_mut() {
+            if t.next_poll != i64::MAX && t.next_poll > now + MAX_RETRY_AFTER_S as i64 * 1000 {
+                t.next_poll = now;
+            }
+            if let Some(w) = &mut t.write_due {
+                *w = (*w).min(now + WRITE_DELAY_MS);
+            }
+            t.in_use_until = t.in_use_until.min(now + PROJECT_IDLE_MS);
+        }
+    }
+
+    /// When a 429's pause ends. One reaching further ahead than the longest Retry-After
+    /// honoured was started before the clock was set back, and is dropped.
+    fn pause_end(&mut self, now: i64) -> i64 {
+        if self.paused_until - now > MAX_RETRY_AFTER_S as i64 * 1000 {
+            self.paused_until = now;
+        }
+        self.paused_until
+    }
+
     /// Records how a pass over `key` ended.
     pub fn done(&mut self, key: &str, outcome: PassOutcome, now: i64) {
         if let PassOutcome::RetryAfter { seconds } = outcome {
-            self.paused_until = self.paused_until.max(now + seconds as i64 * 1000);
+            let until = now + seconds.min(MAX_RETRY_AFTER_S) as i64 * 1000;
+            self.paused_until = self.pause_end(now).max(until);
         }
         let Some(t) = self.scopes.get_mut(key) else {
             return;
@@ -283,6 +311,31 @@ mod tests {
         s.done("project:p", PassOutcome::Changed, 90 * S);
         assert!(s.due(149 * S).is_empty());
         assert_eq!(s.due(150 * S), vec!["project:p", "user"]);
+    }
+
+    #[test]
+    fn a_clock_set_back_holds_nothing_paused() {
+        let day = 86_400 * S;
+        let mut s = Schedule::new();
+        s.add_scope("user", false, day);
+        s.record_requests(20, day);
+        s.done("user", PassOutcome::RetryAfter { seconds: 90 }, day);
+        // The wall clock goes back a day: the pause, the polls and the request budget
+        // recorded "in the future" hold nothing.
+        assert_eq!(s.due(0), vec!["user"]);
+        s.done("user", PassOutcome::Unchanged, 0);
+        assert_eq!(s.next_wake(0), Some(POLL_MIN_MS));
+        // A Retry-After longer than the longest honoured pauses for that longest only.
+        s.done(
+            "user",
+            PassOutcome::RetryAfter {
+                seconds: 10 * 86_400,
+            },
+            0,
+        );
+        let cap = MAX_RETRY_AFTER_S as i64 * 1000;
+        assert!(s.due(cap - 1).is_empty());
+        assert_eq!(s.due(cap), vec!["user"]);
     }
 
     #[test]

@@ -25,10 +25,18 @@ pub struct Settings {
     /// Scope key → the account and server it is pinned to.
     #[serde(default)]
     pub pins: BTreeMap<String, Pin>,
-    /// After a 429, no request before this time (ms), for every scope.
+    /// After a 429, no request before this time (ms), for every scope. Never honoured further
+    /// ahead than [`MAX_RETRY_AFTER_S`] (see [`Settings::paused_for_ms`]).
     #[serde(default)]
     pub paused_until_ms: Option<i64>,
+    /// Upload notes tagged `contains-secrets` too (off: they stay on this machine).
+    #[serde(default)]
+    pub include_secrets: bool,
 }
+
+/// The longest a server's Retry-After is honoured. A pause that reaches further ahead than
+/// this can only come from a wall clock set backwards since it was recorded.
+pub const MAX_RETRY_AFTER_S: u64 = 3_600;
 
 /// The account and server a scope first synced with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +74,23 @@ impl Settings {
     /// Whether sync may send requests.
     pub fn is_on(&self) -> bool {
         self.enabled == Some(true)
+    }
+
+    /// Records a 429's pause from `now_ms`, capped at [`MAX_RETRY_AFTER_S`].
+    pub fn pause(&mut self, retry_after_s: u64, now_ms: i64) {
+        let until = now_ms + retry_after_s.min(MAX_RETRY_AFTER_S) as i64 * 1000;
+        self.paused_until_ms = Some(match self.paused_for_ms(now_ms) {
+            Some(_) => self.paused_until_ms.unwrap_or(0).max(until),
+            None => until,
+        });
+    }
+
+    /// How long requests still wait after a 429, at `now_ms`. A recorded pause further ahead
+    /// than [`MAX_RETRY_AFTER_S`] was recorded by a clock that has since been set back, and
+    /// no longer holds anything.
+    pub fn paused_for_ms(&self, now_ms: i64) -> Option<i64> {
+        let left = self.paused_until_ms? - now_ms;
+        (left > 0 && left <= MAX_RETRY_AFTER_S as i64 * 1000).then_some(left)
     }
 
     /// Pins `scope` to (`server`, `user`) on first use; refuses a different account or server.
@@ -143,6 +168,24 @@ mod tests {
         let s = Settings::load(dir.path()).unwrap();
         assert!(!s.is_on());
         assert_eq!(s.server.as_deref(), Some("http://x"));
+    }
+
+    #[test]
+    fn a_pause_never_outlasts_the_longest_retry_after_even_when_the_clock_goes_back() {
+        let mut s = Settings::default();
+        let now = 1_800_000_000_000;
+        s.pause(30, now);
+        assert_eq!(s.paused_for_ms(now), Some(30_000));
+        assert_eq!(s.paused_for_ms(now + 30_000), None);
+        // A server asking for a day is honoured for the cap only.
+        s.pause(86_400, now);
+        assert_eq!(s.paused_for_ms(now), Some(MAX_RETRY_AFTER_S as i64 * 1000));
+        // The wall clock is set back a day: the recorded pause holds nothing.
+        let back = now - 86_400_000;
+        assert_eq!(s.paused_for_ms(back), None);
+        // A new 429 then pauses from the clock as it is now.
+        s.pause(5, back);
+        assert_eq!(s.paused_for_ms(back), Some(5_000));
     }
 
     #[test]
