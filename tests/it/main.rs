@@ -4,6 +4,7 @@ mod mcp;
 mod recall_model;
 mod sync_convergence;
 mod sync_e2e;
+mod sync_integrity;
 mod sync_keychain;
 mod sync_live;
 mod sync_server;
