@@ -350,3 +350,167 @@ fn a_local_edit_racing_a_commit_first_batch_merges_with_it() {
         );
     }
 }
+
+/// A commit the server applied whose reply never arrived, then another machine deletes the
+/// note: the first machine's next pass learns its commit applied (the commit's receipt), so
+/// the delete merges against the right base and stays a delete.
+#[test]
+fn a_lost_commit_reply_then_a_delete_elsewhere_stays_deleted() {
+    let w = World::new();
+    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
+    a.add("x", "one\n");
+    a.sync();
+    b.sync();
+    a.rewrite("x", |n| n.body = "one\ntwo\n".into());
+    w.after("/v1/memory/commit", || Delivery::Lost);
+    assert!(
+        a.syncer.sync_scope(&mut a.engine, &Scope::User).is_err(),
+        "the pass cannot know its commit applied"
+    );
+    b.sync();
+    assert_eq!(b.note("x").unwrap().body, "one\ntwo\n");
+    b.engine.forget("x", Some(&Scope::User)).unwrap();
+    b.sync();
+    a.sync();
+    b.sync();
+    assert!(
+        a.note("x").is_none(),
+        "the delete reached the machine whose reply was lost"
+    );
+    assert!(b.note("x").is_none(), "and was not undone by it");
+}
+
+/// The same with a revert: after the lost reply, another machine puts the note back as it
+/// was; the revert is the newest change and stays.
+#[test]
+fn a_lost_commit_reply_then_a_revert_elsewhere_stays_reverted() {
+    let w = World::new();
+    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
+    a.add("x", "one\n");
+    a.sync();
+    b.sync();
+    a.rewrite("x", |n| n.body = "one\ntwo\n".into());
+    w.after("/v1/memory/commit", || Delivery::Lost);
+    assert!(a.syncer.sync_scope(&mut a.engine, &Scope::User).is_err());
+    b.sync();
+    b.rewrite("x", |n| n.body = "one\n".into());
+    b.sync();
+    a.sync();
+    b.sync();
+    for m in [&a, &b] {
+        assert_eq!(m.note("x").unwrap().body, "one\n", "the revert stands");
+    }
+}
+
+/// splitmix64, to pick operations.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// One seed: three machines make metadata-only edits (trust, importance, status, relations)
+/// and body edits, sync in random order with commit replies lost and the server's clock jumping
+/// back and forth; at the end every machine holds the same notes, metadata included.
+fn metadata_soak(seed: u64) {
+    use memoria_shared::note::{Relation, RelationKind, Status};
+    let w = World::new();
+    let mut rng = Rng(seed);
+    let mut ms: Vec<Machine> = ["a", "b", "c"].iter().map(|n| w.machine(n)).collect();
+    for id in ["n0", "n1", "n2"] {
+        ms[0].add(id, "l1\nl2\nl3\n");
+    }
+    for m in &mut ms {
+        m.sync();
+    }
+    let start = 1_800_000_000_000;
+    for _ in 0..30 {
+        let m = &mut ms[rng.below(3) as usize];
+        let id = ["n0", "n1", "n2"][rng.below(3) as usize];
+        let pick = rng.below(6);
+        let value = rng.below(4);
+        if m.note(id).is_some() {
+            m.rewrite(id, |n| match pick {
+                0 => {
+                    n.trust = [
+                        Trust::Quarantined,
+                        Trust::Peer,
+                        Trust::Owner,
+                        Trust::Derived,
+                    ]
+                    .get(value as usize)
+                    .copied()
+                }
+                1 => n.importance = Some(value as f64 / 4.0),
+                2 => {
+                    n.status = [Status::Working, Status::Consolidated, Status::Archived]
+                        .get(value as usize)
+                        .copied()
+                }
+                3 => n.relations.push(Relation {
+                    target: format!("n{value}"),
+                    kind: RelationKind::Relates,
+                }),
+                _ => n.body = format!("l1\nl2 {value}\nl3\n"),
+            });
+        }
+        // The server's clock jumps (a wall clock set back or forward).
+        w.clock
+            .set(start + rng.below(200) as i64 * 60_000 - 100 * 60_000);
+        if rng.below(4) == 0 {
+            w.after("/v1/memory/commit", || Delivery::Lost);
+        }
+        let _ = m.syncer.sync_scope(&mut m.engine, &Scope::User);
+        *w.transport.hook.lock().unwrap() = None;
+    }
+    // Quiescence: resolve any conflict by keeping this machine's version, sync until calm.
+    for _ in 0..3 {
+        for m in &mut ms {
+            for c in memoria_engine::sync::list_conflicts(&m.engine).unwrap() {
+                memoria_engine::sync::resolve(
+                    &mut m.engine,
+                    &c.id,
+                    Some(&Scope::User),
+                    memoria_engine::sync::Keep::Local,
+                )
+                .unwrap();
+            }
+            m.sync();
+        }
+    }
+    let replica = |m: &Machine| -> Vec<(String, String)> {
+        ["n0", "n1", "n2"]
+            .iter()
+            .filter_map(|id| {
+                m.note(id)
+                    .map(|n| (id.to_string(), ContentHash::of_synced_note(&n).to_string()))
+            })
+            .collect()
+    };
+    let first = replica(&ms[0]);
+    for m in &ms[1..] {
+        assert_eq!(replica(m), first, "seed {seed}: replicas differ");
+    }
+}
+
+/// `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 20); `MEMORIA_SYNC_SEED=S` one seed.
+#[test]
+fn metadata_edits_lost_replies_and_clock_jumps_converge() {
+    let seeds: Vec<u64> = match std::env::var("MEMORIA_SYNC_SEED") {
+        Ok(s) => vec![s.parse().unwrap()],
+        Err(_) => (0..std::env::var("MEMORIA_SYNC_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20))
+            .collect(),
+    };
+    for seed in seeds {
+        metadata_soak(seed);
+    }
+}

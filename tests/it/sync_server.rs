@@ -300,6 +300,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![hash_a],
                 known_manifest: None,
+                receipt: None,
             },
         )
         .await;
@@ -314,6 +315,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![],
                 known_manifest: s.manifest_version.clone(),
+                receipt: None,
             },
         )
         .await;
@@ -326,6 +328,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![],
                 known_manifest: Some("\"old\"".into()),
+                receipt: None,
             },
         )
         .await;
@@ -624,6 +627,7 @@ async fn snapshot_pages_bodies_under_the_response_limit() {
                     scope: Scope::User,
                     have: have.clone(),
                     known_manifest: None,
+                    receipt: None,
                 },
             )
             .await;
@@ -780,6 +784,7 @@ async fn tenant_isolation_on_every_endpoint() {
                     scope: Scope::parse(scope).unwrap(),
                     have: vec![],
                     known_manifest: Some(ca.manifest_version.clone()),
+                    receipt: None,
                 },
             )
             .await;
@@ -1002,6 +1007,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
                 scope: Scope::User,
                 have: first.bodies.iter().map(|b| b.hash.clone()).collect(),
                 known_manifest: None,
+                receipt: None,
             },
         )
         .await;
@@ -1017,6 +1023,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
             scope: Scope::User,
             have: vec![],
             known_manifest: first.manifest_version.clone(),
+            receipt: None,
         },
     )
     .await;
