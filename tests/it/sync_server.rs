@@ -1208,13 +1208,28 @@ async fn the_admin_endpoint_is_rate_limited() {
 fn the_server_refuses_a_short_admin_key() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("fs:{}", dir.path().display());
-    let out = std::process::Command::new(memoria_tests::sync_server::sync_binary())
+    let mut child = std::process::Command::new(memoria_tests::sync_server::sync_binary())
         .args(["serve", "--store", &store, "--listen", "127.0.0.1:0"])
         .env("MEMORIA_SYNC_ADMIN_KEY", "hunter2")
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(!out.status.success(), "it started");
-    let err = String::from_utf8_lossy(&out.stderr);
+    // A server that accepted the key would serve until killed: give it a bounded time to exit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memoria-sync started with a 7-character admin key");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(
         err.contains("MEMORIA_SYNC_ADMIN_KEY") && err.contains("at least 32"),
         "{err}"
