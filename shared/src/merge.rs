@@ -7,6 +7,10 @@
 //! - changed on both → summary and type from the side that changed them; tags as sets (additions
 //!   from either side kept, removals from either side applied); bodies merged by lines;
 //! - edit vs delete keeps the edit;
+//! - metadata that syncs (trust, importance, source, status, relations) is part of what "changed"
+//!   means (the sync form of the content hash): from the side that changed it; when both did,
+//!   trust takes the lower, status the further along its life cycle, relations merge as sets
+//!   like tags, and importance and source the larger value;
 //! - anything else is a conflict: two different summaries or types, edits on the same or
 //!   adjacent lines (stricter than diffy, which merges adjacent edits that git would refuse), a
 //!   merged body over the size limit, or both sides having the note with no base.
@@ -19,7 +23,7 @@ use serde_json::Map;
 use similar::algorithms::{Capture, Replace, diff_slices};
 use similar::{Algorithm, DiffTag};
 
-use crate::note::Note;
+use crate::note::{Note, Relation, Status};
 
 /// Why a note could not be merged automatically.
 #[derive(
@@ -59,7 +63,9 @@ pub fn merge(
 ) -> MergeOutcome {
     let same = |a: Option<&Note>, b: Option<&Note>| match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => a.content_hash() == b.content_hash(),
+        (Some(a), Some(b)) => {
+            crate::ContentHash::of_synced_note(a) == crate::ContentHash::of_synced_note(b)
+        }
         _ => false,
     };
     if same(ours, theirs) {
@@ -148,9 +154,10 @@ pub fn merge_tags(b: &[String], o: &[String], t: &[String]) -> Vec<String> {
     out
 }
 
-/// Metadata that is not part of the content hash: every field from the side that changed it;
-/// when both changed it: created = earliest, updated = latest, trust = the lower (trust only goes
-/// down), anything else the larger value, so that the result is symmetric.
+/// Every metadata field from the side that changed it; when both changed it: created = earliest,
+/// updated = latest, trust = the lower (trust only goes down), status = the further along
+/// (working, consolidated, archived), relations as sets (like tags), anything else the larger
+/// value, so that the result is symmetric.
 fn merge_meta(b: Option<&Note>, o: &Note, t: &Note, content: &Note) -> Note {
     let mut n = content.clone();
     let bf = |f: fn(&Note) -> Option<i64>| b.map(f);
@@ -175,8 +182,21 @@ fn merge_meta(b: Option<&Note>, o: &Note, t: &Note, content: &Note) -> Note {
     n.origin = choose(b.map(|b| &b.origin), &o.origin, &t.origin);
     n.importance = choose(b.map(|b| &b.importance), &o.importance, &t.importance);
     n.source = choose(b.map(|b| &b.source), &o.source, &t.source);
-    n.status = choose(b.map(|b| &b.status), &o.status, &t.status);
-    n.relations = choose(b.map(|b| &b.relations), &o.relations, &t.relations);
+    n.status = choose_by(b.map(|b| &b.status), &o.status, &t.status, |x, y| {
+        let stage = |s: &Option<Status>| match s {
+            None => 0,
+            Some(Status::Working) => 1,
+            Some(Status::Consolidated) => 2,
+            Some(Status::Archived) => 3,
+        };
+        if stage(x) >= stage(y) { *x } else { *y }
+    });
+    n.relations = choose_by(
+        b.map(|b| &b.relations),
+        &o.relations,
+        &t.relations,
+        |x, y| merge_relations(b.map_or(&[][..], |b| &b.relations), x, y),
+    );
     n.project = choose(b.map(|b| &b.project), &o.project, &t.project);
     n.project_type = choose(b.map(|b| &b.project_type), &o.project_type, &t.project_type);
     let empty = Map::new();
@@ -192,6 +212,20 @@ fn merge_meta(b: Option<&Note>, o: &Note, t: &Note, content: &Note) -> Note {
     }
     n.extra = extra;
     n
+}
+
+/// Relations as sets, like [`merge_tags`]: additions from either side kept, removals from
+/// either side applied; ordered by target, then kind, so the result is symmetric.
+fn merge_relations(b: &[Relation], o: &[Relation], t: &[Relation]) -> Vec<Relation> {
+    let mut out: Vec<Relation> = Vec::new();
+    for r in o.iter().chain(t) {
+        let keep = !b.contains(r) || (o.contains(r) && t.contains(r));
+        if keep && !out.contains(r) {
+            out.push(r.clone());
+        }
+    }
+    out.sort_by_key(|r| (r.target.clone(), format!("{:?}", r.kind)));
+    out
 }
 
 /// The value from the side that changed it; when both changed it differently, the larger by

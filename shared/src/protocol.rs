@@ -12,8 +12,10 @@ use crate::hash::ContentHash;
 use crate::id::{IdError, NoteId};
 
 /// Version of the request and response shapes below. A client that sees a higher major version
-/// from `GET /v1/memory/identity` must stop syncing and ask its user to update.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// from `GET /v1/memory/identity` must stop syncing and ask its user to update. Version 2: the
+/// `hash` of snapshots and commits is the sync form of the content hash, which covers the
+/// metadata that syncs (a version-1 client could not check those hashes).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Response header that carries the server's quotas on every response, as
 /// `notes=5000, changes=500, body=131072, response=16777216, tombstone-days=90`.
@@ -191,6 +193,10 @@ pub struct SnapshotRequest {
     /// response is `unchanged: true` with no entries and no bodies: a cheap poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_manifest: Option<String>,
+    /// The `commitId` of a commit whose reply never arrived: the response's `receipt` says
+    /// whether the server applied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 /// A note body in a snapshot response.
@@ -223,6 +229,10 @@ pub struct SnapshotResponse {
     /// True when bodies were left out to stay under the limit: ask again with the received
     /// hashes added to `have`.
     pub more: bool,
+    /// For a request's `receipt`: the commit's `applied` when the server applied it and still
+    /// remembers it, else absent (not applied, or too long ago).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Vec<Applied>>,
 }
 
 /// What a change does.
@@ -259,6 +269,20 @@ pub struct Change {
 pub struct CommitRequest {
     pub scope: Scope,
     pub changes: Vec<Change>,
+    /// A fresh id the client picks for this commit (1–64 of `[A-Za-z0-9_-]`). The server
+    /// remembers the last commits' ids with their `applied`, so a client whose reply was lost
+    /// can learn the outcome (`receipt` in a snapshot), and a retry of an applied commit is
+    /// answered with its original reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_id: Option<String>,
+}
+
+/// Whether `id` is a valid `commitId`.
+pub fn valid_commit_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The new state of one changed note.

@@ -10,8 +10,9 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use memoria_shared::note::FileContext;
 use memoria_shared::protocol::{
-    ChangeOp, CommitRequest, CommitResponse, EraseRequest, EraseResponse, IdentityResponse,
-    NoteBody, PROTOCOL_VERSION, Scope, ScopeError, SnapshotRequest, SnapshotResponse,
+    Applied, ChangeOp, CommitRequest, CommitResponse, EraseRequest, EraseResponse,
+    IdentityResponse, NoteBody, PROTOCOL_VERSION, Scope, ScopeError, SnapshotRequest,
+    SnapshotResponse, valid_commit_id,
 };
 use memoria_shared::{ContentHash, Note};
 use serde::de::DeserializeOwned;
@@ -113,6 +114,7 @@ pub async fn snapshot(
         notes: Vec::new(),
         bodies: Vec::new(),
         more: false,
+        receipt: None,
     };
     let Some((mut manifest, etag)) = load_manifest(store, &key, known.as_ref()).await? else {
         return Ok(Json(empty(req.known_manifest, true)));
@@ -171,6 +173,11 @@ pub async fn snapshot(
     }
     bodies.sort_by(|a, b| a.id.cmp(&b.id));
     let mut resp = empty(version, false);
+    resp.receipt = req
+        .receipt
+        .as_deref()
+        .and_then(|c| manifest.receipt(c))
+        .map(<[_]>::to_vec);
     resp.notes = manifest.notes.into_values().collect();
     resp.bodies = bodies;
     resp.more = more;
@@ -194,6 +201,13 @@ fn check_changes(st: &AppState, req: &CommitRequest) -> Result<Vec<Option<Checke
     }
     if let Some(id) = duplicate_ids(&req.changes) {
         return Err(ApiError::DuplicateChange(id));
+    }
+    if let Some(c) = &req.commit_id
+        && !valid_commit_id(c)
+    {
+        return Err(ApiError::BadRequest(
+            "commitId: 1 to 64 characters of A-Z, a-z, 0-9, `_` and `-`".into(),
+        ));
     }
     req.changes
         .iter()
@@ -239,7 +253,8 @@ fn check_changes(st: &AppState, req: &CommitRequest) -> Result<Vec<Option<Checke
                         reason: format!("the body's frontmatter names note {}", note.id),
                     });
                 }
-                if &ContentHash::of_note(&note) != hash {
+                // The sync form, or the text form from clients that predate it.
+                if !hash.names(&note) {
                     return Err(ApiError::HashMismatch(c.id.clone()));
                 }
                 Ok(Some(CheckedPut {
@@ -289,6 +304,48 @@ async fn write_revisions(
     Ok(())
 }
 
+/// Whether the manifest holds this commit: some change's note has the fresh revision id the
+/// commit gave it. Revision ids are random and the manifest is replaced as a whole, so one is
+/// enough. A commit of only no-op deletes writes nothing and is never "landed".
+fn landed(
+    manifest: &Manifest,
+    changes: &[memoria_shared::protocol::Change],
+    revisions: &[String],
+) -> bool {
+    changes.iter().zip(revisions).any(|(c, rev)| {
+        manifest
+            .notes
+            .get(&c.id)
+            .is_some_and(|e| &e.revision == rev)
+    })
+}
+
+/// The reply to a commit whose manifest write took effect (`etag` is a manifest version that
+/// holds it).
+async fn accepted(
+    st: &AppState,
+    user: &UserId,
+    key: &str,
+    mut written: Vec<String>,
+    etag: ETag,
+    applied: Vec<Applied>,
+) -> Result<Json<CommitResponse>, ApiError> {
+    let store = st.store.as_ref();
+    // An erase that began after this request was authenticated wrote its marker before
+    // listing; if it listed before our writes, they are ours to remove.
+    if is_erased(store, user).await? {
+        written.push(key.to_owned());
+        remove_orphans(store, &written).await;
+        return Err(ApiError::AccountErased);
+    }
+    Ok(Json(CommitResponse {
+        protocol_version: PROTOCOL_VERSION,
+        quotas: st.quotas,
+        manifest_version: etag.0,
+        applied,
+    }))
+}
+
 pub async fn commit(
     State(st): State<Arc<AppState>>,
     AuthUser(user): AuthUser,
@@ -304,11 +361,27 @@ pub async fn commit(
         .collect();
     let mut written = Vec::new();
     let mut objects_written = false;
+    // What the last manifest write tried would apply: every attempt gives each change the same
+    // fresh revision id, so a later read can tell whether that write landed.
+    let mut tried: Option<Vec<Applied>> = None;
     for attempt in 0..st.commit_attempts.max(1) {
         let now = st.clock.now_ms();
         let (mut current, etag) = load_manifest(store, &key, None)
             .await?
             .unwrap_or_else(|| unreachable!("no validator was sent"));
+        if let (Some(id), Some(etag)) = (&req.commit_id, &etag)
+            && let Some(applied) = current.receipt(id)
+        {
+            // Applied before (its reply was lost, or this is a retry): the same answer again.
+            return accepted(&st, &user, &key, written, etag.clone(), applied.to_vec()).await;
+        }
+        if let (Some(revs), Some(etag)) = (&tried, &etag)
+            && landed(&current, &req.changes, &revisions)
+        {
+            // A write reported as lost took effect after all (a retry below the store, or a
+            // reply that went astray): it is this commit's success, not a race to redo.
+            return accepted(&st, &user, &key, written, etag.clone(), revs.clone()).await;
+        }
         current.prune_tombstones(&st.quotas, now);
         let plan = match plan_commit(&current, &req.changes, &puts, &revisions, &st.quotas, now) {
             Ok(plan) => plan,
@@ -319,6 +392,12 @@ pub async fn commit(
                     Refusal::Quota { live_after, limit } => {
                         ApiError::QuotaExceeded { live_after, limit }
                     }
+                    Refusal::UnknownDelete(id) => ApiError::InvalidNote {
+                        id,
+                        reason: "there is no such note to delete (it was never created in this \
+                                 scope, or its tombstone has expired): drop the change"
+                            .into(),
+                    },
                 });
             }
         };
@@ -340,33 +419,27 @@ pub async fn commit(
             }
             objects_written = true;
         }
-        let bytes = plan.next.to_bytes();
+        let applied: Vec<Applied> = plan
+            .revisions
+            .into_iter()
+            .map(|r| Applied {
+                id: r.id,
+                revision: r.revision,
+            })
+            .collect();
+        let mut next = plan.next;
+        if let Some(id) = &req.commit_id {
+            next.add_receipt(id, applied.clone());
+        }
+        let bytes = next.to_bytes();
+        tried = Some(applied.clone());
         let swapped = match &etag {
             Some(etag) => store.put_if_match(&key, bytes, etag).await,
             None => store.put_if_absent(&key, bytes).await,
         };
         match swapped {
             Ok(new_etag) => {
-                // An erase that began after this request was authenticated wrote its marker
-                // before listing; if it listed before our writes, they are ours to remove.
-                if is_erased(store, &user).await? {
-                    written.push(key.clone());
-                    remove_orphans(store, &written).await;
-                    return Err(ApiError::AccountErased);
-                }
-                return Ok(Json(CommitResponse {
-                    protocol_version: PROTOCOL_VERSION,
-                    quotas: st.quotas,
-                    manifest_version: new_etag.0,
-                    applied: plan
-                        .revisions
-                        .into_iter()
-                        .map(|r| memoria_shared::protocol::Applied {
-                            id: r.id,
-                            revision: r.revision,
-                        })
-                        .collect(),
-                }));
+                return accepted(&st, &user, &key, written, new_etag, applied).await;
             }
             Err(StoreError::PreconditionFailed) => {
                 // Lost the race: re-read the manifest and validate again; never overwrite.
@@ -376,8 +449,18 @@ pub async fn commit(
                 let cap = 2u64 << attempt.min(6);
                 tokio::time::sleep(Duration::from_millis(u64::from(jitter[0]) % cap)).await;
             }
-            // The write's outcome is unknown: keep the revisions, they may now be referenced.
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // The write's outcome is unknown: read the manifest back to learn it. When it
+                // did not land (or the read fails too) the revisions stay: a write still on its
+                // way could yet make the manifest name them; unreferenced, they are harmless.
+                tracing::warn!(%key, error = %e, "manifest write unanswered; reading it back");
+                if let Ok(Some((m, Some(etag)))) = load_manifest(store, &key, None).await
+                    && landed(&m, &req.changes, &revisions)
+                {
+                    return accepted(&st, &user, &key, written, etag, applied).await;
+                }
+                return Err(e.into());
+            }
         }
     }
     remove_orphans(store, &written).await;

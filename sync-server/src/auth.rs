@@ -145,6 +145,10 @@ impl FromRequestParts<Arc<AppState>> for Admin {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
+        state
+            .admin_limiter
+            .check("admin")
+            .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
         let Some(key) = &state.admin_key else {
             return Err(ApiError::Forbidden(
                 "erase is disabled on this server: set MEMORIA_SYNC_ADMIN_KEY".into(),

@@ -41,6 +41,10 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The shortest admin key accepted: the key is the only guard on erasing any account, so it
+/// must be too long to guess.
+pub const MIN_ADMIN_KEY_CHARS: usize = 32;
+
 /// Per-account token bucket: `burst` requests at once, refilled at `per_minute`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {
@@ -156,7 +160,25 @@ impl Settings {
             s.apply_file(f)?;
         }
         s.apply_env(env)?;
+        s.check_admin_key()?;
         Ok(s)
+    }
+
+    /// Refuses an admin key shorter than [`MIN_ADMIN_KEY_CHARS`].
+    pub fn check_admin_key(&self) -> Result<(), ConfigError> {
+        match &self.admin_key {
+            Some(k) if k.expose().chars().count() < MIN_ADMIN_KEY_CHARS => {
+                Err(ConfigError::Value {
+                    name: "admin_key (MEMORIA_SYNC_ADMIN_KEY)".into(),
+                    error: format!(
+                        "the admin key is {} characters; it must be at least \
+                         {MIN_ADMIN_KEY_CHARS} (a random one: `openssl rand -hex 32`)",
+                        k.expose().chars().count()
+                    ),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn apply_file(&mut self, f: File) -> Result<(), ConfigError> {
@@ -247,7 +269,7 @@ mod tests {
         let path = dir.path().join("sync.toml");
         std::fs::write(
             &path,
-            "store = \"fs:/data\"\nlisten = \"0.0.0.0:9000\"\nadmin_key = \"file-key\"\n\
+            "store = \"fs:/data\"\nlisten = \"0.0.0.0:9000\"\nadmin_key = \"file-key-0123456789abcdef0123456789\"\n\
              [quotas]\nlive_notes_per_scope = 10\n[rate_limit]\nburst = 3\n",
         )
         .unwrap();
@@ -263,7 +285,10 @@ mod tests {
         assert_eq!(s.quotas.body_bytes, 1000);
         assert_eq!(s.quotas.changes_per_commit, 500);
         assert_eq!(s.rate_limit.burst, 3);
-        assert_eq!(s.admin_key.as_ref().unwrap().expose(), "file-key");
+        assert_eq!(
+            s.admin_key.as_ref().unwrap().expose(),
+            "file-key-0123456789abcdef0123456789"
+        );
         assert!(
             !format!("{s:?}").contains("file-key"),
             "Debug leaks the admin key"
@@ -280,6 +305,19 @@ mod tests {
             err.to_string()
                 .contains("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS"),
             "{err}"
+        );
+        let err = Settings::load(None, |k| {
+            (k == "MEMORIA_SYNC_ADMIN_KEY").then(|| "short-key".to_owned())
+        })
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("MEMORIA_SYNC_ADMIN_KEY") && msg.contains("at least 32"),
+            "{msg}"
+        );
+        assert!(
+            !msg.contains("short-key"),
+            "the message leaks the key: {msg}"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.toml");

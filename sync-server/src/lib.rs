@@ -34,6 +34,13 @@ pub use error::ApiError;
 pub use random::{OsRandom, Randomness, SeededRandom};
 pub use store::{ObjectStore, StoreError};
 
+/// Requests to the admin endpoint, all callers together: erase is rare, and a caller guessing
+/// the key gets a few tries a minute.
+pub const ADMIN_RATE_LIMIT: config::RateLimit = config::RateLimit {
+    burst: 10,
+    per_minute: 10,
+};
+
 /// What every handler shares. Nothing in it is per-user state except the rate limiter's
 /// buckets, so any number of instances can serve one store.
 #[derive(Debug)]
@@ -43,6 +50,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub rng: Arc<dyn Randomness>,
     pub limiter: ratelimit::RateLimiter,
+    /// One bucket for every request to the admin endpoint, right key or wrong.
+    pub admin_limiter: ratelimit::RateLimiter,
     pub admin_key: Option<Secret>,
     pub commit_attempts: u32,
     pub request_limit: usize,
@@ -59,6 +68,7 @@ impl AppState {
             store,
             quotas: settings.quotas,
             limiter: ratelimit::RateLimiter::new(settings.rate_limit, clock.clone()),
+            admin_limiter: ratelimit::RateLimiter::new(ADMIN_RATE_LIMIT, clock.clone()),
             clock,
             rng,
             admin_key: settings.admin_key.clone(),

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use memoria_shared::protocol::{Change, ChangeOp, ManifestEntry, Quotas, StaleNote};
+use memoria_shared::protocol::{Applied, Change, ChangeOp, ManifestEntry, Quotas, StaleNote};
 use memoria_shared::{ContentHash, NoteId};
 use serde::{Deserialize, Serialize};
 
@@ -16,12 +16,28 @@ const MS_PER_DAY: i64 = 86_400_000;
 /// Version of the stored manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
 
+/// Receipts a manifest keeps, newest first; older ones are forgotten.
+pub const MAX_RECEIPTS: usize = 64;
+/// Applied entries all kept receipts may hold together, so receipts never dwarf the notes.
+pub const MAX_RECEIPT_ENTRIES: usize = 4096;
+
 /// One scope's manifest, as stored in `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Manifest {
     /// Incremented by every commit.
     pub generation: u64,
     pub notes: BTreeMap<NoteId, ManifestEntry>,
+    /// The last commits that carried a `commitId`, newest first. Written in the same
+    /// compare-and-swap as the notes, so a receipt exists exactly when its commit applied.
+    pub receipts: Vec<Receipt>,
+}
+
+/// What a commit with a `commitId` applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    pub commit_id: String,
+    pub applied: Vec<Applied>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -30,6 +46,8 @@ struct Stored {
     format: u32,
     generation: u64,
     notes: Vec<ManifestEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    receipts: Vec<Receipt>,
 }
 
 impl Manifest {
@@ -41,6 +59,7 @@ impl Manifest {
         Ok(Manifest {
             generation: s.generation,
             notes: s.notes.into_iter().map(|e| (e.id.clone(), e)).collect(),
+            receipts: s.receipts,
         })
     }
 
@@ -49,8 +68,40 @@ impl Manifest {
             format: MANIFEST_FORMAT,
             generation: self.generation,
             notes: self.notes.values().cloned().collect(),
+            receipts: self.receipts.clone(),
         };
         serde_json::to_vec(&s).expect("manifest serializes")
+    }
+
+    /// What the commit `commit_id` applied, if this manifest remembers it.
+    pub fn receipt(&self, commit_id: &str) -> Option<&[Applied]> {
+        self.receipts
+            .iter()
+            .find(|r| r.commit_id == commit_id)
+            .map(|r| r.applied.as_slice())
+    }
+
+    /// Remembers a commit's outcome, forgetting the oldest receipts past the bounds.
+    pub fn add_receipt(&mut self, commit_id: &str, applied: Vec<Applied>) {
+        self.receipts.insert(
+            0,
+            Receipt {
+                commit_id: commit_id.to_owned(),
+                applied,
+            },
+        );
+        let mut entries = 0;
+        let keep = self
+            .receipts
+            .iter()
+            .take(MAX_RECEIPTS)
+            .take_while(|r| {
+                entries += r.applied.len();
+                entries <= MAX_RECEIPT_ENTRIES
+            })
+            .count()
+            .max(1);
+        self.receipts.truncate(keep);
     }
 
     pub fn live_count(&self) -> usize {
@@ -89,6 +140,9 @@ pub enum Refusal {
     Stale(Vec<StaleNote>),
     /// The scope would grow past the live-notes quota.
     Quota { live_after: usize, limit: u32 },
+    /// A delete names a note the manifest does not have (never created, or its tombstone
+    /// expired): recording it would only grow the manifest.
+    UnknownDelete(NoteId),
 }
 
 /// The outcome of a commit that may apply: the next manifest and the new revision per change
@@ -122,6 +176,12 @@ pub fn plan_commit(
     if !stale.is_empty() {
         return Err(Refusal::Stale(stale));
     }
+    if let Some(c) = changes
+        .iter()
+        .find(|c| c.op == ChangeOp::Delete && !current.notes.contains_key(&c.id))
+    {
+        return Err(Refusal::UnknownDelete(c.id.clone()));
+    }
     let mut next = current.clone();
     next.generation += 1;
     let mut out = Vec::with_capacity(changes.len());
@@ -153,7 +213,8 @@ pub fn plan_commit(
                     id: change.id.clone(),
                     revision: p.revision.clone(),
                 }),
-                _ => {
+                None => unreachable!("deletes of unknown notes are refused above"),
+                Some(p) => {
                     next.notes.insert(
                         change.id.clone(),
                         ManifestEntry {
@@ -162,7 +223,7 @@ pub fn plan_commit(
                             hash: None,
                             size: None,
                             deleted: true,
-                            created_at: prev.map_or(now_ms, |p| p.created_at),
+                            created_at: p.created_at,
                             updated_at: now_ms,
                         },
                     );
@@ -297,6 +358,59 @@ mod tests {
     }
 
     #[test]
+    fn deletes_of_unknown_notes_are_refused_and_record_nothing() {
+        let q = Quotas::default();
+        let m = apply(&Manifest::default(), vec![put("a", None)], &q, 1)
+            .unwrap()
+            .next;
+        assert_eq!(
+            apply(&m, vec![del("never", None)], &q, 2).unwrap_err(),
+            Refusal::UnknownDelete(id("never"))
+        );
+        // The whole commit is refused, known changes with it.
+        assert!(apply(&m, vec![put("a", Some("r1-0")), del("never", None)], &q, 2).is_err());
+        // An expired tombstone is unknown too.
+        let mut t = apply(&m, vec![del("a", Some("r1-0"))], &q, 3).unwrap().next;
+        t.prune_tombstones(&q, 3 + 91 * MS_PER_DAY);
+        assert_eq!(
+            apply(&t, vec![del("a", None)], &q, 4).unwrap_err(),
+            Refusal::UnknownDelete(id("a"))
+        );
+    }
+
+    #[test]
+    fn receipts_are_bounded_and_round_trip() {
+        let mut m = Manifest::default();
+        let applied = |n: usize| -> Vec<Applied> {
+            (0..n)
+                .map(|i| Applied {
+                    id: id(&format!("n{i}")),
+                    revision: format!("r{i}"),
+                })
+                .collect()
+        };
+        for i in 0..MAX_RECEIPTS + 5 {
+            m.add_receipt(&format!("c{i}"), applied(1));
+        }
+        assert_eq!(m.receipts.len(), MAX_RECEIPTS);
+        assert!(m.receipt("c0").is_none(), "the oldest are forgotten");
+        assert_eq!(
+            m.receipt(&format!("c{}", MAX_RECEIPTS + 4)).unwrap().len(),
+            1
+        );
+        m.add_receipt("big", applied(MAX_RECEIPT_ENTRIES));
+        assert_eq!(
+            m.receipts.len(),
+            1,
+            "entries are bounded too, keeping the newest"
+        );
+        assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
+        // A manifest written without receipts reads as having none.
+        let old = br#"{"format":1,"generation":3,"notes":[]}"#;
+        assert!(Manifest::from_bytes(old).unwrap().receipts.is_empty());
+    }
+
+    #[test]
     fn a_reduced_quota_only_blocks_growth() {
         let big = Quotas::default();
         let m = apply(
@@ -330,12 +444,14 @@ mod tests {
         let q = Quotas::default();
         let m = apply(
             &Manifest::default(),
-            vec![put("a", None), del("b", None)],
+            vec![put("a", None), put("b", None)],
             &q,
             5,
         )
         .unwrap()
         .next;
+        let m = apply(&m, vec![del("b", Some("r5-1"))], &q, 6).unwrap().next;
+        assert!(m.notes[&id("b")].deleted);
         assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
         assert!(Manifest::from_bytes(b"{\"format\":9,\"generation\":0,\"notes\":[]}").is_err());
         let (cs, _): (Vec<_>, Vec<_>) = vec![put("a", None), del("a", None)].into_iter().unzip();

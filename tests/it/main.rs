@@ -6,6 +6,7 @@ mod privacy_scope;
 mod recall_model;
 mod sync_convergence;
 mod sync_e2e;
+mod sync_integrity;
 mod sync_keychain;
 mod sync_live;
 mod sync_server;

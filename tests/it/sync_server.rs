@@ -21,7 +21,7 @@ use memoria_tests::sync_server::{delete, note_file, put};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-const ADMIN: &str = "admin-key-for-tests";
+const ADMIN: &str = "admin-key-for-tests-0123456789abcdef";
 const DAY: i64 = 86_400_000;
 
 struct Harness {
@@ -121,6 +121,7 @@ impl Harness {
         let req = CommitRequest {
             scope: Scope::parse(scope).unwrap(),
             changes,
+            commit_id: None,
         };
         self.post(
             "/v1/memory/commit",
@@ -200,7 +201,7 @@ async fn health_identity_and_quotas_on_every_response() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json["userId"], "alice");
-    assert_eq!(r.json["protocolVersion"], 1);
+    assert_eq!(r.json["protocolVersion"], memoria_shared::PROTOCOL_VERSION);
     assert_eq!(r.json["quotas"]["liveNotesPerScope"], 5000);
     assert_eq!(r.json["quotas"]["tombstoneDays"], 90);
     // Refusals announce the quotas too.
@@ -299,6 +300,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![hash_a],
                 known_manifest: None,
+                receipt: None,
             },
         )
         .await;
@@ -313,6 +315,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![],
                 known_manifest: s.manifest_version.clone(),
+                receipt: None,
             },
         )
         .await;
@@ -325,6 +328,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 scope: Scope::User,
                 have: vec![],
                 known_manifest: Some("\"old\"".into()),
+                receipt: None,
             },
         )
         .await;
@@ -623,6 +627,7 @@ async fn snapshot_pages_bodies_under_the_response_limit() {
                     scope: Scope::User,
                     have: have.clone(),
                     known_manifest: None,
+                    receipt: None,
                 },
             )
             .await;
@@ -779,6 +784,7 @@ async fn tenant_isolation_on_every_endpoint() {
                     scope: Scope::parse(scope).unwrap(),
                     have: vec![],
                     known_manifest: Some(ca.manifest_version.clone()),
+                    receipt: None,
                 },
             )
             .await;
@@ -1001,6 +1007,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
                 scope: Scope::User,
                 have: first.bodies.iter().map(|b| b.hash.clone()).collect(),
                 known_manifest: None,
+                receipt: None,
             },
         )
         .await;
@@ -1016,6 +1023,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
             scope: Scope::User,
             have: vec![],
             known_manifest: first.manifest_version.clone(),
+            receipt: None,
         },
     )
     .await;
@@ -1170,4 +1178,94 @@ async fn a_yaml_alias_bomb_is_refused_without_expanding_it() {
         r.json
     );
     assert_eq!(h.tree(), before);
+}
+
+/// Deleting ids the scope never had records nothing: each such commit is refused with a reply
+/// that names the note, so no client can grow a manifest with tombstones of its own invention.
+#[tokio::test]
+async fn deletes_of_notes_that_never_existed_are_refused_and_stored_nowhere() {
+    let h = Harness::new();
+    let t = h.token("alice").await;
+    let c = h.commit_ok(&t, "user", vec![put("a", None, "1")]).await;
+    let before = h.tree();
+    for i in 0..50 {
+        let ghost = format!("ghost-{i}");
+        let r = h.commit(&t, "user", vec![delete(&ghost, None)]).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+        assert_eq!(r.json["code"], "invalid_note");
+        let msg = r.json["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&ghost) && msg.contains("no such note to delete"),
+            "{msg}"
+        );
+    }
+    // With a real change beside it, the whole commit is refused.
+    let r = h
+        .commit(
+            &t,
+            "user",
+            vec![put("a", Some(&rev(&c, 0)), "2"), delete("ghost", None)],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert_eq!(h.tree(), before, "nothing was written");
+    let s = h.snap(&t, "user").await;
+    assert_eq!(s.notes.len(), 1);
+}
+
+/// The admin endpoint takes a few requests a minute, wrong keys included, then answers 429
+/// with `Retry-After`; a minute later it answers again.
+#[tokio::test]
+async fn the_admin_endpoint_is_rate_limited() {
+    let h = Harness::new();
+    let burst = memoria_sync_server::ADMIN_RATE_LIMIT.burst;
+    let body = json!({"userId": "nobody"});
+    for _ in 0..burst {
+        let r = h.post("/v1/admin/erase", Some("guess"), body.clone()).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
+    }
+    for key in ["guess", ADMIN] {
+        let r = h.post("/v1/admin/erase", Some(key), body.clone()).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.json);
+        assert_eq!(r.json["code"], "rate_limited");
+        assert!(r.headers.contains_key("retry-after"));
+    }
+    h.clock.advance(60_000);
+    let r = h.post("/v1/admin/erase", Some(ADMIN), body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+}
+
+/// `memoria-sync serve` refuses to start with a short admin key, saying why and how long it
+/// must be, without printing the key.
+#[test]
+fn the_server_refuses_a_short_admin_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("fs:{}", dir.path().display());
+    let mut child = std::process::Command::new(memoria_tests::sync_server::sync_binary())
+        .args(["serve", "--store", &store, "--listen", "127.0.0.1:0"])
+        .env("MEMORIA_SYNC_ADMIN_KEY", "hunter2")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A server that accepted the key would serve until killed: give it a bounded time to exit.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memoria-sync started with a 7-character admin key");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("MEMORIA_SYNC_ADMIN_KEY") && err.contains("at least 32"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
 }

@@ -11,7 +11,7 @@ use memoria_sync_server::store::ObjectStore;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::{AppState, SeededRandom, Settings, auth};
 use memoria_tests::sync_server::{
-    InProcessServer, ServerProcess, create_token, put, run_sync, sync_binary,
+    ADMIN_KEY, InProcessServer, ServerProcess, create_token, put, run_sync, sync_binary,
 };
 use serde_json::json;
 
@@ -81,7 +81,7 @@ async fn binary_serve_and_token_commands() {
             .unwrap()
             .contains(&token)
     );
-    let server = ServerProcess::start(&store, &[("MEMORIA_SYNC_ADMIN_KEY", "adm")]);
+    let server = ServerProcess::start(&store, &[("MEMORIA_SYNC_ADMIN_KEY", ADMIN_KEY)]);
     let http = reqwest::Client::new();
     let r = http
         .get(server.url("/v1/memory/identity"))
@@ -96,7 +96,7 @@ async fn binary_serve_and_token_commands() {
     // The admin key comes from the environment.
     let r = http
         .post(server.url("/v1/admin/erase"))
-        .bearer_auth("adm")
+        .bearer_auth(ADMIN_KEY)
         .json(&json!({"userId": "nobody"}))
         .send()
         .await

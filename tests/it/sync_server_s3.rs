@@ -6,8 +6,9 @@ use std::sync::Arc;
 use memoria_shared::protocol::SnapshotResponse;
 use memoria_sync_server::store::s3::{S3Location, S3Store};
 use memoria_sync_server::store::{ObjectStore, StoreUrl, conformance};
-use memoria_tests::moto::MotoServer;
-use memoria_tests::sync_server::{ServerProcess, create_token, put};
+use memoria_tests::moto::{BUCKET, MotoServer};
+use memoria_tests::proxy::Proxy;
+use memoria_tests::sync_server::{ADMIN_KEY, ServerProcess, create_token, put};
 use serde_json::json;
 
 const CREDS: [(&str, &str); 2] = memoria_tests::moto::CREDENTIALS;
@@ -59,7 +60,7 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
     let url = moto.store_url();
     let token = create_token(&url, "alice", &CREDS);
     let mut env = CREDS.to_vec();
-    env.push(("MEMORIA_SYNC_ADMIN_KEY", "adm"));
+    env.push(("MEMORIA_SYNC_ADMIN_KEY", ADMIN_KEY));
     let server = ServerProcess::start(&url, &env);
     let http = reqwest::Client::new();
     let r = http
@@ -98,7 +99,7 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
     assert_eq!(keys.len(), 2, "{keys:?}");
     let r = http
         .post(server.url("/v1/admin/erase"))
-        .bearer_auth("adm")
+        .bearer_auth(ADMIN_KEY)
         .json(&json!({"userId": "alice"}))
         .send()
         .await
@@ -112,4 +113,92 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
         .await
         .unwrap();
     assert_eq!(r.status(), 410);
+}
+
+/// Every live manifest entry of `scope_prefix` names a revision object that exists.
+async fn every_entry_has_its_body(
+    store: &dyn ObjectStore,
+    http: &reqwest::Client,
+    server: &ServerProcess,
+    token: &str,
+) -> SnapshotResponse {
+    let r = http
+        .post(server.url("/v1/memory/snapshot"))
+        .bearer_auth(token)
+        .json(&json!({"scope": "project:p1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "snapshot: {}", r.text().await.unwrap());
+    let s: SnapshotResponse = r.json().await.unwrap();
+    let keys = store
+        .list("users/alice/projects/p1/memory/objects/")
+        .await
+        .unwrap();
+    for e in s.notes.iter().filter(|e| !e.deleted) {
+        let want = format!(
+            "users/alice/projects/p1/memory/objects/{}/{}.md",
+            e.id, e.revision
+        );
+        assert!(
+            keys.contains(&want),
+            "the manifest names {want}, which is gone: {keys:?}"
+        );
+    }
+    s
+}
+
+/// A manifest write on S3 that took effect but whose reply was lost (moto behind a proxy that
+/// closes the connection instead of passing the answer on) is this commit's success: it must not
+/// come back as a lost race against itself, and the revisions it names must stay. Both the
+/// create-only write of a new scope and the `If-Match` replace of an edit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_write_whose_reply_is_lost_keeps_its_revisions() {
+    let moto = MotoServer::start();
+    let proxy = Proxy::start(&moto.endpoint());
+    let url = format!("s3://{BUCKET}?endpoint={}&region=us-east-1", proxy.url);
+    let token = create_token(&url, "alice", &CREDS);
+    let server = ServerProcess::start(&url, &CREDS);
+    let store = store_on(&moto);
+    let http = reqwest::Client::new();
+    let manifest_put = format!("PUT /{BUCKET}/users/alice/projects/p1/memory/manifest.json");
+    let commit = |changes: serde_json::Value| {
+        let (http, server, token) = (&http, &server, &token);
+        async move {
+            let r = http
+                .post(server.url("/v1/memory/commit"))
+                .bearer_auth(token)
+                .json(&json!({"scope": "project:p1", "changes": changes}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+
+    proxy.drop_replies(&manifest_put, 1);
+    let (status, body) = commit(json!([put("a", None, "first\n")])).await;
+    assert_eq!(
+        proxy.dropped(),
+        1,
+        "the proxy lost no reply: {:?}",
+        proxy.forwarded()
+    );
+    assert_eq!(
+        status, 200,
+        "the create landed, so the commit succeeded: {body}"
+    );
+    let rev = body["applied"][0]["revision"].as_str().unwrap().to_owned();
+    let s = every_entry_has_its_body(store.as_ref(), &http, &server, &token).await;
+    assert_eq!(s.notes[0].revision, rev);
+
+    proxy.drop_replies(&manifest_put, 1);
+    let (status, body) = commit(json!([put("a", Some(&rev), "second\n")])).await;
+    assert_eq!(proxy.dropped(), 2);
+    assert_eq!(status, 200, "the If-Match replace landed: {body}");
+    let rev2 = body["applied"][0]["revision"].as_str().unwrap().to_owned();
+    let s = every_entry_has_its_body(store.as_ref(), &http, &server, &token).await;
+    assert_eq!(s.notes[0].revision, rev2);
+    assert!(s.bodies[0].body.ends_with("second\n"));
 }

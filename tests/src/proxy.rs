@@ -2,8 +2,10 @@
 //! line contains a pattern: keep them back from the server ([`Hold::Request`]), or forward them
 //! and keep back the reply ([`Hold::Reply`]). It catches a client in the middle of a request
 //! and records what reached the server and which held requests the client abandoned (closed its
-//! connection). It understands only `Content-Length` bodies, which is what our client sends.
-//! Stopped on drop.
+//! connection). It can also lose replies: forward a matching request, let the server answer,
+//! and close the client's connection instead of passing the answer on ([`Proxy::drop_replies`]),
+//! which is what a client sees when a network fails after the server acted. It understands only
+//! `Content-Length` bodies, which is what our client and the S3 SDK send. Stopped on drop.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -29,6 +31,9 @@ struct Shared {
     forwarded: Mutex<Vec<String>>,
     held: AtomicUsize,
     abandoned: AtomicUsize,
+    /// The pattern whose replies are lost, and how many more to lose.
+    drop_reply: Mutex<Option<(String, usize)>>,
+    dropped: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -59,6 +64,8 @@ impl Proxy {
             forwarded: Mutex::default(),
             held: AtomicUsize::new(0),
             abandoned: AtomicUsize::new(0),
+            drop_reply: Mutex::new(None),
+            dropped: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -102,6 +109,17 @@ impl Proxy {
     pub fn abandoned(&self) -> usize {
         self.shared.abandoned.load(Ordering::SeqCst)
     }
+
+    /// Loses the replies of the next `count` requests whose request line contains `pattern`:
+    /// each is forwarded, the server answers, and the client's connection is closed instead.
+    pub fn drop_replies(&self, pattern: &str, count: usize) {
+        *self.shared.drop_reply.lock().unwrap() = Some((pattern.to_owned(), count));
+    }
+
+    /// Replies lost so far.
+    pub fn dropped(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Proxy {
@@ -122,6 +140,18 @@ impl Shared {
             Hold::Request(p) if line.contains(p.as_str()) => Hold::Request(p.clone()),
             Hold::Reply(p) if line.contains(p.as_str()) => Hold::Reply(p.clone()),
             _ => Hold::Nothing,
+        }
+    }
+
+    /// Whether the reply to `line` is to be lost (counting it when so).
+    fn drops_reply(&self, line: &str) -> bool {
+        let mut d = self.drop_reply.lock().unwrap();
+        match &mut *d {
+            Some((p, n)) if *n > 0 && line.contains(p.as_str()) => {
+                *n -= 1;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -176,14 +206,24 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
     // Replies flow back on their own thread, unless held.
     let reply_held = Arc::new(AtomicBool::new(false));
     let client_gone = Arc::new(AtomicBool::new(false));
+    let lose_reply = Arc::new(AtomicBool::new(false));
     let back = {
         let mut from = upstream.try_clone()?;
         let mut to = client.try_clone()?;
-        let (held, gone) = (reply_held.clone(), client_gone.clone());
+        let (held, gone, lose) = (reply_held.clone(), client_gone.clone(), lose_reply.clone());
+        let shared = shared.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 64 * 1024];
             while let Ok(n) = from.read(&mut buf) {
                 if n == 0 {
+                    break;
+                }
+                if lose.load(Ordering::SeqCst) {
+                    // The server has answered: the request took effect. The client never hears.
+                    shared.dropped.fetch_add(1, Ordering::SeqCst);
+                    gone.store(true, Ordering::SeqCst);
+                    let _ = to.shutdown(Shutdown::Both);
+                    let _ = from.shutdown(Shutdown::Both);
                     break;
                 }
                 while held.load(Ordering::SeqCst) && !gone.load(Ordering::SeqCst) {
@@ -198,6 +238,9 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
     };
     let mut pending = Vec::new();
     while let Some((line, request)) = read_request(&mut client, &mut pending) {
+        if client_gone.load(Ordering::SeqCst) {
+            break;
+        }
         let hold = shared.holds(&line);
         if matches!(hold, Hold::Request(_)) {
             shared.held.fetch_add(1, Ordering::SeqCst);
@@ -205,6 +248,9 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
                 client_gone.store(true, Ordering::SeqCst);
                 break;
             }
+        }
+        if shared.drops_reply(&line) {
+            lose_reply.store(true, Ordering::SeqCst);
         }
         upstream.write_all(&request)?;
         shared.forwarded.lock().unwrap().push(line.clone());

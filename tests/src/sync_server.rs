@@ -12,10 +12,13 @@ use memoria_shared::protocol::{Change, ChangeOp};
 use memoria_shared::{ContentHash, Note, NoteId};
 use memoria_sync_server::AppState;
 
+/// An admin key long enough for `memoria-sync` to accept.
+pub const ADMIN_KEY: &str = "admin-key-for-tests-0123456789abcdef";
+
 /// A note file for `id` and its content hash, as a client would commit it.
 pub fn note_file(id: &str, summary: &str, body: &str) -> (String, ContentHash) {
     let note = Note::new(NoteId::new(id).expect("valid test id"), summary, body);
-    (note.serialize(), ContentHash::of_note(&note))
+    (note.serialize(), ContentHash::of_synced_note(&note))
 }
 
 /// A `put` change for a fresh note file.

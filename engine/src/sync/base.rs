@@ -101,6 +101,20 @@ pub struct ScopeState {
     /// The server's manifest as last seen.
     #[serde(default)]
     pub remote: Vec<ManifestEntry>,
+    /// A commit sent whose outcome is not known yet (no reply arrived).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingCommit>,
+}
+
+/// A commit whose reply may have been lost. The next pass asks the server for its receipt
+/// before merging: when it applied, its notes' bases become what it sent, so a change another
+/// machine made on top of it merges against the right base (a delete stays a delete).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCommit {
+    pub commit_id: String,
+    /// Note id → the hash its `put` sent (the body is in the base store), `None` for a delete.
+    pub changes: BTreeMap<String, Option<String>>,
 }
 
 /// What the last download brought, for `sync status`.
@@ -244,7 +258,10 @@ impl ScopeDir {
             },
         )
         .ok()?;
-        (note.content_hash().as_str() == entry.hash).then_some((note, text))
+        // Either hash form: an entry recorded before metadata synced holds the text form.
+        memoria_shared::ContentHash::parse(&entry.hash)
+            .is_some_and(|h| h.names(&note))
+            .then_some((note, text))
     }
 
     /// Removes base bodies no entry points at.

@@ -344,11 +344,14 @@ impl Syncer {
         let mut state = sd.load_state()?;
         engine.refresh_scope(scope)?;
         let (local, refused) = read_local(engine, scope)?;
-        let base: BaseNotes = state
-            .base
-            .iter()
-            .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
-            .collect();
+        let load_base = |state: &super::base::ScopeState| {
+            state
+                .base
+                .iter()
+                .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
+                .collect::<BaseNotes>()
+        };
+        let mut base = load_base(&state);
         let conflicts: BTreeMap<String, Conflict> = sd
             .conflicts()?
             .into_iter()
@@ -368,11 +371,41 @@ impl Syncer {
         let mut have: BTreeSet<String> = texts.keys().cloned().collect();
 
         self.check_on()?;
+        let pending = state.pending.clone();
         let mut resp = self.client.snapshot(&SnapshotRequest {
             scope: wire.clone(),
             have: hashes(&have),
-            known_manifest: state.manifest_version.clone(),
+            // A pending commit needs the manifest read, not a cheap poll.
+            known_manifest: match pending {
+                Some(_) => None,
+                None => state.manifest_version.clone(),
+            },
+            receipt: pending.as_ref().map(|p| p.commit_id.clone()),
         })?;
+        if let Some(p) = pending {
+            // Applied: its notes' bases are what it sent. Not applied (or forgotten): the
+            // bases stay, and the merge below decides as if it had never been sent.
+            for a in resp.receipt.iter().flatten() {
+                match p.changes.get(a.id.as_str()) {
+                    Some(Some(hash)) => {
+                        state.base.insert(
+                            a.id.as_str().to_owned(),
+                            BaseEntry {
+                                revision: a.revision.clone(),
+                                hash: hash.clone(),
+                            },
+                        );
+                    }
+                    Some(None) => {
+                        state.base.remove(a.id.as_str());
+                    }
+                    None => {}
+                }
+            }
+            state.pending = None;
+            sd.save_state(&state)?;
+            base = load_base(&state);
+        }
         let quotas: Quotas = resp.quotas;
         let (remote, manifest_version) = if resp.unchanged {
             report.unchanged = true;
@@ -391,6 +424,7 @@ impl Syncer {
                     scope: wire.clone(),
                     have: hashes(&have),
                     known_manifest: None,
+                    receipt: None,
                 })?;
             }
             (resp.notes, resp.manifest_version)
@@ -440,7 +474,7 @@ impl Syncer {
                 Some(e) if !e.deleted => {
                     match e.hash.as_ref().and_then(|h| texts.get(h.as_str())) {
                         Some(text) => match parse_as(&id, text) {
-                            Some(n) if Some(&n.content_hash()) == e.hash.as_ref() => {
+                            Some(n) if e.hash.as_ref().is_some_and(|h| h.names(&n)) => {
                                 Some((n, text.clone()))
                             }
                             _ => {
@@ -456,7 +490,7 @@ impl Syncer {
                 }
                 _ => None,
             };
-            let base_hash = b.map(|(e, _)| e.hash.clone());
+            let base_hash = b.map(|(e, n)| synced_base_hash(e, n.as_ref()));
             let local_hash = loc.map(|l| l.hash.clone());
             let remote_same = match (b, rem) {
                 (Some((e, _)), Some(r)) => e.revision == r.revision && !r.deleted,
@@ -513,12 +547,8 @@ impl Syncer {
                 }
                 MergeOutcome::Clean(result) => result,
             };
-            let result_hash = result
-                .as_ref()
-                .map(|n| n.content_hash().as_str().to_owned());
-            let theirs_hash = theirs
-                .as_ref()
-                .map(|(n, _)| n.content_hash().as_str().to_owned());
+            let result_hash = result.as_ref().map(synced_hash);
+            let theirs_hash = theirs.as_ref().map(|(n, _)| synced_hash(n));
             if result_hash == theirs_hash {
                 // The cloud's version wins as it is: download when this machine differs.
                 if local_hash != result_hash {
@@ -536,7 +566,7 @@ impl Syncer {
                 }
                 match (rem, &theirs) {
                     (Some(r), Some((n, text))) => {
-                        let hash = n.content_hash().as_str().to_owned();
+                        let hash = synced_hash(n);
                         sd.put_body(&id, &hash, text)?;
                         state.base.insert(
                             id.clone(),
@@ -596,7 +626,7 @@ impl Syncer {
                         ));
                         continue;
                     }
-                    let hash = n.content_hash();
+                    let hash = ContentHash::of_synced_note(n);
                     uploads.push((
                         Change {
                             id: n.id.clone(),
@@ -626,15 +656,32 @@ impl Syncer {
         let per_commit = (quotas.changes_per_commit as usize).max(1);
         for chunk in uploads.chunks(per_commit) {
             self.check_on()?;
+            // Remembered before it is sent: if no reply arrives, the next pass asks for the
+            // commit's receipt. The bodies go to the base store first for the same reason.
+            let commit_id = crate::fsx::random_hex(16);
+            let mut sent = BTreeMap::new();
+            for (change, file) in chunk {
+                let id = change.id.as_str().to_owned();
+                if let Some((text, hash)) = file {
+                    sd.put_body(&id, hash, text)?;
+                }
+                sent.insert(id, file.as_ref().map(|(_, hash)| hash.clone()));
+            }
+            state.pending = Some(super::base::PendingCommit {
+                commit_id: commit_id.clone(),
+                changes: sent,
+            });
+            sd.save_state(&state)?;
             let resp = self.client.commit(&CommitRequest {
                 scope: wire.clone(),
                 changes: chunk.iter().map(|(c, _)| c.clone()).collect(),
+                commit_id: Some(commit_id),
             })?;
+            state.pending = None;
             for (applied, (change, file)) in resp.applied.iter().zip(chunk) {
                 let id = change.id.as_str().to_owned();
                 match file {
-                    Some((text, hash)) => {
-                        sd.put_body(&id, hash, text)?;
+                    Some((_, hash)) => {
                         state.base.insert(
                             id,
                             BaseEntry {
@@ -784,7 +831,8 @@ impl Syncer {
                 )));
             }
             let base = state.base.get(id);
-            if base.map(|b| &b.hash) != local.get(id).map(|l| &l.hash) {
+            let base_hash = base.map(|b| synced_base_hash(b, sd.note(id, b).as_ref()));
+            if base_hash.as_ref() != local.get(id).map(|l| &l.hash) {
                 return Err(SyncError::BatchRefused(format!(
                     "note `{id}` has changes not synced yet"
                 )));
@@ -802,7 +850,7 @@ impl Syncer {
                     op: ChangeOp::Put,
                     base_revision,
                     body: Some(n.serialize()),
-                    hash: Some(n.content_hash()),
+                    hash: Some(ContentHash::of_synced_note(n)),
                 },
                 BatchChange::Delete(id) => Change {
                     id: NoteId::new(id).map_err(crate::Error::from)?,
@@ -817,6 +865,7 @@ impl Syncer {
         let resp = match self.client.commit(&CommitRequest {
             scope: wire,
             changes,
+            commit_id: None,
         }) {
             Err(SyncError::Stale(stale)) => {
                 let ids: Vec<&str> = stale.iter().map(|s| s.id.as_str()).collect();
@@ -833,18 +882,23 @@ impl Syncer {
                 BatchChange::Put(n) => Some(&**n),
                 BatchChange::Delete(_) => None,
             };
-            // A local edit that raced in stays; the next pass merges it over the new base.
-            write_local(
+            // A local edit that raced in stays, and so does this note's base: the next pass
+            // sees the batch as the cloud's change and the edit as this machine's, and merges
+            // them. Recording the batch as the base would make the edit look like a change on
+            // top of the batch and silently undo the batch's change.
+            if !write_local(
                 engine,
                 scope,
                 id,
                 local.get(id),
                 new,
                 Some(BackupReason::Merge),
-            )?;
+            )? {
+                continue;
+            }
             match new {
                 Some(n) => {
-                    let hash = n.content_hash().as_str().to_owned();
+                    let hash = synced_hash(n);
                     sd.put_body(id, &hash, &n.serialize())?;
                     state.base.insert(
                         id.to_owned(),
@@ -863,6 +917,17 @@ impl Syncer {
         sd.save_state(&state)?;
         Ok(resp.applied.len())
     }
+}
+
+/// The hash sync compares notes by (the sync form), as stored in the base and sent.
+fn synced_hash(note: &Note) -> String {
+    ContentHash::of_synced_note(note).as_str().to_owned()
+}
+
+/// A base entry's hash in the sync form: recomputed from its body, since an entry recorded
+/// before metadata synced holds the text form of the same note, which is no change.
+fn synced_base_hash(entry: &BaseEntry, note: Option<&(Note, String)>) -> String {
+    note.map_or_else(|| entry.hash.clone(), |(n, _)| synced_hash(n))
 }
 
 fn hashes(set: &BTreeSet<String>) -> Vec<ContentHash> {
@@ -940,7 +1005,7 @@ fn read_local(
             refused.insert(id, "the file does not parse: fix it".into());
             continue;
         };
-        let hash = note.content_hash().as_str().to_owned();
+        let hash = synced_hash(&note);
         local.insert(
             id,
             LocalNote {

@@ -199,7 +199,9 @@ pub fn resolve(
     let mut state = sd.load_state()?;
     match (&cloud, &c.cloud_revision) {
         (Some(n), Some(rev)) => {
-            let hash = n.content_hash().as_str().to_owned();
+            let hash = memoria_shared::ContentHash::of_synced_note(n)
+                .as_str()
+                .to_owned();
             sd.put_body(id, &hash, c.cloud.as_deref().unwrap_or_default())?;
             state.base.insert(
                 id.to_owned(),

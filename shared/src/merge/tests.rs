@@ -231,6 +231,63 @@ fn metadata_merges_symmetrically() {
     );
 }
 
+/// A metadata-only change is a change: a note quarantined (or archived, or re-linked) on one
+/// side merges with a body edit on the other, and neither undoes the other.
+#[test]
+fn metadata_only_changes_are_changes_and_merge_with_edits() {
+    use crate::note::{Relation, RelationKind, Status, Trust};
+    let mut b = n("s|||one\n");
+    b.trust = Some(Trust::Owner);
+    let mut quarantined = b.clone();
+    quarantined.trust = Some(Trust::Quarantined);
+    // Changed on one side only (the metadata): that side, whichever side it is.
+    assert_eq!(
+        merge(Some(&b), Some(&quarantined), Some(&b), LIMIT),
+        MergeOutcome::Clean(Some(quarantined.clone()))
+    );
+    assert_eq!(
+        merge(Some(&b), Some(&b), Some(&quarantined), LIMIT),
+        MergeOutcome::Clean(Some(quarantined.clone()))
+    );
+    // Quarantined here, body edited there: both kept.
+    let mut edited = b.clone();
+    edited.body = "one\ntwo\n".into();
+    for (o, t) in [(&quarantined, &edited), (&edited, &quarantined)] {
+        let MergeOutcome::Clean(Some(m)) = merge(Some(&b), Some(o), Some(t), LIMIT) else {
+            panic!("should merge")
+        };
+        assert_eq!(m.trust, Some(Trust::Quarantined));
+        assert_eq!(m.body, "one\ntwo\n");
+    }
+    // Both changed the same fields differently: the stated rules, symmetric.
+    let mut o = b.clone();
+    o.trust = Some(Trust::Peer);
+    o.status = Some(Status::Archived);
+    o.importance = Some(0.2);
+    o.relations = vec![Relation {
+        target: "x".into(),
+        kind: RelationKind::Relates,
+    }];
+    let mut t = b.clone();
+    t.trust = Some(Trust::Derived);
+    t.status = Some(Status::Consolidated);
+    t.importance = Some(0.8);
+    t.relations = vec![Relation {
+        target: "y".into(),
+        kind: RelationKind::Supersedes,
+    }];
+    let m = merge(Some(&b), Some(&o), Some(&t), LIMIT);
+    assert_eq!(m, merge(Some(&b), Some(&t), Some(&o), LIMIT));
+    let MergeOutcome::Clean(Some(m)) = m else {
+        panic!("metadata never conflicts")
+    };
+    assert_eq!(m.trust, Some(Trust::Peer), "the lower trust");
+    assert_eq!(m.status, Some(Status::Archived), "the further along");
+    assert_eq!(m.importance, Some(0.8));
+    let targets: Vec<&str> = m.relations.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(targets, ["x", "y"], "relations as sets");
+}
+
 /// A body of unique lines (`b0`, `b1`, …) and a side derived from it by deleting, replacing and
 /// inserting uniquely named lines, so every line's origin is known.
 fn edited(base: &[String], ops: &[(usize, u8)], tag: &str) -> Vec<String> {

@@ -50,6 +50,8 @@ pub enum StoreError {
     #[error("no such object")]
     NotFound,
     /// The store failed (I/O, network, credentials). Check the store's configuration and health.
+    /// After a conditional write this means its outcome is unknown: the value may have been
+    /// written (the reply was lost) or not.
     #[error("object store failed: {0}")]
     Other(String),
 }

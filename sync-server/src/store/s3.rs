@@ -2,9 +2,15 @@
 //! PutObject. A lost race may come back as 412, as 404 (an `If-Match` on a key that vanished:
 //! AWS, moto) or as 409 (R2/AWS `ConditionalRequestConflict` for simultaneous writes); all three
 //! are [`StoreError::PreconditionFailed`], so the caller re-reads and never overwrites.
+//!
+//! Conditional writes are sent once, never retried by the SDK: a write that took effect but
+//! whose reply was lost would, retried, come back as a lost race against itself. A write without
+//! an answer is [`StoreError::Other`] — its outcome is unknown, and the caller resolves it by
+//! reading the value back. Reads, lists and deletes keep the SDK's retries: they are idempotent.
 
 use std::fmt;
 
+use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -166,6 +172,11 @@ impl S3Store {
     }
 }
 
+/// The per-request override that turns the SDK's automatic retries off.
+fn sent_once() -> aws_sdk_s3::config::Builder {
+    aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled())
+}
+
 fn status<E>(e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> Option<u16> {
     e.raw_response().map(|r| r.status().as_u16())
 }
@@ -242,6 +253,8 @@ impl ObjectStore for S3Store {
             .key(full)
             .if_match(etag.0.clone())
             .body(ByteStream::from(bytes))
+            .customize()
+            .config_override(sent_once())
             .send()
             .await;
         match out {
@@ -263,6 +276,8 @@ impl ObjectStore for S3Store {
             .key(full)
             .if_none_match("*")
             .body(ByteStream::from(bytes))
+            .customize()
+            .config_override(sent_once())
             .send()
             .await;
         match out {
