@@ -48,6 +48,8 @@ pub struct ScopeHealth {
 #[serde(rename_all = "camelCase")]
 pub struct ProjectInfo {
     pub id: String,
+    /// The scope key this folder is bound to on this machine.
+    pub scope: String,
     pub root: String,
     pub project_type: Option<String>,
 }
@@ -143,6 +145,7 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         backups_dir: home.backups_dir().to_string_lossy().into_owned(),
         project: engine.project().map(|p| ProjectInfo {
             id: p.id.clone(),
+            scope: p.scope().key(),
             root: p.root.to_string_lossy().into_owned(),
             project_type: p.project_type.clone(),
         }),

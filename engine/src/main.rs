@@ -634,11 +634,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Backups { limit } => {
             let engine = open(&cli)?;
             let rows = engine.backups(*limit)?;
+            let policy = engine.backup_policy();
             if json {
                 print_json(&rows)?;
             } else if rows.is_empty() {
                 println!("no backups");
             } else {
+                println!(
+                    "backups are kept {} days and {} MiB in all (0: no limit; set in config.json or MEMORIA_BACKUPS__MAX_AGE_DAYS / __MAX_TOTAL_MB)",
+                    policy.max_age_days, policy.max_total_mb
+                );
                 for b in &rows {
                     println!(
                         "{}  {:<18} {:<12} {}  {}",
@@ -1008,7 +1013,7 @@ fn print_doctor(r: &doctor::DoctorReport) {
         Some(p) => println!(
             "project:  {} ({}, type {})",
             p.root,
-            p.id,
+            p.scope,
             p.project_type.as_deref().unwrap_or("-")
         ),
         None => println!("project:  none here"),

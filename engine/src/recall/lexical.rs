@@ -309,3 +309,38 @@ impl LexicalIndex {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Documents held in the segments, deleted ones included, and whether any segment's term
+    /// dictionary still holds `word` in the body field.
+    fn held(ix: &LexicalIndex, word: &str) -> (u32, bool) {
+        let searcher = ix.reader.searcher();
+        let mut docs = 0;
+        let mut has = false;
+        for seg in searcher.segment_readers() {
+            docs += seg.max_doc();
+            let inv = seg.inverted_index(ix.f.body).unwrap();
+            has |= inv.terms().term_ord(word.as_bytes()).unwrap().is_some();
+        }
+        (docs, has)
+    }
+
+    #[test]
+    fn compact_leaves_no_trace_of_removed_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ix, _) = LexicalIndex::open(dir.path()).unwrap();
+        let keep = RecallDoc::new("user", "keep", "kept note", "ordinary words");
+        let gone = RecallDoc::new("user", "gone", "forgotten note", "marzipanquokka");
+        ix.apply(&[keep, gone.clone()], &[]).unwrap();
+        assert_eq!(held(&ix, "marzipanquokka"), (2, true));
+        ix.apply(&[], &[gone.key()]).unwrap();
+        // A delete only marks the document: its terms stay in the segment files.
+        assert_eq!(held(&ix, "marzipanquokka"), (2, true));
+        ix.compact().unwrap();
+        assert_eq!(held(&ix, "marzipanquokka"), (1, false));
+        assert_eq!(ix.num_docs(), 1);
+    }
+}
