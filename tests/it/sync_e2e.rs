@@ -620,23 +620,16 @@ fn two_worktrees_of_one_project_keep_their_own_base(backend: Backend) {
     add(&w1, "w1-a");
     add(&w1, "w1-b");
     a.ok(&["--project", &w1, "sync", "now"]);
-    // The second worktree (a branch without w1's notes) has a note of its own.
-    add(&w2, "w2-c");
+    // The second worktree claims the same project id: nothing is read or synced from it until
+    // the user pairs it, and then it syncs the same cloud project against a base of its own.
     let err = a.fails(&["--project", &w2, "sync", "now"]);
-    assert!(
-        err.contains("already syncs project:one-repo from") && err.contains(&w1),
-        "{err}"
-    );
-    let status = json(&a.ok(&["--json", "--project", &w2, "sync", "status"]));
-    let pending = &scope_status(&status, "project:one-repo")["pending"];
-    assert_eq!(pending["reason"], "new-folder", "{status}");
-    assert_eq!(pending["paired"], serde_json::json!(format!("{w1}/MEMORY")));
-    // Nothing left w1, nothing was deleted.
-    a.ok(&["--project", &w1, "sync", "now"]);
-    assert!(has_note(&m1, "w1-a") && has_note(&m1, "w1-b"));
-
-    a.ok(&["--project", &w2, "sync", "confirm", "--scope", "project"]);
+    assert!(err.contains("claims project one-repo"), "{err}");
+    a.ok(&["projects", "pair", &w2]);
+    // A branch without w1's notes, with a note of its own.
+    add(&w2, "w2-c");
     a.ok(&["--project", &w2, "sync", "now"]);
+    // Nothing left w1, nothing was deleted.
+    assert!(has_note(&m1, "w1-a") && has_note(&m1, "w1-b"));
     a.ok(&["--project", &w1, "sync", "now"]);
     for m in [&m1, &m2] {
         for id in ["w1-a", "w1-b", "w2-c"] {
