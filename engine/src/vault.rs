@@ -626,17 +626,27 @@ impl Engine {
     ) -> Result<Option<BackupMeta>> {
         let mut taken = None;
         fsx::replace(Path::new(&row.path), expected, bytes, &mut |old| {
-            self.keep_displaced(scope, row, expected, old, backup, &mut taken)
+            self.keep_displaced(
+                scope,
+                &row.id,
+                &row.rel_path,
+                expected,
+                old,
+                backup,
+                &mut taken,
+            )
         })?;
         Ok(taken)
     }
 
     /// Backs up `old`, a version a write displaced: always when it is not the version the
     /// caller read (another program wrote it), else under `backup` if given.
+    #[allow(clippy::too_many_arguments)]
     fn keep_displaced(
         &self,
         scope: &Scope,
-        row: &IndexedNote,
+        id: &str,
+        rel_path: &str,
         expected: &[u8],
         old: &[u8],
         backup: Option<BackupReason>,
@@ -647,7 +657,7 @@ impl Engine {
             None if old != expected => BackupReason::ConflictSetAside,
             None => return Ok(()),
         };
-        *taken = Some(self.backup_bytes(scope, &row.id, &row.rel_path, old, reason)?);
+        *taken = Some(self.backup_bytes(scope, id, rel_path, old, reason)?);
         Ok(())
     }
 
@@ -712,7 +722,8 @@ impl Engine {
         let removed = fsx::remove_checked(&path, &expected, &mut |old| {
             self.keep_displaced(
                 &scope,
-                &row,
+                &row.id,
+                &row.rel_path,
                 &expected,
                 old,
                 Some(BackupReason::Forget),
@@ -736,7 +747,15 @@ impl Engine {
         let expected = std::fs::read(&path).map_err(Error::io("read", &path))?;
         let mut displaced = None;
         let removed = fsx::remove_checked(&path, &expected, &mut |old| {
-            self.keep_displaced(&scope, &row, &expected, old, None, &mut displaced)
+            self.keep_displaced(
+                &scope,
+                &row.id,
+                &row.rel_path,
+                &expected,
+                old,
+                None,
+                &mut displaced,
+            )
         });
         self.rescan_scope(&scope)?;
         removed?;
@@ -949,11 +968,51 @@ impl Engine {
         self.rescan_scope(scope)
     }
 
-    /// Removes a note's file and its index row (sync applying a delete; the caller backs up).
-    pub(crate) fn remove_note_file(&mut self, path: &Path) -> Result<()> {
-        fsx::remove(path)?;
-        self.index
-            .apply(&[], &[path.to_string_lossy().into_owned()])
+    /// Puts `new` (or, with `None`, nothing) at `rel` in `scope`, only if the file there still
+    /// holds `expected` (`None`: no file there yet). The displaced version is backed up under
+    /// `reason` first, and a version another program wrote meanwhile is never overwritten nor
+    /// lost (see [`fsx::replace`]). Returns false when the file changed meanwhile: what is there
+    /// stays, and is indexed. For sync downloads and merges; checks are the caller's.
+    pub(crate) fn swap_note_file(
+        &mut self,
+        scope: &Scope,
+        id: &str,
+        rel: &str,
+        expected: Option<&[u8]>,
+        new: Option<&Note>,
+        reason: Option<BackupReason>,
+    ) -> Result<bool> {
+        let abs = self.scope_dir(scope)?.join(rel);
+        let result = match (expected, new) {
+            (None, None) => Ok(()),
+            (None, Some(n)) => match fsx::create_new(&abs, n.serialize().as_bytes()) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(Error::ChangedMeanwhile { path: abs.clone() }),
+                Err(e) => Err(e),
+            },
+            (Some(expected), new) => {
+                let mut taken = None;
+                let mut keep = |old: &[u8]| {
+                    self.keep_displaced(scope, id, rel, expected, old, reason, &mut taken)
+                };
+                match new {
+                    Some(n) => fsx::replace(&abs, expected, n.serialize().as_bytes(), &mut keep),
+                    None => fsx::remove_checked(&abs, expected, &mut keep),
+                }
+            }
+        };
+        // Whatever is in the folder now (ours, or another program's newer file) is indexed.
+        if std::fs::symlink_metadata(&abs).is_ok() {
+            self.index_file(scope, &abs, rel)?;
+        } else {
+            self.index
+                .apply(&[], &[abs.to_string_lossy().into_owned()])?;
+        }
+        match result {
+            Ok(()) => Ok(true),
+            Err(Error::ChangedMeanwhile { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Backs up bytes that are not (or no longer) a file in the vault, e.g. the cloud's version

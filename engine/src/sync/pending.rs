@@ -250,10 +250,9 @@ pub fn cancel_pending(engine: &mut Engine, scope: Option<&Scope>) -> SyncResult<
                     continue;
                 };
                 let _lock = engine.lock_scope(&s)?;
-                if engine.index().find(&s.key(), id)?.is_empty()
-                    && !folder.join(format!("{id}.md")).exists()
-                {
-                    engine.put_note(&s, &format!("{id}.md"), &note)?;
+                if engine.index().find(&s.key(), id)?.is_empty() {
+                    // A file that appeared there meanwhile stays: it is never overwritten.
+                    engine.swap_note_file(&s, id, &format!("{id}.md"), None, Some(&note), None)?;
                 }
             }
             for id in &p.cloud_deletes {

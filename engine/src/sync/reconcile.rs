@@ -36,9 +36,9 @@ use super::error::{SyncError, SyncResult};
 use super::pending::{Pending, PendingReason, too_many_deletes};
 use super::settings::{Settings, sync_dir};
 use crate::backup::BackupReason;
+use crate::guard::{self, SECRETS_TAG};
 use crate::index::ListFilter;
 use crate::project::Scope;
-use crate::guard::{self, SECRETS_TAG};
 use crate::vault::Engine;
 
 /// How often a pass starts over after a 409 before giving up until the next pass.
@@ -107,7 +107,6 @@ struct FolderCheck {
 #[derive(Debug, Clone)]
 struct LocalNote {
     rel: String,
-    path: PathBuf,
     text: String,
     note: Note,
     hash: String,
@@ -985,8 +984,7 @@ fn read_local(
             refused.insert(id, why);
             continue;
         }
-        let path = PathBuf::from(&row.path);
-        let read = crate::scan::read_note_bytes(&path)
+        let read = crate::scan::read_note_bytes(Path::new(&row.path))
             .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other));
         let text = match read {
             Ok(text) => text,
@@ -1010,7 +1008,6 @@ fn read_local(
             id,
             LocalNote {
                 rel: row.rel_path.clone(),
-                path,
                 text,
                 note,
                 hash,
@@ -1037,33 +1034,13 @@ fn write_local(
     reason: Option<BackupReason>,
 ) -> SyncResult<bool> {
     let _lock = engine.lock_scope(scope)?;
-    let dir = engine.scope_dir(scope)?;
-    match current {
+    let written = match current {
         Some(l) => {
-            if std::fs::read_to_string(&l.path).ok().as_deref() != Some(l.text.as_str()) {
-                return Ok(false);
-            }
-            if let Some(reason) = reason {
-                engine.backup_bytes(scope, id, &l.rel, l.text.as_bytes(), reason)?;
-            }
-            match new {
-                Some(n) => {
-                    engine.put_note(scope, &l.rel, n)?;
-                }
-                None => engine.remove_note_file(&l.path)?,
-            }
+            engine.swap_note_file(scope, id, &l.rel, Some(l.text.as_bytes()), new, reason)?
         }
-        None => {
-            let rel = format!("{id}.md");
-            if dir.join(&rel).exists() {
-                return Ok(false);
-            }
-            if let Some(n) = new {
-                engine.put_note(scope, &rel, n)?;
-            }
-        }
-    }
-    Ok(true)
+        None => engine.swap_note_file(scope, id, &format!("{id}.md"), None, new, reason)?,
+    };
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -126,13 +126,8 @@ pub fn resolve(
             if let Some((_, _, text)) = &current {
                 set_aside(engine, text)?;
             }
-            match (&cloud, &current) {
-                (Some(n), _) => {
-                    engine.put_note(&scope, &rel, n)?;
-                }
-                (None, Some((_, path, _))) => engine.remove_note_file(path)?,
-                (None, None) => {}
-            }
+            let expected = current.as_ref().map(|(_, _, t)| t.as_bytes());
+            swap_or_refuse(engine, &scope, id, &rel, expected, cloud.as_ref())?;
         }
         Keep::Both => {
             if let Some(n) = &cloud {
@@ -191,7 +186,8 @@ pub fn resolve(
             if let Some(t) = &c.cloud {
                 set_aside(engine, t)?;
             }
-            engine.put_note(&scope, &rel, &merged)?;
+            let expected = current.as_ref().map(|(_, _, t)| t.as_bytes());
+            swap_or_refuse(engine, &scope, id, &rel, expected, Some(&merged))?;
         }
     }
     drop(lock);
@@ -224,4 +220,23 @@ pub fn resolve(
         new_id,
         backups,
     })
+}
+
+/// Puts the chosen version in place of the file the resolution read; when another program
+/// changed the file meanwhile, its version stays and the resolution is refused (nothing lost).
+fn swap_or_refuse(
+    engine: &mut Engine,
+    scope: &Scope,
+    id: &str,
+    rel: &str,
+    expected: Option<&[u8]>,
+    new: Option<&Note>,
+) -> SyncResult<()> {
+    if engine.swap_note_file(scope, id, rel, expected, new, None)? {
+        Ok(())
+    } else {
+        Err(SyncError::Engine(crate::Error::ChangedMeanwhile {
+            path: engine.scope_dir(scope)?.join(rel),
+        }))
+    }
 }

@@ -897,6 +897,90 @@ fn an_editor_saving_during_a_replacement_loses_nothing() {
     }
 }
 
+/// A sync download or merge (`swap_note_file`) racing an editor's save: the save is never
+/// overwritten or lost, the download is refused (the next pass merges it), and the version the
+/// pass read is backed up whenever it was displaced.
+#[test]
+fn an_editor_saving_during_a_sync_download_loses_nothing() {
+    use fsx::Step;
+    for step in [Step::BeforeMoveAside, Step::MovedAside, Step::BeforeInstall] {
+        let w = World::new();
+        let mut e = w.engine(None);
+        let n = e
+            .add(NewNote {
+                id: Some("n".into()),
+                ..note("a note", "first version")
+            })
+            .unwrap();
+        let path = PathBuf::from(&n.path);
+        let read = fs::read(&path).unwrap();
+        let (scope, row) = e.resolve("n", None).unwrap();
+        let mut cloud = memoria_shared::Note::parse(
+            &String::from_utf8(read.clone()).unwrap(),
+            memoria_shared::note::FileContext {
+                relative_path: &row.rel_path,
+            },
+        )
+        .unwrap();
+        cloud.body = "cloud version".into();
+        editor_at(step, &path, "editor autosave\n");
+        let written = e.swap_note_file(
+            &scope,
+            "n",
+            &row.rel_path,
+            Some(&read),
+            Some(&cloud),
+            Some(BackupReason::SyncDownload),
+        );
+        fsx::set_hook(None);
+        assert!(!written.unwrap(), "{step:?}: the download must be refused");
+        let versions = all_versions(&e, &path);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "editor autosave\n",
+            "{step:?}: {versions:?}"
+        );
+        assert!(
+            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
+            "{step:?}: {versions:?}"
+        );
+        assert_eq!(e.resolve("n", None).unwrap().1.body, "editor autosave\n");
+    }
+    // Without an editor, the download lands and the version it replaced is backed up.
+    let w = World::new();
+    let mut e = w.engine(None);
+    let n = e
+        .add(NewNote {
+            id: Some("m".into()),
+            ..note("a note", "first version")
+        })
+        .unwrap();
+    let path = PathBuf::from(&n.path);
+    let read = fs::read(&path).unwrap();
+    let (scope, row) = e.resolve("m", None).unwrap();
+    let mut cloud =
+        memoria_shared::Note::new(memoria_shared::NoteId::new("m").unwrap(), "a note", "");
+    cloud.body = "cloud version".into();
+    assert!(
+        e.swap_note_file(
+            &scope,
+            "m",
+            &row.rel_path,
+            Some(&read),
+            Some(&cloud),
+            Some(BackupReason::SyncDownload)
+        )
+        .unwrap()
+    );
+    assert!(fs::read_to_string(&path).unwrap().contains("cloud version"));
+    assert!(
+        all_versions(&e, &path)
+            .iter()
+            .any(|v| v.contains("first version"))
+    );
+    assert_eq!(e.resolve("m", None).unwrap().1.body, "cloud version");
+}
+
 #[test]
 fn an_editor_saving_during_forget_keeps_its_text() {
     use fsx::Step;
