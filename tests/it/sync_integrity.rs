@@ -495,7 +495,31 @@ fn metadata_soak(seed: u64) {
     };
     let first = replica(&ms[0]);
     for m in &ms[1..] {
-        assert_eq!(replica(m), first, "seed {seed}: replicas differ");
+        if replica(m) != first {
+            let files: Vec<Vec<Option<String>>> = ms
+                .iter()
+                .map(|m| {
+                    ["n0", "n1", "n2"]
+                        .iter()
+                        .map(|id| std::fs::read_to_string(m.path(id)).ok())
+                        .collect()
+                })
+                .collect();
+            let reports: Vec<_> = ms
+                .iter_mut()
+                .map(|m| m.syncer.sync_scope(&mut m.engine, &Scope::User))
+                .collect();
+            let states: Vec<_> = ms
+                .iter()
+                .map(|m| {
+                    std::fs::read_to_string(
+                        memoria_engine::sync::sync_dir(&m.home).join("scopes/user/state.json"),
+                    )
+                    .unwrap_or_default()
+                })
+                .collect();
+            panic!("seed {seed}: replicas differ: {files:#?} {reports:#?} {states:#?}");
+        }
     }
 }
 
