@@ -469,10 +469,14 @@ fn metadata_soak(seed: u64) {
         let _ = m.syncer.sync_scope(&mut m.engine, &Scope::User);
         *w.transport.hook.lock().unwrap() = None;
     }
-    // Quiescence: resolve any conflict by keeping this machine's version, sync until calm.
-    for _ in 0..3 {
+    // Quiescence: resolve any conflict by keeping this machine's version, and sync until a
+    // whole round changes nothing (each "keep mine" may conflict again on the next machine).
+    let mut calm = false;
+    for _ in 0..12 {
+        calm = true;
         for m in &mut ms {
             for c in memoria_engine::sync::list_conflicts(&m.engine).unwrap() {
+                calm = false;
                 memoria_engine::sync::resolve(
                     &mut m.engine,
                     &c.id,
@@ -481,9 +485,14 @@ fn metadata_soak(seed: u64) {
                 )
                 .unwrap();
             }
-            m.sync();
+            let r = m.syncer.sync_scope(&mut m.engine, &Scope::User).unwrap();
+            calm &= !r.changed();
+        }
+        if calm {
+            break;
         }
     }
+    assert!(calm, "seed {seed}: still changing after 12 rounds");
     let replica = |m: &Machine| -> Vec<(String, String)> {
         ["n0", "n1", "n2"]
             .iter()
@@ -495,7 +504,31 @@ fn metadata_soak(seed: u64) {
     };
     let first = replica(&ms[0]);
     for m in &ms[1..] {
-        assert_eq!(replica(m), first, "seed {seed}: replicas differ");
+        if replica(m) != first {
+            let files: Vec<Vec<Option<String>>> = ms
+                .iter()
+                .map(|m| {
+                    ["n0", "n1", "n2"]
+                        .iter()
+                        .map(|id| std::fs::read_to_string(m.path(id)).ok())
+                        .collect()
+                })
+                .collect();
+            let reports: Vec<_> = ms
+                .iter_mut()
+                .map(|m| m.syncer.sync_scope(&mut m.engine, &Scope::User))
+                .collect();
+            let states: Vec<_> = ms
+                .iter()
+                .map(|m| {
+                    std::fs::read_to_string(
+                        memoria_engine::sync::sync_dir(&m.home).join("scopes/user/state.json"),
+                    )
+                    .unwrap_or_default()
+                })
+                .collect();
+            panic!("seed {seed}: replicas differ: {files:#?} {reports:#?} {states:#?}");
+        }
     }
 }
 
