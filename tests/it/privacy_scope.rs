@@ -128,3 +128,100 @@ fn a_claimed_project_id_opens_nothing_and_after_pairing_sees_only_its_own_folder
         "roadmap"
     );
 }
+
+/// The other doors, through the real binary: the agent hook and the MCP server started in a
+/// folder that links to or claims another project give nothing of it. The hook never blocks a
+/// prompt (it answers with nothing); the MCP server refuses to start, naming why.
+#[test]
+fn the_hook_and_the_mcp_server_in_a_linking_or_claiming_folder_give_nothing() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let w = World::new();
+    let victim = w.victim();
+    let linker = w.root.join("linker");
+    Project::init(&linker, None).unwrap();
+    std::fs::remove_dir(linker.join("MEMORY")).unwrap();
+    std::os::unix::fs::symlink(victim.join("MEMORY"), linker.join("MEMORY")).unwrap();
+    let claimer = w.root.join("claimer");
+    std::fs::create_dir_all(claimer.join(".memoria")).unwrap();
+    std::fs::copy(
+        victim.join(".memoria/project.json"),
+        claimer.join(".memoria/project.json"),
+    )
+    .unwrap();
+    let run = |dir: &Path, args: &[&str], stdin: &str| {
+        let mut child = Command::new(memoria_tests::workspace_bin("memoria"))
+            .env("MEMORIA_HOME", w.root.join("home"))
+            .env("MEMORIA_MODEL_DIR", w.root.join("no-model"))
+            .current_dir(dir)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("memoria {args:?} in {} did not end", dir.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for dir in [&linker, &claimer] {
+        for event in [
+            serde_json::json!({"hook_event_name": "SessionStart", "cwd": dir, "session_id": "s"}),
+            serde_json::json!({
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": format!("what is the {SECRET}? see the victim roadmap"),
+                "cwd": dir,
+                "session_id": "s",
+            }),
+        ] {
+            let (ok, out, err) = run(dir, &["hook", "claude-code"], &event.to_string());
+            assert!(ok, "the hook never blocks a prompt: {err}");
+            assert!(
+                !out.contains("zanzibar") && !out.contains("roadmap"),
+                "{}: {out}",
+                dir.display()
+            );
+        }
+        // The MCP server is asked for the tool list and a search; it must refuse to start.
+        let requests = [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "memory_search", "arguments": {"query": SECRET}}}),
+        ]
+        .map(|r| r.to_string())
+        .join("\n");
+        let (ok, out, err) = run(dir, &["mcp"], &format!("{requests}\n"));
+        assert!(!ok, "the MCP server started in {}: {out}", dir.display());
+        assert!(
+            !out.contains("zanzibar") && !err.contains("zanzibar"),
+            "{out}{err}"
+        );
+        assert!(
+            err.contains("claims project") || err.contains("MEMORY"),
+            "the refusal says why: {err}"
+        );
+    }
+    assert!(victim.join("MEMORY/roadmap.md").exists());
+}
