@@ -7,7 +7,7 @@
 //! writer is taken only for one batch, committed and dropped; a process that finds the lock
 //! busy retries with a short backoff for up to [`WRITER_WAIT`]. Readers never block.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
@@ -45,6 +45,7 @@ struct Fields {
 }
 
 pub struct LexicalIndex {
+    dir: PathBuf,
     index: Index,
     reader: IndexReader,
     f: Fields,
@@ -95,7 +96,14 @@ impl LexicalIndex {
         let index = Index::create_in_dir(dir, schema)?;
         std::fs::write(&version_file, SCHEMA_VERSION)?;
         let reader = Self::reader(&index)?;
-        Ok((Self { index, reader, f }, rebuilt))
+        let me = Self {
+            dir: dir.to_path_buf(),
+            index,
+            reader,
+            f,
+        };
+        me.make_private()?;
+        Ok((me, rebuilt))
     }
 
     fn open_existing(dir: &Path) -> Result<Self, Error> {
@@ -110,7 +118,27 @@ impl LexicalIndex {
         for seg in searcher.segment_readers() {
             seg.inverted_index(f.body)?;
         }
-        Ok(Self { index, reader, f })
+        let me = Self {
+            dir: dir.to_path_buf(),
+            index,
+            reader,
+            f,
+        };
+        me.make_private()?;
+        Ok(me)
+    }
+
+    /// Makes every file of the index private to the user (0600): tantivy creates its files
+    /// with the process's default mode.
+    fn make_private(&self) -> Result<(), Error> {
+        for entry in std::fs::read_dir(&self.dir)? {
+            let p = entry?.path();
+            if p.is_file() {
+                crate::fsx::private_file(&p)
+                    .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+            }
+        }
+        Ok(())
     }
 
     fn reader(index: &Index) -> Result<IndexReader, Error> {
@@ -159,6 +187,7 @@ impl LexicalIndex {
         }
         w.commit()?;
         drop(w);
+        self.make_private()?;
         self.reader.reload()?;
         Ok(())
     }
@@ -190,6 +219,7 @@ impl LexicalIndex {
         }
         w.garbage_collect_files().wait()?;
         w.wait_merging_threads()?;
+        self.make_private()?;
         self.reader.reload()?;
         Ok(())
     }

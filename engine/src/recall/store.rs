@@ -35,7 +35,7 @@ fn open(path: &Path) -> Result<Connection, Error> {
     // Private to the user; the WAL and shared-memory files SQLite creates take this mode.
     for suffix in ["", "-wal", "-shm"] {
         crate::fsx::private_file(Path::new(&format!("{}{suffix}", path.display())))
-            .map_err(|e| Error::Corrupt(e.to_string()))?;
+            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
     }
     conn.busy_timeout(Duration::from_secs(10))?;
     // Deleted rows are overwritten, not left in free pages.
