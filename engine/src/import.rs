@@ -45,11 +45,54 @@ pub struct ImportReport {
 /// Notes written together: a batch's files are fsynced in parallel and indexed in one go.
 const BATCH: usize = 256;
 
-/// Notes decided but not yet written: `(file name in the scope, note)`.
+/// Notes decided but not yet written: new notes `(file name in the scope, note)`, and
+/// replacements of imported notes with the bytes their file held when the import read it.
 #[derive(Default)]
 struct Pending {
     notes: Vec<(String, Note)>,
     new_ids: std::collections::HashSet<String>,
+    updates: Vec<Update>,
+}
+
+struct Update {
+    rel: String,
+    read: Vec<u8>,
+    note: Note,
+    source_path: String,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.notes.len() + self.updates.len()
+    }
+
+    /// Writes what is pending: new notes together, replacements one by one, each only over
+    /// the version the import read (the displaced version is backed up first). A note an
+    /// editor changed meanwhile keeps the editor's text and is reported as skipped.
+    fn flush(self, engine: &mut Engine, scope: &Scope, report: &mut ImportReport) -> Result<()> {
+        engine.put_notes(scope, &self.notes)?;
+        for u in self.updates {
+            let id = u.note.id.to_string();
+            let written = engine.swap_note_file(
+                scope,
+                &id,
+                &u.rel,
+                Some(&u.read),
+                Some(&u.note),
+                Some(BackupReason::ImportReplace),
+            )?;
+            if !written {
+                report.updated -= 1;
+                report.skipped.push(Skipped {
+                    path: u.source_path,
+                    reason: format!(
+                        "note `{id}` changed while importing; its new text was kept: import again to update it"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Progress callback: `(done, total, current relative path)`.
@@ -127,7 +170,7 @@ pub fn import(
                 e,
                 Error::ScopeFull { .. } | Error::Io { .. } | Error::Index(_)
             ) {
-                engine.put_notes(&scope, &pending.notes)?;
+                pending.flush(engine, &scope, &mut report)?;
                 return Err(e);
             }
             report.skipped.push(Skipped {
@@ -135,12 +178,11 @@ pub fn import(
                 reason: e.to_string(),
             });
         }
-        if pending.notes.len() >= BATCH {
-            engine.put_notes(&scope, &pending.notes)?;
-            pending = Pending::default();
+        if pending.len() >= BATCH {
+            std::mem::take(&mut pending).flush(engine, &scope, &mut report)?;
         }
     }
-    engine.put_notes(&scope, &pending.notes)?;
+    pending.flush(engine, &scope, &mut report)?;
     progress(total, total, "");
     Ok(report)
 }
@@ -289,9 +331,13 @@ fn import_one(
                     report.unchanged += 1;
                     return Ok(());
                 }
-                engine.backup(scope, &row, BackupReason::ImportReplace)?;
                 note.id = id;
-                pending.notes.push((row.rel_path.clone(), note));
+                pending.updates.push(Update {
+                    rel: row.rel_path.clone(),
+                    read: text.into_bytes(),
+                    note,
+                    source_path: rel.clone(),
+                });
                 report.updated += 1;
                 report.flagged_secrets += usize::from(flagged);
                 return Ok(());
@@ -476,6 +522,57 @@ mod tests {
                 .unwrap()
                 .body
                 .contains("Thursdays")
+        );
+    }
+
+    /// An editor saving the note while a re-import replaces it: the editor's text stays, the
+    /// import reports the note as skipped, and the version the import read is backed up.
+    #[test]
+    fn an_editor_saving_during_a_reimport_keeps_its_text() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "deploys.md", "Deploys go out on Tuesdays.\n");
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &src).added, 1);
+        let row = e.list(None, None, None).unwrap().remove(0);
+        write(&src, "deploys.md", "Deploys go out on Wednesdays.\n");
+        let target = std::path::PathBuf::from(&row.path);
+        fsx::set_hook(Some(Box::new(move |step, p| {
+            if step == fsx::Step::MovedAside && p == target {
+                std::fs::write(p, "editor autosave\n").unwrap();
+            }
+        })));
+        let r = run(&mut e, &src);
+        fsx::set_hook(None);
+        assert_eq!(r.updated, 0, "{r:?}");
+        assert_eq!(r.skipped.len(), 1, "{r:?}");
+        assert!(
+            r.skipped[0].reason.contains("changed while importing"),
+            "{r:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&row.path).unwrap(),
+            "editor autosave\n"
+        );
+        let mut stack = vec![tmp.path().join("home/backups")];
+        let mut backed_up = false;
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let p = entry.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if std::fs::read_to_string(&p).is_ok_and(|t| t.contains("Tuesdays")) {
+                    backed_up = true;
+                }
+            }
+        }
+        assert!(backed_up, "the version the import read is backed up");
+        // The editor's file no longer carries the import's marks: a later import never
+        // replaces it (the source comes in beside it).
+        run(&mut e, &src);
+        assert_eq!(
+            std::fs::read_to_string(&row.path).unwrap(),
+            "editor autosave\n"
         );
     }
 
