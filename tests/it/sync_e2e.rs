@@ -765,6 +765,12 @@ fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
         "# VPN\nvpn password: walrus-otter-77\n",
     )
     .unwrap();
+    // A file that does not parse is held back whatever it holds.
+    std::fs::write(
+        a.home.join("memory/user/broken.md"),
+        "---\nsummary: [unclosed\n---\ndb password: heron-fig-31\n",
+    )
+    .unwrap();
     a.ok(&[
         "add",
         "--id",
@@ -779,18 +785,21 @@ fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
     assert_eq!(report["uploaded"], 2, "{out}");
     let held: Vec<(String, String)> = serde_json::from_value(report["heldBack"].clone()).unwrap();
     let held_ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(held_ids, ["s1", "vpn"], "{out}");
+    assert_eq!(held_ids, ["broken", "s1", "vpn"], "{out}");
     assert!(
-        held.iter().all(|(_, why)| why.contains("contains-secrets")),
+        held[1..]
+            .iter()
+            .all(|(_, why)| why.contains("contains-secrets")),
         "{out}"
     );
     b.ok(&["sync", "now"]);
     assert!(b.note("plain").is_some() && b.note("later").is_some());
-    assert!(b.note("s1").is_none() && b.note("vpn").is_none());
+    assert!(b.note("s1").is_none() && b.note("vpn").is_none() && b.note("broken").is_none());
     if let Some(store) = w.server.store.strip_prefix("fs:") {
         let store = std::path::Path::new(store);
         assert!(!store_holds(store, "zebra-lemon-quartz"));
         assert!(!store_holds(store, "walrus-otter-77"));
+        assert!(!store_holds(store, "heron-fig-31"));
     }
 
     // A note that gains the tag after it was synced: the cloud keeps the version it has (no

@@ -444,10 +444,12 @@ impl Syncer {
             &remote_map,
         )?;
 
+        // Refused files count too, so each one is reported as held back.
         let ids: BTreeSet<String> = base
             .keys()
             .chain(local.keys())
             .chain(remote_map.keys())
+            .chain(refused.keys())
             .cloned()
             .collect();
         let mut incomplete = false;
