@@ -272,20 +272,7 @@ pub fn replace(
 ) -> Result<()> {
     let tmp = write_temp(path, bytes)?;
     let result = (|| {
-        step(Step::BeforeMoveAside, path);
-        let aside = move_aside(path)?;
-        step(Step::MovedAside, path);
-        let captured = fs::read(&aside).map_err(Error::io("read", &aside))?;
-        if captured != expected {
-            put_back(&aside, path, keep_old)?;
-            return Err(Error::ChangedMeanwhile {
-                path: path.to_path_buf(),
-            });
-        }
-        if let Err(e) = keep_old(&captured) {
-            put_back(&aside, path, &mut |_| Ok(()))?;
-            return Err(e);
-        }
+        let aside = take_aside(path, expected, keep_old)?;
         step(Step::BeforeInstall, path);
         let installed = fs::hard_link(&tmp, path);
         // The old version is kept (or was not wanted); what another program wrote is in place.
@@ -305,6 +292,32 @@ pub fn replace(
         sync_dir(dir);
     }
     result
+}
+
+/// Moves the file at `path` aside (the rename captures whatever is there at that instant),
+/// checks it still holds `expected` and hands it to `keep_old`. Returns the aside path, whose
+/// file the caller removes once the new state is in place. A different file, or a failing
+/// `keep_old`, puts the file back: [`Error::ChangedMeanwhile`] or `keep_old`'s error.
+fn take_aside(
+    path: &Path,
+    expected: &[u8],
+    keep_old: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<PathBuf> {
+    step(Step::BeforeMoveAside, path);
+    let aside = move_aside(path)?;
+    step(Step::MovedAside, path);
+    let captured = fs::read(&aside).map_err(Error::io("read", &aside))?;
+    if captured != expected {
+        put_back(&aside, path, keep_old)?;
+        return Err(Error::ChangedMeanwhile {
+            path: path.to_path_buf(),
+        });
+    }
+    if let Err(e) = keep_old(&captured) {
+        put_back(&aside, path, &mut |_| Ok(()))?;
+        return Err(e);
+    }
+    Ok(aside)
 }
 
 /// Writes a new file at `path`, refusing (with `AlreadyExists`) if any file is there already,
@@ -331,20 +344,7 @@ pub fn remove_checked(
     expected: &[u8],
     keep_old: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
-    step(Step::BeforeMoveAside, path);
-    let aside = move_aside(path)?;
-    step(Step::MovedAside, path);
-    let captured = fs::read(&aside).map_err(Error::io("read", &aside))?;
-    if captured != expected {
-        put_back(&aside, path, keep_old)?;
-        return Err(Error::ChangedMeanwhile {
-            path: path.to_path_buf(),
-        });
-    }
-    if let Err(e) = keep_old(&captured) {
-        put_back(&aside, path, &mut |_| Ok(()))?;
-        return Err(e);
-    }
+    let aside = take_aside(path, expected, keep_old)?;
     remove(&aside)?;
     if fs::symlink_metadata(path).is_ok() {
         // Another program saved the note again meanwhile: that version stays.

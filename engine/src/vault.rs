@@ -716,23 +716,38 @@ impl Engine {
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
         let (_, row) = self.resolve(id, Some(&scope))?;
+        self.remove_checked(&scope, &row, Some(BackupReason::Forget))?
+            .ok_or_else(|| Error::ChangedMeanwhile {
+                path: PathBuf::from(&row.path),
+            })
+    }
+
+    /// Removes a resolved note's file if it still holds what it held when read (under the
+    /// caller's scope lock), backing it up under `backup`; a version another program wrote
+    /// meanwhile stays, or is backed up when it was displaced. Returns the backup taken.
+    fn remove_checked(
+        &mut self,
+        scope: &Scope,
+        row: &IndexedNote,
+        backup: Option<BackupReason>,
+    ) -> Result<Option<BackupMeta>> {
         let path = PathBuf::from(&row.path);
         let expected = std::fs::read(&path).map_err(Error::io("read", &path))?;
         let mut taken = None;
         let removed = fsx::remove_checked(&path, &expected, &mut |old| {
             self.keep_displaced(
-                &scope,
+                scope,
                 &row.id,
                 &row.rel_path,
                 &expected,
                 old,
-                Some(BackupReason::Forget),
+                backup,
                 &mut taken,
             )
         });
-        self.rescan_scope(&scope)?;
+        self.rescan_scope(scope)?;
         removed?;
-        taken.ok_or_else(|| Error::ChangedMeanwhile { path })
+        Ok(taken)
     }
 
     /// Forgets a note and everything Memoria kept of it: the file, every backup of it, its
@@ -743,22 +758,7 @@ impl Engine {
         let _lock = self.write_lock(&scope)?;
         self.rescan_scope(&scope)?;
         let (_, row) = self.resolve(id, Some(&scope))?;
-        let path = PathBuf::from(&row.path);
-        let expected = std::fs::read(&path).map_err(Error::io("read", &path))?;
-        let mut displaced = None;
-        let removed = fsx::remove_checked(&path, &expected, &mut |old| {
-            self.keep_displaced(
-                &scope,
-                &row.id,
-                &row.rel_path,
-                &expected,
-                old,
-                None,
-                &mut displaced,
-            )
-        });
-        self.rescan_scope(&scope)?;
-        removed?;
+        self.remove_checked(&scope, &row, None)?;
         let key = scope.key();
         let backups_removed = self.backups.purge_note(&self.index, &key, &row.id)?;
         self.index.remove_usage(&key, &row.id)?;
