@@ -260,12 +260,15 @@ mod tests {
         );
     }
 
-    /// Reads the test vectors out of docs/PROTOCOL.md: lines of the form
-    /// `| vector | <json of [id, summary, type|null, [tags], body]> | <hash> |`.
-    fn vectors_from_protocol_doc() -> Vec<(serde_json::Value, String)> {
+    /// Reads test vectors out of docs/PROTOCOL.md: the rows `| <kind> | `<json>` | `<hash>` |`.
+    /// The text form's rows (`vector`) hold `[id, summary, type|null, [tags], body]`; the sync
+    /// form's (`sync vector`) `[id, summary, type|null, [tags], {trust, importance, source,
+    /// status, relations: [[kind, target]]}, body]`.
+    fn vectors_from_protocol_doc(kind: &str) -> Vec<(serde_json::Value, String)> {
         let doc = include_str!("../../docs/PROTOCOL.md");
+        let prefix = format!("| {kind} | `");
         doc.lines()
-            .filter_map(|l| l.strip_prefix("| vector | `"))
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
             .map(|rest| {
                 let (json, tail) = rest
                     .split_once("` | `")
@@ -281,7 +284,7 @@ mod tests {
 
     #[test]
     fn protocol_doc_vectors_match() {
-        let vectors = vectors_from_protocol_doc();
+        let vectors = vectors_from_protocol_doc("vector");
         assert!(
             vectors.len() >= 5,
             "docs/PROTOCOL.md lost its hash test vectors"
@@ -304,28 +307,9 @@ mod tests {
         }
     }
 
-    /// The sync-form vectors: `| sync vector | <json of [id, summary, type|null, [tags],
-    /// {trust, importance, source, status, relations: [[kind, target]]}, body]> | <hash> |`.
-    fn sync_vectors_from_protocol_doc() -> Vec<(serde_json::Value, String)> {
-        let doc = include_str!("../../docs/PROTOCOL.md");
-        doc.lines()
-            .filter_map(|l| l.strip_prefix("| sync vector | `"))
-            .map(|rest| {
-                let (json, tail) = rest
-                    .split_once("` | `")
-                    .expect("sync vector row: `json` | `hash`");
-                let hash = tail.trim_end_matches(" |").trim_end_matches('`');
-                (
-                    serde_json::from_str(json).expect("sync vector json"),
-                    hash.to_owned(),
-                )
-            })
-            .collect()
-    }
-
     #[test]
     fn protocol_doc_sync_vectors_match() {
-        let vectors = sync_vectors_from_protocol_doc();
+        let vectors = vectors_from_protocol_doc("sync vector");
         assert!(
             vectors.len() >= 3,
             "docs/PROTOCOL.md lost its sync-form test vectors"
