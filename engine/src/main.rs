@@ -2,7 +2,7 @@
 //! exit codes 0 ok, 1 error, 2 usage.
 
 use std::io::{IsTerminal, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -900,23 +900,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Projects { command: None } => {
             let home = memoria_engine::home::Home::resolve(cli.home.as_deref())?;
             let rows = memoria_engine::project::registered(&home)?;
-            let held =
-                |root: &str, id: &str| Project::load(Path::new(root)).is_ok_and(|p| p.id == id);
             if json {
                 let v: Vec<_> = rows
                     .iter()
-                    .map(|f| json!({"id": f.id, "root": f.root, "scope": Scope::Project(f.scope.clone()).key(), "present": held(&f.root, &f.id)}))
+                    .map(|f| json!({"id": f.id, "root": f.root, "scope": Scope::Project(f.scope.clone()).key(), "present": f.present()}))
                     .collect();
                 print_json(&v)?;
             } else if rows.is_empty() {
                 println!("no projects yet: `memoria init DIR` makes a folder a project");
             } else {
                 for f in &rows {
-                    let gone = if held(&f.root, &f.id) {
-                        ""
-                    } else {
-                        "  (folder gone)"
-                    };
+                    let gone = if f.present() { "" } else { "  (folder gone)" };
                     println!(
                         "{:<52} {}{gone}",
                         Scope::Project(f.scope.clone()).key(),

@@ -273,6 +273,13 @@ pub struct ProjectFolder {
     pub scope: String,
 }
 
+impl ProjectFolder {
+    /// Whether the folder is still there and still holds the project it was bound as.
+    pub fn present(&self) -> bool {
+        Project::load(Path::new(&self.root)).is_ok_and(|p| p.id == self.id)
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RegistryFile {
     folders: Vec<ProjectFolder>,
