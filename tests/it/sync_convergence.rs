@@ -1,7 +1,11 @@
 //! Randomized convergence: N devices do random creates, edits, deletes and tag changes offline
 //! and sync in random order against the sync server's router driven in-process, with injected
 //! faults — server 500s, replies lost after the server applied a request, compare-and-swap races
-//! (another device commits in the middle of a pass), and devices killed mid-sync and restarted.
+//! (another device commits in the middle of a pass), devices killed mid-sync and restarted, and
+//! under the server an object store that fails as S3 does ([`Lossy`]: a conditional write whose
+//! reply is lost, applied or not, often followed by a short outage, so reading the write back
+//! fails too). Even seeds sync each machine's user scope; odd seeds sync one project from two
+//! worktrees on one machine (the second paired, with a base of its own) and one or two clones.
 //! At quiescence (conflicts resolved with "keep both") every replica is identical and every
 //! edit a device offered to sync is present in a note or in some device's backups.
 //!
@@ -15,7 +19,7 @@
 //! confirmation), and every version replaced or deleted by sync is in some backup.
 //!
 //! Seeded and reproducible: a failure prints its seed; `MEMORIA_SYNC_SEED=S` reruns one seed,
-//! `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 300). The seeds are dealt to
+//! `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 300), `A..B` a slice of them. The seeds are dealt to
 //! [`SHARDS`] test functions so nextest runs them in parallel, and each seed's homes and store
 //! live on a tmpfs when there is one: the test is about reconciliation, not durability, and
 //! fsyncs on a disk were nine tenths of its time.
@@ -36,6 +40,7 @@ use memoria_shared::protocol::Quotas;
 use memoria_sync_server::config::RateLimit;
 use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::fs::FsStore;
+use memoria_sync_server::store::{ETag, Fetched, StoreError};
 use memoria_sync_server::{AppState, ObjectStore, SeededRandom, router};
 use tower::ServiceExt;
 
@@ -150,7 +155,8 @@ impl Transport for Faulty {
                     && let Ok(mut slot) = devices[other].try_lock()
                     && let Some(d) = slot.as_mut()
                 {
-                    let _ = d.syncer.sync_scope(&mut d.engine, &Scope::User);
+                    let scope = d.scope.clone();
+                    let _ = d.syncer.sync_scope(&mut d.engine, &scope);
                 }
             }
             self.racing.store(false, Ordering::SeqCst);
@@ -168,12 +174,46 @@ impl Transport for Faulty {
     }
 }
 
+/// Where a device keeps its notes: a home's user scope, or a project folder. Two project
+/// folders on one home are worktrees of one repository: the second is paired, so it has a scope
+/// (and a sync base) of its own and syncs the same cloud project.
+#[derive(Debug, Clone)]
+struct Spot {
+    home: PathBuf,
+    project: Option<PathBuf>,
+    /// This device's own scratch folder (files made unreadable are kept there).
+    work: PathBuf,
+}
+
+impl Spot {
+    /// A machine's user scope.
+    fn user(home: &Path) -> Spot {
+        Spot {
+            home: home.to_path_buf(),
+            project: None,
+            work: home.with_extension("work"),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Device {
+    spot: Spot,
     home: PathBuf,
+    /// The scope this device syncs, and its notes folder.
+    scope: Scope,
+    dir: PathBuf,
     engine: Engine,
     syncer: Syncer,
     transport: Arc<Faulty>,
+}
+
+impl Device {
+    /// Where the notes folder goes while it is "missing".
+    fn away(&self) -> PathBuf {
+        let name = self.dir.file_name().unwrap().to_string_lossy();
+        self.dir.with_file_name(format!("{name}-away"))
+    }
 }
 
 struct Sim {
@@ -196,14 +236,19 @@ const WORDS: [&str; 8] = [
 ];
 
 impl Sim {
-    fn open(&self, home: &Path, me: usize) -> Device {
+    fn open(&self, spot: &Spot, me: usize) -> Device {
+        let home = spot.home.as_path();
         let engine = Engine::open(OpenOptions {
             home: Some(home.to_path_buf()),
-            project_dir: None,
+            project_dir: spot.project.clone(),
             clock: self.clock.clone(),
             ..Default::default()
         })
         .unwrap();
+        let (scope, dir) = match engine.project() {
+            Some(p) => (p.scope(), p.memory_dir()),
+            None => (Scope::User, home.join("memory/user")),
+        };
         let transport = Arc::new(Faulty {
             server: self.server.clone(),
             rng: self.rng.clone(),
@@ -216,7 +261,10 @@ impl Sim {
         let client = SyncClient::new(transport.clone(), Token::new(&self.token));
         let syncer = Syncer::new(home, SERVER, client, self.clock.clone());
         Device {
+            spot: spot.clone(),
             home: home.to_path_buf(),
+            scope,
+            dir,
             engine,
             syncer,
             transport,
@@ -241,25 +289,29 @@ impl Sim {
     /// deleted), which the user thereby superseded.
     fn change(&self, d: &mut Device) -> Option<String> {
         let id = IDS[self.rng.below(IDS.len() as u64) as usize];
-        let exists = d.engine.resolve(id, Some(&Scope::User)).is_ok();
+        let scope = d.scope.clone();
+        let exists = d.engine.resolve(id, Some(&scope)).is_ok();
         if !exists {
             let _ = d.engine.add(NewNote {
                 summary: format!("{id} {}", self.line()),
                 body: self.body(),
                 tags: vec![WORDS[self.rng.below(4) as usize].to_owned()],
-                scope: Some(ScopeChoice::User),
+                scope: Some(match scope {
+                    Scope::User => ScopeChoice::User,
+                    _ => ScopeChoice::Project,
+                }),
                 id: Some(id.to_owned()),
                 ..Default::default()
             });
             return None;
         }
-        let view = d.engine.show(id, Some(&Scope::User)).unwrap();
+        let view = d.engine.show(id, Some(&scope)).unwrap();
         let before = view.indexed.hash.clone();
         let note = view.note?;
         let mut edit = NoteEdit::default();
         match self.rng.below(10) {
             0 => {
-                d.engine.forget(id, Some(&Scope::User)).unwrap();
+                d.engine.forget(id, Some(&scope)).unwrap();
                 return before;
             }
             1 => edit.summary = Some(format!("{id} {}", self.line())),
@@ -286,32 +338,36 @@ impl Sim {
                 edit.body = Some(lines.join("\n") + "\n");
             }
         }
-        let _ = d.engine.edit(id, Some(&Scope::User), edit);
+        let _ = d.engine.edit(id, Some(&scope), edit);
         before
     }
 
     /// One fault on device `d` that the sync guard must survive (see the module doc). Returns
     /// the version a person superseded (tagging a note is an edit), if any.
     fn guard_fault(&self, d: &mut Device) -> Option<String> {
-        let dir = d.home.join("memory/user");
-        let away = d.home.join("user-away");
+        let dir = d.dir.clone();
+        let away = d.away();
+        let scope = d.scope.clone();
         if away.exists() {
             match self.rng.below(3) {
                 0 => Sim::bring_back(d),
                 // A restart meanwhile: opening the home re-creates an empty folder, which the
                 // next pass must not take for the one it synced.
-                1 => *d = self.open(&d.home.clone(), d.transport.me),
+                1 => *d = self.open(&d.spot.clone(), d.transport.me),
                 _ => {}
             }
             return None;
         }
         match self.rng.below(3) {
             0 => {
-                std::fs::rename(&dir, &away).unwrap();
+                // (A project's folder exists once it holds a note.)
+                if dir.exists() {
+                    std::fs::rename(&dir, &away).unwrap();
+                }
                 None
             }
             1 => {
-                let aside = d.home.join("aside");
+                let aside = d.spot.work.join("aside");
                 if aside.exists() {
                     Sim::restore_unreadable(d);
                     return None;
@@ -321,14 +377,15 @@ impl Sim {
                 if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
                     std::fs::create_dir_all(&aside).unwrap();
                     std::fs::rename(&file, aside.join(format!("{id}.md"))).unwrap();
-                    std::os::unix::fs::symlink(d.home.join("evicted").join(id), &file).unwrap();
+                    std::os::unix::fs::symlink(d.spot.work.join("evicted").join(id), &file)
+                        .unwrap();
                     d.engine.rescan(true).unwrap();
                 }
                 None
             }
             _ => {
                 let id = IDS[self.rng.below(IDS.len() as u64) as usize];
-                let view = d.engine.show(id, Some(&Scope::User)).ok()?;
+                let view = d.engine.show(id, Some(&scope)).ok()?;
                 let before = view.indexed.hash.clone();
                 {
                     let note = view.note?;
@@ -339,7 +396,7 @@ impl Sim {
                         body: Some(format!("{}{SECRET_WORD} {}\n", note.body, self.line())),
                         ..Default::default()
                     };
-                    let _ = d.engine.edit(id, Some(&Scope::User), edit);
+                    let _ = d.engine.edit(id, Some(&scope), edit);
                 }
                 before
             }
@@ -349,8 +406,7 @@ impl Sim {
     /// The moved-away folder comes back; one re-created meanwhile holds only copies (of the
     /// cloud, or restored from the base), since nothing is edited while the folder is away.
     fn bring_back(d: &mut Device) {
-        let dir = d.home.join("memory/user");
-        let away = d.home.join("user-away");
+        let (dir, away) = (d.dir.clone(), d.away());
         if away.exists() {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).unwrap();
@@ -363,8 +419,8 @@ impl Sim {
 
     /// Unreadable files become readable again (with what they held).
     fn restore_unreadable(d: &mut Device) {
-        let dir = d.home.join("memory/user");
-        let aside = d.home.join("aside");
+        let dir = d.dir.clone();
+        let aside = d.spot.work.join("aside");
         for e in std::fs::read_dir(&aside).into_iter().flatten() {
             let p = e.unwrap().path();
             let at = dir.join(p.file_name().unwrap());
@@ -385,9 +441,9 @@ impl Sim {
     /// The user answers a pass that waits: cancel (keep the notes) when `keep`, else at random.
     fn answer_pending(&self, d: &mut Device, keep: bool) -> bool {
         let r = if keep || self.rng.chance(50) {
-            memoria_engine::sync::cancel_pending(&mut d.engine, Some(&Scope::User))
+            memoria_engine::sync::cancel_pending(&mut d.engine, Some(&d.scope))
         } else {
-            memoria_engine::sync::confirm_pending(&mut d.engine, Some(&Scope::User))
+            memoria_engine::sync::confirm_pending(&mut d.engine, Some(&d.scope))
         };
         r.is_ok()
     }
@@ -415,7 +471,7 @@ impl Sim {
     fn replica(d: &mut Device) -> BTreeMap<String, String> {
         d.engine.rescan(true).unwrap();
         d.engine
-            .list(Some(&Scope::User), None, None)
+            .list(Some(&d.scope), None, None)
             .unwrap()
             .into_iter()
             .filter_map(|n| Some((n.id, n.hash?)))
@@ -459,14 +515,111 @@ fn scratch_dir() -> tempfile::TempDir {
     .unwrap()
 }
 
-fn run_seed(seed: u64, n_devices: usize, steps: usize) {
+/// The store between the server and its disk, with the S3 failures the server must survive: a
+/// conditional write whose reply is lost — applied or not, the server cannot tell — and a read
+/// that fails (so reading a write back to learn its outcome can fail too).
+#[derive(Debug)]
+struct Lossy {
+    inner: FsStore,
+    rng: Arc<Rng>,
+    faults: Arc<AtomicBool>,
+    /// Calls left in the current outage.
+    outage: AtomicU64,
+}
+
+impl Lossy {
+    /// Whether this call's reply is lost, and if so whether a write was applied first. A lost
+    /// reply is often the start of a short outage: the next call or two fail as well.
+    fn lose(&self) -> Option<bool> {
+        if !self.faults.load(Ordering::SeqCst) {
+            return None;
+        }
+        if self.outage.load(Ordering::SeqCst) > 0 {
+            self.outage.fetch_sub(1, Ordering::SeqCst);
+            return Some(false);
+        }
+        if !self.rng.chance(4) {
+            return None;
+        }
+        self.outage.store(self.rng.below(3), Ordering::SeqCst);
+        Some(self.rng.chance(50))
+    }
+}
+
+const LOST: &str = "injected: the store's reply was lost";
+
+#[async_trait::async_trait]
+impl ObjectStore for Lossy {
+    async fn get(&self, key: &str, if_none_match: Option<&ETag>) -> Result<Fetched, StoreError> {
+        match self.lose() {
+            None => self.inner.get(key, if_none_match).await,
+            Some(_) => Err(StoreError::other(LOST)),
+        }
+    }
+    async fn put_if_match(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        etag: &ETag,
+    ) -> Result<ETag, StoreError> {
+        match self.lose() {
+            None => self.inner.put_if_match(key, bytes, etag).await,
+            Some(applied) => {
+                if applied {
+                    let _ = self.inner.put_if_match(key, bytes, etag).await;
+                }
+                Err(StoreError::other(LOST))
+            }
+        }
+    }
+    async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<ETag, StoreError> {
+        match self.lose() {
+            None => self.inner.put_if_absent(key, bytes).await,
+            Some(applied) => {
+                if applied {
+                    let _ = self.inner.put_if_absent(key, bytes).await;
+                }
+                Err(StoreError::other(LOST))
+            }
+        }
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// Which folders the devices sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Each device is a machine syncing its user scope.
+    User,
+    /// Each device is a folder of one project; devices 0 and 1 are two worktrees on one
+    /// machine, the others clones on machines of their own.
+    Worktrees,
+}
+
+/// The project id every folder of [`Layout::Worktrees`] claims.
+const PROJECT_ID: &str = "soak-repo";
+
+fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout) {
     let tmp = scratch_dir();
     let root = tmp.path();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
+    let rng = Arc::new(Rng::new(seed));
+    // Off while the account is set up.
+    let faults = Arc::new(AtomicBool::new(false));
+    let store: Arc<dyn ObjectStore> = Arc::new(Lossy {
+        inner: FsStore::open(&root.join("store")).unwrap(),
+        rng: rng.clone(),
+        faults: faults.clone(),
+        outage: AtomicU64::new(0),
+    });
     let settings = memoria_sync_server::Settings {
         quotas: Quotas {
             changes_per_commit: 2,
@@ -496,22 +649,55 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
     let clock = Arc::new(FixedClock::new(1_800_000_000_000));
     let sim = Sim {
         server,
-        rng: Arc::new(Rng::new(seed)),
-        faults: Arc::new(AtomicBool::new(true)),
+        rng,
+        faults,
         racing: Arc::new(AtomicBool::new(false)),
         clock,
         token,
         devices: Arc::new((0..n_devices).map(|_| Mutex::new(None)).collect()),
     };
+    let mut homes = BTreeSet::new();
     for i in 0..n_devices {
-        let home = root.join(format!("device-{i}"));
-        Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
-            s.enabled = Some(true);
-            s.server = Some(SERVER.into());
-        })
-        .unwrap();
-        *sim.devices[i].lock().unwrap() = Some(sim.open(&home, i));
+        let spot = match layout {
+            Layout::User => Spot::user(&root.join(format!("device-{i}"))),
+            Layout::Worktrees => {
+                let folder = root.join(format!("checkout-{i}"));
+                std::fs::create_dir_all(folder.join(".memoria")).unwrap();
+                std::fs::write(
+                    folder.join(".memoria/project.json"),
+                    format!("{{\"id\": \"{PROJECT_ID}\"}}\n"),
+                )
+                .unwrap();
+                Spot {
+                    home: root.join(format!("device-{}", i.saturating_sub(1))),
+                    project: Some(folder),
+                    work: root.join(format!("work-{i}")),
+                }
+            }
+        };
+        if homes.insert(spot.home.clone()) {
+            Settings::update(&memoria_engine::sync::sync_dir(&spot.home), |s| {
+                s.enabled = Some(true);
+                s.server = Some(SERVER.into());
+            })
+            .unwrap();
+        } else {
+            // The second worktree on a machine: the user pairs it with the project.
+            let home = memoria_engine::home::Home::resolve(Some(&spot.home)).unwrap();
+            memoria_engine::project::pair(&home, spot.project.as_ref().unwrap()).unwrap();
+        }
+        let d = sim.open(&spot, i);
+        if layout == Layout::Worktrees {
+            assert_eq!(
+                d.scope.key().contains('@'),
+                i == 1,
+                "seed {seed}: {}",
+                d.scope
+            );
+        }
+        *sim.devices[i].lock().unwrap() = Some(d);
     }
+    sim.faults.store(true, Ordering::SeqCst);
     // Every version a device offered to sync (its notes when a pass starts), and the versions
     // a user edited or deleted (those may go: a person built on them).
     let mut offered: BTreeSet<String> = BTreeSet::new();
@@ -520,7 +706,8 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
         let mut slot = sim.devices[i].lock().unwrap();
         let d = slot.as_mut().unwrap();
         offered.extend(Sim::replica(d).into_values());
-        let changed = match d.syncer.sync_scope(&mut d.engine, &Scope::User) {
+        let scope = d.scope.clone();
+        let changed = match d.syncer.sync_scope(&mut d.engine, &scope) {
             Ok(r) => r.changed(),
             Err(SyncError::NeedsConfirmation { .. }) => {
                 sim.answer_pending(d, !sim.faults.load(Ordering::SeqCst));
@@ -530,9 +717,9 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
         };
         if d.transport.killed.load(Ordering::SeqCst) {
             // Restart the "killed" process from its home.
-            let home = d.home.clone();
+            let spot = d.spot.clone();
             *slot = None;
-            *slot = Some(sim.open(&home, i));
+            *slot = Some(sim.open(&spot, i));
         }
         changed
     };
@@ -547,7 +734,7 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
             let mut slot = sim.devices[i].lock().unwrap();
             let d = slot.as_mut().unwrap();
             // Nothing is edited while the notes folder is away.
-            if !d.home.join("user-away").exists() {
+            if !d.away().exists() {
                 superseded.extend(sim.change(d));
             }
         } else {
@@ -585,7 +772,8 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
                 memoria_engine::sync::resolve(&mut d.engine, &c.id, None, Keep::Both).unwrap();
                 moved = true;
             }
-            match d.syncer.sync_scope(&mut d.engine, &Scope::User) {
+            let scope = d.scope.clone();
+            match d.syncer.sync_scope(&mut d.engine, &scope) {
                 Ok(r) => moved |= r.changed(),
                 Err(SyncError::NeedsConfirmation { .. }) => {
                     assert!(sim.answer_pending(d, true), "seed {seed}: cannot cancel");
@@ -610,8 +798,8 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize) {
         );
     }
     let mut kept: BTreeSet<String> = replicas[0].values().cloned().collect();
-    for i in 0..n_devices {
-        kept.extend(Sim::backed_up(&root.join(format!("device-{i}"))));
+    for home in &homes {
+        kept.extend(Sim::backed_up(home));
     }
     kept.extend(superseded);
     let lost: Vec<&String> = offered.difference(&kept).collect();
@@ -628,16 +816,35 @@ const SEEDS: u64 = 300;
 /// time so each gets the same mix.
 const SHARDS: u64 = 6;
 
-/// Runs this shard's seeds: `MEMORIA_SYNC_SEED=S` alone, else those of 0..`MEMORIA_SYNC_SEEDS`.
+/// The seeds `var` names: `N` for 0..N, `A..B` for a slice of a long run; `default` for 0..default.
+pub(crate) fn seed_range(var: &str, default: u64) -> std::ops::Range<u64> {
+    let value = std::env::var(var).unwrap_or_default();
+    let number = |s: &str| -> u64 {
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={value:?}: expected N or A..B"))
+    };
+    match value.split_once("..") {
+        _ if value.is_empty() => 0..default,
+        Some((a, b)) => number(a)..number(b),
+        None => 0..number(&value),
+    }
+}
+
+/// Runs this shard's seeds: `MEMORIA_SYNC_SEED=S` alone, else those `MEMORIA_SYNC_SEEDS` names.
 fn run_shard(shard: u64) {
     let env = |name: &str| -> Option<u64> { std::env::var(name).ok()?.parse().ok() };
     let seeds: Vec<u64> = match env("MEMORIA_SYNC_SEED") {
         Some(seed) => vec![seed],
-        None => (0..env("MEMORIA_SYNC_SEEDS").unwrap_or(SEEDS)).collect(),
+        None => seed_range("MEMORIA_SYNC_SEEDS", SEEDS).collect(),
     };
     for seed in seeds.into_iter().filter(|s| (s / 3) % SHARDS == shard) {
         // A panic anywhere (an assertion here, a bug in the engine) names its seed.
-        let run = std::panic::catch_unwind(|| run_seed(seed, 2 + (seed % 3) as usize, 40));
+        // Odd seeds sync two worktrees of one project on one machine and one or two clones.
+        let run = std::panic::catch_unwind(|| match seed % 2 {
+            0 => run_seed(seed, 2 + (seed % 3) as usize, 40, Layout::User),
+            _ => run_seed(seed, 3 + (seed % 3 == 2) as usize, 40, Layout::Worktrees),
+        });
         if let Err(e) = run {
             let why = e
                 .downcast_ref::<String>()
@@ -714,7 +921,7 @@ fn sync_commit_first_batches() {
             s.server = Some(SERVER.into());
         })
         .unwrap();
-        sim.open(&home, 0)
+        sim.open(&Spot::user(&home), 0)
     };
     let (mut a, mut b) = (dev("a"), dev("b"));
     for id in ["x", "y"] {
@@ -869,7 +1076,7 @@ fn sync_bench_first_upload_poll_and_one_change() {
         s.server = Some(SERVER.into());
     })
     .unwrap();
-    let mut a = sim.open(&home, 0);
+    let mut a = sim.open(&Spot::user(&home), 0);
     let measure = |a: &mut Device, what: &str| {
         let before = a.syncer.client().traffic.snapshot();
         let t = std::time::Instant::now();

@@ -36,6 +36,7 @@ on_both_stores!(
     two_worktrees_of_one_project_keep_their_own_base,
     unreadable_note_files_are_held_back_not_deleted,
     secret_notes_stay_on_this_machine_unless_included,
+    a_fresh_clone_without_a_notes_folder_gets_the_projects_notes,
 );
 
 pub(crate) struct World {
@@ -833,4 +834,47 @@ fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
     b.ok(&["sync", "now"]);
     assert!(b.note("s1").unwrap().contains("zebra-lemon-quartz"));
     assert!(b.note("later").unwrap().contains("wombat-secret"));
+}
+
+/// A fresh clone of a project whose `MEMORY/` this machine never had (git keeps no empty
+/// folder, and a clone may hold no notes yet): its first sync brings the project's notes.
+/// Once it has synced, the folder going missing pauses sync as always.
+fn a_fresh_clone_without_a_notes_folder_gets_the_projects_notes(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let (a, b) = (w.device("a", &token), w.device("b", &token));
+    let pa = project(&w.root.join("clone-a"), "shared-repo");
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "p1",
+        "--summary",
+        "p1",
+        "--body",
+        "x\n",
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    let pb = w.root.join("clone-b");
+    std::fs::create_dir_all(pb.join(".memoria")).unwrap();
+    std::fs::write(
+        pb.join(".memoria/project.json"),
+        "{\"id\": \"shared-repo\"}\n",
+    )
+    .unwrap();
+    let pb = pb.to_string_lossy().into_owned();
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let memory = std::path::Path::new(&pb).join("MEMORY");
+    assert!(has_note(&memory, "p1"), "the clone got the project's note");
+    std::fs::rename(&memory, w.root.join("moved-away")).unwrap();
+    let err = b.fails(&["--project", &pb, "sync", "now"]);
+    assert!(err.contains("is missing"), "{err}");
+    a.ok(&["--project", &pa, "sync", "now"]);
+    assert!(has_note(
+        std::path::Path::new(&pa).join("MEMORY").as_path(),
+        "p1"
+    ));
 }

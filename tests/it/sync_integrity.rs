@@ -532,16 +532,13 @@ fn metadata_soak(seed: u64) {
     }
 }
 
-/// `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 20); `MEMORIA_SYNC_SEED=S` one seed.
+/// `MEMORIA_SYNC_SEEDS=N` runs seeds 0..N (the normal run: 20) or `A..B` a slice;
+/// `MEMORIA_SYNC_SEED=S` one seed.
 #[test]
 fn metadata_edits_lost_replies_and_clock_jumps_converge() {
     let seeds: Vec<u64> = match std::env::var("MEMORIA_SYNC_SEED") {
         Ok(s) => vec![s.parse().unwrap()],
-        Err(_) => (0..std::env::var("MEMORIA_SYNC_SEEDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(20))
-            .collect(),
+        Err(_) => crate::sync_convergence::seed_range("MEMORIA_SYNC_SEEDS", 20).collect(),
     };
     for seed in seeds {
         metadata_soak(seed);

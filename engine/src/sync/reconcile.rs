@@ -269,13 +269,18 @@ impl Syncer {
 
     /// Checks the scope's folder before anything is sent: missing → [`SyncError::FolderMissing`];
     /// a further folder claiming the scope → it waits for the user; the scope's first folder
-    /// is recorded on its first pass.
+    /// is recorded on its first pass. A folder that does not exist yet on a scope never synced
+    /// from here (a fresh clone: git keeps no empty `MEMORY/`) is made: with no base, the pass
+    /// has nothing it could delete.
     fn check_folder(&self, sd: &ScopeDir, scope: &Scope, folder: &Path) -> SyncResult<FolderCheck> {
+        let mut state = sd.load_state()?;
+        if state.folder.is_none() && state.base.is_empty() && !folder.exists() {
+            std::fs::create_dir_all(folder).map_err(crate::Error::io("create folder", folder))?;
+        }
         let ident = FolderIdentity::of(folder).ok_or_else(|| SyncError::FolderMissing {
             scope: scope.key(),
             folder: folder.display().to_string(),
         })?;
-        let mut state = sd.load_state()?;
         match &state.folder {
             None if sd.is_primary() => {
                 state.folder = Some(ident.clone());
