@@ -4,6 +4,7 @@
 //! over [`Engine`]. No GUI dependencies; plain Rust types out, JSON only at the CLI boundary.
 
 pub mod agent;
+pub mod api;
 pub mod backup;
 pub mod doctor;
 pub mod error;
