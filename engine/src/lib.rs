@@ -9,6 +9,9 @@ pub mod api;
 pub mod backup;
 pub mod doctor;
 pub mod error;
+/// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.
+#[cfg(feature = "eval")]
+pub mod eval;
 pub(crate) mod fsx;
 pub mod guard;
 pub mod home;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
-use memoria_engine::recall::cli::{BenchArgs, EvalArgs, run_bench, run_eval};
+use memoria_engine::eval::{BenchArgs, EvalArgs, run_bench, run_eval};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {

@@ -11,9 +11,7 @@
 pub mod analyzer;
 mod beside;
 pub mod block;
-pub mod cli;
 pub mod embed;
-pub mod eval;
 pub mod lexical;
 pub mod rank;
 pub mod store;
@@ -126,7 +124,8 @@ impl RecallDoc {
 }
 
 /// Which retrievers take part in a search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "eval", derive(clap::ValueEnum))]
 pub enum Mode {
     Bm25,
     Vector,
