@@ -5,6 +5,14 @@
 //! outside this module. Errors are the engine's [`Error`](crate::Error) (sync calls return the
 //! sync client's [`SyncError`](crate::sync::SyncError), which wraps it).
 
+/// What agents may do with memory — search, expand, remember, forget — scoped to the project
+/// the engine was opened in: the MCP server's area.
+pub mod agent {
+    pub use crate::agent::{
+        AgentHit, AgentQuery, Expanded, Forgotten, Link, MAX_QUERY_BYTES, Related, Remember,
+        Remembered, SNIPPET_CHARS, expand, forget, remember, search,
+    };
+}
 pub mod backups;
 pub mod card;
 pub mod conflicts;

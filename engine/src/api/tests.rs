@@ -156,3 +156,118 @@ fn project_backup_and_switch_rows_are_camel_case() {
         json!({"on": true, "includeSecrets": false}),
     );
 }
+
+/// A fresh home with the hash embedder (the model folder does not exist).
+fn here(tmp: &tempfile::TempDir) -> super::Location {
+    super::Location {
+        home: Some(tmp.path().join("home")),
+        model_dir: Some(tmp.path().join("no-model")),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn notes_go_through_the_api_from_add_to_forget() {
+    use super::notes::{self, ForgetRequest, Forgotten};
+    let tmp = tempfile::tempdir().unwrap();
+    let loc = here(&tmp);
+    let mut engine = loc.open().unwrap();
+    let add = AddNote {
+        summary: "Green tea".into(),
+        body: "Brew at 80 degrees. See [[milk]].".into(),
+        note_type: Some("user".into()),
+        tags: vec![" drink ".into(), "".into()],
+        id: Some("tea".into()),
+        ..Default::default()
+    };
+    let written = notes::add(&mut engine, add).unwrap();
+    assert_eq!(
+        (written.scope.as_str(), written.id.as_str()),
+        ("user", "tea")
+    );
+    let rows = notes::list(&engine, &ListQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].tags,
+        vec!["drink".to_owned()],
+        "tags are trimmed, empty ones dropped"
+    );
+    let shown = notes::show(&mut engine, "tea", Some("user")).unwrap();
+    assert_eq!(shown.links, vec!["milk".to_owned()]);
+    assert!(shown.body.starts_with("Brew at 80"));
+    let nothing = notes::edit(&mut engine, "tea", None, EditNote::default());
+    assert!(
+        matches!(nothing, Err(crate::Error::Invalid(_))),
+        "{nothing:?}"
+    );
+    let typo = AddNote {
+        summary: "x".into(),
+        note_type: Some("idea".into()),
+        ..Default::default()
+    };
+    assert!(notes::add(&mut engine, typo).is_err());
+    let unconfirmed = ForgetRequest {
+        id: "tea".into(),
+        ..Default::default()
+    };
+    assert!(notes::forget(&mut engine, &unconfirmed).is_err());
+    assert_eq!(
+        notes::list(&engine, &ListQuery::default()).unwrap().len(),
+        1
+    );
+    let confirmed = ForgetRequest {
+        confirm: true,
+        ..unconfirmed
+    };
+    let Forgotten::Backup(b) = notes::forget(&mut engine, &confirmed).unwrap() else {
+        panic!("a forget without purge keeps a backup");
+    };
+    let backups = super::backups::list(&engine, 10).unwrap();
+    assert_eq!(backups[0].backup_id, b.backup_id);
+    assert_eq!(backups[0].reason, "forget");
+}
+
+#[test]
+fn a_credential_is_refused_by_the_api_like_every_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut engine = here(&tmp).open().unwrap();
+    let add = AddNote {
+        summary: "token".into(),
+        body: "ghp_abcdefghijklmnopqrstuvwxyz0123456789".into(),
+        ..Default::default()
+    };
+    let refused = super::notes::add(&mut engine, add);
+    assert!(
+        matches!(refused, Err(crate::Error::Secret { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn sync_status_card_and_doctor_of_a_fresh_home() {
+    let tmp = tempfile::tempdir().unwrap();
+    let loc = here(&tmp);
+    let mut engine = loc.open().unwrap();
+    let status = super::sync::status(&engine).unwrap();
+    assert!(!status.on && status.server.is_none());
+    assert_eq!(status.scopes.len(), 1, "the user scope: no project here");
+    let user = &status.scopes[0];
+    assert_eq!(
+        (user.scope.as_str(), user.on, user.conflicts),
+        ("user", false, 0)
+    );
+    assert_eq!(status.last_synced_ms, None, "never synced");
+    let switches = super::sync::turn_on(&engine, Some(true)).unwrap();
+    assert!(switches.on && switches.include_secrets);
+    assert!(super::sync::status(&engine).unwrap().on);
+    let now = super::sync::now(&mut engine);
+    assert!(now.is_err(), "not signed in: nothing to sync with");
+    let card = super::card::card(&mut engine).unwrap();
+    assert!(!card.semantic && card.embedder == "hash", "{card:?}");
+    assert!(card.switches.sync_on && !card.switches.signed_in);
+    drop(engine);
+    let report =
+        super::doctor::doctor(&loc, super::doctor::DoctorRequest { rebuild: true }).unwrap();
+    assert!(report.ok && !report.semantic_model, "{report:?}");
+    assert!(super::projects::list(&loc).unwrap().is_empty());
+}
