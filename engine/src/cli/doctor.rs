@@ -58,7 +58,7 @@ fn print(r: &DoctorReport) -> Result<()> {
         ),
         (Some(s), _) => {
             outln!(
-                "recall:   no semantic model: search matches words, not meaning. Install it with `{INSTALL_MODEL}`."
+                "recall:   hash embedder: no semantic model is installed, so search matches words, not meaning. Install it with `{INSTALL_MODEL}`."
             );
             // The reason names what is missing; the install command is said once, above.
             let reason = s.fallback_reason.as_deref().unwrap_or("not configured");

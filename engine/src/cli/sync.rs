@@ -8,6 +8,7 @@ use memoria_engine::api::conflicts::{self, ConflictReason, KeepChoice, ResolveRe
 use memoria_engine::api::sync::{self, LoginRequest, SyncStatus};
 use memoria_engine::backup::human_utc;
 use memoria_engine::sync::PendingReason;
+use memoria_shared::merge::ConflictKind;
 
 use super::{Globals, outln, print_json};
 
@@ -259,7 +260,17 @@ pub fn list_conflicts(g: &Globals) -> Result<()> {
     }
     for c in &list {
         let what = match &c.reason {
-            ConflictReason::Merge(kinds) => format!("{kinds:?}"),
+            ConflictReason::Merge(kinds) => kinds
+                .iter()
+                .map(|k| match k {
+                    ConflictKind::NoBase => "changed on both sides with no common version",
+                    ConflictKind::Summary => "both changed the summary",
+                    ConflictKind::Type => "both changed the type",
+                    ConflictKind::Body => "both changed the same lines",
+                    ConflictKind::TooLarge => "the merged note is over the size limit",
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
             ConflictReason::VanishedWhileEdited => {
                 "edited here, deleted in the cloud long ago".to_owned()
             }

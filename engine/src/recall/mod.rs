@@ -239,6 +239,7 @@ pub fn default_bulk_sessions() -> usize {
 
 /// What the engine card shows about recall.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RecallStatus {
     pub embedder: &'static str,
     pub model_id: String,
