@@ -74,7 +74,10 @@ pub struct DoctorReport {
     pub recall: Option<crate::recall::RecallStatus>,
     /// Why the recall index could not be opened, when it could not.
     pub recall_error: Option<String>,
-    /// True when nothing needs attention.
+    /// Recall runs on a semantic model; false: on the hash fallback, which matches words
+    /// only (the report is then not all good, even when `ok`).
+    pub semantic_model: bool,
+    /// True when nothing is broken.
     pub ok: bool,
 }
 
@@ -156,6 +159,7 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         backups_pruned: pruned.removed,
         index_integrity: integrity,
         ok: ok && recall_error.is_none(),
+        semantic_model: recall.as_ref().is_some_and(|r| r.embedder == "onnx"),
         recall,
         recall_error,
     })

@@ -1,22 +1,30 @@
 //! memoria-engine: everything that runs on a user's machine — the vault of Markdown notes, the
-//! SQLite index, backups, the credential guard, import/export and the file watcher (recall,
-//! sync client and MCP server join as their issues land). The binary `memoria` is a thin CLI
-//! over [`Engine`]. No GUI dependencies; plain Rust types out, JSON only at the CLI boundary.
+//! SQLite index, backups, the credential guard, import/export, the file watcher, hybrid recall,
+//! the sync client and the MCP server. Front ends (the `memoria` CLI, the MCP server, the
+//! desktop app) call [`api`], never the index: it takes and returns plain serde DTOs. No GUI
+//! dependencies.
 
 pub mod agent;
+pub mod api;
 pub mod backup;
 pub mod doctor;
 pub mod error;
-pub mod fsx;
+/// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.
+#[cfg(feature = "eval")]
+pub mod eval;
+pub(crate) mod fsx;
 pub mod guard;
 pub mod home;
 pub mod hook;
 pub mod import;
+/// The SQLite index's rows. Not part of the API: front ends read notes through
+/// [`api::notes`]. Reachable only until the desktop shell's notes commands call it.
+#[doc(hidden)]
 pub mod index;
 pub mod mcp;
 pub mod project;
 pub mod recall;
-pub mod scan;
+pub(crate) mod scan;
 pub mod search;
 pub mod sync;
 pub mod vault;
@@ -24,6 +32,7 @@ pub mod watch;
 
 pub use error::{Error, Result};
 pub use project::{Project, Scope};
+pub use scan::ScanStats;
 pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};
 
 /// A count with its noun for people to read: "1 note", "3 notes", "0 notes".

@@ -18,7 +18,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::agent::{self, AgentQuery, Remember};
+use crate::api::agent::{self, AgentQuery, Remember};
 use crate::backup::date_to_ms;
 use crate::error::Error;
 use crate::sync::SyncNotifier;

@@ -200,7 +200,7 @@ impl Engine {
     pub fn limits(&self) -> Limits {
         self.limits
     }
-    pub fn index(&self) -> &Index {
+    pub(crate) fn index(&self) -> &Index {
         &self.index
     }
     pub fn now_ms(&self) -> i64 {
@@ -928,8 +928,13 @@ impl Engine {
     }
 
     /// Writes many prepared notes of one scope: the files in parallel (each atomic), then one
-    /// index transaction. For bulk writers (import, sync downloads); checks are the caller's.
-    pub fn put_notes(&mut self, scope: &Scope, notes: &[(String, Note)]) -> Result<Vec<Written>> {
+    /// index transaction. Crate-private: its one caller, import, has run every note through
+    /// the credential guard (a note that trips it is tagged and kept from agents).
+    pub(crate) fn put_notes(
+        &mut self,
+        scope: &Scope,
+        notes: &[(String, Note)],
+    ) -> Result<Vec<Written>> {
         let dir = self.scope_dir(scope)?;
         let files: Vec<(PathBuf, Vec<u8>)> = notes
             .iter()

@@ -58,9 +58,9 @@ fn sees_nothing_of_the_victim(w: &World, engine: &mut Engine) {
     );
     let block = engine.recall_block(SECRET, None, None).unwrap();
     assert!(!block.text.contains("zanzibar"), "{}", block.text);
-    let out = w
-        .root
-        .join(format!("export-{}", memoria_engine::fsx::random_hex(3)));
+    static EXPORTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = EXPORTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = w.root.join(format!("export-{n}"));
     memoria_engine::import::export(engine, &out).unwrap();
     let mut stack = vec![out];
     while let Some(d) = stack.pop() {

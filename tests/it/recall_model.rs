@@ -194,7 +194,7 @@ fn model_dir_flag_loads_the_model_and_doctor_reports_the_embedder() {
     let without: serde_json::Value = serde_json::from_str(&memoria(&["--json", "doctor"])).unwrap();
     assert_eq!(without["recall"]["embedder"], "hash", "{without}");
     assert!(
-        without["recall"]["fallback_reason"]
+        without["recall"]["fallbackReason"]
             .as_str()
             .unwrap()
             .contains("model.onnx"),

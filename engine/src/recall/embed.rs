@@ -209,7 +209,7 @@ impl OnnxEmbedder {
     /// Embeds `texts` (already prefixed) one at a time, on every session at once when bulk
     /// sessions are open (each takes the next text; longest first, so none is left with a long
     /// tail). Not batched on purpose: the int8 model quantizes activations with one scale per
-    /// run, so batch-mates would nudge a text's vector (cosine ~0.996), and on a CPU a batch of
+    /// run, so batch-mates would nudge a text's vector, and on a CPU a batch of
     /// one, with no padding, is also the fastest (docs/BENCHMARKS.md). A text's vector is the
     /// same whichever session embeds it.
     fn embed_prefixed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
@@ -245,9 +245,9 @@ impl OnnxEmbedder {
 /// `scripts/install-model.sh` stores beside the graph, so ONNX Runtime maps them rather than
 /// copying them into each session): a change to either is a new model.
 ///
-/// Hashing 83 MB takes ~150 ms (measured), which every `memoria` command that loads the
-/// model (an agent's hook, once per turn) would pay: the digest is kept in [`DIGEST_FILE`]
-/// ([`super::beside`]).
+/// Hashing the model's files is slow next to the rest of a command, and every `memoria`
+/// command that loads the model (an agent's hook, once per turn) would pay it: the digest is
+/// kept in [`DIGEST_FILE`] ([`super::beside`]).
 fn model_digest(dir: &Path) -> Result<String, Error> {
     let graph = dir.join("model.onnx");
     let data = dir.join("model.data");

@@ -11,9 +11,7 @@
 pub mod analyzer;
 mod beside;
 pub mod block;
-pub mod cli;
 pub mod embed;
-pub mod eval;
 pub mod lexical;
 pub mod rank;
 pub mod store;
@@ -126,7 +124,8 @@ impl RecallDoc {
 }
 
 /// Which retrievers take part in a search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "eval", derive(clap::ValueEnum))]
 pub enum Mode {
     Bm25,
     Vector,
@@ -211,7 +210,8 @@ pub struct RecallConfig {
     /// ONNX Runtime intra-op threads.
     pub threads: usize,
     /// Model sessions embedding side by side during bulk work (indexing many notes, a model
-    /// change): each extra one costs ~100 MB while the work lasts and is dropped after it.
+    /// change): each extra one costs a model's worth of memory while the work lasts and is
+    /// dropped after it.
     pub bulk_sessions: usize,
     /// Embed documents that lack vectors for the current model (a model change) on a background
     /// thread instead of inside `open`.
@@ -231,14 +231,15 @@ impl RecallConfig {
     }
 }
 
-/// One bulk session per core, at most two: two cores give ~1.8× the throughput of one, and
-/// more sessions would cost memory on a laptop for little.
+/// One bulk session per core, at most two: a second session nearly doubles the throughput,
+/// and more would cost memory on a laptop for little.
 pub fn default_bulk_sessions() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
 }
 
 /// What the engine card shows about recall.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RecallStatus {
     pub embedder: &'static str,
     pub model_id: String,
@@ -272,8 +273,8 @@ struct Shared {
     bulk_sessions: usize,
 }
 
-/// Chunks to embed before extra bulk sessions are worth starting (a session starts in well
-/// under a second; a chunk takes ~50 ms).
+/// Chunks to embed before extra bulk sessions are worth starting (starting a session costs
+/// about as much as embedding a few dozen chunks).
 const BULK_MIN_CHUNKS: usize = 32;
 
 /// Bulk sessions open while this lives, when it opened them: an inner, smaller batch inside a
@@ -830,7 +831,8 @@ fn embed_missing(
     let bulk = Bulk::start(shared, todo.iter().map(|d| d.2.len()).sum());
     // Group whole documents into batches of about EMBED_BATCH chunks, four per session in bulk
     // work: the sessions wait for each other at the end of a batch, and bigger batches wait
-    // less often (46 -> 48-49 notes/s; a search meanwhile waits up to ~1.3 s for the model).
+    // less often, for a little more throughput; a search meanwhile waits longer for the model
+    // (docs/BENCHMARKS.md).
     let per_batch = match lock(&shared.embedder).sessions() {
         1 => EMBED_BATCH,
         n => EMBED_BATCH * n * 4,

@@ -2,9 +2,9 @@
 //! Hugging Face `tokenizer.json` and kept compact.
 //!
 //! Why our own: the `tokenizers` crate keeps a Unigram vocabulary as a trie with a hash map per
-//! node; for e5's 250,002 pieces that is ~290 MB resident — more than the model. Here every
-//! piece lives in one sorted byte buffer (~5 MB) and a prefix search is a narrowing binary
-//! search, so loading takes a fraction of a second and a few MB.
+//! node; for e5's quarter of a million pieces that takes more memory than the model. Here
+//! every piece lives in one sorted byte buffer and a prefix search is a narrowing binary
+//! search, so loading is quick and small (docs/BENCHMARKS.md has the figures).
 //!
 //! The pipeline is the one `tokenizer.json` declares for these models, and produces the same ids
 //! as `tokenizers` (tests/it/recall_model.rs checks it against the Python `tokenizers` package on
@@ -227,7 +227,8 @@ impl Tokenizer {
         let scores = vocab.iter().map(|(_, s)| *s as f32).collect();
         // Sorted by bytes; equal pieces keep the last id (as a map filled in vocabulary order).
         // Each piece's first eight bytes as a big-endian number decide most comparisons
-        // without reading the piece (250k pieces: the sort was ~40 % of a one-shot search).
+        // without reading the piece (with a quarter of a million pieces the sort dominated a
+        // one-shot search otherwise).
         let mut keyed: Vec<(u64, &[u8], u32)> = vocab
             .iter()
             .enumerate()

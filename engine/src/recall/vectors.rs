@@ -1,7 +1,7 @@
 //! The in-memory vector index: every chunk vector of every document, quantized to int8 with
-//! one scale per row (a quarter of f32's memory; 100k one-chunk notes take ~40 MB), searched
-//! exhaustively. At this app's sizes (≤ 100k notes) a full scan costs a few milliseconds and
-//! needs no approximate structure that could miss a note.
+//! one scale per row (a quarter of f32's memory), searched exhaustively. At this app's sizes
+//! (up to a hundred thousand notes) a full scan is fast enough and needs no approximate
+//! structure that could miss a note.
 
 use std::collections::HashMap;
 
@@ -164,8 +164,8 @@ impl VectorIndex {
 
 /// Dot product of two int8 vectors, written so the compiler vectorizes it (16 lanes of
 /// i16 products summed into i32 — `pmaddwd` on x86, `sdot`-like on ARM). Never inlined:
-/// inlined into `search`'s loop it compiled to one scalar multiply per byte, and hybrid search
-/// at 100k notes took 46 ms at p50 instead of 28 (docs/BENCHMARKS.md).
+/// inlined into `search`'s loop it compiles to one scalar multiply per byte, which makes
+/// hybrid search markedly slower (docs/BENCHMARKS.md).
 #[inline(never)]
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     let mut acc = [0i32; 16];

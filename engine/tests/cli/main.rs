@@ -901,3 +901,79 @@ fn the_home_is_private_to_the_user() {
     }
     assert!(files >= 6, "{files}");
 }
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let m = Memoria::new();
+    for i in 0..3 {
+        let id = format!("note-{i}");
+        m.ok(&["add", "--summary", "a note", "--id", &id, "--body", "text"]);
+    }
+    for args in [&["list"][..], &["--json", "list"], &["show", "note-0"]] {
+        let mut child = m
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command writes (`memoria list | head -0`).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "memoria {args:?}: {err}");
+        assert!(err.is_empty(), "memoria {args:?} said: {err}");
+    }
+}
+
+#[test]
+fn search_explain_prints_numbers_and_words() {
+    let m = Memoria::new();
+    m.ok(&[
+        "add",
+        "--summary",
+        "Rambutan season",
+        "--body",
+        "Rambutans ripen in the wet season.",
+    ]);
+    m.ok(&[
+        "add",
+        "--summary",
+        "Other",
+        "--body",
+        "Nothing about fruit.",
+    ]);
+    let out = m.ok(&["search", "rambutan", "--explain", "--mode", "bm25"]);
+    assert!(out.contains("words: rank 1, bm25 "), "{out}");
+    assert!(out.contains("meaning: no match"), "{out}");
+    assert!(
+        !out.contains("Some(") && !out.contains("None"),
+        "the explanation shows Rust's Option: {out}"
+    );
+    let hits = m.json(&["search", "rambutan", "--explain", "--mode", "bm25"]);
+    assert_eq!(hits[0]["explain"]["bm25Rank"], 1, "{hits}");
+    assert!(hits[0]["explain"]["vectorRank"].is_null(), "{hits}");
+}
+
+#[test]
+fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
+    let m = Memoria::new();
+    m.ok(&["add", "--summary", "a note", "--body", "text"]);
+    let mut c = m.command();
+    c.env_remove("MEMORIA_MODEL_DIR").args(["doctor"]);
+    let out = c.output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("no semantic model"), "{text}");
+    assert_eq!(
+        text.matches("scripts/install-model.sh").count(),
+        1,
+        "the install command is said once: {text}"
+    );
+    assert!(!text.contains("all good"), "{text}");
+    let mut c = m.command();
+    c.env_remove("MEMORIA_MODEL_DIR").args(["--json", "doctor"]);
+    let v: Value = serde_json::from_slice(&c.output().unwrap().stdout).unwrap();
+    assert_eq!(v["semanticModel"], false, "{v}");
+}

@@ -1,5 +1,7 @@
-//! `memoria eval beir` and `memoria bench recall`: argument structs and runners. The binary
-//! only parses and dispatches.
+//! The retrieval evaluation and benchmark harness: `memoria eval beir` (nDCG@10, Recall@100,
+//! MRR@10 over a BEIR set) and `memoria bench recall` (latency, throughput, memory), their
+//! arguments and runners. It drives [`crate::recall`] from outside and is built only with the
+//! `eval` feature: the library's core never depends on it.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -11,8 +13,10 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use memoria_shared::{ContentHash, SystemClock};
 
-use super::eval::{self, Metrics};
-use super::{
+pub mod metrics;
+
+use self::metrics::Metrics;
+use crate::recall::{
     Embedder, EmbedderChoice, Error, Fusion, HashEmbedder, Mode, RecallConfig, RecallDoc,
     RecallIndex, SearchOptions, embed,
 };
@@ -44,7 +48,7 @@ pub struct ModelArgs {
 impl ModelArgs {
     fn bulk_sessions(&self) -> usize {
         self.sessions
-            .unwrap_or_else(super::default_bulk_sessions)
+            .unwrap_or_else(crate::recall::default_bulk_sessions)
             .max(1)
     }
 
@@ -141,9 +145,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs `memoria eval beir`.
 pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
-    let corpus = eval::read_corpus(&args.corpus)?;
-    let queries = eval::read_queries(&args.queries)?;
-    let qrels = eval::read_qrels(&args.qrels)?;
+    let corpus = metrics::read_corpus(&args.corpus)?;
+    let queries = metrics::read_queries(&args.queries)?;
+    let qrels = metrics::read_qrels(&args.qrels)?;
     let mut queries: Vec<(String, String)> = queries
         .into_iter()
         .filter(|(id, _)| qrels.contains_key(id))
@@ -158,13 +162,13 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             args.qrels.display()
         );
     }
-    let corpus: Vec<eval::CorpusDoc> = match args.distractors {
+    let corpus: Vec<metrics::CorpusDoc> = match args.distractors {
         None => corpus,
         Some(n) => {
             let judged: HashSet<&String> =
                 queries.iter().flat_map(|(q, _)| qrels[q].keys()).collect();
             // A fixed sample: the documents whose id hashes lowest, independent of file order.
-            let mut others: Vec<(String, &eval::CorpusDoc)> = corpus
+            let mut others: Vec<(String, &metrics::CorpusDoc)> = corpus
                 .iter()
                 .filter(|d| !judged.contains(&d.id))
                 .map(|d| (memoria_shared::hash::sha256_hex(d.id.as_bytes()), d))
@@ -184,7 +188,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cache_dir)
         .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
     let config = RecallConfig {
-        dir: super::default_dir(home.path()),
+        dir: crate::recall::default_dir(home.path()),
         model_dir: args.model.resolve(),
         vector_cache: Some(cache_dir.join("vectors.sqlite")),
         threads: args.model.threads,
@@ -335,7 +339,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             };
             times.push(t.elapsed().as_secs_f64() * 1000.0);
             let ranked: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-            per_query.push(eval::metrics(&ranked, &qrels[qid]));
+            per_query.push(metrics::metrics(&ranked, &qrels[qid]));
             if i == 0 && args.run_out.is_some() {
                 for (r, h) in hits.iter().enumerate() {
                     run.push_str(&format!(
@@ -353,7 +357,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             std::fs::write(p, &run).with_context(|| format!("writing {}", p.display()))?;
         }
         times.sort_by(f64::total_cmp);
-        let m = eval::mean(&per_query);
+        let m = metrics::mean(&per_query);
         results.push(EvalResult {
             label: name.clone(),
             mode: format!("{mode:?}").to_lowercase(),
@@ -673,7 +677,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         real_passages: Arc::clone(&real_passages),
     };
     let config = RecallConfig {
-        dir: super::default_dir(&home),
+        dir: crate::recall::default_dir(&home),
         model_dir: None,
         vector_cache: None,
         threads: args.model.threads,
@@ -709,7 +713,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
     // What the model sees per note: "passage: " + the chunk, <s> and </s> included.
     let tokens_per_note = model_dir
         .as_deref()
-        .and_then(|dir| super::tokenize::Tokenizer::load(dir, 512).ok())
+        .and_then(|dir| crate::recall::tokenize::Tokenizer::load(dir, 512).ok())
         .map(|tok| {
             let n: usize = tp_docs
                 .iter()

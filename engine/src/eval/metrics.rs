@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use super::Error;
+use crate::recall::Error;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CorpusDoc {

@@ -1,0 +1,164 @@
+//! Search and recall: ranked hits over the visible notes (with the parts of each score on
+//! request), and the recall block an agent turn gets.
+
+use serde::{Deserialize, Serialize};
+
+use super::NoteRef;
+use crate::error::Result;
+use crate::recall::{self, SearchOptions};
+use crate::vault::Engine;
+
+/// Which retrievers take part in a search.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Words only (BM25).
+    Bm25,
+    /// Meaning only (embeddings).
+    Vector,
+    /// Both, fused.
+    #[default]
+    Hybrid,
+}
+
+impl From<SearchMode> for recall::Mode {
+    fn from(m: SearchMode) -> recall::Mode {
+        match m {
+            SearchMode::Bm25 => recall::Mode::Bm25,
+            SearchMode::Vector => recall::Mode::Vector,
+            SearchMode::Hybrid => recall::Mode::Hybrid,
+        }
+    }
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SearchRequest {
+    pub query: String,
+    /// At most this many hits (1 to 1,000).
+    pub limit: usize,
+    pub mode: SearchMode,
+    /// Include the parts of each hit's score.
+    pub explain: bool,
+}
+
+impl Default for SearchRequest {
+    fn default() -> Self {
+        SearchRequest {
+            query: String::new(),
+            limit: 10,
+            mode: SearchMode::Hybrid,
+            explain: false,
+        }
+    }
+}
+
+/// The parts of a hit's score. A retriever that did not find the note has no rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoreParts {
+    /// Place in the word (BM25) ranking, from 1.
+    pub bm25_rank: Option<usize>,
+    pub bm25_score: Option<f32>,
+    /// Place in the meaning (vector) ranking, from 1.
+    pub vector_rank: Option<usize>,
+    pub cosine: Option<f32>,
+    /// The fused score before the multipliers below.
+    pub fused: f64,
+    /// Share of the query's words found in the notes' vocabulary (hybrid fusion).
+    pub coverage: Option<f64>,
+    /// The vector side's weight in fusion for this query.
+    pub vector_weight: Option<f64>,
+    pub decay: f64,
+    pub trust: f64,
+    pub importance: f64,
+    pub access: f64,
+}
+
+impl From<recall::Explain> for ScoreParts {
+    fn from(x: recall::Explain) -> ScoreParts {
+        ScoreParts {
+            bm25_rank: x.bm25_rank,
+            bm25_score: x.bm25_score,
+            vector_rank: x.vector_rank,
+            cosine: x.cosine,
+            fused: x.fused,
+            coverage: x.coverage,
+            vector_weight: x.vector_weight,
+            decay: x.decay,
+            trust: x.trust,
+            importance: x.importance,
+            access: x.access,
+        }
+    }
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub scope: String,
+    pub id: String,
+    pub summary: String,
+    #[serde(rename = "type")]
+    pub note_type: Option<String>,
+    pub score: f64,
+    /// Present when the search asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<ScoreParts>,
+}
+
+/// Hybrid search over the visible notes.
+pub fn search(engine: &mut Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+    let opts = SearchOptions {
+        limit: req.limit.clamp(1, 1000),
+        mode: req.mode.into(),
+        explain: req.explain,
+        ..Default::default()
+    };
+    let hits = engine.hybrid_search(&req.query, opts)?;
+    Ok(hits
+        .into_iter()
+        .map(|h| SearchHit {
+            scope: h.scope,
+            id: h.id,
+            summary: h.summary,
+            note_type: h.note_type,
+            score: h.score,
+            explain: h.explain.map(ScoreParts::from),
+        })
+        .collect())
+}
+
+/// A recall block to ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RecallRequest {
+    pub message: String,
+    /// The block's size in characters (default: scaled to the window).
+    pub budget: Option<usize>,
+    /// The model's context window in tokens.
+    pub window: Option<usize>,
+}
+
+/// The recall block for one agent turn and what went into it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recalled {
+    pub text: String,
+    /// Relevant notes left out for the budget.
+    pub not_shown: usize,
+    /// The notes in the block.
+    pub shown: Vec<NoteRef>,
+}
+
+/// The recall block an agent turn gets for `message`.
+pub fn recall(engine: &mut Engine, req: &RecallRequest) -> Result<Recalled> {
+    let block = engine.recall_block(&req.message, req.budget, req.window)?;
+    Ok(Recalled {
+        shown: block.shown.iter().map(NoteRef::from_pair).collect(),
+        text: block.text,
+        not_shown: block.not_shown,
+    })
+}

@@ -1,0 +1,278 @@
+//! Cloud sync: sign in and out, turn on and off, sync now, confirm or decline what a paused
+//! sync waits for, and the status roll-up per scope.
+
+use std::sync::Arc;
+
+use memoria_shared::SystemClock;
+use memoria_shared::protocol::Quotas;
+use serde::{Deserialize, Serialize};
+
+use crate::sync::base::ScopeDir;
+use crate::sync::{
+    self, DownloadCounts, PassReport, Pending, Settings, SyncClient, SyncError, SyncResult, Syncer,
+    Token, token,
+};
+use crate::vault::Engine;
+
+/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain.
+fn env_token() -> Option<String> {
+    std::env::var(token::TOKEN_ENV).ok()
+}
+
+/// Whether `MEMORIA_SYNC_TOKEN` is set: a front end then need not ask for a token.
+pub fn token_in_environment() -> bool {
+    env_token().is_some()
+}
+
+/// A sign-in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginRequest {
+    /// The server's URL, e.g. `https://sync.example.com`.
+    pub server: String,
+    /// The token; `None`: `MEMORIA_SYNC_TOKEN`.
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
+}
+
+/// What a sign-in did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedIn {
+    pub server: String,
+    pub user_id: String,
+    /// Cloud sync is on (a sign-in turns it on unless it was turned off).
+    pub on: bool,
+    /// Where the token is kept; `None` when the keychain could not be used and the token
+    /// comes from `MEMORIA_SYNC_TOKEN`.
+    pub keychain: Option<String>,
+    /// Why the keychain could not be used, when it could not.
+    pub keychain_error: Option<String>,
+}
+
+/// Signs in: checks the token with the server, keeps it in the OS keychain and turns sync on
+/// unless it was turned off. Without a usable keychain the sign-in stands only when the token
+/// is in `MEMORIA_SYNC_TOKEN`.
+pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
+    let root = engine.home().root();
+    let server = req.server.trim_end_matches('/').to_owned();
+    let token = Token::new(req.token.clone().or_else(env_token).unwrap_or_default());
+    if token.expose().is_empty() {
+        return Err(SyncError::NoToken);
+    }
+    let transport = Arc::new(sync::HttpTransport::new(&server)?);
+    let identity = SyncClient::new(transport, token.clone()).identity()?;
+    let (keychain, keychain_error) = match token::store(root, &server, &token) {
+        Ok(kc) => (Some(kc.to_string()), None),
+        Err(e) if env_token().is_some() => (None, Some(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    let on = Settings::update(&sync::sync_dir(root), |s| {
+        s.server = Some(server.clone());
+        *s.enabled.get_or_insert(true)
+    })?;
+    Ok(SignedIn {
+        server,
+        user_id: identity.user_id,
+        on,
+        keychain,
+        keychain_error,
+    })
+}
+
+/// What a sign-out did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedOut {
+    /// The server signed out of, if one was signed in.
+    pub server: Option<String>,
+}
+
+/// Forgets the token and the server; the scopes' pins to an account stay.
+pub fn logout(engine: &Engine) -> SyncResult<SignedOut> {
+    let root = engine.home().root();
+    let dir = sync::sync_dir(root);
+    let server = Settings::load(&dir)?.server;
+    if let Some(server) = &server {
+        token::forget(root, server)?;
+    }
+    Settings::update(&dir, |s| s.server = None)?;
+    Ok(SignedOut { server })
+}
+
+/// The sync switches after a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Switches {
+    pub on: bool,
+    /// Notes tagged `contains-secrets` are uploaded too.
+    pub include_secrets: bool,
+}
+
+/// Turns cloud sync on; `include_secrets` changes whether notes tagged `contains-secrets` are
+/// uploaded (`None` leaves it as it is; they stay on this machine by default).
+pub fn turn_on(engine: &Engine, include_secrets: Option<bool>) -> SyncResult<Switches> {
+    Settings::update(&sync::sync_dir(engine.home().root()), |s| {
+        s.enabled = Some(true);
+        if let Some(v) = include_secrets {
+            s.include_secrets = v;
+        }
+        Switches {
+            on: true,
+            include_secrets: s.include_secrets,
+        }
+    })
+}
+
+/// Turns cloud sync off; it stays off across restarts and sign-ins, local notes keep working.
+pub fn turn_off(engine: &Engine) -> SyncResult<Switches> {
+    Settings::update(&sync::sync_dir(engine.home().root()), |s| {
+        s.enabled = Some(false);
+        Switches {
+            on: false,
+            include_secrets: s.include_secrets,
+        }
+    })
+}
+
+/// Agrees to what a paused sync waits for (`scope`: user or project; `None`: every scope that
+/// waits); the next pass does it.
+pub fn confirm(engine: &mut Engine, scope: Option<&str>) -> SyncResult<Vec<Pending>> {
+    let scope = super::scope_arg(engine, scope)?;
+    sync::confirm_pending(engine, scope.as_ref())
+}
+
+/// Declines what a paused sync waits for: notes missing here are restored from the last sync,
+/// notes deleted on another machine are kept (and uploaded again).
+pub fn cancel(engine: &mut Engine, scope: Option<&str>) -> SyncResult<Vec<Pending>> {
+    let scope = super::scope_arg(engine, scope)?;
+    sync::cancel_pending(engine, scope.as_ref())
+}
+
+/// One scope's pass: its report, or the error that stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopePass {
+    pub scope: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<PassReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Syncs every synced scope now. A scope's failure is in its [`ScopePass`]; the others still
+/// sync. Fails as a whole only when sync cannot start (off, not signed in, no token).
+pub fn now(engine: &mut Engine) -> SyncResult<Vec<ScopePass>> {
+    let mut syncer = Syncer::from_settings(
+        engine.home().root(),
+        env_token(),
+        Arc::new(SystemClock),
+        Arc::default(),
+    )?;
+    Ok(syncer
+        .sync_all(engine)
+        .into_iter()
+        .map(|(scope, r)| match r {
+            Ok(rep) => ScopePass {
+                scope: scope.key(),
+                report: Some(rep),
+                error: None,
+            },
+            Err(e) => ScopePass {
+                scope: scope.key(),
+                report: None,
+                error: Some(e.to_string()),
+            },
+        })
+        .collect())
+}
+
+/// A paused pass waiting for the user, with what it found in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    #[serde(flatten)]
+    pub pending: Pending,
+    /// What was found, that nothing was synced, and what each choice does.
+    pub message: String,
+}
+
+/// One synced scope's state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSyncStatus {
+    pub scope: String,
+    /// The scope syncs: sync is on, signed in, and no pass waits for the user.
+    pub on: bool,
+    /// When the scope was last fully synced (ms since the epoch).
+    pub last_synced_ms: Option<i64>,
+    /// The last pass's error, naming the scope; cleared by a successful pass.
+    pub last_error: Option<String>,
+    /// What the last download added, changed and deleted here.
+    pub last_download: DownloadCounts,
+    /// The server's limits, as last reported.
+    pub quotas: Option<Quotas>,
+    /// Notes held back by conflicts or refusals.
+    pub held_back: Vec<String>,
+    /// Unresolved conflicts.
+    pub conflicts: usize,
+    /// The account and server the scope was first synced with.
+    pub pin: Option<sync::settings::Pin>,
+    /// A paused pass waiting for the user.
+    pub pending: Option<Waiting>,
+}
+
+/// Cloud sync as a whole and per scope.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    pub on: bool,
+    /// The server signed in to; `None`: not signed in.
+    pub server: Option<String>,
+    /// The oldest of the scopes' last syncs; `None` when a scope never synced.
+    pub last_synced_ms: Option<i64>,
+    /// The server asked to slow down: no pass before this (ms since the epoch).
+    pub paused_until_ms: Option<i64>,
+    pub include_secrets: bool,
+    pub scopes: Vec<ScopeSyncStatus>,
+}
+
+/// The sync status roll-up: the switches, and each synced scope's last sync, last download,
+/// conflicts, error, limits and what it waits for.
+pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
+    let s = Settings::load(&sync::sync_dir(engine.home().root()))?;
+    let mut scopes = Vec::new();
+    for scope in sync::synced_scopes(engine) {
+        let sd = ScopeDir::of(engine, &scope)?;
+        let st = sd.load_status()?;
+        let pending = sd.pending()?.map(|p| Waiting {
+            message: p.message(),
+            pending: p,
+        });
+        scopes.push(ScopeSyncStatus {
+            on: s.is_on() && s.server.is_some() && pending.is_none(),
+            conflicts: sd.conflicts()?.len(),
+            pin: s.pins.get(&scope.key()).cloned(),
+            scope: scope.key(),
+            last_synced_ms: st.last_synced_ms,
+            last_error: st.last_error,
+            last_download: st.last_download,
+            quotas: st.quotas,
+            held_back: st.held_back,
+            pending,
+        });
+    }
+    let last_synced_ms = scopes
+        .iter()
+        .map(|sc| sc.last_synced_ms)
+        .try_fold(i64::MAX, |acc, t| t.map(|t| acc.min(t)))
+        .filter(|_| !scopes.is_empty());
+    Ok(SyncStatus {
+        on: s.is_on(),
+        server: s.server,
+        last_synced_ms,
+        paused_until_ms: s.paused_until_ms,
+        include_secrets: s.include_secrets,
+        scopes,
+    })
+}

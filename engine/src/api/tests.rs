@@ -1,0 +1,273 @@
+//! The DTOs' JSON shapes: camelCase, stable, and read back as written.
+
+use serde_json::json;
+
+use super::NoteRef;
+use super::backups::BackupEntry;
+use super::conflicts::{KeepChoice, ResolveRequest};
+use super::notes::{AddNote, EditNote, ListQuery, NoteDetail, NoteRow};
+use super::projects::ProjectRow;
+use super::search::{ScoreParts, SearchHit, SearchMode, SearchRequest};
+use super::sync::Switches;
+
+fn round_trip<T>(value: &T, expected: serde_json::Value)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let v = serde_json::to_value(value).unwrap();
+    assert_eq!(v, expected);
+    let back: T = serde_json::from_value(v).unwrap();
+    assert_eq!(&back, value);
+}
+
+#[test]
+fn note_dtos_are_camel_case_and_round_trip() {
+    round_trip(
+        &NoteRow {
+            scope: "user".into(),
+            id: "tea".into(),
+            path: "/h/memory/user/tea.md".into(),
+            rel_path: "tea.md".into(),
+            summary: "Green tea".into(),
+            note_type: Some("user".into()),
+            tags: vec!["drink".into()],
+            created_at: Some(1),
+            updated_at: Some(2),
+            hash: Some("h".into()),
+            trust: None,
+            source: None,
+            importance: Some(0.5),
+            error: None,
+        },
+        json!({"scope": "user", "id": "tea", "path": "/h/memory/user/tea.md", "relPath": "tea.md",
+            "summary": "Green tea", "type": "user", "tags": ["drink"], "createdAt": 1,
+            "updatedAt": 2, "hash": "h", "trust": null, "source": null, "importance": 0.5,
+            "error": null}),
+    );
+    round_trip(
+        &NoteDetail {
+            scope: "user".into(),
+            id: "tea".into(),
+            path: "p".into(),
+            summary: "s".into(),
+            note_type: None,
+            tags: vec![],
+            created_at: None,
+            updated_at: Some(3),
+            hash: None,
+            error: None,
+            links: vec!["milk".into()],
+            backlinks: vec![NoteRef {
+                scope: "user".into(),
+                id: "cake".into(),
+            }],
+            body: "b\n".into(),
+        },
+        json!({"scope": "user", "id": "tea", "path": "p", "summary": "s", "type": null,
+            "tags": [], "createdAt": null, "updatedAt": 3, "hash": null, "error": null,
+            "links": ["milk"], "backlinks": [{"scope": "user", "id": "cake"}], "body": "b\n"}),
+    );
+}
+
+#[test]
+fn requests_read_with_defaults_for_what_is_left_out() {
+    let add: AddNote = serde_json::from_value(json!({"summary": "s", "type": "user"})).unwrap();
+    assert_eq!(add.note_type.as_deref(), Some("user"));
+    assert!(add.tags.is_empty() && add.scope.is_none());
+    let edit: EditNote = serde_json::from_value(json!({"tags": []})).unwrap();
+    assert_eq!(edit.tags, Some(vec![]));
+    assert_eq!(edit.summary, None);
+    let q: ListQuery = serde_json::from_value(json!({"tag": "x"})).unwrap();
+    assert_eq!(q.tag.as_deref(), Some("x"));
+    let s: SearchRequest = serde_json::from_value(json!({"query": "tea"})).unwrap();
+    assert_eq!(
+        (s.limit, s.mode, s.explain),
+        (10, SearchMode::Hybrid, false)
+    );
+    let r: ResolveRequest = serde_json::from_value(json!({"id": "n", "keep": "cloud"})).unwrap();
+    assert_eq!(r.keep, Some(KeepChoice::Cloud));
+    assert_eq!("both".parse::<KeepChoice>().unwrap(), KeepChoice::Both);
+    assert!("mine".parse::<KeepChoice>().is_err());
+}
+
+#[test]
+fn search_hits_carry_score_parts_only_when_asked() {
+    let mut hit = SearchHit {
+        scope: "user".into(),
+        id: "tea".into(),
+        summary: "s".into(),
+        note_type: None,
+        score: 0.5,
+        explain: None,
+    };
+    round_trip(
+        &hit,
+        json!({"scope": "user", "id": "tea", "summary": "s", "type": null, "score": 0.5}),
+    );
+    hit.explain = Some(ScoreParts {
+        bm25_rank: Some(1),
+        bm25_score: Some(2.0),
+        vector_rank: None,
+        cosine: None,
+        fused: 0.25,
+        coverage: None,
+        vector_weight: Some(0.5),
+        decay: 1.0,
+        trust: 1.0,
+        importance: 1.0,
+        access: 1.0,
+    });
+    let v = serde_json::to_value(&hit).unwrap();
+    assert_eq!(
+        v["explain"],
+        json!({"bm25Rank": 1, "bm25Score": 2.0, "vectorRank": null, "cosine": null,
+            "fused": 0.25, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
+            "importance": 1.0, "access": 1.0})
+    );
+}
+
+#[test]
+fn project_backup_and_switch_rows_are_camel_case() {
+    round_trip(
+        &ProjectRow {
+            id: "p1".into(),
+            root: "/code/app".into(),
+            scope: "project:p1".into(),
+            present: false,
+        },
+        json!({"id": "p1", "root": "/code/app", "scope": "project:p1", "present": false}),
+    );
+    round_trip(
+        &BackupEntry {
+            backup_id: "b1".into(),
+            scope: "user".into(),
+            note_id: "tea".into(),
+            reason: "forget".into(),
+            created_at: 7,
+        },
+        json!({"backupId": "b1", "scope": "user", "noteId": "tea", "reason": "forget",
+            "createdAt": 7}),
+    );
+    round_trip(
+        &Switches {
+            on: true,
+            include_secrets: false,
+        },
+        json!({"on": true, "includeSecrets": false}),
+    );
+}
+
+/// A fresh home with the hash embedder (the model folder does not exist).
+fn here(tmp: &tempfile::TempDir) -> super::Location {
+    super::Location {
+        home: Some(tmp.path().join("home")),
+        model_dir: Some(tmp.path().join("no-model")),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn notes_go_through_the_api_from_add_to_forget() {
+    use super::notes::{self, ForgetRequest, Forgotten};
+    let tmp = tempfile::tempdir().unwrap();
+    let loc = here(&tmp);
+    let mut engine = loc.open().unwrap();
+    let add = AddNote {
+        summary: "Green tea".into(),
+        body: "Brew at 80 degrees. See [[milk]].".into(),
+        note_type: Some("user".into()),
+        tags: vec![" drink ".into(), "".into()],
+        id: Some("tea".into()),
+        ..Default::default()
+    };
+    let written = notes::add(&mut engine, add).unwrap();
+    assert_eq!(
+        (written.scope.as_str(), written.id.as_str()),
+        ("user", "tea")
+    );
+    let rows = notes::list(&engine, &ListQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].tags,
+        vec!["drink".to_owned()],
+        "tags are trimmed, empty ones dropped"
+    );
+    let shown = notes::show(&mut engine, "tea", Some("user")).unwrap();
+    assert_eq!(shown.links, vec!["milk".to_owned()]);
+    assert!(shown.body.starts_with("Brew at 80"));
+    let nothing = notes::edit(&mut engine, "tea", None, EditNote::default());
+    assert!(
+        matches!(nothing, Err(crate::Error::Invalid(_))),
+        "{nothing:?}"
+    );
+    let typo = AddNote {
+        summary: "x".into(),
+        note_type: Some("idea".into()),
+        ..Default::default()
+    };
+    assert!(notes::add(&mut engine, typo).is_err());
+    let unconfirmed = ForgetRequest {
+        id: "tea".into(),
+        ..Default::default()
+    };
+    assert!(notes::forget(&mut engine, &unconfirmed).is_err());
+    assert_eq!(
+        notes::list(&engine, &ListQuery::default()).unwrap().len(),
+        1
+    );
+    let confirmed = ForgetRequest {
+        confirm: true,
+        ..unconfirmed
+    };
+    let Forgotten::Backup(b) = notes::forget(&mut engine, &confirmed).unwrap() else {
+        panic!("a forget without purge keeps a backup");
+    };
+    let backups = super::backups::list(&engine, 10).unwrap();
+    assert_eq!(backups[0].backup_id, b.backup_id);
+    assert_eq!(backups[0].reason, "forget");
+}
+
+#[test]
+fn a_credential_is_refused_by_the_api_like_every_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut engine = here(&tmp).open().unwrap();
+    let add = AddNote {
+        summary: "token".into(),
+        body: "ghp_abcdefghijklmnopqrstuvwxyz0123456789".into(),
+        ..Default::default()
+    };
+    let refused = super::notes::add(&mut engine, add);
+    assert!(
+        matches!(refused, Err(crate::Error::Secret { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn sync_status_card_and_doctor_of_a_fresh_home() {
+    let tmp = tempfile::tempdir().unwrap();
+    let loc = here(&tmp);
+    let mut engine = loc.open().unwrap();
+    let status = super::sync::status(&engine).unwrap();
+    assert!(!status.on && status.server.is_none());
+    assert_eq!(status.scopes.len(), 1, "the user scope: no project here");
+    let user = &status.scopes[0];
+    assert_eq!(
+        (user.scope.as_str(), user.on, user.conflicts),
+        ("user", false, 0)
+    );
+    assert_eq!(status.last_synced_ms, None, "never synced");
+    let switches = super::sync::turn_on(&engine, Some(true)).unwrap();
+    assert!(switches.on && switches.include_secrets);
+    assert!(super::sync::status(&engine).unwrap().on);
+    let now = super::sync::now(&mut engine);
+    assert!(now.is_err(), "not signed in: nothing to sync with");
+    let card = super::card::card(&mut engine).unwrap();
+    assert!(!card.semantic && card.embedder == "hash", "{card:?}");
+    assert!(card.switches.sync_on && !card.switches.signed_in);
+    drop(engine);
+    let report =
+        super::doctor::doctor(&loc, super::doctor::DoctorRequest { rebuild: true }).unwrap();
+    assert!(report.ok && !report.semantic_model, "{report:?}");
+    assert!(super::projects::list(&loc).unwrap().is_empty());
+}

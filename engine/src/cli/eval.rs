@@ -1,0 +1,29 @@
+//! `eval` and `bench`: retrieval quality, speed and memory.
+
+use anyhow::Result;
+use clap::Subcommand;
+use memoria_engine::eval::{BenchArgs, EvalArgs, run_bench, run_eval};
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Index a BEIR corpus into a temporary home and report nDCG@10, Recall@100, MRR@10.
+    Beir(EvalArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Search latency, indexing throughput and memory of hybrid recall.
+    Recall(BenchArgs),
+}
+
+pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
+    match command {
+        EvalCommand::Beir(args) => Ok(run_eval(args, json)?),
+    }
+}
+
+pub fn bench(command: &BenchCommand, json: bool) -> Result<()> {
+    match command {
+        BenchCommand::Recall(args) => Ok(run_bench(args, json)?),
+    }
+}

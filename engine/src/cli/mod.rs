@@ -1,0 +1,71 @@
+//! The command groups of `memoria`, one module each. Every command parses its arguments, makes
+//! one call to [`memoria_engine::api`] and prints the result: text for people, or with
+//! `--json` the API's DTO as it is.
+
+pub mod backups;
+pub mod doctor;
+pub mod eval;
+pub mod hook;
+pub mod notes;
+pub mod projects;
+pub mod search;
+pub mod sync;
+pub mod transfer;
+
+use std::io::Read;
+
+use anyhow::{Context, Result};
+use memoria_engine::api::Location;
+
+/// What every command gets from the top-level options.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    pub location: Location,
+    /// Print the API's DTO as JSON instead of text.
+    pub json: bool,
+}
+
+/// `println!` that returns the write's error instead of panicking, so a closed pipe
+/// (`memoria list | head`) ends the command quietly (see `main`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+/// `print!` that returns the write's error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+pub(crate) use {out, outln};
+
+/// Prints a DTO as pretty JSON.
+pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    outln!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// A body argument: the text, or `-` to read it from standard input.
+pub fn read_body(arg: Option<&str>) -> Result<Option<String>> {
+    match arg {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the body from standard input")?;
+            Ok(Some(s))
+        }
+        other => Ok(other.map(String::from)),
+    }
+}
+
+/// Whether an error is a write to a closed pipe (the reader went away: not a failure).
+pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

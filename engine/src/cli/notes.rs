@@ -1,0 +1,226 @@
+//! `init`, `add`, `show`, `edit`, `list`, `forget`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use memoria_engine::api::notes::{self, AddNote, EditNote, ForgetRequest, Forgotten, ListQuery};
+use memoria_engine::backup::human_utc;
+use memoria_engine::counted;
+
+use super::{Globals, out, outln, print_json, read_body};
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    dir: Option<PathBuf>,
+    /// The project's type; projects of one type share `domain` notes.
+    #[arg(long = "type", value_name = "TYPE")]
+    project_type: Option<String>,
+}
+
+pub fn init(g: &Globals, a: &InitArgs) -> Result<()> {
+    let done = notes::init(&g.location, a.dir.as_deref(), a.project_type.as_deref())?;
+    if g.json {
+        return print_json(&done);
+    }
+    outln!("home: {}", done.home);
+    match &done.project {
+        Some(p) => outln!("project: {} ({})", p.root, p.id),
+        None => outln!(
+            "no project: run `memoria init DIR` inside a project folder to give it its own notes"
+        ),
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct AddArgs {
+    #[arg(long)]
+    summary: String,
+    /// user, feedback, project, reference or domain.
+    #[arg(long = "type", value_name = "TYPE")]
+    note_type: Option<String>,
+    /// Comma-separated tags.
+    #[arg(long, value_delimiter = ',')]
+    tags: Vec<String>,
+    /// user, project or domain (default: user for user notes, else the current project).
+    #[arg(long)]
+    scope: Option<String>,
+    #[arg(long)]
+    id: Option<String>,
+    /// The body text, or `-` to read it from standard input.
+    #[arg(long)]
+    body: Option<String>,
+}
+
+pub fn add(g: &Globals, a: &AddArgs) -> Result<()> {
+    let new = AddNote {
+        summary: a.summary.clone(),
+        body: read_body(a.body.as_deref())?.unwrap_or_default(),
+        note_type: a.note_type.clone(),
+        tags: a.tags.clone(),
+        scope: a.scope.clone(),
+        id: a.id.clone(),
+    };
+    let written = notes::add(&mut g.location.open()?, new)?;
+    if g.json {
+        return print_json(&written);
+    }
+    outln!("{}", written.id);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    id: String,
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn show(g: &Globals, a: &ShowArgs) -> Result<()> {
+    let n = notes::show(&mut g.location.open()?, &a.id, a.scope.as_deref())?;
+    if g.json {
+        return print_json(&n);
+    }
+    outln!("id:       {}", n.id);
+    outln!("scope:    {}", n.scope);
+    outln!("summary:  {}", n.summary);
+    if let Some(t) = &n.note_type {
+        outln!("type:     {t}");
+    }
+    if !n.tags.is_empty() {
+        outln!("tags:     {}", n.tags.join(", "));
+    }
+    if let Some(t) = n.updated_at {
+        outln!("updated:  {}", human_utc(t));
+    }
+    outln!("path:     {}", n.path);
+    if !n.backlinks.is_empty() {
+        let b: Vec<&str> = n.backlinks.iter().map(|r| r.id.as_str()).collect();
+        outln!("linked from: {}", b.join(", "));
+    }
+    if let Some(e) = &n.error {
+        outln!("ERROR:    {e}");
+    }
+    outln!("---");
+    out!("{}", n.body);
+    if !n.body.ends_with('\n') {
+        outln!();
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct EditArgs {
+    id: String,
+    #[arg(long)]
+    summary: Option<String>,
+    /// The new body, or `-` to read it from standard input.
+    #[arg(long)]
+    body: Option<String>,
+    /// Comma-separated tags (replaces the tags; give an empty string to clear them).
+    #[arg(long)]
+    tags: Option<String>,
+    #[arg(long = "type", value_name = "TYPE")]
+    note_type: Option<String>,
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn edit(g: &Globals, a: &EditArgs) -> Result<()> {
+    let edit = EditNote {
+        summary: a.summary.clone(),
+        body: read_body(a.body.as_deref())?,
+        tags: a
+            .tags
+            .as_deref()
+            .map(|t| t.split(',').map(String::from).collect()),
+        note_type: a.note_type.clone(),
+    };
+    let written = notes::edit(&mut g.location.open()?, &a.id, a.scope.as_deref(), edit)?;
+    if g.json {
+        return print_json(&written);
+    }
+    outln!("{}", written.id);
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[arg(long)]
+    scope: Option<String>,
+    #[arg(long = "type", value_name = "TYPE")]
+    note_type: Option<String>,
+    #[arg(long)]
+    tag: Option<String>,
+}
+
+pub fn list(g: &Globals, a: &ListArgs) -> Result<()> {
+    let q = ListQuery {
+        scope: a.scope.clone(),
+        note_type: a.note_type.clone(),
+        tag: a.tag.clone(),
+    };
+    let rows = notes::list(&g.location.open()?, &q)?;
+    if g.json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        outln!("no notes");
+    }
+    for r in &rows {
+        let ty = r.note_type.as_deref().unwrap_or("-");
+        match &r.error {
+            Some(e) => outln!(
+                "{:<10} {:<32} {:<10} ! {} — {e}",
+                r.scope,
+                r.id,
+                ty,
+                r.rel_path
+            ),
+            None => outln!("{:<10} {:<32} {:<10} {}", r.scope, r.id, ty, r.summary),
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ForgetArgs {
+    id: String,
+    /// Required: forgetting is deliberate.
+    #[arg(long)]
+    confirm: bool,
+    /// Also remove the note's backups and every copy in the index files: it cannot be
+    /// restored afterwards.
+    #[arg(long)]
+    purge: bool,
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn forget(g: &Globals, a: &ForgetArgs) -> Result<()> {
+    let req = ForgetRequest {
+        id: a.id.clone(),
+        scope: a.scope.clone(),
+        confirm: a.confirm,
+        purge: a.purge,
+    };
+    let done = notes::forget(&mut g.location.open()?, &req)?;
+    if g.json {
+        return print_json(&done);
+    }
+    match done {
+        Forgotten::Purged(p) => outln!(
+            "forgot {} for good: the note, {} and its copies in the index are gone",
+            p.id,
+            counted(p.backups_removed, "backup")
+        ),
+        Forgotten::Backup(b) => outln!(
+            "forgot {} (backup {}; `memoria restore {}` brings it back)",
+            b.note_id,
+            b.backup_id,
+            b.backup_id
+        ),
+    }
+    Ok(())
+}

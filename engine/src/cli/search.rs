@@ -1,0 +1,112 @@
+//! `search` and `recall`.
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use memoria_engine::api::search::{self, RecallRequest, ScoreParts, SearchMode, SearchRequest};
+
+use super::{Globals, out, outln, print_json};
+
+/// Which retrievers take part in a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Bm25,
+    Vector,
+    Hybrid,
+}
+
+impl From<ModeArg> for SearchMode {
+    fn from(m: ModeArg) -> SearchMode {
+        match m {
+            ModeArg::Bm25 => SearchMode::Bm25,
+            ModeArg::Vector => SearchMode::Vector,
+            ModeArg::Hybrid => SearchMode::Hybrid,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    query: String,
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// Show the parts of each result's score.
+    #[arg(long)]
+    explain: bool,
+    #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
+    mode: ModeArg,
+}
+
+pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
+    let req = SearchRequest {
+        query: a.query.clone(),
+        limit: a.limit,
+        mode: a.mode.into(),
+        explain: a.explain,
+    };
+    let hits = search::search(&mut g.location.open()?, &req)?;
+    if g.json {
+        return print_json(&hits);
+    }
+    if hits.is_empty() {
+        outln!("no matches");
+    }
+    for h in &hits {
+        let kind = h.scope.split(':').next().unwrap_or("");
+        outln!("{:>6.3}  vt:{kind}/{:<32} {}", h.score, h.id, h.summary);
+        if let Some(x) = &h.explain {
+            outln!("        {}", explain_line(x));
+        }
+    }
+    Ok(())
+}
+
+/// The parts of a score in numbers and words.
+pub fn explain_line(x: &ScoreParts) -> String {
+    let bm25 = match (x.bm25_rank, x.bm25_score) {
+        (Some(r), Some(s)) => format!("words: rank {r}, bm25 {s:.3}"),
+        (Some(r), None) => format!("words: rank {r}"),
+        (None, _) => "words: no match".to_owned(),
+    };
+    let vector = match (x.vector_rank, x.cosine) {
+        (Some(r), Some(c)) => format!("meaning: rank {r}, cosine {c:.3}"),
+        (Some(r), None) => format!("meaning: rank {r}"),
+        (None, _) => "meaning: no match".to_owned(),
+    };
+    let fusion = match (x.vector_weight, x.coverage) {
+        (Some(w), Some(c)) => format!(
+            " (meaning weighs {w:.2}; {:.0} % of the query's words are in the notes)",
+            c * 100.0
+        ),
+        (Some(w), None) => format!(" (meaning weighs {w:.2})"),
+        _ => String::new(),
+    };
+    format!(
+        "{bm25} · {vector} · fused {:.3}{fusion} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
+        x.fused, x.decay, x.trust, x.importance, x.access
+    )
+}
+
+#[derive(Args, Debug)]
+pub struct RecallArgs {
+    message: String,
+    /// The block's size in characters (default: 2,400 scaled to --window).
+    #[arg(long)]
+    budget: Option<usize>,
+    /// The model's context window in tokens (default 100,000).
+    #[arg(long)]
+    window: Option<usize>,
+}
+
+pub fn recall(g: &Globals, a: &RecallArgs) -> Result<()> {
+    let req = RecallRequest {
+        message: a.message.clone(),
+        budget: a.budget,
+        window: a.window,
+    };
+    let block = search::recall(&mut g.location.open()?, &req)?;
+    if g.json {
+        return print_json(&block);
+    }
+    out!("{}", block.text);
+    Ok(())
+}

@@ -1,0 +1,327 @@
+//! `sync …`, `conflicts` and `resolve`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use memoria_engine::api::conflicts::{self, ConflictReason, KeepChoice, ResolveRequest};
+use memoria_engine::api::sync::{self, LoginRequest, SyncStatus};
+use memoria_engine::backup::human_utc;
+use memoria_engine::sync::PendingReason;
+use memoria_shared::merge::ConflictKind;
+
+use super::{Globals, outln, print_json};
+
+#[derive(Subcommand, Debug)]
+pub enum SyncCommand {
+    /// Sign in to a sync server; the token goes to the OS keychain. Turns sync on unless it
+    /// was turned off.
+    Login {
+        /// The server's URL, e.g. https://sync.example.com
+        #[arg(long)]
+        server: String,
+        /// The token (default: $MEMORIA_SYNC_TOKEN, else asked for).
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Forget the token and the server (scope pins stay).
+    Logout,
+    /// On/off, last synced, errors, what the last download brought, limits.
+    Status,
+    /// Sync every scope now.
+    Now,
+    /// Turn cloud sync on.
+    On {
+        /// Also upload notes tagged contains-secrets (off by default: they stay on this machine).
+        #[arg(long, conflicts_with = "exclude_secrets")]
+        include_secrets: bool,
+        /// Stop uploading notes tagged contains-secrets (the default).
+        #[arg(long)]
+        exclude_secrets: bool,
+    },
+    /// Turn cloud sync off (survives restarts and sign-ins; local notes keep working).
+    Off,
+    /// Agree to what a paused sync waits for (deletions, a new folder); the next sync does it.
+    Confirm {
+        /// user or project (default: every scope that waits).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Decline what a paused sync waits for: notes missing here are restored from the last
+    /// sync, notes deleted on another machine are kept (and uploaded again).
+    Cancel {
+        /// user or project (default: every scope that waits).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+}
+
+pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
+    let mut engine = g.location.open()?;
+    match command {
+        SyncCommand::Login { server, token } => {
+            let token = match token {
+                Some(t) => Some(t.clone()),
+                None if sync::token_in_environment() => None,
+                None => Some(ask_token(server)?),
+            };
+            let req = LoginRequest {
+                server: server.clone(),
+                token,
+            };
+            let done = sync::login(&engine, &req)?;
+            if let Some(e) = &done.keychain_error {
+                eprintln!("memoria: {e}; using MEMORIA_SYNC_TOKEN from the environment");
+            }
+            if g.json {
+                return print_json(&done);
+            }
+            outln!("signed in to {} as {}", done.server, done.user_id);
+            if let Some(kc) = &done.keychain {
+                outln!("the token is in {kc}");
+            }
+            if !done.on {
+                outln!("cloud sync is off: turn it on with `memoria sync on`");
+            }
+        }
+        SyncCommand::Logout => {
+            let done = sync::logout(&engine)?;
+            if g.json {
+                return print_json(&done);
+            }
+            outln!("signed out");
+        }
+        SyncCommand::On {
+            include_secrets,
+            exclude_secrets,
+        } => {
+            let secrets = (*include_secrets || *exclude_secrets).then_some(*include_secrets);
+            let s = sync::turn_on(&engine, secrets)?;
+            if g.json {
+                return print_json(&s);
+            }
+            outln!("cloud sync is on");
+            outln!(
+                "notes tagged contains-secrets are {}",
+                if s.include_secrets {
+                    "uploaded too"
+                } else {
+                    "kept on this machine (`memoria sync on --include-secrets` uploads them)"
+                }
+            );
+        }
+        SyncCommand::Off => {
+            let s = sync::turn_off(&engine)?;
+            if g.json {
+                return print_json(&s);
+            }
+            outln!("cloud sync is off");
+        }
+        SyncCommand::Confirm { scope } | SyncCommand::Cancel { scope } => {
+            let confirm = matches!(command, SyncCommand::Confirm { .. });
+            let done = match confirm {
+                true => sync::confirm(&mut engine, scope.as_deref())?,
+                false => sync::cancel(&mut engine, scope.as_deref())?,
+            };
+            if g.json {
+                return print_json(&done);
+            }
+            for p in &done {
+                match (&p.reason, confirm) {
+                    (PendingReason::NewFolder { .. }, true) => {
+                        outln!("{} syncs from {} too", p.scope, p.folder)
+                    }
+                    (PendingReason::NewFolder { .. }, false) => {
+                        outln!("{} stays unsynced", p.folder)
+                    }
+                    (_, true) => outln!(
+                        "{}: {} deletion(s) confirmed",
+                        p.scope,
+                        p.local_deletes.len() + p.cloud_deletes.len()
+                    ),
+                    (_, false) => outln!(
+                        "{}: {} note(s) restored here, {} kept and uploaded again",
+                        p.scope,
+                        p.local_deletes.len(),
+                        p.cloud_deletes.len()
+                    ),
+                }
+            }
+            outln!("run `memoria sync now` (or let the watcher sync) to go on");
+        }
+        SyncCommand::Now => {
+            let passes = sync::now(&mut engine)?;
+            if g.json {
+                print_json(&passes)?;
+            }
+            let mut failed = Vec::new();
+            for p in &passes {
+                match (&p.report, &p.error) {
+                    (_, Some(e)) => failed.push(format!("{}: {e}", p.scope)),
+                    (Some(rep), None) if !g.json => {
+                        outln!(
+                            "{}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
+                            p.scope,
+                            rep.uploaded,
+                            rep.download.added,
+                            rep.download.changed,
+                            rep.download.deleted,
+                            rep.merged,
+                            rep.held_back.len()
+                        );
+                        for (id, why) in &rep.held_back {
+                            outln!("  {id}: {why}");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !failed.is_empty() {
+                bail!("{}", failed.join("; "));
+            }
+        }
+        SyncCommand::Status => {
+            let s = sync::status(&engine)?;
+            if g.json {
+                return print_json(&s);
+            }
+            print_status(&s)?;
+        }
+    }
+    Ok(())
+}
+
+fn ask_token(server: &str) -> Result<String> {
+    eprint!("token for {server}: ");
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the token")?;
+    let line = line.trim().to_owned();
+    if line.is_empty() {
+        bail!("no token given: pass --token, set MEMORIA_SYNC_TOKEN, or type it");
+    }
+    Ok(line)
+}
+
+fn print_status(s: &SyncStatus) -> Result<()> {
+    outln!(
+        "cloud sync: {}{}",
+        if s.on { "on" } else { "off" },
+        s.server
+            .as_deref()
+            .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}"))
+    );
+    outln!(
+        "last synced: {}",
+        s.last_synced_ms
+            .map_or_else(|| "never".to_owned(), human_utc)
+    );
+    for sc in &s.scopes {
+        let d = &sc.last_download;
+        outln!(
+            "{}: last download +{} ~{} -{}, {} conflict(s)",
+            sc.scope,
+            d.added,
+            d.changed,
+            d.deleted,
+            sc.conflicts
+        );
+        if let Some(w) = &sc.pending {
+            if w.pending.confirmed {
+                outln!("  confirmed, done by the next sync: {}", w.message);
+            } else {
+                outln!(
+                    "  waiting for you: {} (`memoria sync confirm` or `memoria sync cancel`)",
+                    w.message
+                );
+            }
+        } else if let Some(e) = &sc.last_error {
+            outln!("  error: {e}");
+        }
+        if let Some(q) = &sc.quotas {
+            outln!(
+                "  limits: {} notes, {} bytes per note",
+                q.live_notes_per_scope,
+                q.body_bytes
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn list_conflicts(g: &Globals) -> Result<()> {
+    let list = conflicts::list(&g.location.open()?)?;
+    if g.json {
+        return print_json(&list);
+    }
+    if list.is_empty() {
+        outln!("no sync conflicts");
+    }
+    for c in &list {
+        let what = match &c.reason {
+            ConflictReason::Merge(kinds) => kinds
+                .iter()
+                .map(|k| match k {
+                    ConflictKind::NoBase => "changed on both sides with no common version",
+                    ConflictKind::Summary => "both changed the summary",
+                    ConflictKind::Type => "both changed the type",
+                    ConflictKind::Body => "both changed the same lines",
+                    ConflictKind::TooLarge => "the merged note is over the size limit",
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            ConflictReason::VanishedWhileEdited => {
+                "edited here, deleted in the cloud long ago".to_owned()
+            }
+        };
+        outln!("{}  {}  {what}", c.scope, c.id);
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ResolveArgs {
+    id: String,
+    /// local (this machine), cloud, or both (the cloud's version becomes a new note beside).
+    #[arg(long, conflicts_with = "merged_file")]
+    keep: Option<String>,
+    /// A hand-merged note file (or just its body) to keep.
+    #[arg(long, value_name = "FILE")]
+    merged_file: Option<PathBuf>,
+    /// user or project (default: the first scope with a conflict for ID).
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn resolve(g: &Globals, a: &ResolveArgs) -> Result<()> {
+    let merged = a
+        .merged_file
+        .as_ref()
+        .map(|f| std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display())))
+        .transpose()?;
+    let keep = a
+        .keep
+        .as_deref()
+        .map(str::parse::<KeepChoice>)
+        .transpose()?;
+    let req = ResolveRequest {
+        id: a.id.clone(),
+        scope: a.scope.clone(),
+        keep,
+        merged,
+    };
+    let r = conflicts::resolve(&mut g.location.open()?, req)?;
+    if g.json {
+        return print_json(&r);
+    }
+    outln!("resolved {} in {}", r.id, r.scope);
+    if let Some(n) = &r.new_id {
+        outln!("the cloud's version is now note {n}");
+    }
+    for b in &r.backups {
+        outln!("set aside in backup {b}");
+    }
+    outln!("it uploads with the next sync");
+    Ok(())
+}
