@@ -15,6 +15,9 @@ use memoria_engine::{
 use memoria_shared::NoteType;
 use serde_json::json;
 
+#[path = "cli/hints.rs"]
+mod hints;
+
 /// mimalloc instead of glibc's malloc: glibc kept the pages freed after building a large index
 /// (one arena per thread, trimmed only from the top), so 100k notes sat at 358 MB after search
 /// against 245–255 MB with mimalloc, and peaked at 368 MB against 279–292 MB
@@ -247,20 +250,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut message = format!("{e:#}");
-            if let Some(memoria_engine::Error::ProjectClaimed { dir, .. }) =
-                e.downcast_ref::<memoria_engine::Error>()
-            {
-                message.push_str(&format!(
-                    " (to pair it: `memoria projects pair {}`)",
-                    dir.display()
-                ));
-            }
-            if json {
-                eprintln!("{}", json!({ "error": { "message": message } }));
-            } else {
-                eprintln!("memoria: {message}");
-            }
+            hints::print_error(&e, json);
             ExitCode::from(1)
         }
     }
