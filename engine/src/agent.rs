@@ -595,7 +595,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(hits.len(), 1, "{hits:?}");
-        assert!(matches!(expand(&mut e, "q"), Err(Error::Quarantined { .. })));
+        assert!(matches!(
+            expand(&mut e, "q"),
+            Err(Error::Quarantined { .. })
+        ));
         assert!(matches!(
             expand(&mut e, "vt:user/s"),
             Err(Error::Quarantined { .. })

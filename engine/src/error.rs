@@ -312,9 +312,7 @@ pub enum Error {
     #[error("cannot {op}: {reason}")]
     System { op: String, reason: String },
     /// The SQLite index failed.
-    #[error(
-        "index database error: {0} (the index is derived from the notes and can be rebuilt)"
-    )]
+    #[error("index database error: {0} (the index is derived from the notes and can be rebuilt)")]
     Index(#[from] rusqlite::Error),
     /// Recall (the search index, the embedding model) failed.
     #[error("search: {0}")]
@@ -443,3 +441,5 @@ impl From<&Error> for ErrorBody {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+#[cfg(test)]
+mod tests;

@@ -1260,8 +1260,8 @@ mod sync_cli {
                             out.push(json!({"scope": scope.key(), "report": rep}));
                         }
                         Err(e) => {
-                            failed.push(format!("{scope}: {e}"));
-                            out.push(json!({"scope": scope.key(), "error": e.to_string()}));
+                            failed.push((scope.to_string(), e.body()));
+                            out.push(json!({"scope": scope.key(), "error": e.to_string(), "code": e.code()}));
                         }
                     }
                 }
@@ -1269,7 +1269,7 @@ mod sync_cli {
                     print_json(&out)?;
                 }
                 if !failed.is_empty() {
-                    bail!("{}", failed.join("; "));
+                    return Err(crate::hints::failures(failed));
                 }
             }
             SyncCommand::Status => status(cli, &engine, &root)?,

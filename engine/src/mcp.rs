@@ -317,7 +317,12 @@ impl MemoriaMcp {
         &self,
         Parameters(args): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let note_type = match args.note_type.as_deref().map(NoteType::parse_known).transpose() {
+        let note_type = match args
+            .note_type
+            .as_deref()
+            .map(NoteType::parse_known)
+            .transpose()
+        {
             Ok(t) => t,
             Err(m) => return Ok(bad_arguments(m)),
         };
@@ -396,7 +401,10 @@ impl ServerHandler for MemoriaMcp {
                     .and_then(|c| c.as_text())
                     .map(|t| t.text.clone())
                     .unwrap_or_default();
-                match (text.strip_prefix("failed to deserialize parameters: "), &r.structured_content) {
+                match (
+                    text.strip_prefix("failed to deserialize parameters: "),
+                    &r.structured_content,
+                ) {
                     (Some(why), None) => Ok(rmcp::model::CallToolResponse::Complete(
                         bad_arguments(format!("invalid arguments: {why}")),
                     )),

@@ -160,12 +160,10 @@ impl Project {
             .map_err(Error::io("open folder", root))?;
         let cfg = Self::config_path(root);
         let text = std::fs::read_to_string(&cfg).map_err(Error::io("read", &cfg))?;
-        let file: ProjectFile = serde_json::from_str(&text).map_err(|e| {
-            Error::Damaged {
-                path: cfg.clone(),
-                reason: e.to_string(),
-                fix: "fix or delete it",
-            }
+        let file: ProjectFile = serde_json::from_str(&text).map_err(|e| Error::Damaged {
+            path: cfg.clone(),
+            reason: e.to_string(),
+            fix: "fix or delete it",
         })?;
         validate_name(&file.id, "project id", &cfg)?;
         if let Some(t) = &file.project_type {
@@ -195,12 +193,10 @@ impl Project {
         let cfg = Self::config_path(&root);
         let mut file = if cfg.is_file() {
             let text = std::fs::read_to_string(&cfg).map_err(Error::io("read", &cfg))?;
-            serde_json::from_str(&text).map_err(|e| {
-                Error::Damaged {
-                    path: cfg.clone(),
-                    reason: e.to_string(),
-                    fix: "fix or delete it",
-                }
+            serde_json::from_str(&text).map_err(|e| Error::Damaged {
+                path: cfg.clone(),
+                reason: e.to_string(),
+                fix: "fix or delete it",
             })?
         } else {
             ProjectFile {
@@ -299,12 +295,10 @@ fn registry_lock(home: &Home) -> Result<FileLock> {
 fn read_registry(home: &Home) -> Result<RegistryFile> {
     let path = registry_path(home);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            Error::Damaged {
-                path: path.clone(),
-                reason: e.to_string(),
-                fix: "fix it, or delete it and confirm each project folder again",
-            }
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Damaged {
+            path: path.clone(),
+            reason: e.to_string(),
+            fix: "fix it, or delete it and confirm each project folder again",
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(seed_registry(home)),
         Err(e) => Err(Error::io("read", &path)(e)),

@@ -80,11 +80,10 @@ pub fn start(
         scopes.push((scope, dir));
     }
     let (tx, rx) = mpsc::channel::<DebounceEventResult>();
-    let mut debouncer = new_debouncer(DEBOUNCE, tx)
-        .map_err(|e| Error::System {
-            op: "start the file watcher".into(),
-            reason: e.to_string(),
-        })?;
+    let mut debouncer = new_debouncer(DEBOUNCE, tx).map_err(|e| Error::System {
+        op: "start the file watcher".into(),
+        reason: e.to_string(),
+    })?;
     for (_, dir) in &scopes {
         debouncer
             .watcher()

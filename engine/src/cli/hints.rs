@@ -18,13 +18,39 @@ pub fn print_error(e: &anyhow::Error, as_json: bool) {
     }
 }
 
+/// A failure already in its body form (one scope's sync error).
+#[derive(Debug)]
+pub struct Reported(pub ErrorBody);
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for Reported {}
+
+/// Failures of several scopes as one error: every `scope: message`, the first one's code and
+/// detail.
+pub fn failures(mut failed: Vec<(String, ErrorBody)>) -> anyhow::Error {
+    let message = failed
+        .iter()
+        .map(|(scope, b)| format!("{scope}: {}", b.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (_, first) = failed.remove(0);
+    Reported(ErrorBody { message, ..first }).into()
+}
+
 /// The body of a CLI failure: the engine error it carries (its code and detail) with the whole
 /// message, context included. A failure of the CLI's own is bad input unless an I/O error
 /// caused it.
 pub fn body(e: &anyhow::Error) -> ErrorBody {
     let message = format!("{e:#}");
     for cause in e.chain() {
-        let found = if let Some(err) = cause.downcast_ref::<memoria_engine::Error>() {
+        let found = if let Some(Reported(b)) = cause.downcast_ref::<Reported>() {
+            Some(b.clone())
+        } else if let Some(err) = cause.downcast_ref::<memoria_engine::Error>() {
             Some(err.body())
         } else if let Some(err) = cause.downcast_ref::<SyncError>() {
             Some(err.body())
@@ -111,11 +137,14 @@ mod tests {
 
     #[test]
     fn a_typed_error_keeps_its_code_and_detail_under_context() {
-        let e = anyhow::Error::from(memoria_engine::Error::NotFound("a".into()))
-            .context("showing a");
+        let e =
+            anyhow::Error::from(memoria_engine::Error::NotFound("a".into())).context("showing a");
         let b = body(&e);
         assert_eq!(b.code, ErrorCode::NotFound);
-        assert_eq!(b.message, "showing a: note `a` not found in the visible scopes");
+        assert_eq!(
+            b.message,
+            "showing a: note `a` not found in the visible scopes"
+        );
         assert_eq!(b.detail, Some(json!({ "id": "a" })));
         assert_eq!(hint(&b).as_deref(), Some("list notes with `memoria list`"));
     }

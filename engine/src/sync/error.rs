@@ -11,7 +11,9 @@ use crate::error::ErrorCode;
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     /// Cloud sync was turned off; nothing is sent until it is turned on.
-    #[error("cloud sync is off: nothing is sent or received until it is turned on (local notes keep working)")]
+    #[error(
+        "cloud sync is off: nothing is sent or received until it is turned on (local notes keep working)"
+    )]
     Off,
     /// No server is configured.
     #[error("not signed in to a sync server: sign in with the server's URL and a token")]
@@ -58,7 +60,9 @@ pub enum SyncError {
     #[error("cannot reach the sync server ({0}): will retry in a minute")]
     Transport(String),
     /// A reply that is not what the protocol promises.
-    #[error("unexpected reply from the sync server ({0}): check that the server URL is a Memoria sync server")]
+    #[error(
+        "unexpected reply from the sync server ({0}): check that the server URL is a Memoria sync server"
+    )]
     BadReply(String),
     /// No conflict is recorded for this note.
     #[error("no sync conflict for note `{0}`")]
@@ -87,7 +91,9 @@ pub enum SyncError {
     #[error("sync stopped on an internal error ({0}): please report it; retrying in a minute")]
     Internal(String),
     /// A sync state file does not parse.
-    #[error("sync state {path} is damaged ({reason}): delete the file to start that scope's sync over")]
+    #[error(
+        "sync state {path} is damaged ({reason}): delete the file to start that scope's sync over"
+    )]
     State { path: String, reason: String },
     /// A vault operation failed.
     #[error(transparent)]
@@ -211,7 +217,6 @@ fn server_code(c: protocol::ErrorCode) -> String {
         _ => format!("{c:?}"),
     }
 }
-
 
 pub type SyncResult<T> = std::result::Result<T, SyncError>;
 
