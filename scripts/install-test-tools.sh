@@ -4,6 +4,8 @@
 #                                check), the official MCP Python SDK (a real MCP client for the MCP
 #                                tests) and Hugging Face tokenizers (the reference for our e5
 #                                tokenizer)
+#   $MEMORIA_TOOLS_DIR/py-venv-mcp2  the MCP Python SDK 2.x: the same MCP client script runs
+#                                against both major versions of the SDK
 #   dbus, gnome-keyring          (Debian packages) a real Secret Service keychain for the sync token
 #                                test, run on a private session bus
 # Re-running it does nothing once everything is in place.
@@ -23,15 +25,19 @@ if ! command -v dbus-run-session >/dev/null || ! command -v gnome-keyring-daemon
 fi
 tools=${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}
 mkdir -p "$tools"
-venv=$tools/py-venv
-want="python-frontmatter==1.1.0 mcp==1.26.0 tokenizers==0.22.1"
-stamp=$venv/.memoria-installed
-if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
-  echo "test tools: already installed in $venv"
-else
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check $want
-  echo "$want" > "$stamp"
-  echo "test tools: installed in $venv"
-fi
+# Installs the packages `$2` into the venv `$1` unless it already holds exactly them.
+install_venv() {
+  local venv=$1 want=$2
+  local stamp=$venv/.memoria-installed
+  if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
+    echo "test tools: already installed in $venv"
+  else
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check $want
+    echo "$want" > "$stamp"
+    echo "test tools: installed in $venv"
+  fi
+}
+install_venv "$tools/py-venv" "python-frontmatter==1.1.0 mcp==1.26.0 tokenizers==0.22.1"
+install_venv "$tools/py-venv-mcp2" "mcp==2.3.0"

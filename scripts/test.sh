@@ -12,6 +12,7 @@ scripts/install-moto.sh
 MEMORIA_TEST_MODEL_DIR=$(scripts/install-model.sh | tail -1)
 export MEMORIA_TEST_MODEL_DIR
 export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
+export MEMORIA_TEST_PYTHON_MCP2=${MEMORIA_TEST_PYTHON_MCP2:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv-mcp2/bin/python}
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast

@@ -78,10 +78,7 @@ pub fn trust_label(row: &IndexedNote) -> &'static str {
 fn resolve_visible(engine: &Engine, reference: &str) -> Result<(crate::Scope, IndexedNote)> {
     let (scope, row) = engine.resolve(reference, None)?;
     if !recallable(&row) {
-        return Err(Error::Invalid(format!(
-            "note `{}` is quarantined, holds secrets or does not parse: agents cannot read, change or forget it; ask the user",
-            row.id
-        )));
+        return Err(Error::Quarantined { id: row.id });
     }
     Ok((scope, row))
 }
@@ -93,10 +90,13 @@ fn check_query(q: &str) -> Result<()> {
         ));
     }
     if q.len() > MAX_QUERY_BYTES {
-        return Err(Error::Invalid(format!(
-            "a query is {} bytes; the limit is {MAX_QUERY_BYTES}: ask with fewer words",
-            q.len()
-        )));
+        return Err(Error::TooLong {
+            field: "query",
+            len: q.len(),
+            limit: MAX_QUERY_BYTES,
+            unit: "bytes",
+            fix: "ask with fewer words",
+        });
     }
     Ok(())
 }
@@ -426,7 +426,7 @@ pub struct Forgotten {
 /// Removes a note after a backup. Refused without `confirm`.
 pub fn forget(engine: &mut Engine, reference: &str, confirm: bool) -> Result<Forgotten> {
     if !confirm {
-        return Err(Error::Invalid(
+        return Err(Error::ConfirmationRequired(
             "forget needs confirm: true; ask the user first (a backup is kept either way)".into(),
         ));
     }
@@ -559,7 +559,7 @@ mod tests {
 
         assert!(matches!(
             forget(&mut e, &r.id, false),
-            Err(Error::Invalid(_))
+            Err(Error::ConfirmationRequired(_))
         ));
         let f = forget(&mut e, &r.id, true).unwrap();
         assert_eq!(f.id, r.id);
@@ -595,10 +595,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(hits.len(), 1, "{hits:?}");
-        assert!(matches!(expand(&mut e, "q"), Err(Error::Invalid(_))));
+        assert!(matches!(
+            expand(&mut e, "q"),
+            Err(Error::Quarantined { .. })
+        ));
         assert!(matches!(
             expand(&mut e, "vt:user/s"),
-            Err(Error::Invalid(_))
+            Err(Error::Quarantined { .. })
         ));
         let big = "x".repeat(MAX_QUERY_BYTES + 1);
         assert!(

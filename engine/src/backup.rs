@@ -120,8 +120,10 @@ impl BackupPolicy {
         let path = root.join("config.json");
         let mut policy = match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<ConfigFile>(&bytes)
-                .map_err(|e| {
-                    Error::Invalid(format!("{} is not valid ({e}): fix it", path.display()))
+                .map_err(|e| Error::Damaged {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                    fix: "fix it",
                 })?
                 .backups
                 .unwrap_or_default(),
@@ -136,7 +138,7 @@ impl BackupPolicy {
                 && !v.is_empty()
             {
                 *field = v.trim().parse().map_err(|_| {
-                    Error::Invalid(format!(
+                    Error::Config(format!(
                         "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
                     ))
                 })?;
@@ -319,11 +321,10 @@ impl Backups {
         }
         let meta: BackupMeta =
             serde_json::from_slice(&fs::read(&meta_path).map_err(Error::io("read", &meta_path))?)
-                .map_err(|e| {
-                Error::Invalid(format!(
-                    "backup metadata {} is damaged: {e}",
-                    meta_path.display()
-                ))
+                .map_err(|e| Error::Damaged {
+                path: meta_path.clone(),
+                reason: e.to_string(),
+                fix: "that backup cannot be restored; the others are not affected",
             })?;
         let bytes_path = self.bytes_path(backup_id);
         let bytes = fs::read(&bytes_path).map_err(Error::io("read", &bytes_path))?;

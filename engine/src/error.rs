@@ -1,8 +1,197 @@
-//! The engine's one error type. Every message names the problem and the fix.
+//! The engine's one error type, and the closed set of codes a front end branches on.
+//!
+//! Every [`Error`] (sync failures included, through [`Error::Sync`]) has a stable
+//! [`ErrorCode`], a message a person reads without knowing any front end, and optional
+//! structured [`Error::detail`] (the limit, the rule that matched, the scope, the path).
+//! Messages never name a command or a flag: a front end adds its own hints by code.
+//! A disk, index or internal failure always has its own code, never `invalid_input`.
 
 use std::path::PathBuf;
 
 use memoria_shared::IdError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::recall;
+use crate::sync::SyncError;
+
+/// What kind of failure an error is: stable, serialized in `snake_case`. docs/errors.md says
+/// what each means and what a user does about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// No note, backup, conflict or pending confirmation with this id in the visible scopes.
+    NotFound,
+    /// A note, project or user id breaks the id rules.
+    InvalidId,
+    /// A value given to Memoria is not acceptable (empty summary, bad tag, unknown scope, …).
+    InvalidInput,
+    /// A note with this id (or one differing only in case) already exists.
+    Exists,
+    /// The text looks like it contains a credential; nothing was stored.
+    CredentialRefused,
+    /// A body, summary or query is over its size limit, or the server refused a request as
+    /// too large.
+    TooLarge,
+    /// A count limit is reached: notes in a scope, or the server's quota.
+    LimitReached,
+    /// Another device changed the same notes: the change waits until they are synced and
+    /// reviewed.
+    Conflict,
+    /// A file or a server note changed between reading and writing it; nothing was
+    /// overwritten.
+    ChangedSince,
+    /// A note file's frontmatter does not parse; it is left as it is until fixed by hand.
+    BrokenNote,
+    /// A file Memoria keeps (project settings, the project registry, backup metadata, sync
+    /// state) does not parse.
+    DamagedFile,
+    /// Project scope was asked for outside a project.
+    NoProject,
+    /// Domain scope was asked for in a project without a project type.
+    NoProjectType,
+    /// The folder claims a project id that another folder on this machine holds.
+    ProjectClaimed,
+    /// A project's `MEMORY` folder is a link that leads outside the project.
+    LinkOutsideProject,
+    /// The scope is not the current one (another project, or a project folder that is gone).
+    ScopeNotVisible,
+    /// An agent asked for a note it may not read or change (it holds secrets or does not
+    /// parse).
+    Quarantined,
+    /// The operation deletes or replaces notes and waits for the user's explicit yes.
+    ConfirmationRequired,
+    /// A scope's folder is missing (moved, an unmounted drive); its sync is paused.
+    FolderMissing,
+    /// The scope was first synced with another account or server; its sync is paused.
+    AccountMismatch,
+    /// The sync account was erased on the server.
+    AccountErased,
+    /// The sync server speaks a newer protocol than this Memoria.
+    ProtocolTooNew,
+    /// Cloud sync is turned off.
+    SyncOff,
+    /// No sync server or token, or the server no longer accepts the token.
+    NotSignedIn,
+    /// No OS keychain could store or read the sync token.
+    KeychainUnavailable,
+    /// The sync server could not be reached, or its reply was lost.
+    ServerUnreachable,
+    /// The sync server failed or answered something the protocol does not allow.
+    ServerError,
+    /// The sync server asks to slow down.
+    RateLimited,
+    /// An environment variable or setting holds a value Memoria cannot use.
+    Config,
+    /// Another process holds the search index's writer; try again in a moment.
+    Busy,
+    /// The embedding model could not be loaded or run.
+    Model,
+    /// A file-system or operating-system operation failed.
+    Io,
+    /// The SQLite index or the search index failed; both are derived from the notes and can
+    /// be rebuilt.
+    Index,
+    /// A bug in Memoria.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in documentation order.
+    pub const ALL: [ErrorCode; 34] = [
+        ErrorCode::NotFound,
+        ErrorCode::InvalidId,
+        ErrorCode::InvalidInput,
+        ErrorCode::Exists,
+        ErrorCode::CredentialRefused,
+        ErrorCode::TooLarge,
+        ErrorCode::LimitReached,
+        ErrorCode::Conflict,
+        ErrorCode::ChangedSince,
+        ErrorCode::BrokenNote,
+        ErrorCode::DamagedFile,
+        ErrorCode::NoProject,
+        ErrorCode::NoProjectType,
+        ErrorCode::ProjectClaimed,
+        ErrorCode::LinkOutsideProject,
+        ErrorCode::ScopeNotVisible,
+        ErrorCode::Quarantined,
+        ErrorCode::ConfirmationRequired,
+        ErrorCode::FolderMissing,
+        ErrorCode::AccountMismatch,
+        ErrorCode::AccountErased,
+        ErrorCode::ProtocolTooNew,
+        ErrorCode::SyncOff,
+        ErrorCode::NotSignedIn,
+        ErrorCode::KeychainUnavailable,
+        ErrorCode::ServerUnreachable,
+        ErrorCode::ServerError,
+        ErrorCode::RateLimited,
+        ErrorCode::Config,
+        ErrorCode::Busy,
+        ErrorCode::Model,
+        ErrorCode::Io,
+        ErrorCode::Index,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as serialized, e.g. `not_found`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::InvalidId => "invalid_id",
+            ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::Exists => "exists",
+            ErrorCode::CredentialRefused => "credential_refused",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::LimitReached => "limit_reached",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::ChangedSince => "changed_since",
+            ErrorCode::BrokenNote => "broken_note",
+            ErrorCode::DamagedFile => "damaged_file",
+            ErrorCode::NoProject => "no_project",
+            ErrorCode::NoProjectType => "no_project_type",
+            ErrorCode::ProjectClaimed => "project_claimed",
+            ErrorCode::LinkOutsideProject => "link_outside_project",
+            ErrorCode::ScopeNotVisible => "scope_not_visible",
+            ErrorCode::Quarantined => "quarantined",
+            ErrorCode::ConfirmationRequired => "confirmation_required",
+            ErrorCode::FolderMissing => "folder_missing",
+            ErrorCode::AccountMismatch => "account_mismatch",
+            ErrorCode::AccountErased => "account_erased",
+            ErrorCode::ProtocolTooNew => "protocol_too_new",
+            ErrorCode::SyncOff => "sync_off",
+            ErrorCode::NotSignedIn => "not_signed_in",
+            ErrorCode::KeychainUnavailable => "keychain_unavailable",
+            ErrorCode::ServerUnreachable => "server_unreachable",
+            ErrorCode::ServerError => "server_error",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Config => "config",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Model => "model",
+            ErrorCode::Io => "io",
+            ErrorCode::Index => "index",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error as a front end shows or sends it: `{"code", "message", "detail"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Structured facts for a front end (the limit, the rule, the scope, the path); absent
+    /// when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+}
 
 /// Everything that can go wrong in the engine.
 #[derive(Debug, thiserror::Error)]
@@ -11,12 +200,10 @@ pub enum Error {
     #[error(transparent)]
     InvalidId(#[from] IdError),
     /// No visible note has this id.
-    #[error("note `{0}` not found in the visible scopes: list notes with `memoria list`")]
+    #[error("note `{0}` not found in the visible scopes")]
     NotFound(String),
     /// A note with this id already exists in the scope.
-    #[error(
-        "note `{0}` already exists in this scope: pick another --id or edit it with `memoria edit {0}`"
-    )]
+    #[error("note `{0}` already exists in this scope: pick another id, or change that note")]
     Exists(String),
     /// A file whose name differs only in case already exists.
     #[error(
@@ -28,15 +215,22 @@ pub enum Error {
         "note body is {size} bytes; the limit is {limit} bytes (128 KiB): split it into several notes"
     )]
     BodyTooLarge { size: usize, limit: usize },
+    /// A one-line text (a summary, a query) over its length limit.
+    #[error("the {field} is {len} {unit}; the limit is {limit}: {fix}")]
+    TooLong {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+        unit: &'static str,
+        fix: &'static str,
+    },
     /// The scope holds the maximum number of notes.
     #[error(
         "scope {scope} already holds {limit} notes, the limit: forget or merge notes before adding more"
     )]
     ScopeFull { scope: String, limit: usize },
     /// Project scope was asked for outside a project.
-    #[error(
-        "no Memoria project here: run `memoria init DIR` to make a folder a project, or pass --project DIR"
-    )]
+    #[error("no Memoria project here: this folder is not inside a Memoria project")]
     NoProject,
     /// A project's `MEMORY` is a link that leads out of the project folder.
     #[error(
@@ -54,9 +248,12 @@ pub enum Error {
     },
     /// Domain scope needs a project with a projectType.
     #[error(
-        "domain notes belong to a project type, and this project has none: set \"projectType\" in .memoria/project.json (or `memoria init DIR --type T`)"
+        "domain notes belong to a project type, and this project has none: set \"projectType\" in .memoria/project.json"
     )]
     NoProjectType,
+    /// A scope other than the current ones.
+    #[error("{reason}")]
+    ScopeNotVisible { scope: String, reason: String },
     /// Text that looks like a credential.
     #[error(
         "refused: the {field} looks like it contains a secret (rule `{rule}`, line {line}); store where the secret lives instead of the secret itself"
@@ -66,6 +263,11 @@ pub enum Error {
         rule: &'static str,
         line: usize,
     },
+    /// A note agents may not read, change or forget.
+    #[error(
+        "note `{id}` is quarantined, holds secrets or does not parse: agents cannot read, change or forget it; ask the user"
+    )]
+    Quarantined { id: String },
     /// A note whose file has a broken frontmatter cannot be rewritten until fixed.
     #[error(
         "note `{id}` in {path} has a frontmatter error ({reason}); fix the file by hand first, nothing was changed"
@@ -75,17 +277,30 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
+    /// A file Memoria keeps (not a note) does not parse.
+    #[error("{} is damaged ({reason}): {fix}", path.display())]
+    Damaged {
+        path: PathBuf,
+        reason: String,
+        fix: &'static str,
+    },
     /// A file changed between reading it and replacing it (an editor saved it meanwhile).
     #[error(
         "{path} changed while Memoria was writing it (another program saved it meanwhile): nothing was overwritten; look at the file and try again"
     )]
     ChangedMeanwhile { path: PathBuf },
+    /// A destructive operation asked for without the user's explicit yes.
+    #[error("{0}")]
+    ConfirmationRequired(String),
     /// No backup with this id.
-    #[error("backup `{0}` not found: list backups with `memoria backups`")]
+    #[error("backup `{0}` not found")]
     BackupNotFound(String),
     /// A value the user passed is not acceptable.
     #[error("{0}")]
     Invalid(String),
+    /// An environment variable or setting that Memoria cannot use.
+    #[error("{0}")]
+    Config(String),
     /// A file-system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -93,11 +308,30 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The operating system refused something that is not one file (a thread, a file watch).
+    #[error("cannot {op}: {reason}")]
+    System { op: String, reason: String },
     /// The SQLite index failed.
-    #[error(
-        "index database error: {0} (the index is derived: `memoria doctor --rebuild` recreates it)"
-    )]
+    #[error("index database error: {0} (the index is derived from the notes and can be rebuilt)")]
     Index(#[from] rusqlite::Error),
+    /// Recall (the search index, the embedding model) failed.
+    #[error("search: {0}")]
+    Recall(#[from] recall::Error),
+    /// A bug in Memoria: a state the code rules out.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// A sync operation failed.
+    #[error(transparent)]
+    Sync(Box<SyncError>),
+}
+
+impl From<SyncError> for Error {
+    fn from(e: SyncError) -> Error {
+        match e {
+            SyncError::Engine(e) => e,
+            other => Error::Sync(Box::new(other)),
+        }
+    }
 }
 
 impl Error {
@@ -108,6 +342,104 @@ impl Error {
         let path = path.into();
         move |source| Error::Io { op, path, source }
     }
+
+    /// The stable code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidId(_) => ErrorCode::InvalidId,
+            Error::NotFound(_) | Error::BackupNotFound(_) => ErrorCode::NotFound,
+            Error::Exists(_) | Error::CaseCollision { .. } => ErrorCode::Exists,
+            Error::BodyTooLarge { .. } | Error::TooLong { .. } => ErrorCode::TooLarge,
+            Error::ScopeFull { .. } => ErrorCode::LimitReached,
+            Error::NoProject => ErrorCode::NoProject,
+            Error::LinkOutsideProject { .. } => ErrorCode::LinkOutsideProject,
+            Error::ProjectClaimed { .. } => ErrorCode::ProjectClaimed,
+            Error::NoProjectType => ErrorCode::NoProjectType,
+            Error::ScopeNotVisible { .. } => ErrorCode::ScopeNotVisible,
+            Error::Secret { .. } => ErrorCode::CredentialRefused,
+            Error::Quarantined { .. } => ErrorCode::Quarantined,
+            Error::Broken { .. } => ErrorCode::BrokenNote,
+            Error::Damaged { .. } => ErrorCode::DamagedFile,
+            Error::ChangedMeanwhile { .. } => ErrorCode::ChangedSince,
+            Error::ConfirmationRequired(_) => ErrorCode::ConfirmationRequired,
+            Error::Invalid(_) => ErrorCode::InvalidInput,
+            Error::Config(_) => ErrorCode::Config,
+            Error::Io { .. } | Error::System { .. } => ErrorCode::Io,
+            Error::Index(_) => ErrorCode::Index,
+            Error::Recall(e) => match e {
+                recall::Error::Io(_)
+                | recall::Error::Sqlite(_)
+                | recall::Error::Tantivy(_)
+                | recall::Error::Corrupt(_) => ErrorCode::Index,
+                recall::Error::Model(_) => ErrorCode::Model,
+                recall::Error::Busy(_) => ErrorCode::Busy,
+                recall::Error::EmptyQuery | recall::Error::Input(_) => ErrorCode::InvalidInput,
+            },
+            Error::Internal(_) => ErrorCode::Internal,
+            Error::Sync(e) => e.code(),
+        }
+    }
+
+    /// Structured facts about this error, for front ends that show or act on them.
+    pub fn detail(&self) -> Option<Value> {
+        Some(match self {
+            Error::NotFound(id) | Error::Exists(id) => json!({ "id": id }),
+            Error::BackupNotFound(id) => json!({ "backup": id }),
+            Error::CaseCollision { id, existing } => json!({ "id": id, "existing": existing }),
+            Error::BodyTooLarge { size, limit } => {
+                json!({ "field": "body", "size": size, "limit": limit, "unit": "bytes" })
+            }
+            Error::TooLong {
+                field,
+                len,
+                limit,
+                unit,
+                ..
+            } => json!({ "field": field, "size": len, "limit": limit, "unit": unit }),
+            Error::ScopeFull { scope, limit } => json!({ "scope": scope, "limit": limit }),
+            Error::LinkOutsideProject { link, target } => {
+                json!({ "path": link, "target": target })
+            }
+            Error::ProjectClaimed {
+                id,
+                dir,
+                registered,
+            } => json!({ "project": id, "path": dir, "registered": registered }),
+            Error::ScopeNotVisible { scope, .. } => json!({ "scope": scope }),
+            Error::Secret { field, rule, line } => {
+                json!({ "field": field, "rule": rule, "line": line })
+            }
+            Error::Quarantined { id } => json!({ "id": id }),
+            Error::Broken { id, path, reason } => {
+                json!({ "id": id, "path": path, "reason": reason })
+            }
+            Error::Damaged { path, .. } | Error::ChangedMeanwhile { path } => {
+                json!({ "path": path })
+            }
+            Error::Io { op, path, .. } => json!({ "op": op, "path": path }),
+            Error::System { op, .. } => json!({ "op": op }),
+            Error::Sync(e) => return e.detail(),
+            _ => return None,
+        })
+    }
+
+    /// The error as a front end sends it.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+            detail: self.detail(),
+        }
+    }
+}
+
+impl From<&Error> for ErrorBody {
+    fn from(e: &Error) -> ErrorBody {
+        e.body()
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests;

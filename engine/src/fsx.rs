@@ -90,7 +90,7 @@ fn write_atomic_inner(path: &Path, bytes: &[u8]) -> Result<()> {
 fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let dir = path
         .parent()
-        .ok_or_else(|| Error::Invalid(format!("{} has no parent folder", path.display())))?;
+        .ok_or_else(|| Error::Internal(format!("{} has no parent folder", path.display())))?;
     if !dir.is_dir() {
         create_dirs(dir).map_err(Error::io("create folder", dir))?;
     }

@@ -29,7 +29,7 @@ impl Home {
                 Some(v) => PathBuf::from(v),
                 None => dirs::data_dir()
                     .ok_or_else(|| {
-                        Error::Invalid(
+                        Error::Config(
                             "cannot find a data folder for this user: set MEMORIA_HOME".into(),
                         )
                     })?

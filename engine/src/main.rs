@@ -15,6 +15,9 @@ use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, Scope, watch};
 use serde_json::json;
 
+#[path = "cli/hints.rs"]
+mod hints;
+
 /// mimalloc instead of glibc's malloc: glibc keeps the pages freed after building a large
 /// index (one arena per thread, trimmed only from the top), so the process stays large long
 /// after the work; mimalloc returns them (docs/BENCHMARKS.md has the figures). ONNX Runtime's
@@ -125,20 +128,7 @@ fn main() -> ExitCode {
         // The reader of standard output went away (`memoria list | head`): not a failure.
         Err(e) if cli::is_closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut message = format!("{e:#}");
-            if let Some(memoria_engine::Error::ProjectClaimed { dir, .. }) =
-                e.downcast_ref::<memoria_engine::Error>()
-            {
-                message.push_str(&format!(
-                    " (to pair it: `memoria projects pair {}`)",
-                    dir.display()
-                ));
-            }
-            if json {
-                eprintln!("{}", json!({ "error": { "message": message } }));
-            } else {
-                eprintln!("memoria: {message}");
-            }
+            hints::print_error(&e, json);
             ExitCode::from(1)
         }
     }

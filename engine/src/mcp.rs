@@ -1,7 +1,10 @@
 //! The MCP server: Memoria's tools for agents over stdio or streamable HTTP (rmcp).
 //!
-//! A thin boundary over [`crate::agent`]: it owns the JSON shapes and schemas agents see and
-//! turns errors into JSON-RPC errors with clear messages. Scope is locked when the server starts
+//! A thin boundary over [`crate::agent`]: it owns the JSON shapes and schemas agents see. A
+//! failure the agent can act on (a refused credential, forget without `confirm`, a missing note,
+//! a limit, arguments that do not fit the tool) is a tool result with `isError: true`, the
+//! message as its text and `{code, message, detail}` as its structured content, so the model
+//! reads it; JSON-RPC errors are left for unknown tools and malformed requests. Scope is locked when the server starts
 //! (the project found from its working directory or `--project`), named in the server
 //! instructions, and never taken from a tool argument. A panic inside one call becomes an error
 //! for that call; the session keeps serving.
@@ -13,14 +16,14 @@ use std::sync::{Arc, Mutex};
 use memoria_shared::note::{NoteType, Relation, RelationKind, Source};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::api::agent::{self, AgentQuery, Remember};
 use crate::backup::date_to_ms;
-use crate::error::Error;
+use crate::error::{Error, ErrorBody, ErrorCode};
 use crate::sync::SyncNotifier;
 use crate::vault::Engine;
 
@@ -142,20 +145,32 @@ pub struct ForgetArgs {
     pub confirm: bool,
 }
 
-fn to_rpc(e: Error) -> ErrorData {
-    match e {
-        Error::Io { .. } | Error::Index(_) => ErrorData::internal_error(e.to_string(), None),
-        other => ErrorData::invalid_params(other.to_string(), None),
+/// A failed call as the agent reads it: the message as text, the body as structured content.
+fn failure(body: ErrorBody) -> CallToolResult {
+    let mut r = CallToolResult::error(vec![ContentBlock::text(body.message.clone())]);
+    r.structured_content = serde_json::to_value(&body).ok();
+    r
+}
+
+/// Arguments that do not fit the tool: a failure the agent corrects and sends again.
+fn bad_arguments(message: String) -> CallToolResult {
+    failure(ErrorBody {
+        code: ErrorCode::InvalidInput,
+        message,
+        detail: None,
+    })
+}
+
+/// The tool's answer: the value as structured content, or the engine's error as a failure.
+fn answer(r: Result<impl serde::Serialize, Error>) -> Result<CallToolResult, ErrorData> {
+    match r {
+        Ok(v) => json(v),
+        Err(e) => Ok(failure(e.body())),
     }
 }
 
-fn parse_time(s: &str) -> Result<i64, ErrorData> {
-    let bad = || {
-        ErrorData::invalid_params(
-            format!("date {s:?} is not YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"),
-            None,
-        )
-    };
+fn parse_time(s: &str) -> Result<i64, String> {
+    let bad = || format!("date {s:?} is not YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ");
     let day = s.get(..10).and_then(date_to_ms).ok_or_else(bad)?;
     let rest = &s[10..];
     if rest.is_empty() {
@@ -254,24 +269,31 @@ impl MemoriaMcp {
             QueryArg::One(q) => vec![q],
             QueryArg::Many(v) if (2..=5).contains(&v.len()) => v,
             QueryArg::Many(v) => {
-                return Err(ErrorData::invalid_params(
-                    format!("query: give one string or 2 to 5 strings, not {}", v.len()),
-                    None,
-                ));
+                return Ok(bad_arguments(format!(
+                    "query: give one string or 2 to 5 strings, not {}",
+                    v.len()
+                )));
             }
+        };
+        let times = (
+            args.created_after.as_deref().map(parse_time).transpose(),
+            args.created_before.as_deref().map(parse_time).transpose(),
+        );
+        let (created_after, created_before) = match times {
+            (Ok(after), Ok(before)) => (after, before),
+            (Err(m), _) | (_, Err(m)) => return Ok(bad_arguments(m)),
         };
         let q = AgentQuery {
             queries,
             limit: args.limit.unwrap_or(8) as usize,
             types: args.types.unwrap_or_default(),
             tags: args.tags.unwrap_or_default(),
-            created_after: args.created_after.as_deref().map(parse_time).transpose()?,
-            created_before: args.created_before.as_deref().map(parse_time).transpose()?,
+            created_after,
+            created_before,
         };
         self.with_engine(|e| {
             self.project_in_use(e);
-            let hits = agent::search(e, &q).map_err(to_rpc)?;
-            json(serde_json::json!({ "results": hits }))
+            answer(agent::search(e, &q).map(|hits| serde_json::json!({ "results": hits })))
         })
     }
 
@@ -284,7 +306,7 @@ impl MemoriaMcp {
     ) -> Result<CallToolResult, ErrorData> {
         self.with_engine(|e| {
             self.project_in_use(e);
-            json(agent::expand(e, &args.id).map_err(to_rpc)?)
+            answer(agent::expand(e, &args.id))
         })
     }
 
@@ -295,12 +317,15 @@ impl MemoriaMcp {
         &self,
         Parameters(args): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let note_type = args
+        let note_type = match args
             .note_type
             .as_deref()
             .map(NoteType::parse_known)
             .transpose()
-            .map_err(|m| ErrorData::invalid_params(m, None))?;
+        {
+            Ok(t) => t,
+            Err(m) => return Ok(bad_arguments(m)),
+        };
         let r = Remember {
             summary: args.summary,
             body: args.body,
@@ -328,11 +353,15 @@ impl MemoriaMcp {
                 .collect(),
         };
         self.with_engine(|e| {
-            let done = agent::remember(e, r).map_err(to_rpc)?;
-            if let Ok(scope) = crate::Scope::from_key(&done.scope) {
+            let done = agent::remember(e, r);
+            if let Some(scope) = done
+                .as_ref()
+                .ok()
+                .and_then(|d| crate::Scope::from_key(&d.scope).ok())
+            {
                 self.sync.local_write(&scope);
             }
-            json(done)
+            answer(done)
         })
     }
 
@@ -344,17 +373,20 @@ impl MemoriaMcp {
         Parameters(args): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         self.with_engine(|e| {
-            let done = agent::forget(e, &args.id, args.confirm).map_err(to_rpc)?;
-            self.sync.local_write(&done.scope);
-            json(done)
+            let done = agent::forget(e, &args.id, args.confirm);
+            if let Ok(d) = &done {
+                self.sync.local_write(&d.scope);
+            }
+            answer(done)
         })
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MemoriaMcp {
-    /// Routes a call; arguments of the wrong shape become a JSON-RPC invalid-params error (rmcp
-    /// would report them as a tool result) so every bad input fails the same, clear way.
+    /// Routes a call. Arguments of the wrong shape (rmcp reports them as a bare text result)
+    /// become a failure with code `invalid_input`, like every other bad input; an unknown tool
+    /// stays a JSON-RPC error.
     async fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
@@ -369,12 +401,14 @@ impl ServerHandler for MemoriaMcp {
                     .and_then(|c| c.as_text())
                     .map(|t| t.text.clone())
                     .unwrap_or_default();
-                match text.strip_prefix("failed to deserialize parameters: ") {
-                    Some(why) => Err(ErrorData::invalid_params(
-                        format!("invalid arguments: {why}"),
-                        None,
+                match (
+                    text.strip_prefix("failed to deserialize parameters: "),
+                    &r.structured_content,
+                ) {
+                    (Some(why), None) => Ok(rmcp::model::CallToolResponse::Complete(
+                        bad_arguments(format!("invalid arguments: {why}")),
                     )),
-                    None => Ok(rmcp::model::CallToolResponse::Complete(r)),
+                    _ => Ok(rmcp::model::CallToolResponse::Complete(r)),
                 }
             }
             other => Ok(other),
@@ -470,7 +504,7 @@ pub async fn serve_http(
 
     if !addr.ip().is_loopback() && token.as_deref().is_none_or(str::is_empty) {
         anyhow::bail!(
-            "serving MCP on {addr}, off loopback, needs a bearer token: pass --token or set MEMORIA_MCP_TOKEN"
+            "serving MCP on {addr}, off loopback, needs a bearer token: give one, or set MEMORIA_MCP_TOKEN"
         );
     }
     let mut config = StreamableHttpServerConfig::default();

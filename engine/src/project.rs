@@ -160,11 +160,10 @@ impl Project {
             .map_err(Error::io("open folder", root))?;
         let cfg = Self::config_path(root);
         let text = std::fs::read_to_string(&cfg).map_err(Error::io("read", &cfg))?;
-        let file: ProjectFile = serde_json::from_str(&text).map_err(|e| {
-            Error::Invalid(format!(
-                "{} is not valid ({e}): fix or delete it",
-                cfg.display()
-            ))
+        let file: ProjectFile = serde_json::from_str(&text).map_err(|e| Error::Damaged {
+            path: cfg.clone(),
+            reason: e.to_string(),
+            fix: "fix or delete it",
         })?;
         validate_name(&file.id, "project id", &cfg)?;
         if let Some(t) = &file.project_type {
@@ -194,11 +193,10 @@ impl Project {
         let cfg = Self::config_path(&root);
         let mut file = if cfg.is_file() {
             let text = std::fs::read_to_string(&cfg).map_err(Error::io("read", &cfg))?;
-            serde_json::from_str(&text).map_err(|e| {
-                Error::Invalid(format!(
-                    "{} is not valid ({e}): fix or delete it",
-                    cfg.display()
-                ))
+            serde_json::from_str(&text).map_err(|e| Error::Damaged {
+                path: cfg.clone(),
+                reason: e.to_string(),
+                fix: "fix or delete it",
             })?
         } else {
             ProjectFile {
@@ -225,9 +223,10 @@ impl Project {
             Scope::Domain(t) => Ok(home.domain_dir(t)),
             Scope::Project(id) => match project {
                 Some(p) if &p.scope_name == id => Ok(p.memory_dir()),
-                _ => Err(Error::Invalid(format!(
-                    "project {id} is not the current project: run the command inside that project or pass --project DIR"
-                ))),
+                _ => Err(Error::ScopeNotVisible {
+                    scope: scope.key(),
+                    reason: format!("project {id} is not the current project"),
+                }),
             },
         }
     }
@@ -296,11 +295,10 @@ fn registry_lock(home: &Home) -> Result<FileLock> {
 fn read_registry(home: &Home) -> Result<RegistryFile> {
     let path = registry_path(home);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            Error::Invalid(format!(
-                "{} is damaged ({e}): fix it, or delete it and confirm each project folder again",
-                path.display()
-            ))
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Damaged {
+            path: path.clone(),
+            reason: e.to_string(),
+            fix: "fix it, or delete it and confirm each project folder again",
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(seed_registry(home)),
         Err(e) => Err(Error::io("read", &path)(e)),

@@ -18,7 +18,7 @@ use crate::vault::Engine;
 const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
 
 fn recall_err(e: recall::Error) -> Error {
-    Error::Invalid(format!("search failed: {e}"))
+    Error::Recall(e)
 }
 
 /// The recall document of an index row.

@@ -320,7 +320,7 @@ impl Engine {
         let summary_t = summary.trim();
         if summary_t.is_empty() {
             return Err(Error::Invalid(
-                "summary is empty: give a one-line summary with --summary".into(),
+                "summary is empty: give a one-line summary".into(),
             ));
         }
         if summary.contains('\n') {
@@ -330,10 +330,13 @@ impl Engine {
         }
         let chars = summary.chars().count();
         if chars > self.limits.summary_chars {
-            return Err(Error::Invalid(format!(
-                "summary is {chars} characters; the limit is {}: shorten it and put the details in the body",
-                self.limits.summary_chars
-            )));
+            return Err(Error::TooLong {
+                field: "summary",
+                len: chars,
+                limit: self.limits.summary_chars,
+                unit: "characters",
+                fix: "shorten it and put the details in the body",
+            });
         }
         if body.len() > self.limits.body_bytes {
             return Err(Error::BodyTooLarge {
@@ -437,7 +440,7 @@ impl Engine {
             }
         }
         Err(Error::Invalid(
-            "could not find a free id: pass one with --id".into(),
+            "could not find a free id for this summary: give the note an id".into(),
         ))
     }
 
@@ -765,9 +768,7 @@ impl Engine {
         self.index.compact()?;
         let hashes: Vec<String> = row.hash.iter().cloned().collect();
         let recall = self.recall()?;
-        recall
-            .purge(&hashes)
-            .map_err(|e| Error::Invalid(format!("purging the search index failed: {e}")))?;
+        recall.purge(&hashes).map_err(Error::Recall)?;
         Ok(Purged {
             scope: key,
             id: row.id,
@@ -795,9 +796,10 @@ impl Engine {
         let scopes = match scope {
             Some(s) if self.visible_scopes().contains(s) => vec![s.key()],
             Some(s) => {
-                return Err(Error::Invalid(format!(
-                    "scope {s} is not visible from here"
-                )));
+                return Err(Error::ScopeNotVisible {
+                    scope: s.key(),
+                    reason: format!("scope {s} is not visible from here"),
+                });
             }
             None => self.visible_keys(),
         };
@@ -822,15 +824,19 @@ impl Engine {
             Scope::Project(pid) if self.project.as_ref().is_none_or(|p| p.scope() != scope) => {
                 let root = meta.project_root.as_deref().ok_or(Error::NoProject)?;
                 let p = Project::load(Path::new(root)).map_err(|_| {
-                    Error::Invalid(format!("the backup belongs to project {pid} at {root}, which is gone: restore it from inside that project"))
+                    Error::ScopeNotVisible {
+                        scope: meta.scope.clone(),
+                        reason: format!("the backup belongs to project {pid} at {root}, which is gone: restore it from inside that project"),
+                    }
                 })?;
                 let bound = crate::project::registered_scope(&self.home, &p.root)?;
                 if bound.as_deref() != Some(pid.as_str())
                     || scope.project_id() != Some(p.id.as_str())
                 {
-                    return Err(Error::Invalid(format!(
-                        "{root} is no longer project {pid}: nothing was restored"
-                    )));
+                    return Err(Error::ScopeNotVisible {
+                        scope: meta.scope.clone(),
+                        reason: format!("{root} is no longer project {pid}: nothing was restored"),
+                    });
                 }
                 p.memory_dir()
             }

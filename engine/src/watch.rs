@@ -80,19 +80,27 @@ pub fn start(
         scopes.push((scope, dir));
     }
     let (tx, rx) = mpsc::channel::<DebounceEventResult>();
-    let mut debouncer = new_debouncer(DEBOUNCE, tx)
-        .map_err(|e| Error::Invalid(format!("cannot start the file watcher: {e}")))?;
+    let mut debouncer = new_debouncer(DEBOUNCE, tx).map_err(|e| Error::System {
+        op: "start the file watcher".into(),
+        reason: e.to_string(),
+    })?;
     for (_, dir) in &scopes {
         debouncer
             .watcher()
             .watch(dir, RecursiveMode::Recursive)
-            .map_err(|e| Error::Invalid(format!("cannot watch {}: {e}", dir.display())))?;
+            .map_err(|e| Error::System {
+                op: format!("watch {}", dir.display()),
+                reason: e.to_string(),
+            })?;
         // The parent shows the folder being deleted and created again.
         if let Some(parent) = dir.parent() {
             debouncer
                 .watcher()
                 .watch(parent, RecursiveMode::NonRecursive)
-                .map_err(|e| Error::Invalid(format!("cannot watch {}: {e}", parent.display())))?;
+                .map_err(|e| Error::System {
+                    op: format!("watch {}", parent.display()),
+                    reason: e.to_string(),
+                })?;
         }
     }
     let debouncer = Arc::new(Mutex::new(Some(debouncer)));
@@ -102,7 +110,10 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("memoria-watch".into())
         .spawn(move || run(db, thread_scopes, &thread_debouncer, rx, on_change))
-        .map_err(|e| Error::Invalid(format!("cannot start the watcher thread: {e}")))?;
+        .map_err(|e| Error::System {
+            op: "start the watcher thread".into(),
+            reason: e.to_string(),
+        })?;
     Ok(WatchHandle {
         debouncer,
         thread: Some(thread),

@@ -1,12 +1,35 @@
-//! `memoria mcp` driven by a real MCP client: the official Python SDK over stdio.
+//! `memoria mcp` driven by a real MCP client: the official Python SDK (1.x and 2.x) over stdio.
 
+use std::path::Path;
 use std::process::Command;
 
-use memoria_tests::{test_python, workspace_bin};
+use memoria_tests::{test_python, test_python_mcp2, workspace_bin};
 use serde_json::Value;
 
 #[test]
 fn python_sdk_client_remember_search_expand_forget_and_isolation() {
+    let facts = python_sdk_client(&test_python());
+    assert!(
+        facts["sdk"].as_str().unwrap().starts_with("1."),
+        "{}",
+        facts["sdk"]
+    );
+}
+
+/// SDK 2.x raises a JSON-RPC error as an exception the model never sees: a refused
+/// `remember` must reach it as a tool result with `isError`.
+#[test]
+fn python_sdk_2_client_reads_refusals_as_tool_results() {
+    let facts = python_sdk_client(&test_python_mcp2());
+    assert!(
+        facts["sdk"].as_str().unwrap().starts_with("2."),
+        "{}",
+        facts["sdk"]
+    );
+}
+
+/// Runs tests/it/mcp_client.py with `python` and checks the facts it reports.
+fn python_sdk_client(python: &Path) -> Value {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let memoria = workspace_bin("memoria");
@@ -26,7 +49,7 @@ fn python_sdk_client_remember_search_expand_forget_and_isolation() {
         );
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_client.py");
-    let out = Command::new(test_python())
+    let out = Command::new(python)
         .arg(script)
         .arg(&memoria)
         .arg(&home)
@@ -62,7 +85,33 @@ fn python_sdk_client_remember_search_expand_forget_and_isolation() {
         "Never on Fridays. See [[release-train]].\n"
     );
     assert_eq!(facts["expand_tags"], serde_json::json!(["ops"]));
-    assert_eq!(facts["errors"].as_array().unwrap().len(), 8);
+    assert_eq!(facts["rpc_errors"].as_array().unwrap().len(), 1);
+    let codes: Vec<&str> = facts["tool_errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "invalid_input",
+            "invalid_input",
+            "invalid_input",
+            "credential_refused",
+            "too_large",
+            "invalid_input",
+            "too_large",
+            "confirmation_required",
+            "invalid_id",
+            "not_found"
+        ]
+    );
+    let secret = &facts["tool_errors"][3];
+    assert_eq!(secret["detail"]["field"], "body");
+    assert!(secret["detail"]["rule"].is_string(), "{secret}");
+    assert_eq!(facts["tool_errors"][4]["detail"]["limit"], 128 * 1024);
+    assert_eq!(facts["b_expand_a"]["code"], "not_found");
     assert_eq!(facts["serving_after_errors"], true);
     assert_eq!(
         facts["b_sees_a"],
@@ -80,6 +129,7 @@ fn python_sdk_client_remember_search_expand_forget_and_isolation() {
     let backups: Value = serde_json::from_slice(&backups.stdout).unwrap();
     assert_eq!(backups[0]["backupId"], facts["forget_backup"]);
     assert_eq!(backups[0]["reason"], "forget");
+    facts
 }
 
 #[test]

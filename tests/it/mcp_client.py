@@ -1,16 +1,31 @@
-"""Drives `memoria mcp` with the official MCP Python SDK, as a real agent host would.
+"""Drives `memoria mcp` with the official MCP Python SDK, as a real agent host would. Runs
+under SDK 1.x and 2.x alike (2.x renamed McpError and uses snake_case attributes).
 
 usage: mcp_client.py MEMORIA_BIN HOME PROJECT_A PROJECT_B
 Prints one JSON line of facts the Rust test checks; exits non-zero on any failed expectation.
 """
 import asyncio, json, os, sys
+from importlib.metadata import version
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import McpError
+
+try:
+    from mcp.shared.exceptions import MCPError
+except ImportError:
+    from mcp.shared.exceptions import McpError as MCPError
 
 BIN, HOME, PROJ_A, PROJ_B = sys.argv[1:5]
-facts = {}
+facts = {"sdk": version("mcp")}
+
+
+def attr(obj, snake, camel):
+    """An attribute under its 2.x (snake_case) or 1.x (camelCase) name."""
+    return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
+
+
+def structured(result):
+    return attr(result, "structured_content", "structuredContent")
 
 
 def params(cwd):
@@ -18,58 +33,80 @@ def params(cwd):
     return StdioServerParameters(command=BIN, args=["mcp"], env=env, cwd=cwd)
 
 
-async def expect_error(session, tool, args, needle):
+async def expect_rpc_error(session, tool, args, needle):
+    """A JSON-RPC error: the SDK raises it."""
     try:
         result = await session.call_tool(tool, args)
-    except McpError as e:
+    except MCPError as e:
         assert needle.lower() in str(e).lower(), f"{tool}: error {e!r} lacks {needle!r}"
         return str(e)
     raise AssertionError(f"{tool}{args} should fail, got {result}")
+
+
+async def expect_tool_error(session, tool, args, code, needle):
+    """A failed call the model reads: a result with isError, the message as text and
+    {code, message, detail} as structured content. Never an exception."""
+    try:
+        result = await session.call_tool(tool, args)
+    except MCPError as e:
+        raise AssertionError(f"{tool}{args} raised {e!r}; it must be a tool result with isError")
+    assert attr(result, "is_error", "isError"), f"{tool}{args} should fail, got {result}"
+    body = structured(result)
+    assert body["code"] == code, f"{tool}{args}: code {body['code']!r}, not {code!r}: {body}"
+    text = result.content[0].text
+    assert text == body["message"], f"{tool}: text {text!r} is not the message {body}"
+    assert needle.lower() in text.lower(), f"{tool}: {text!r} lacks {needle!r}"
+    return body
 
 
 async def session_a():
     async with stdio_client(params(PROJ_A)) as (r, w):
         async with ClientSession(r, w) as s:
             init = await s.initialize()
-            facts["server"] = init.serverInfo.name
+            facts["server"] = attr(init, "server_info", "serverInfo").name
             facts["instructions_name_project"] = PROJ_A in (init.instructions or "")
             tools = {t.name: t for t in (await s.list_tools()).tools}
             facts["tools"] = sorted(tools)
-            facts["search_schema_has_query"] = "query" in tools["memory_search"].inputSchema["properties"]
+            schema = attr(tools["memory_search"], "input_schema", "inputSchema")
+            facts["search_schema_has_query"] = "query" in schema["properties"]
 
             res = await s.call_tool("remember", {
                 "summary": "Deploys go out on Tuesdays",
                 "body": "Never on Fridays. See [[release-train]].",
                 "type": "feedback", "tags": ["ops"], "source": "user_confirmed",
             })
-            assert not res.isError, res
-            rem = res.structuredContent
+            assert not attr(res, "is_error", "isError"), res
+            rem = structured(res)
             facts["remember_id"] = rem["id"]
             facts["missing_links"] = rem["missingLinks"]
             await s.call_tool("remember", {"summary": "Prefers tea over coffee", "body": "green tea", "type": "user"})
 
-            hits = (await s.call_tool("memory_search", {"query": "when do deploys go out"})).structuredContent["results"]
+            hits = structured(await s.call_tool("memory_search", {"query": "when do deploys go out"}))["results"]
             facts["search_top"] = hits[0]["id"]
             facts["search_trust"] = hits[0]["trust"]
-            multi = (await s.call_tool("memory_search", {"query": ["tea", "coffee"], "types": ["user"]})).structuredContent["results"]
+            multi = structured(await s.call_tool("memory_search", {"query": ["tea", "coffee"], "types": ["user"]}))["results"]
             facts["multi_top_summary"] = multi[0]["summary"]
 
-            exp = (await s.call_tool("memory_expand", {"id": rem["id"]})).structuredContent
+            exp = structured(await s.call_tool("memory_expand", {"id": rem["id"]}))
             facts["expand_body"] = exp["body"]
             facts["expand_tags"] = exp["frontmatter"]["tags"]
 
-            # Bad input: each is a JSON-RPC error and the session keeps serving.
-            facts["errors"] = [
-                await expect_error(s, "no_such_tool", {}, "tool"),
-                await expect_error(s, "memory_search", {"query": 42}, "query"),
-                await expect_error(s, "memory_search", {"query": "x", "limit": "ten"}, "invalid"),
-                await expect_error(s, "remember", {"summary": "k", "body": "AKIAIOSFODNN7EXAMPLE"}, "secret"),
-                await expect_error(s, "remember", {"summary": "big", "body": "x" * 200_000}, "128 KiB"),
-                await expect_error(s, "memory_search", {"query": "q" * 10_000}, "limit"),
-                await expect_error(s, "forget", {"id": rem["id"], "confirm": False}, "confirm"),
-                await expect_error(s, "memory_expand", {"id": "../../etc/passwd"}, "invalid"),
+            # An unknown tool is a JSON-RPC error; every failure the agent can act on is a tool
+            # result it reads. The session keeps serving.
+            facts["rpc_errors"] = [await expect_rpc_error(s, "no_such_tool", {}, "tool")]
+            facts["tool_errors"] = [
+                await expect_tool_error(s, "memory_search", {"query": 42}, "invalid_input", "query"),
+                await expect_tool_error(s, "memory_search", {"query": "x", "limit": "ten"}, "invalid_input", "invalid"),
+                await expect_tool_error(s, "memory_search", {"query": "x", "created_after": "soon"}, "invalid_input", "date"),
+                await expect_tool_error(s, "remember", {"summary": "k", "body": "AKIAIOSFODNN7EXAMPLE"}, "credential_refused", "secret"),
+                await expect_tool_error(s, "remember", {"summary": "big", "body": "x" * 200_000}, "too_large", "128 KiB"),
+                await expect_tool_error(s, "remember", {"summary": "t", "body": "b", "type": "nonsense"}, "invalid_input", "type"),
+                await expect_tool_error(s, "memory_search", {"query": "q" * 10_000}, "too_large", "limit"),
+                await expect_tool_error(s, "forget", {"id": rem["id"], "confirm": False}, "confirmation_required", "confirm"),
+                await expect_tool_error(s, "memory_expand", {"id": "../../etc/passwd"}, "invalid_id", "invalid"),
+                await expect_tool_error(s, "memory_expand", {"id": "no-such-note"}, "not_found", "not found"),
             ]
-            still = (await s.call_tool("memory_search", {"query": "tuesdays"})).structuredContent["results"]
+            still = structured(await s.call_tool("memory_search", {"query": "tuesdays"}))["results"]
             facts["serving_after_errors"] = still[0]["id"] == rem["id"]
 
 
@@ -77,12 +114,12 @@ async def session_b():
     async with stdio_client(params(PROJ_B)) as (r, w):
         async with ClientSession(r, w) as s:
             await s.initialize()
-            hits = (await s.call_tool("memory_search", {"query": "deploys tuesdays fridays"})).structuredContent["results"]
+            hits = structured(await s.call_tool("memory_search", {"query": "deploys tuesdays fridays"}))["results"]
             # Vector search returns neighbours of any query; none may come from project A.
             facts["b_sees_a"] = [h["id"] for h in hits if h["id"].startswith("vt:project/")]
-            user = (await s.call_tool("memory_search", {"query": "tea"})).structuredContent["results"]
+            user = structured(await s.call_tool("memory_search", {"query": "tea"}))["results"]
             facts["b_sees_user_note"] = user[0]["summary"] == "Prefers tea over coffee"
-            facts["b_expand_a"] = await expect_error(s, "memory_expand", {"id": facts["remember_id"]}, "not found")
+            facts["b_expand_a"] = await expect_tool_error(s, "memory_expand", {"id": facts["remember_id"]}, "not_found", "not found")
 
 
 async def session_a_forget():
@@ -90,8 +127,8 @@ async def session_a_forget():
         async with ClientSession(r, w) as s:
             await s.initialize()
             res = await s.call_tool("forget", {"id": facts["remember_id"], "confirm": True})
-            facts["forget_backup"] = res.structuredContent["backupId"]
-            hits = (await s.call_tool("memory_search", {"query": "tuesdays"})).structuredContent["results"]
+            facts["forget_backup"] = structured(res)["backupId"]
+            hits = structured(await s.call_tool("memory_search", {"query": "tuesdays"}))["results"]
             facts["after_forget"] = len([h for h in hits if h["id"] == facts["remember_id"]])
 
 

@@ -46,6 +46,20 @@ pub fn test_python() -> PathBuf {
     default
 }
 
+/// The Python with the MCP Python SDK 2.x that `scripts/install-test-tools.sh` installs: the
+/// same MCP client script runs against both SDK major versions.
+pub fn test_python_mcp2() -> PathBuf {
+    if let Some(p) = std::env::var_os("MEMORIA_TEST_PYTHON_MCP2") {
+        return PathBuf::from(p);
+    }
+    let default = memoria_cache("tools/py-venv-mcp2/bin/python");
+    assert!(
+        default.exists(),
+        "the MCP SDK 2.x Python is not installed: run scripts/install-test-tools.sh (or set MEMORIA_TEST_PYTHON_MCP2)"
+    );
+    default
+}
+
 pub mod sync_fixture;
 
 /// The embedding model directory that `scripts/install-model.sh` installs (multilingual-e5-small,

@@ -323,7 +323,10 @@ impl Coordinator {
                     }
                 }
             })
-            .map_err(|e| Error::Invalid(format!("cannot start the sync thread: {e}")))?;
+            .map_err(|e| Error::System {
+                op: "start the sync thread".into(),
+                reason: e.to_string(),
+            })?;
         Ok(Coordinator {
             inbox,
             cancel,

@@ -1,20 +1,26 @@
-//! The sync client's one error type. Messages say what to do; [`SyncError::is_permanent`] tells
-//! the scheduler whether retrying later can help.
+//! The sync client's errors. Messages say what happened and what helps, without naming a
+//! command; [`SyncError::code`] maps each into the engine's [`ErrorCode`]s, and
+//! [`SyncError::is_permanent`] tells the scheduler whether retrying later can help.
 
-use memoria_shared::protocol::{ErrorCode, StaleNote};
+use memoria_shared::protocol::{self, StaleNote};
+use serde_json::{Value, json};
+
+use crate::error::ErrorCode;
 
 /// Everything that can stop a sync pass (or a sync command).
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     /// Cloud sync was turned off; nothing is sent until it is turned on.
-    #[error("cloud sync is off: turn it on with `memoria sync on` (local notes keep working)")]
+    #[error(
+        "cloud sync is off: nothing is sent or received until it is turned on (local notes keep working)"
+    )]
     Off,
     /// No server is configured.
-    #[error("not signed in to a sync server: run `memoria sync login --server URL`")]
+    #[error("not signed in to a sync server: sign in with the server's URL and a token")]
     NotSignedIn,
     /// No token in the keychain nor in `MEMORIA_SYNC_TOKEN`.
     #[error(
-        "no sync token: run `memoria sync login --server URL` (or set MEMORIA_SYNC_TOKEN where there is no keychain)"
+        "no sync token for this server in the keychain: sign in again (or set MEMORIA_SYNC_TOKEN where there is no keychain)"
     )]
     NoToken,
     /// The OS keychain could not be used.
@@ -43,10 +49,10 @@ pub enum SyncError {
     #[error("{} note(s) changed on the server meanwhile: syncing again", .0.len())]
     Stale(Vec<StaleNote>),
     /// The server refused the request.
-    #[error("sync server answered {status} {code:?}: {message}")]
+    #[error("the sync server refused the request ({status}{}): {message}", code.map(|c| format!(" {}", server_code(c))).unwrap_or_default())]
     Server {
         status: u16,
-        code: Option<ErrorCode>,
+        code: Option<protocol::ErrorCode>,
         message: String,
         retry_after_s: Option<u64>,
     },
@@ -54,10 +60,12 @@ pub enum SyncError {
     #[error("cannot reach the sync server ({0}): will retry in a minute")]
     Transport(String),
     /// A reply that is not what the protocol promises.
-    #[error("unexpected reply from the sync server ({0}): check the server URL")]
+    #[error(
+        "unexpected reply from the sync server ({0}): check that the server URL is a Memoria sync server"
+    )]
     BadReply(String),
     /// No conflict is recorded for this note.
-    #[error("no sync conflict for note `{0}`: list them with `memoria conflicts`")]
+    #[error("no sync conflict for note `{0}`")]
     NoConflict(String),
     /// The scope cannot be synced (domain scopes are local only).
     #[error("scope {0} is not synced: only user and project scopes are")]
@@ -82,8 +90,10 @@ pub enum SyncError {
     /// A pass stopped on a bug (a panic) in Memoria; the process keeps running.
     #[error("sync stopped on an internal error ({0}): please report it; retrying in a minute")]
     Internal(String),
-    /// Reading or writing the sync state failed.
-    #[error("sync state {path}: {reason} (delete the file to start that scope's sync over)")]
+    /// A sync state file does not parse.
+    #[error(
+        "sync state {path} is damaged ({reason}): delete the file to start that scope's sync over"
+    )]
     State { path: String, reason: String },
     /// A vault operation failed.
     #[error(transparent)]
@@ -112,6 +122,99 @@ impl SyncError {
             SyncError::Server { retry_after_s, .. } => *retry_after_s,
             _ => None,
         }
+    }
+
+    /// The engine code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SyncError::Off => ErrorCode::SyncOff,
+            SyncError::NotSignedIn | SyncError::NoToken => ErrorCode::NotSignedIn,
+            SyncError::Keychain(_) => ErrorCode::KeychainUnavailable,
+            SyncError::Pinned { .. } => ErrorCode::AccountMismatch,
+            SyncError::ProtocolTooNew(_) => ErrorCode::ProtocolTooNew,
+            SyncError::RateLimited { .. } => ErrorCode::RateLimited,
+            SyncError::Stale(_) => ErrorCode::ChangedSince,
+            SyncError::Server { status, code, .. } => match code {
+                Some(protocol::ErrorCode::Unauthorized) => ErrorCode::NotSignedIn,
+                Some(protocol::ErrorCode::AccountErased) => ErrorCode::AccountErased,
+                Some(protocol::ErrorCode::QuotaExceeded) => ErrorCode::LimitReached,
+                Some(protocol::ErrorCode::TooLarge) => ErrorCode::TooLarge,
+                Some(protocol::ErrorCode::RateLimited) => ErrorCode::RateLimited,
+                Some(protocol::ErrorCode::Stale) => ErrorCode::ChangedSince,
+                None if *status == 401 => ErrorCode::NotSignedIn,
+                None if *status == 413 => ErrorCode::TooLarge,
+                _ => ErrorCode::ServerError,
+            },
+            SyncError::Transport(_) => ErrorCode::ServerUnreachable,
+            SyncError::BadReply(_) => ErrorCode::ServerError,
+            SyncError::NoConflict(_) | SyncError::NothingPending(_) => ErrorCode::NotFound,
+            SyncError::NotSyncable(_) => ErrorCode::InvalidInput,
+            SyncError::BatchRefused(_) => ErrorCode::Conflict,
+            SyncError::FolderMissing { .. } => ErrorCode::FolderMissing,
+            SyncError::NeedsConfirmation { .. } => ErrorCode::ConfirmationRequired,
+            SyncError::Internal(_) => ErrorCode::Internal,
+            SyncError::State { .. } => ErrorCode::DamagedFile,
+            SyncError::Engine(e) => e.code(),
+        }
+    }
+
+    /// Structured facts about this error (the scope, the server's answer, when to retry).
+    pub fn detail(&self) -> Option<Value> {
+        Some(match self {
+            SyncError::Pinned {
+                scope,
+                pinned_user,
+                pinned_server,
+                user,
+                server,
+            } => json!({
+                "scope": scope, "pinnedUser": pinned_user, "pinnedServer": pinned_server,
+                "user": user, "server": server,
+            }),
+            SyncError::ProtocolTooNew(v) => json!({ "serverProtocol": v }),
+            SyncError::RateLimited { retry_after_s } => json!({ "retryAfterS": retry_after_s }),
+            SyncError::Stale(notes) => {
+                json!({ "notes": notes.iter().map(|n| &n.id).collect::<Vec<_>>() })
+            }
+            SyncError::Server {
+                status,
+                code,
+                retry_after_s,
+                ..
+            } => json!({
+                "status": status,
+                "serverCode": code.map(server_code),
+                "retryAfterS": retry_after_s,
+            }),
+            SyncError::NoConflict(id) => json!({ "conflict": id }),
+            SyncError::NotSyncable(scope) | SyncError::NothingPending(scope) => {
+                json!({ "scope": scope })
+            }
+            SyncError::FolderMissing { scope, folder } => {
+                json!({ "scope": scope, "path": folder })
+            }
+            SyncError::NeedsConfirmation { scope, .. } => json!({ "scope": scope }),
+            SyncError::State { path, .. } => json!({ "path": path }),
+            SyncError::Engine(e) => return e.detail(),
+            _ => return None,
+        })
+    }
+
+    /// The error as a front end sends it.
+    pub fn body(&self) -> crate::error::ErrorBody {
+        crate::error::ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+            detail: self.detail(),
+        }
+    }
+}
+
+/// The server's code as it is on the wire (`quota_exceeded`).
+fn server_code(c: protocol::ErrorCode) -> String {
+    match serde_json::to_value(c) {
+        Ok(Value::String(s)) => s,
+        _ => format!("{c:?}"),
     }
 }
 

@@ -153,10 +153,9 @@ impl ScopeDir {
 
     pub fn clear_pending(&self) -> SyncResult<()> {
         match std::fs::remove_file(self.pending_path()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(SyncError::State {
-                path: self.pending_path().display().to_string(),
-                reason: e.to_string(),
-            }),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(crate::Error::io("remove", self.pending_path())(e).into())
+            }
             _ => Ok(()),
         }
     }

@@ -135,19 +135,14 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> SyncResu
                 reason: e.to_string(),
             }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SyncError::State {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        }),
+        Err(e) => Err(crate::Error::io("read", path)(e).into()),
     }
 }
 
 /// Writes a JSON file atomically.
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> SyncResult<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| SyncError::State {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| crate::Error::Internal(format!("encoding {}: {e}", path.display())))?;
     fsx::write_atomic(path, &bytes)?;
     Ok(())
 }
