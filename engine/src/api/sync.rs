@@ -157,7 +157,7 @@ pub struct ScopePass {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<PassReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub error: Option<crate::error::ErrorBody>,
 }
 
 /// Syncs every synced scope now. A scope's failure is in its [`ScopePass`]; the others still
@@ -181,7 +181,7 @@ pub fn now(engine: &mut Engine) -> SyncResult<Vec<ScopePass>> {
             Err(e) => ScopePass {
                 scope: scope.key(),
                 report: None,
-                error: Some(e.to_string()),
+                error: Some(e.body()),
             },
         })
         .collect())

@@ -157,7 +157,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             let mut failed = Vec::new();
             for p in &passes {
                 match (&p.report, &p.error) {
-                    (_, Some(e)) => failed.push(format!("{}: {e}", p.scope)),
+                    (_, Some(e)) => failed.push((p.scope.clone(), e.clone())),
                     (Some(rep), None) if !g.json => {
                         outln!(
                             "{}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
@@ -177,7 +177,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
                 }
             }
             if !failed.is_empty() {
-                bail!("{}", failed.join("; "));
+                return Err(crate::hints::failures(failed));
             }
         }
         SyncCommand::Status => {
