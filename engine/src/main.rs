@@ -414,7 +414,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Show { id, scope } => {
-            let mut engine = open(&cli)?;
+            let engine = open(&cli)?;
             let scope = scope_arg(&engine, scope.as_deref())?;
             let view = engine.show(id, scope.as_ref())?;
             let ix = &view.indexed;
@@ -568,7 +568,7 @@ fn run(cli: Cli) -> Result<()> {
             explain,
             mode,
         } => {
-            let mut engine = open(&cli)?;
+            let engine = open(&cli)?;
             let opts = memoria_engine::recall::SearchOptions {
                 limit: (*limit).clamp(1, 1000),
                 mode: *mode,
@@ -614,7 +614,7 @@ fn run(cli: Cli) -> Result<()> {
             budget,
             window,
         } => {
-            let mut engine = open(&cli)?;
+            let engine = open(&cli)?;
             let block = engine.recall_block(message, *budget, *window)?;
             if json {
                 print_json(&json!({"text": block.text, "notShown": block.not_shown,
@@ -937,7 +937,7 @@ fn claude_code_hook(cli: &Cli) -> Result<()> {
         .project
         .clone()
         .or_else(|| input.cwd.as_ref().map(PathBuf::from));
-    let mut engine = Engine::open(OpenOptions {
+    let engine = Engine::open(OpenOptions {
         home: cli.home.clone(),
         project_dir,
         model_dir: cli.model_dir.clone(),
