@@ -168,7 +168,8 @@ impl Index {
     /// copy in either file (`forget --purge`).
     pub fn compact(&self) -> Result<()> {
         self.conn().execute_batch("VACUUM")?;
-        self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 
@@ -183,13 +184,16 @@ impl Index {
 
     /// `ok` or what SQLite's integrity check found.
     pub fn integrity(&self) -> Result<String> {
-        Ok(self.conn().query_row("PRAGMA quick_check", [], |r| r.get(0))?)
+        Ok(self
+            .conn()
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
     }
 
     /// `(path, mtime_ns, size)` of every indexed file of a scope.
     pub fn file_states(&self, scope: &str) -> Result<Vec<(String, i64, i64)>> {
         let conn = self.conn();
-        let mut st = conn.prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
+        let mut st =
+            conn.prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
         let rows = st.query_map([scope], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -333,7 +337,9 @@ impl Index {
 
     /// `(access_count, last_access)` for a note on this machine.
     pub fn usage(&self, scope: &str, id: &str) -> Result<Option<(i64, i64)>> {
-        Ok(self.conn().query_row(
+        Ok(self
+            .conn()
+            .query_row(
                 "SELECT access_count, last_access FROM usage WHERE scope = ?1 AND id = ?2",
                 params![scope, id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -358,7 +364,8 @@ impl Index {
 
     pub fn remove_backups(&self, ids: &[String]) -> Result<()> {
         for id in ids {
-            self.conn().execute("DELETE FROM backups WHERE backup_id = ?1", [id])?;
+            self.conn()
+                .execute("DELETE FROM backups WHERE backup_id = ?1", [id])?;
         }
         Ok(())
     }

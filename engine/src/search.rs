@@ -155,11 +155,7 @@ impl Engine {
     }
 
     /// Hybrid search over the visible scopes.
-    pub fn hybrid_search(
-        &self,
-        query: &str,
-        mut opts: SearchOptions,
-    ) -> Result<Vec<recall::Hit>> {
+    pub fn hybrid_search(&self, query: &str, mut opts: SearchOptions) -> Result<Vec<recall::Hit>> {
         if query.trim().is_empty() {
             return Err(Error::Invalid(
                 "the search query is empty: give some words to look for".into(),

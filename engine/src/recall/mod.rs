@@ -675,8 +675,7 @@ impl RecallIndex {
             l.truncate(opts.candidates);
             l
         };
-        let vector = if opts.mode == Mode::Bm25
-            || self.shared.awaiting_model.load(Ordering::SeqCst)
+        let vector = if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst)
         {
             Vec::new()
         } else {
