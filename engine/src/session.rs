@@ -112,21 +112,39 @@ pub enum Event {
     },
 }
 
-/// The subscribers' queues.
+/// The subscribers' queues, and the model's state, which every subscriber is told first (it
+/// is usually settled before anyone could subscribe).
 #[derive(Debug, Default)]
 struct Bus {
-    subscribers: Mutex<Vec<SyncSender<Event>>>,
+    state: Mutex<BusState>,
+}
+
+#[derive(Debug, Default)]
+struct BusState {
+    subscribers: Vec<SyncSender<Event>>,
+    model: Option<Event>,
 }
 
 impl Bus {
     fn subscribe(&self) -> Receiver<Event> {
         let (tx, rx) = std::sync::mpsc::sync_channel(SUBSCRIBER_QUEUE);
-        lock(&self.subscribers).push(tx);
+        let mut st = lock(&self.state);
+        if let Some(model) = &st.model {
+            let _ = tx.try_send(model.clone());
+        }
+        st.subscribers.push(tx);
         rx
     }
 
     fn publish(&self, event: Event) {
-        lock(&self.subscribers).retain(|s| match s.try_send(event.clone()) {
+        let mut st = lock(&self.state);
+        if matches!(
+            event,
+            Event::ModelLoaded { .. } | Event::ModelFallback { .. }
+        ) {
+            st.model = Some(event.clone());
+        }
+        st.subscribers.retain(|s| match s.try_send(event.clone()) {
             Ok(()) | Err(TrySendError::Full(_)) => true,
             Err(TrySendError::Disconnected(_)) => false,
         });
@@ -251,7 +269,18 @@ impl Session {
     /// Opens the engines, starts the watcher and the sync coordinator (as asked), the indexer
     /// and the model load; returns once reads can be served.
     pub fn start(options: SessionOptions) -> Result<Session> {
+        Self::start_on(options, Arc::new(Bus::default()))
+    }
+
+    /// [`Session::start`], with a subscriber that sees every event from the start (the first
+    /// sync pass, the model load), which one subscribed after `start` returns may miss.
+    pub fn start_subscribed(options: SessionOptions) -> Result<(Session, Receiver<Event>)> {
         let bus = Arc::new(Bus::default());
+        let events = bus.subscribe();
+        Ok((Self::start_on(options, bus)?, events))
+    }
+
+    fn start_on(options: SessionOptions, bus: Arc<Bus>) -> Result<Session> {
         let mut writer = Engine::open(options.open.clone())?;
         let mut config = RecallConfig::new(recall::default_dir(writer.home().root()));
         config.model_dir =
@@ -374,8 +403,9 @@ impl Session {
         })
     }
 
-    /// A new subscriber: every event from now on, until the receiver is dropped. A receiver
-    /// that falls [`SUBSCRIBER_QUEUE`] events behind misses the newest ones.
+    /// A new subscriber: the model's state if it is settled (loaded or fallen back), then every
+    /// event from now on, until the receiver is dropped. A receiver that falls
+    /// [`SUBSCRIBER_QUEUE`] events behind misses the newest ones.
     pub fn subscribe(&self) -> Receiver<Event> {
         self.bus.subscribe()
     }
@@ -528,7 +558,11 @@ mod tests {
             // The live subscriber keeps up.
             assert!(live.try_recv().is_ok());
         }
-        assert_eq!(lock(&bus.subscribers).len(), 2, "the dropped one is gone");
+        assert_eq!(
+            lock(&bus.state).subscribers.len(),
+            2,
+            "the dropped one is gone"
+        );
         assert_eq!(slow.try_iter().count(), SUBSCRIBER_QUEUE);
     }
 
