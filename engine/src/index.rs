@@ -4,6 +4,7 @@
 //! busy timeout); every write is one short transaction.
 
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -106,7 +107,9 @@ pub struct BackupRow {
 /// A connection to the index database.
 #[derive(Debug)]
 pub struct Index {
-    conn: Connection,
+    /// Behind a lock so one index can serve reads from several threads; each call holds it for
+    /// one statement or transaction.
+    conn: Mutex<Connection>,
 }
 
 impl Index {
@@ -156,21 +159,23 @@ impl Index {
         }
         conn.execute_batch(SCHEMA)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        Ok(Index { conn })
+        Ok(Index {
+            conn: Mutex::new(conn),
+        })
     }
 
     /// Rebuilds the database without free pages and empties its WAL, so deleted rows leave no
     /// copy in either file (`forget --purge`).
     pub fn compact(&self) -> Result<()> {
-        self.conn.execute_batch("VACUUM")?;
-        self.conn
+        self.conn().execute_batch("VACUUM")?;
+        self.conn()
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
 
     /// Drops this machine's usage counts of a note.
     pub fn remove_usage(&self, scope: &str, id: &str) -> Result<()> {
-        self.conn.execute(
+        self.conn().execute(
             "DELETE FROM usage WHERE scope = ?1 AND id = ?2",
             params![scope, id],
         )?;
@@ -180,22 +185,23 @@ impl Index {
     /// `ok` or what SQLite's integrity check found.
     pub fn integrity(&self) -> Result<String> {
         Ok(self
-            .conn
+            .conn()
             .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
     }
 
     /// `(path, mtime_ns, size)` of every indexed file of a scope.
     pub fn file_states(&self, scope: &str) -> Result<Vec<(String, i64, i64)>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
+        let conn = self.conn();
+        let mut st =
+            conn.prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
         let rows = st.query_map([scope], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Applies a batch of upserts and removals in one transaction.
     pub fn apply(&mut self, upserts: &[IndexedNote], removals: &[String]) -> Result<()> {
-        let tx = self.conn.transaction()?;
+        let conn = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction()?;
         for path in removals.iter().chain(upserts.iter().map(|n| &n.path)) {
             tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
             tx.execute("DELETE FROM tags WHERE path = ?1", [path])?;
@@ -266,7 +272,7 @@ impl Index {
     }
 
     pub fn count(&self, scope: &str) -> Result<usize> {
-        let n: i64 = self.conn.query_row(
+        let n: i64 = self.conn().query_row(
             "SELECT count(*) FROM notes WHERE scope = ?1",
             [scope],
             |r| r.get(0),
@@ -289,7 +295,8 @@ impl Index {
     /// Notes in `scopes` that link to `id`.
     pub fn backlinks(&self, scopes: &[String], id: &str) -> Result<Vec<(String, String)>> {
         let scopes = serde_json::to_string(scopes).unwrap_or_default();
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT DISTINCT n.scope, n.id FROM links l JOIN notes n ON n.path = l.path
              WHERE n.scope IN (SELECT value FROM json_each(?1)) AND l.target = ?2 ORDER BY n.scope, n.id",
         )?;
@@ -305,7 +312,8 @@ impl Index {
     /// [`crate::agent::recallable`] (not broken, not quarantined, not tagged `contains-secrets`),
     /// evaluated in SQL so a search need not load every row.
     pub fn note_states(&self) -> Result<Vec<(String, String, Option<String>, String, bool)>> {
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT scope, id, hash, path,
                     error IS NULL AND coalesce(trust, '') != 'quarantined'
                     AND NOT EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path AND t.tag = ?1)
@@ -319,7 +327,7 @@ impl Index {
 
     /// Counts one access of a note on this machine.
     pub fn record_access(&self, scope: &str, id: &str, now_ms: i64) -> Result<()> {
-        self.conn.execute(
+        self.conn().execute(
             "INSERT INTO usage(scope, id, access_count, last_access) VALUES (?1, ?2, 1, ?3)
              ON CONFLICT(scope, id) DO UPDATE SET access_count = access_count + 1, last_access = ?3",
             params![scope, id, now_ms],
@@ -330,7 +338,7 @@ impl Index {
     /// `(access_count, last_access)` for a note on this machine.
     pub fn usage(&self, scope: &str, id: &str) -> Result<Option<(i64, i64)>> {
         Ok(self
-            .conn
+            .conn()
             .query_row(
                 "SELECT access_count, last_access FROM usage WHERE scope = ?1 AND id = ?2",
                 params![scope, id],
@@ -340,13 +348,14 @@ impl Index {
     }
 
     pub fn backup_ids(&self) -> Result<Vec<String>> {
-        let mut st = self.conn.prepare_cached("SELECT backup_id FROM backups")?;
+        let conn = self.conn();
+        let mut st = conn.prepare_cached("SELECT backup_id FROM backups")?;
         let rows = st.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     pub fn put_backup(&self, b: &BackupRow) -> Result<()> {
-        self.conn.execute(
+        self.conn().execute(
             "INSERT OR REPLACE INTO backups(backup_id, scope, note_id, reason, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![b.backup_id, b.scope, b.note_id, b.reason, b.created_at],
         )?;
@@ -355,7 +364,7 @@ impl Index {
 
     pub fn remove_backups(&self, ids: &[String]) -> Result<()> {
         for id in ids {
-            self.conn
+            self.conn()
                 .execute("DELETE FROM backups WHERE backup_id = ?1", [id])?;
         }
         Ok(())
@@ -363,7 +372,8 @@ impl Index {
 
     /// Backups, newest first.
     pub fn backups(&self, limit: usize) -> Result<Vec<BackupRow>> {
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT backup_id, scope, note_id, reason, created_at FROM backups
              ORDER BY created_at DESC, backup_id DESC LIMIT ?1",
         )?;
@@ -383,11 +393,16 @@ impl Index {
     /// the project registry (`project.rs`) starts from it.
     #[allow(clippy::type_complexity)]
     pub fn projects(&self) -> Result<Vec<(String, String, Option<String>, i64)>> {
-        let mut st = self.conn.prepare_cached(
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
             "SELECT id, root, project_type, last_seen FROM projects ORDER BY root",
         )?;
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn select(&self, tail: &str, p: impl rusqlite::Params) -> Result<Vec<IndexedNote>> {
@@ -395,7 +410,8 @@ impl Index {
             "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body
              FROM notes {tail}"
         );
-        let mut st = self.conn.prepare_cached(&sql)?;
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(&sql)?;
         let rows = st.query_map(p, |r| {
             let tags: String = r.get(6)?;
             Ok(IndexedNote {

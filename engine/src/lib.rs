@@ -26,6 +26,7 @@ pub mod project;
 pub mod recall;
 pub(crate) mod scan;
 pub mod search;
+pub mod session;
 pub mod sync;
 pub mod vault;
 pub mod watch;
@@ -33,6 +34,7 @@ pub mod watch;
 pub use error::{Error, Result};
 pub use project::{Project, Scope};
 pub use scan::ScanStats;
+pub use session::{Event, Reads, Session, SessionOptions};
 pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};
 
 /// A count with its noun for people to read: "1 note", "3 notes", "0 notes".

@@ -12,7 +12,6 @@ use clap::{Parser, Subcommand};
 use cli::Globals;
 use memoria_engine::api::Location;
 use memoria_engine::vault::OpenOptions;
-use memoria_engine::{Engine, Scope, watch};
 use serde_json::json;
 
 #[path = "cli/hints.rs"]
@@ -148,28 +147,68 @@ impl Cli {
     }
 }
 
-fn open(cli: &Cli) -> Result<Engine> {
-    Ok(cli.globals().location.open()?)
-}
-
-/// How `open` opens the engine (the sync coordinator opens one of its own the same way).
+/// How the engine is opened (a session's engines open the same way).
 fn open_options(cli: &Cli) -> Result<OpenOptions> {
     Ok(cli.globals().location.open_options()?)
 }
 
-/// Starts the process's sync coordinator (idle while sync is not configured or off). Its
-/// passes are reported by `report`; a failure never stops the caller.
-fn start_sync(
-    cli: &Cli,
-    report: impl Fn(&Scope, &memoria_engine::sync::SyncResult<memoria_engine::sync::PassReport>)
-    + Send
-    + 'static,
-) -> Result<memoria_engine::sync::Coordinator> {
-    Ok(memoria_engine::sync::Coordinator::for_process(
-        open_options(cli)?,
-        std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok(),
-        Box::new(move |scope, r| report(scope, r)),
-    )?)
+/// What a long-running process watches, syncs and loads.
+fn session_options(cli: &Cli) -> Result<memoria_engine::SessionOptions> {
+    let mut options = memoria_engine::SessionOptions::new(open_options(cli)?);
+    options.sync_token = std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok();
+    Ok(options)
+}
+
+/// One line per event of `memoria watch`: every sync pass and every note change in JSON
+/// (scripts see the schedule at work), changes and errors in text.
+fn print_watch_event(event: &memoria_engine::Event, json: bool) {
+    use memoria_engine::Event;
+    match event {
+        Event::SyncFinished {
+            scope,
+            report: Some(rep),
+            ..
+        } if json => println!("{}", json!({"sync": scope, "report": rep})),
+        Event::SyncFinished {
+            scope,
+            report: Some(rep),
+            ..
+        } if rep.changed() => println!(
+            "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
+            rep.uploaded,
+            rep.download.added,
+            rep.download.changed,
+            rep.download.deleted,
+            rep.merged,
+            rep.new_conflicts.len()
+        ),
+        Event::SyncFinished {
+            scope,
+            error: Some(e),
+            ..
+        } => {
+            if json {
+                println!("{}", json!({"sync": scope, "error": e}));
+            } else {
+                println!("sync {scope}: {e}");
+            }
+        }
+        Event::NoteAdded { .. } | Event::NoteChanged { .. } | Event::NoteRemoved { .. } if json => {
+            println!("{}", json!(event));
+        }
+        Event::NoteAdded { scope, id } => println!("{scope}: {id} added"),
+        Event::NoteChanged { scope, id } => println!("{scope}: {id} changed"),
+        Event::NoteRemoved { scope, id } => println!("{scope}: {id} removed"),
+        Event::Error {
+            scope: Some(scope),
+            message,
+        } => eprintln!("memoria watch: {scope}: {message}"),
+        Event::Error {
+            scope: None,
+            message,
+        } => eprintln!("memoria watch: {message}"),
+        _ => {}
+    }
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -197,46 +236,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Eval(c) => cli::eval::eval(c, json)?,
         Command::Bench(c) => cli::eval::bench(c, json)?,
         Command::Watch => {
-            let engine = open(&cli)?;
-            // Every pass in JSON (scripts see the schedule at work); changes and errors in text.
-            let sync = start_sync(&cli, move |scope, r| match r {
-                Ok(rep) if json => println!("{}", json!({"sync": scope.key(), "report": rep})),
-                Ok(rep) if rep.changed() => {
-                    println!(
-                        "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
-                        rep.uploaded,
-                        rep.download.added,
-                        rep.download.changed,
-                        rep.download.deleted,
-                        rep.merged,
-                        rep.new_conflicts.len()
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    if json {
-                        println!("{}", json!({"sync": scope.key(), "error": e.to_string()}));
-                    } else {
-                        println!("sync {scope}: {e}");
-                    }
-                }
-            })?;
-            let notify = sync.notifier();
-            let handle = watch::start(&engine, move |scope, stats| {
-                notify.local_write(scope);
-                if json {
-                    println!(
-                        "{}",
-                        json!({"scope": scope.key(), "added": stats.added, "updated": stats.updated, "removed": stats.removed})
-                    );
-                } else {
-                    println!(
-                        "{scope}: {} added, {} updated, {} removed",
-                        stats.added, stats.updated, stats.removed
-                    );
-                }
-            })?;
-            for (scope, dir) in handle.scopes() {
+            let session = memoria_engine::Session::start(session_options(&cli)?)?;
+            let events = session.subscribe();
+            for (scope, dir) in session.watched() {
                 if !json {
                     println!("watching {scope} in {}", dir.display());
                 }
@@ -246,8 +248,8 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 println!("ready; press Ctrl-C to stop");
             }
-            loop {
-                std::thread::park();
+            for event in events {
+                print_watch_event(&event, json);
             }
         }
         Command::Mcp {
@@ -255,19 +257,25 @@ fn run(cli: Cli) -> Result<()> {
             token,
             no_token,
         } => {
-            let engine = open(&cli)?;
-            let home_root = engine.home().root().to_path_buf();
-            // Sync while the agent session runs; standard output is the MCP channel, so
-            // failures go to standard error (and to `memoria sync status`).
-            let sync = start_sync(&cli, |scope, r| {
-                if let Err(e) = r {
-                    eprintln!("memoria mcp: sync {scope}: {e}");
+            // Watches and syncs while the agent session runs; standard output is the MCP
+            // channel, so sync failures go to standard error (and to `memoria sync status`).
+            let session = memoria_engine::Session::start(session_options(&cli)?)?;
+            let home_root = session.reads().engine().home().root().to_path_buf();
+            let events = session.subscribe();
+            std::thread::spawn(move || {
+                for event in events {
+                    if let memoria_engine::Event::SyncFinished {
+                        scope,
+                        error: Some(e),
+                        ..
+                    } = event
+                    {
+                        eprintln!("memoria mcp: sync {scope}: {e}");
+                    }
                 }
-            })?;
-            // Keep the index fresh while the agent session runs; edits seen sync too.
-            let notify = sync.notifier();
-            let _watch = watch::start(&engine, move |scope, _| notify.local_write(scope))?;
-            let server = memoria_engine::mcp::MemoriaMcp::new(engine).with_sync(sync.notifier());
+            });
+            let server = memoria_engine::mcp::MemoriaMcp::shared(session.writer())
+                .with_sync(session.sync_notifier());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

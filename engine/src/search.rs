@@ -4,6 +4,7 @@
 //! re-indexed — so edits from other processes, the watcher or an editor are always seen.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use memoria_shared::{ContentHash, Trust};
 
@@ -49,29 +50,68 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
     }
 }
 
+/// The recall index of a process, shared by its engines (a [`crate::session::Session`] reads
+/// on one and writes on another, and the model is loaded once), with the lock that keeps two
+/// of them from bringing it in step at the same time. Searches never take that lock.
+pub(crate) struct SharedRecall {
+    pub(crate) index: RecallIndex,
+    in_step: Mutex<()>,
+}
+
+impl SharedRecall {
+    pub(crate) fn new(index: RecallIndex) -> Arc<SharedRecall> {
+        Arc::new(SharedRecall {
+            index,
+            in_step: Mutex::new(()),
+        })
+    }
+}
+
+impl std::fmt::Debug for SharedRecall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.index.fmt(f)
+    }
+}
+
+/// Progress of bringing the recall index in step: (documents embedded, documents to embed).
+pub type RecallProgress<'a> = &'a mut dyn FnMut(usize, usize);
+
 impl Engine {
-    /// The recall index, opened on first use (loading the embedding model takes a moment) and
-    /// brought in step with the vault.
-    pub fn recall(&mut self) -> Result<&RecallIndex> {
-        if self.recall_index.is_none() {
-            let mut config = RecallConfig::new(recall::default_dir(self.home().root()));
-            config.model_dir =
-                recall::embed::resolve_model_dir(self.model_dir(), Some(self.home().root()));
-            let index = RecallIndex::open(&config, self.clock()).map_err(recall_err)?;
-            self.recall_index = Some(index);
+    /// The recall index, opened on first use (loading the embedding model takes a moment) and,
+    /// unless this engine leaves that to its session, brought in step with the vault.
+    pub fn recall(&self) -> Result<&RecallIndex> {
+        let shared = self.shared_recall()?;
+        if self.recall_follows_reads {
+            self.sync_recall(&mut |_, _| {})?;
         }
-        self.sync_recall()?;
-        Ok(self.recall_index.as_ref().expect("opened above"))
+        Ok(&shared.index)
+    }
+
+    /// The shared recall index, opened on first use.
+    pub(crate) fn shared_recall(&self) -> Result<&Arc<SharedRecall>> {
+        if let Some(r) = self.recall_index.get() {
+            return Ok(r);
+        }
+        let mut config = RecallConfig::new(recall::default_dir(self.home().root()));
+        config.model_dir =
+            recall::embed::resolve_model_dir(self.model_dir(), Some(self.home().root()));
+        let index = RecallIndex::open(&config, self.clock()).map_err(recall_err)?;
+        // Two threads opening at once: one index wins, the other is dropped.
+        let _ = self.recall_index.set(SharedRecall::new(index));
+        Ok(self.recall_index.get().expect("set above"))
     }
 
     /// Re-indexes notes whose content changed since the recall index last saw them and drops
     /// notes that are gone or that no agent may see (broken, quarantined, holding secrets): the
     /// recall index only ever holds recallable notes, so no search, recall block or hook can
-    /// return another. Cheap when nothing changed: a hash comparison per note.
-    fn sync_recall(&mut self) -> Result<()> {
-        let Some(recall) = self.recall_index.as_ref() else {
-            return Ok(());
+    /// return another. Cheap when nothing changed: a hash comparison per note. Returns how
+    /// many documents were re-indexed or dropped.
+    pub(crate) fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
+        let Some(shared) = self.recall_index.get() else {
+            return Ok(0);
         };
+        let _in_step = shared.in_step.lock().unwrap_or_else(|p| p.into_inner());
+        let recall = &shared.index;
         let states = self.index().note_states()?;
         let known: std::collections::HashMap<(String, String), String> = recall
             .indexed_hashes()
@@ -102,21 +142,20 @@ impl Engine {
                 }
             }
         }
+        let mut touched = changed.len();
         if !changed.is_empty() {
-            recall.upsert(&changed).map_err(recall_err)?;
+            recall
+                .upsert_with_progress(&changed, progress)
+                .map_err(recall_err)?;
         }
         if known.keys().any(|k| !keep.contains(k)) {
-            recall.retain(&keep).map_err(recall_err)?;
+            touched += recall.retain(&keep).map_err(recall_err)?;
         }
-        Ok(())
+        Ok(touched)
     }
 
     /// Hybrid search over the visible scopes.
-    pub fn hybrid_search(
-        &mut self,
-        query: &str,
-        mut opts: SearchOptions,
-    ) -> Result<Vec<recall::Hit>> {
+    pub fn hybrid_search(&self, query: &str, mut opts: SearchOptions) -> Result<Vec<recall::Hit>> {
         if query.trim().is_empty() {
             return Err(Error::Invalid(
                 "the search query is empty: give some words to look for".into(),
@@ -132,7 +171,7 @@ impl Engine {
 
     /// The recall block for one agent turn.
     pub fn recall_block(
-        &mut self,
+        &self,
         message: &str,
         budget_chars: Option<usize>,
         window_tokens: Option<usize>,

@@ -160,8 +160,12 @@ pub struct Engine {
     limits: Limits,
     backups: Backups,
     model_dir: Option<PathBuf>,
-    /// Opened on first search (loading the model takes a moment); see `search.rs`.
-    pub(crate) recall_index: Option<crate::recall::RecallIndex>,
+    /// Opened on first search (loading the model takes a moment), or shared by the session
+    /// that opened this engine; see `search.rs`.
+    pub(crate) recall_index: std::sync::OnceLock<Arc<crate::search::SharedRecall>>,
+    /// Whether a search first brings the recall index in step with the vault. A session's
+    /// read engine leaves that to the session, so a read never waits for embedding.
+    pub(crate) recall_follows_reads: bool,
 }
 
 impl Engine {
@@ -184,7 +188,8 @@ impl Engine {
             limits: opts.limits,
             backups,
             model_dir: opts.model_dir,
-            recall_index: None,
+            recall_index: std::sync::OnceLock::new(),
+            recall_follows_reads: true,
         };
         engine.rescan(false)?;
         engine.backups.repair_index(&engine.index)?;
@@ -533,7 +538,7 @@ impl Engine {
     }
 
     /// A note with its parsed content and backlinks; counts one access on this machine.
-    pub fn show(&mut self, id: &str, scope: Option<&Scope>) -> Result<NoteView> {
+    pub fn show(&self, id: &str, scope: Option<&Scope>) -> Result<NoteView> {
         let (scope, indexed) = self.resolve(id, scope)?;
         let note = match indexed.error {
             Some(_) => None,

@@ -5,7 +5,12 @@
 //! short-lived CLI calls can skip their own start-up scan of that scope — so it must never lose
 //! a folder: each scope folder's parent is watched too, and a folder that is deleted and
 //! created again is watched again and rescanned.
+//!
+//! After each batch it compares the index with what it saw before, so it reports every note
+//! added, changed or removed in a watched folder by any program, this process included (whose
+//! own writes are already in the index when the rescan runs).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -62,11 +67,50 @@ impl Drop for WatchHandle {
     }
 }
 
+/// What happened to one note file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NoteChange {
+    Added,
+    Changed,
+    Removed,
+}
+
+/// What the watcher saw, in the order it saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent {
+    /// A note file of `scope` was added, changed or removed (`id` as its file says, or said).
+    Note {
+        scope: Scope,
+        id: String,
+        change: NoteChange,
+    },
+    /// A rescan of `scope` found files that differed from the index.
+    Rescanned { scope: Scope, stats: ScanStats },
+    /// A rescan failed; the next batch tries again.
+    Failed { scope: Scope, message: String },
+}
+
 /// Starts watching every visible scope of `engine`. `on_change` runs after each batch that
 /// changed the index (from the watcher thread).
 pub fn start(
     engine: &Engine,
     on_change: impl Fn(&Scope, ScanStats) + Send + 'static,
+) -> Result<WatchHandle> {
+    start_with_events(engine, move |event| match event {
+        WatchEvent::Rescanned { scope, stats } => on_change(&scope, stats),
+        WatchEvent::Failed { scope, message } => {
+            eprintln!("memoria watch: rescan of {scope} failed: {message}");
+        }
+        WatchEvent::Note { .. } => {}
+    })
+}
+
+/// Starts watching every visible scope of `engine`, telling `on_event` (from the watcher
+/// thread) about every note that changed and every rescan.
+pub fn start_with_events(
+    engine: &Engine,
+    on_event: impl Fn(WatchEvent) + Send + 'static,
 ) -> Result<WatchHandle> {
     let mut scopes = Vec::new();
     let mut locks = Vec::new();
@@ -109,7 +153,7 @@ pub fn start(
     let thread_debouncer = debouncer.clone();
     let thread = std::thread::Builder::new()
         .name("memoria-watch".into())
-        .spawn(move || run(db, thread_scopes, &thread_debouncer, rx, on_change))
+        .spawn(move || run(db, thread_scopes, &thread_debouncer, rx, on_event))
         .map_err(|e| Error::System {
             op: "start the watcher thread".into(),
             reason: e.to_string(),
@@ -171,7 +215,7 @@ fn run(
     scopes: Vec<(Scope, PathBuf)>,
     debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>,
     rx: mpsc::Receiver<DebounceEventResult>,
-    on_change: impl Fn(&Scope, ScanStats),
+    on_event: impl Fn(WatchEvent),
 ) {
     // Which folder each watch is on: a folder deleted and created again is another folder.
     let mut attached: Vec<Option<FolderIdentity>> =
@@ -183,6 +227,10 @@ fn run(
             return;
         }
     };
+    let mut seen: Vec<Files> = scopes
+        .iter()
+        .map(|(scope, _)| files_of(&index, scope).unwrap_or_default())
+        .collect();
     while let Ok(batch) = rx.recv() {
         let touched: Vec<usize> = match &batch {
             Ok(events) => (0..scopes.len())
@@ -201,10 +249,114 @@ fn run(
                 attached[i] = None;
             }
             match scan::rescan(&mut index, &scope.key(), dir) {
-                Ok(stats) if stats.changed() => on_change(scope, stats),
-                Ok(_) => {}
-                Err(e) => eprintln!("memoria watch: rescan of {scope} failed: {e}"),
+                Ok(stats) => {
+                    match files_of(&index, scope) {
+                        Ok(now) => {
+                            for (id, change) in differences(&seen[i], &now) {
+                                on_event(WatchEvent::Note {
+                                    scope: scope.clone(),
+                                    id,
+                                    change,
+                                });
+                            }
+                            seen[i] = now;
+                        }
+                        Err(e) => on_event(WatchEvent::Failed {
+                            scope: scope.clone(),
+                            message: e.to_string(),
+                        }),
+                    }
+                    if stats.changed() {
+                        on_event(WatchEvent::Rescanned {
+                            scope: scope.clone(),
+                            stats,
+                        });
+                    }
+                }
+                Err(e) => on_event(WatchEvent::Failed {
+                    scope: scope.clone(),
+                    message: e.to_string(),
+                }),
             }
         }
+    }
+}
+
+/// A scope's indexed files: path → (note id, mtime, size).
+type Files = HashMap<String, (String, i64, i64)>;
+
+fn files_of(index: &Index, scope: &Scope) -> Result<Files> {
+    let key = scope.key();
+    let ids: HashMap<String, String> = index
+        .note_states()?
+        .into_iter()
+        .filter(|s| s.0 == key)
+        .map(|(_, id, _, path, _)| (path, id))
+        .collect();
+    Ok(index
+        .file_states(&key)?
+        .into_iter()
+        .filter_map(|(path, mtime, size)| {
+            let id = ids.get(&path)?.clone();
+            Some((path, (id, mtime, size)))
+        })
+        .collect())
+}
+
+/// The note changes from `before` to `after`, removals first; a file whose id changed is the
+/// old note removed and a new one added.
+fn differences(before: &Files, after: &Files) -> Vec<(String, NoteChange)> {
+    let mut out = Vec::new();
+    for (path, (id, ..)) in before {
+        match after.get(path) {
+            None => out.push((id.clone(), NoteChange::Removed)),
+            Some((new_id, ..)) if new_id != id => out.push((id.clone(), NoteChange::Removed)),
+            Some(_) => {}
+        }
+    }
+    let mut added_or_changed: Vec<(String, NoteChange)> = after
+        .iter()
+        .filter_map(|(path, (id, mtime, size))| match before.get(path) {
+            None => Some((id.clone(), NoteChange::Added)),
+            Some((old_id, ..)) if old_id != id => Some((id.clone(), NoteChange::Added)),
+            Some((_, m, s)) if (m, s) != (mtime, size) => Some((id.clone(), NoteChange::Changed)),
+            Some(_) => None,
+        })
+        .collect();
+    out.sort();
+    added_or_changed.sort();
+    out.extend(added_or_changed);
+    out
+}
+
+#[cfg(test)]
+mod differences_tests {
+    use super::*;
+
+    fn files(rows: &[(&str, &str, i64)]) -> Files {
+        rows.iter()
+            .map(|(p, id, m)| (p.to_string(), (id.to_string(), *m, 10)))
+            .collect()
+    }
+
+    #[test]
+    fn adds_changes_removals_and_renamed_ids_are_told_apart() {
+        let before = files(&[("a.md", "a", 1), ("b.md", "b", 1), ("c.md", "c", 1)]);
+        let after = files(&[
+            ("a.md", "a", 1),
+            ("b.md", "b", 2),
+            ("c.md", "c2", 1),
+            ("d.md", "d", 1),
+        ]);
+        assert_eq!(
+            differences(&before, &after),
+            vec![
+                ("c".to_string(), NoteChange::Removed),
+                ("b".to_string(), NoteChange::Changed),
+                ("c2".to_string(), NoteChange::Added),
+                ("d".to_string(), NoteChange::Added),
+            ]
+        );
+        assert!(differences(&after, &after).is_empty());
     }
 }

@@ -4,6 +4,7 @@ mod mcp;
 mod privacy;
 mod privacy_scope;
 mod recall_model;
+mod session;
 mod sync_convergence;
 mod sync_e2e;
 mod sync_integrity;

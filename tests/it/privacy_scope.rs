@@ -122,7 +122,7 @@ fn a_claimed_project_id_opens_nothing_and_after_pairing_sees_only_its_own_folder
     let mut paired = w.open(&claimer).unwrap();
     sees_nothing_of_the_victim(&w, &mut paired);
     // The victim still sees its note: the pairing took nothing from it.
-    let mut v = w.open(&victim).unwrap();
+    let v = w.open(&victim).unwrap();
     assert_eq!(
         v.hybrid_search(SECRET, Default::default()).unwrap()[0].id,
         "roadmap"

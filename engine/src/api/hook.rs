@@ -15,7 +15,7 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
     let Some(request) = input.request() else {
         return Ok(None);
     };
-    let mut engine = Engine::open(OpenOptions {
+    let engine = Engine::open(OpenOptions {
         home: loc.home.clone(),
         project_dir: loc
             .project

@@ -262,7 +262,12 @@ pub struct UpsertReport {
 
 struct Shared {
     embedder: Mutex<Box<dyn Embedder>>,
-    choice: EmbedderChoice,
+    choice: RwLock<EmbedderChoice>,
+    /// Opened without its model ([`RecallIndex::open_without_model`]) and the model not
+    /// installed yet: searches are lexical and nothing is embedded until it is.
+    awaiting_model: AtomicBool,
+    /// Told (documents embedded, documents to embed) as the background re-embedding goes.
+    on_reembed: Mutex<Option<ReembedProgress>>,
     cache: Mutex<VectorStore>,
     vectors: RwLock<VectorIndex>,
     meta: RwLock<HashMap<String, DocMeta>>,
@@ -272,6 +277,9 @@ struct Shared {
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
     bulk_sessions: usize,
 }
+
+/// Receives (documents embedded, documents to embed) from the background re-embedding.
+pub type ReembedProgress = Box<dyn FnMut(usize, usize) + Send>;
 
 /// Chunks to embed before extra bulk sessions are worth starting (starting a session costs
 /// about as much as embedding a few dozen chunks).
@@ -341,12 +349,62 @@ impl RecallIndex {
         Self::open_with_embedder(config, embedder, choice, clock)
     }
 
+    /// Opens the index at once, without loading the embedding model: searches are lexical
+    /// and new documents get no vectors until [`Self::install_embedder`] hands it the model
+    /// (loaded elsewhere, e.g. on a thread of its own), so a long model load never holds up
+    /// a read.
+    pub fn open_without_model(config: &RecallConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        let choice = EmbedderChoice {
+            kind: "hash",
+            model_id: HashEmbedder.model_id().to_owned(),
+            fallback_reason: Some("the embedding model is still loading".into()),
+        };
+        Self::open_inner(config, Box::new(HashEmbedder), choice, clock, true)
+    }
+
+    /// Puts the model into an index opened by [`Self::open_without_model`]: its cached
+    /// vectors are loaded, and the documents without one are embedded in the background.
+    pub fn install_embedder(
+        &self,
+        embedder: Box<dyn Embedder>,
+        choice: EmbedderChoice,
+    ) -> Result<(), Error> {
+        *lock(&self.shared.embedder) = embedder;
+        *write(&self.shared.choice) = choice;
+        let missing = self.load_state()?;
+        self.shared.awaiting_model.store(false, Ordering::SeqCst);
+        // Documents added while the model loaded, after the state above was read.
+        let late = self.load_state()?;
+        let seen: HashSet<String> = missing.iter().map(|d| d.0.clone()).collect();
+        let mut all = missing;
+        all.extend(late.into_iter().filter(|d| !seen.contains(&d.0)));
+        if !all.is_empty() {
+            self.spawn_reembed(all);
+        }
+        Ok(())
+    }
+
+    /// Reports the background re-embedding's progress to `f` (from its thread).
+    pub fn on_reembed_progress(&self, f: ReembedProgress) {
+        *lock(&self.shared.on_reembed) = Some(f);
+    }
+
     /// [`Self::open`] with an embedder chosen by the caller (benchmarks, tests).
     pub fn open_with_embedder(
         config: &RecallConfig,
         embedder: Box<dyn Embedder>,
         choice: EmbedderChoice,
         clock: Arc<dyn Clock>,
+    ) -> Result<Self, Error> {
+        Self::open_inner(config, embedder, choice, clock, false)
+    }
+
+    fn open_inner(
+        config: &RecallConfig,
+        embedder: Box<dyn Embedder>,
+        choice: EmbedderChoice,
+        clock: Arc<dyn Clock>,
+        awaiting_model: bool,
     ) -> Result<Self, Error> {
         std::fs::create_dir_all(&config.dir)?;
         let (docs, docs_recreated) = DocStore::open(&config.dir.join("docs.sqlite"))?;
@@ -358,7 +416,9 @@ impl RecallIndex {
         let cache = VectorStore::open(&cache_path)?;
         let shared = Arc::new(Shared {
             embedder: Mutex::new(embedder),
-            choice,
+            choice: RwLock::new(choice),
+            awaiting_model: AtomicBool::new(awaiting_model),
+            on_reembed: Mutex::new(None),
             cache: Mutex::new(cache),
             vectors: RwLock::new(VectorIndex::default()),
             meta: RwLock::new(HashMap::new()),
@@ -383,7 +443,7 @@ impl RecallIndex {
             me.lexical.apply(&all, &[])?;
         }
         let missing = me.load_state()?;
-        if !missing.is_empty() {
+        if !missing.is_empty() && !awaiting_model {
             if config.background_reembed {
                 me.spawn_reembed(missing);
             } else {
@@ -397,7 +457,7 @@ impl RecallIndex {
     /// for the current model are not cached.
     fn load_state(&self) -> Result<Vec<(String, String, Vec<String>)>, Error> {
         let metas = lock(&self.docs).all_meta()?;
-        let model = self.shared.choice.model_id.clone();
+        let model = read(&self.shared.choice).model_id.clone();
         let mut vectors = VectorIndex::default();
         let mut missing = Vec::new();
         {
@@ -432,6 +492,8 @@ impl RecallIndex {
         let handle = std::thread::spawn(move || {
             let chunks = missing.iter().map(|d| d.2.len()).sum();
             let _bulk = Bulk::start(&shared, chunks);
+            let total = missing.len();
+            let mut done = 0;
             for batch in missing.chunks(4) {
                 if shared.stop.load(Ordering::SeqCst) {
                     break;
@@ -439,6 +501,10 @@ impl RecallIndex {
                 // A failed batch is retried on the next open; recall keeps working lexically.
                 let _ = embed_missing(&shared, batch, &mut |_, _| {});
                 shared.pending.fetch_sub(batch.len(), Ordering::SeqCst);
+                done += batch.len();
+                if let Some(f) = lock(&shared.on_reembed).as_mut() {
+                    f(done, total);
+                }
             }
             shared.pending.store(0, Ordering::SeqCst);
         });
@@ -453,10 +519,11 @@ impl RecallIndex {
     }
 
     pub fn status(&self) -> RecallStatus {
+        let choice = read(&self.shared.choice);
         RecallStatus {
-            embedder: self.shared.choice.kind,
-            model_id: self.shared.choice.model_id.clone(),
-            fallback_reason: self.shared.choice.fallback_reason.clone(),
+            embedder: choice.kind,
+            model_id: choice.model_id.clone(),
+            fallback_reason: choice.fallback_reason.clone(),
             documents: read(&self.shared.meta).len(),
             documents_with_vectors: read(&self.shared.vectors).len_docs(),
             pending_embeddings: self.shared.pending.load(Ordering::SeqCst),
@@ -609,7 +676,8 @@ impl RecallIndex {
             l.truncate(opts.candidates);
             l
         };
-        let vector = if opts.mode == Mode::Bm25 {
+        let vector = if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst)
+        {
             Vec::new()
         } else {
             // While the background re-embeds after a model change, a query does not queue
@@ -773,7 +841,7 @@ impl RecallIndex {
     /// Which cosine counts as "relevant" for the recall block with the embedder in use: e5's
     /// cosines sit in a narrow 0.7–0.9 band; the hash embedder's spread much wider.
     pub fn relevance_floor(&self) -> f32 {
-        match self.shared.choice.kind {
+        match read(&self.shared.choice).kind {
             "onnx" => 0.82,
             _ => 0.25,
         }
@@ -814,7 +882,11 @@ fn embed_missing(
     need: &[(String, String, Vec<String>)],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<usize, Error> {
-    let model = shared.choice.model_id.clone();
+    if shared.awaiting_model.load(Ordering::SeqCst) {
+        // Embedded once the model is installed: vectors of a stand-in would be wasted.
+        return Ok(0);
+    }
+    let model = read(&shared.choice).model_id.clone();
     let mut todo: Vec<&(String, String, Vec<String>)> = Vec::new();
     {
         let cache = lock(&shared.cache);

@@ -175,6 +175,9 @@ pub enum Step {
 /// Called after every pass (from the coordinator's thread).
 pub type OnPass = Box<dyn FnMut(&Scope, &SyncResult<PassReport>) + Send>;
 
+/// Called as every pass starts (from the coordinator's thread).
+pub type OnStart = Box<dyn FnMut(&Scope) + Send>;
+
 /// The coordinator's loop body over injected time: signals in, one due pass per step.
 pub struct Driver<R> {
     schedule: Schedule,
@@ -183,6 +186,7 @@ pub struct Driver<R> {
     dir: PathBuf,
     gate: Option<Gate>,
     clock: Arc<dyn Clock>,
+    on_start: Option<OnStart>,
     on_pass: OnPass,
 }
 
@@ -222,8 +226,15 @@ impl<R: PassRunner> Driver<R> {
             dir: sync_dir(home_root),
             gate: None,
             clock,
+            on_start: None,
             on_pass,
         }
+    }
+
+    /// Tells `on_start` about every pass as it starts.
+    pub fn with_on_start(mut self, on_start: OnStart) -> Driver<R> {
+        self.on_start = Some(on_start);
+        self
     }
 
     fn signal(&mut self, s: Signal) {
@@ -259,6 +270,9 @@ impl<R: PassRunner> Driver<R> {
             return Step::Idle { until };
         };
         let scope = self.scopes[&key].clone();
+        if let Some(f) = self.on_start.as_mut() {
+            f(&scope);
+        }
         let (result, requests) = self.run_guarded(&scope);
         let after = self.clock.now_ms();
         self.schedule.record_requests(requests, after);
@@ -341,6 +355,16 @@ impl Coordinator {
         env_token: Option<String>,
         on_pass: OnPass,
     ) -> Result<Coordinator> {
+        Self::for_process_with(opts, env_token, Box::new(|_| {}), on_pass)
+    }
+
+    /// [`Self::for_process`], also telling `on_start` as each pass starts.
+    pub fn for_process_with(
+        opts: OpenOptions,
+        env_token: Option<String>,
+        on_start: OnStart,
+        on_pass: OnPass,
+    ) -> Result<Coordinator> {
         let home = Home::resolve(opts.home.as_deref())?;
         let mut scopes = vec![Scope::User];
         if let Some(dir) = &opts.project_dir
@@ -350,7 +374,9 @@ impl Coordinator {
         }
         let clock = opts.clock.clone();
         let runner = EngineRunner::new(home.root(), opts, env_token);
-        Coordinator::start(Driver::new(home.root(), scopes, runner, clock, on_pass))
+        Coordinator::start(
+            Driver::new(home.root(), scopes, runner, clock, on_pass).with_on_start(on_start),
+        )
     }
 
     /// Tells this coordinator about local activity.
