@@ -22,7 +22,7 @@ pub mod sync;
 pub mod vault;
 pub mod watch;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorBody, ErrorCode, Result};
 pub use project::{Project, Scope};
 pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};
 
