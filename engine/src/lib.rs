@@ -31,7 +31,7 @@ pub mod sync;
 pub mod vault;
 pub mod watch;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorBody, ErrorCode, Result};
 pub use project::{Project, Scope};
 pub use scan::ScanStats;
 pub use session::{Event, Reads, Session, SessionOptions};

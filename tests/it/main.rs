@@ -1,5 +1,6 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
+mod errors;
 mod mcp;
 mod privacy;
 mod privacy_scope;

@@ -962,6 +962,7 @@ fn sync_commit_first_batches() {
         .commit_first(&mut a.engine, &Scope::User, &batch)
         .unwrap_err();
     assert!(matches!(err, SyncError::BatchRefused(_)), "{err}");
+    assert_eq!(err.code(), memoria_engine::error::ErrorCode::Conflict);
     assert!(
         err.to_string().contains("another device changed x"),
         "{err}"

@@ -351,7 +351,10 @@ mod tests {
         assert!(e.is_permanent());
         assert!(e.to_string().contains("sign in again"), "{e}");
         match c.identity().unwrap_err() {
-            SyncError::Stale(s) => assert_eq!(s[0].current_revision.as_deref(), Some("r2")),
+            e @ SyncError::Stale(_) => {
+                assert_eq!(e.code(), crate::error::ErrorCode::ChangedSince);
+                assert_eq!(e.detail(), Some(serde_json::json!({ "notes": ["a"] })));
+            }
             e => panic!("{e}"),
         }
         let e = c.identity().unwrap_err();
@@ -373,6 +376,8 @@ mod tests {
             None,
             &format!(r#"{{"userId":"a","protocolVersion":99,"quotas":{q}}}"#),
         )]);
-        assert!(matches!(c.identity(), Err(SyncError::ProtocolTooNew(99))));
+        let e = c.identity().unwrap_err();
+        assert!(matches!(e, SyncError::ProtocolTooNew(99)));
+        assert_eq!(e.code(), crate::error::ErrorCode::ProtocolTooNew);
     }
 }

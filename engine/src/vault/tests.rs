@@ -874,6 +874,10 @@ fn an_editor_saving_during_a_replacement_loses_nothing() {
             matches!(result, Err(Error::ChangedMeanwhile { .. })),
             "{step:?}: {result:?}"
         );
+        assert_eq!(
+            result.as_ref().unwrap_err().code(),
+            crate::error::ErrorCode::ChangedSince
+        );
         let versions = all_versions(&e, &path);
         assert!(
             fs::read_to_string(&path).unwrap() == "editor autosave\n",
