@@ -160,7 +160,7 @@ fn session_options(cli: &Cli) -> Result<memoria_engine::SessionOptions> {
 }
 
 /// One line per event of `memoria watch`: every sync pass and every note change in JSON
-/// (scripts see the schedule at work), changes and errors in text.
+/// (scripts see the schedule at work), each folder rescan, changes and errors in text.
 fn print_watch_event(event: &memoria_engine::Event, json: bool) {
     use memoria_engine::Event;
     match event {
@@ -196,9 +196,21 @@ fn print_watch_event(event: &memoria_engine::Event, json: bool) {
         Event::NoteAdded { .. } | Event::NoteChanged { .. } | Event::NoteRemoved { .. } if json => {
             println!("{}", json!(event));
         }
-        Event::NoteAdded { scope, id } => println!("{scope}: {id} added"),
-        Event::NoteChanged { scope, id } => println!("{scope}: {id} changed"),
-        Event::NoteRemoved { scope, id } => println!("{scope}: {id} removed"),
+        Event::Rescanned {
+            scope,
+            added,
+            updated,
+            removed,
+        } => {
+            if json {
+                println!(
+                    "{}",
+                    json!({"scope": scope, "added": added, "updated": updated, "removed": removed})
+                );
+            } else {
+                println!("{scope}: {added} added, {updated} updated, {removed} removed");
+            }
+        }
         Event::Error {
             scope: Some(scope),
             message,

@@ -85,6 +85,14 @@ pub enum Event {
     NoteChanged { scope: String, id: String },
     /// A note file of a watched scope went away.
     NoteRemoved { scope: String, id: String },
+    /// The index of `scope` was brought in step with its folder, which differed by this many
+    /// files (one event per watcher batch; the notes' own events come before it).
+    Rescanned {
+        scope: String,
+        added: usize,
+        updated: usize,
+        removed: usize,
+    },
     /// Work with a known size advanced: `done` of `total`.
     IndexProgress {
         task: IndexTask,
@@ -321,7 +329,15 @@ impl Session {
                             NoteChange::Removed => Event::NoteRemoved { scope, id },
                         });
                     }
-                    WatchEvent::Rescanned { .. } => kick.kick(),
+                    WatchEvent::Rescanned { scope, stats } => {
+                        kick.kick();
+                        bus.publish(Event::Rescanned {
+                            scope: scope.key(),
+                            added: stats.added,
+                            updated: stats.updated,
+                            removed: stats.removed,
+                        });
+                    }
                     WatchEvent::Failed { scope, message } => bus.publish(Event::Error {
                         scope: Some(scope.key()),
                         message,
