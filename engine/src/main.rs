@@ -7,12 +7,10 @@ mod cli;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use cli::Globals;
 use memoria_engine::api::Location;
-use memoria_engine::vault::OpenOptions;
-use serde_json::json;
 
 #[path = "cli/hints.rs"]
 mod hints;
@@ -147,82 +145,6 @@ impl Cli {
     }
 }
 
-/// How the engine is opened (a session's engines open the same way).
-fn open_options(cli: &Cli) -> Result<OpenOptions> {
-    Ok(cli.globals().location.open_options()?)
-}
-
-/// What a long-running process watches, syncs and loads.
-fn session_options(cli: &Cli) -> Result<memoria_engine::SessionOptions> {
-    let mut options = memoria_engine::SessionOptions::new(open_options(cli)?);
-    options.sync_token = std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok();
-    Ok(options)
-}
-
-/// One line per event of `memoria watch`: every sync pass and every note change in JSON
-/// (scripts see the schedule at work), each folder rescan, changes and errors in text.
-fn print_watch_event(event: &memoria_engine::Event, json: bool) {
-    use memoria_engine::Event;
-    match event {
-        Event::SyncFinished {
-            scope,
-            report: Some(rep),
-            ..
-        } if json => println!("{}", json!({"sync": scope, "report": rep})),
-        Event::SyncFinished {
-            scope,
-            report: Some(rep),
-            ..
-        } if rep.changed() => println!(
-            "sync {scope}: uploaded {}, downloaded +{} ~{} -{}, merged {}, conflicts {}",
-            rep.uploaded,
-            rep.download.added,
-            rep.download.changed,
-            rep.download.deleted,
-            rep.merged,
-            rep.new_conflicts.len()
-        ),
-        Event::SyncFinished {
-            scope,
-            error: Some(e),
-            ..
-        } => {
-            if json {
-                println!("{}", json!({"sync": scope, "error": e}));
-            } else {
-                println!("sync {scope}: {e}");
-            }
-        }
-        Event::NoteAdded { .. } | Event::NoteChanged { .. } | Event::NoteRemoved { .. } if json => {
-            println!("{}", json!(event));
-        }
-        Event::Rescanned {
-            scope,
-            added,
-            updated,
-            removed,
-        } => {
-            if json {
-                println!(
-                    "{}",
-                    json!({"scope": scope, "added": added, "updated": updated, "removed": removed})
-                );
-            } else {
-                println!("{scope}: {added} added, {updated} updated, {removed} removed");
-            }
-        }
-        Event::Error {
-            scope: Some(scope),
-            message,
-        } => eprintln!("memoria watch: {scope}: {message}"),
-        Event::Error {
-            scope: None,
-            message,
-        } => eprintln!("memoria watch: {message}"),
-        _ => {}
-    }
-}
-
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let g = cli.globals();
@@ -247,84 +169,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Resolve(a) => cli::sync::resolve(&g, a)?,
         Command::Eval(c) => cli::eval::eval(c, json)?,
         Command::Bench(c) => cli::eval::bench(c, json)?,
-        Command::Watch => {
-            let session = memoria_engine::Session::start(session_options(&cli)?)?;
-            let events = session.subscribe();
-            for (scope, dir) in session.watched() {
-                if !json {
-                    println!("watching {scope} in {}", dir.display());
-                }
-            }
-            if json {
-                println!("{}", json!({"ready": true}));
-            } else {
-                println!("ready; press Ctrl-C to stop");
-            }
-            for event in events {
-                print_watch_event(&event, json);
-            }
-        }
+        Command::Watch => cli::serve::watch(&g)?,
         Command::Mcp {
             http,
             token,
             no_token,
-        } => {
-            // Watches and syncs while the agent session runs; standard output is the MCP
-            // channel, so sync failures go to standard error (and to `memoria sync status`).
-            let session = memoria_engine::Session::start(session_options(&cli)?)?;
-            let home_root = session.reads().engine().home().root().to_path_buf();
-            let events = session.subscribe();
-            std::thread::spawn(move || {
-                for event in events {
-                    if let memoria_engine::Event::SyncFinished {
-                        scope,
-                        error: Some(e),
-                        ..
-                    } = event
-                    {
-                        eprintln!("memoria mcp: sync {scope}: {e}");
-                    }
-                }
-            });
-            let server = memoria_engine::mcp::MemoriaMcp::shared(session.writer())
-                .with_sync(session.sync_notifier());
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            match http {
-                Some(addr) => {
-                    let token = match (token, no_token) {
-                        (Some(t), _) => Some(t.clone()),
-                        (None, true) if addr.ip().is_loopback() => None,
-                        (None, true) => anyhow::bail!(
-                            "--no-token is only for loopback addresses: off loopback pass --token or set MEMORIA_MCP_TOKEN"
-                        ),
-                        (None, false) if addr.ip().is_loopback() => {
-                            let (t, created) = memoria_engine::mcp::loopback_token(&home_root)
-                                .context("reading or creating the MCP token")?;
-                            let path = memoria_engine::mcp::token_path(&home_root);
-                            if created {
-                                eprintln!(
-                                    "memoria mcp: clients must send `Authorization: Bearer {t}` (kept in {}; --no-token turns this off)",
-                                    path.display()
-                                );
-                            } else {
-                                eprintln!(
-                                    "memoria mcp: clients must send the bearer token kept in {}",
-                                    path.display()
-                                );
-                            }
-                            Some(t)
-                        }
-                        (None, false) => None,
-                    };
-                    runtime.block_on(memoria_engine::mcp::serve_http(server, *addr, token))?
-                }
-                None => runtime.block_on(memoria_engine::mcp::serve_stdio(server))?,
-            }
-        }
+        } => cli::serve::mcp(&g, *http, token.clone(), *no_token)?,
     }
     Ok(())
 }

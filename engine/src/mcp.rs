@@ -436,6 +436,62 @@ pub async fn serve_stdio(server: MemoriaMcp) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How the HTTP server authenticates its clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpAuth {
+    /// Clients send this bearer token (given by the user).
+    Given(String),
+    /// Clients send the loopback token kept in the home; `created` when it was made now.
+    Kept {
+        token: String,
+        path: std::path::PathBuf,
+        created: bool,
+    },
+    /// No token: allowed on loopback only, when the user asks for it.
+    Open,
+}
+
+impl HttpAuth {
+    pub fn token(&self) -> Option<String> {
+        match self {
+            HttpAuth::Given(t) | HttpAuth::Kept { token: t, .. } => Some(t.clone()),
+            HttpAuth::Open => None,
+        }
+    }
+}
+
+/// The rule for HTTP clients: a token the user gives is used as is; on loopback, without one,
+/// the token kept in the home (made once), unless the user turns tokens off; off loopback a
+/// token is required, since anyone on the network could otherwise read memory.
+pub fn http_auth(
+    home: &std::path::Path,
+    addr: std::net::SocketAddr,
+    given: Option<String>,
+    no_token: bool,
+) -> crate::Result<HttpAuth> {
+    let loopback = addr.ip().is_loopback();
+    match (given, no_token) {
+        (Some(t), _) => Ok(HttpAuth::Given(t)),
+        (None, true) if loopback => Ok(HttpAuth::Open),
+        (None, true) => Err(crate::Error::Invalid(format!(
+            "serving {addr} without a bearer token is refused: off loopback anyone on the network could read memory, so clients need a token"
+        ))),
+        (None, false) if loopback => {
+            let path = token_path(home);
+            let (token, created) =
+                loopback_token(home).map_err(crate::Error::io("read or create", &path))?;
+            Ok(HttpAuth::Kept {
+                token,
+                path,
+                created,
+            })
+        }
+        (None, false) => Err(crate::Error::Invalid(format!(
+            "serving {addr} needs a bearer token: off loopback anyone on the network could read memory"
+        ))),
+    }
+}
+
 /// The file in the home holding the bearer token of `memoria mcp --http` on loopback.
 pub fn token_path(home: &std::path::Path) -> std::path::PathBuf {
     home.join("mcp-token")

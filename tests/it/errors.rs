@@ -133,7 +133,7 @@ fn vanished_folders_are_folder_missing_and_confirmation_required() {
             .unwrap()
             .iter()
             .find(|s| s["scope"].as_str().unwrap().starts_with(scope))
-            .map(|s| s["code"].clone())
+            .map(|s| s["error"]["code"].clone())
     };
     assert_eq!(
         code_of("user"),
