@@ -48,16 +48,17 @@ fi
 
 driver_version=2.1.0
 driver=$tools/cargo/bin/tauri-driver
-if [[ ! -x $driver ]] || [[ "$("$driver" --version 2>/dev/null)" != *"$driver_version"* ]]; then
+if [[ ! -x $driver || "$(cat "$driver.version" 2>/dev/null)" != "$driver_version" ]]; then
   # Its own target directory: the workspace's is not the place for a tool's build.
   CARGO_TARGET_DIR=$tools/cargo-target cargo install --quiet --locked \
     --root "$tools/cargo" tauri-driver --version "$driver_version"
   rm -rf "$tools/cargo-target"
+  echo "$driver_version" > "$driver.version"
   echo "desktop deps: installed $driver"
 fi
 
 venv=$tools/e2e-venv
-want="pytest==8.4.2 selenium==4.38.0"
+want="pytest==8.4.2 selenium==4.51.0"
 if [[ ! -f $venv/.memoria-installed || "$(cat "$venv/.memoria-installed")" != "$want" ]]; then
   rm -rf "$venv"
   python3 -m venv "$venv"

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UiError {
-    /// `not-found`, `invalid`, `secret`, `broken-note`, `limit`, `sync-off`, `sync` or
-    /// `internal`.
+    /// `not-found`, `invalid`, `secret`, `broken-note`, `limit`, `sync-off`, `signed-out`,
+    /// `conflict`, `busy`, `sync` (the server or the network) or `internal`.
     pub code: &'static str,
     pub message: String,
 }
@@ -50,7 +50,15 @@ impl From<SyncError> for UiError {
         match e {
             SyncError::Engine(e) => e.into(),
             e => UiError {
-                code: "sync",
+                code: match &e {
+                    SyncError::Off => "sync-off",
+                    SyncError::NotSignedIn | SyncError::NoToken => "signed-out",
+                    SyncError::NoConflict(_) | SyncError::NothingPending(_) => "not-found",
+                    SyncError::RateLimited { .. } => "busy",
+                    SyncError::Stale(_) | SyncError::NeedsConfirmation { .. } => "conflict",
+                    SyncError::Internal(_) | SyncError::State { .. } => "internal",
+                    _ => "sync",
+                },
                 message: e.to_string(),
             },
         }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 
 use memoria_engine::project::Scope;
-use memoria_engine::sync::{self, Coordinator, PassReport, SyncResult};
+use memoria_engine::sync::{self, Coordinator, DownloadCounts, PassReport, SyncResult};
 use memoria_engine::watch::{self, WatchHandle};
 use serde::Serialize;
 use tauri::{AppHandle, Emitter};
@@ -22,20 +22,28 @@ pub const CHANNEL: &str = "memoria://event";
 
 /// One event on [`CHANNEL`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Event {
     NoteAdded { scope: String, id: String },
     NoteChanged { scope: String, id: String },
     NoteRemoved { scope: String, id: String },
-    /// A sync pass of `scope` ended: `error` is set when it failed.
-    SyncStatus {
-        scope: String,
-        error: Option<String>,
-        report: Option<PassReport>,
-        conflicts: usize,
+    /// Work with a length: `task` is `import`, `scan` or `embed`.
+    IndexProgress {
+        task: String,
+        done: usize,
+        total: usize,
+        current: Option<String>,
+        finished: bool,
     },
-    /// An import is under way: `done` of `total` files read.
-    ImportProgress { done: usize, total: usize },
+    SyncFinished {
+        scope: String,
+        ok: bool,
+        error: Option<String>,
+        download: DownloadCounts,
+        uploaded: usize,
+        new_conflicts: Vec<String>,
+    },
+    ConflictAppeared { scope: String, id: String },
 }
 
 pub fn emit(app: &AppHandle, event: Event) {
@@ -141,9 +149,8 @@ fn forward(
     seen: &mut Seen,
     report: Report,
 ) -> Vec<Event> {
-    let engine = shell::lock(engine);
     match report {
-        Report::Scope(scope) => match engine.list(Some(&scope), None, None) {
+        Report::Scope(scope) => match shell::lock(engine).list(Some(&scope), None, None) {
             Ok(rows) => {
                 let now = rows
                     .into_iter()
@@ -157,19 +164,35 @@ fn forward(
             }
         },
         Report::Pass(scope, r) => {
-            let conflicts = sync::list_conflicts(&engine)
-                .map(|all| all.iter().filter(|c| c.scope == scope.key()).count())
-                .unwrap_or(0);
-            let (report, error) = match r {
-                Ok(rep) => (Some(rep), None),
-                Err(e) => (None, Some(e)),
+            let mut events = Vec::new();
+            let finished = match r {
+                Ok(rep) => {
+                    for id in &rep.new_conflicts {
+                        events.push(Event::ConflictAppeared {
+                            scope: scope.key(),
+                            id: id.clone(),
+                        });
+                    }
+                    Event::SyncFinished {
+                        scope: scope.key(),
+                        ok: true,
+                        error: None,
+                        download: rep.download,
+                        uploaded: rep.uploaded,
+                        new_conflicts: rep.new_conflicts,
+                    }
+                }
+                Err(e) => Event::SyncFinished {
+                    scope: scope.key(),
+                    ok: false,
+                    error: Some(e),
+                    download: DownloadCounts::default(),
+                    uploaded: 0,
+                    new_conflicts: Vec::new(),
+                },
             };
-            vec![Event::SyncStatus {
-                scope: scope.key(),
-                error,
-                report,
-                conflicts,
-            }]
+            events.insert(0, finished);
+            events
         }
     }
 }
@@ -250,6 +273,6 @@ mod tests {
         assert_eq!(events, want);
         assert!(seen.update("user", map(&[("a", "2"), ("c", "1")])).is_empty());
         let json = serde_json::to_value(ev("add", "c")).unwrap();
-        assert_eq!(json, serde_json::json!({"type": "noteAdded", "scope": "user", "id": "c"}));
+        assert_eq!(json, serde_json::json!({"kind": "noteAdded", "scope": "user", "id": "c"}));
     }
 }

@@ -17,10 +17,18 @@ pub use error::UiError;
 pub use shell::Shell;
 
 /// How the app opens its engine: the home from `MEMORIA_HOME` (else the platform data folder),
-/// the model from `MEMORIA_MODEL_DIR` (else the home's `models/default`), and no project —
-/// the app sees the user's own scope, not the folder it was started from.
+/// the model from `MEMORIA_MODEL_DIR`, else the folder chosen in Settings, else the home's
+/// `models/default`; and no project — the app sees the user's own scope, not the folder it
+/// was started from.
 pub fn open_options() -> OpenOptions {
-    OpenOptions::default()
+    let chosen = memoria_engine::home::Home::resolve(None)
+        .ok()
+        .and_then(|h| commands::settings::load(h.root()).model_dir)
+        .filter(|_| std::env::var_os("MEMORIA_MODEL_DIR").is_none());
+    OpenOptions {
+        model_dir: chosen.map(Into::into),
+        ..OpenOptions::default()
+    }
 }
 
 /// Builds and runs the app until its last window closes.
