@@ -15,10 +15,10 @@ export class AppState {
   page = $state<Page>('notes');
   conflictCount = $state(0);
   toasts = $state<Toast[]>([]);
-  /** Bumped by Ctrl/Cmd+K: the notes page focuses its search box. */
-  searchFocus = $state(0);
-  /** Bumped by Ctrl/Cmd+N: the notes page opens a new note. */
-  newNote = $state(0);
+  /** Set by Ctrl/Cmd+K; the notes page focuses its search box and clears it. */
+  wantSearch = $state(false);
+  /** Set by Ctrl/Cmd+N; the notes page opens a new note and clears it. */
+  wantNewNote = $state(false);
   /** The open editor's save, for Ctrl/Cmd+S. */
   save: (() => void) | null = null;
   /** Closers for whatever Esc should close, innermost last. */
