@@ -34,14 +34,16 @@ pub async fn import_folder(
 ) -> Result<ImportReport, UiError> {
     shell
         .call(move |e| {
-            let progress = |done, total, current: Option<&str>, finished| Event::IndexProgress {
+            let progress = |done: usize, total: usize, current: Option<&str>, finished: bool| {
+                Event::IndexProgress {
                 task: "import".into(),
                 done,
                 total,
                 current: current.map(str::to_owned),
                 finished,
+                }
             };
-            let mut report = |done, total, current: &str| {
+            let mut report = |done: usize, total: usize, current: &str| {
                 events::emit(&app, progress(done, total, Some(current), false));
             };
             let dir = PathBuf::from(&request.path);

@@ -191,15 +191,16 @@ pub fn get(engine: &mut Engine, scope_key: &str, id: &str) -> Result<NoteDetail,
         });
     }
     let ix = view.indexed;
+    let body = view.note.map_or_else(|| ix.body.clone(), |n| n.body);
     Ok(NoteDetail {
         row: row(&ix),
-        body: view.note.map_or_else(|| ix.body.clone(), |n| n.body),
+        links: memoria_shared::note::links_in(&body),
+        body,
         raw,
         path: ix.path.clone(),
         created_at: ix.created_at,
         trust: ix.trust.clone(),
         importance: ix.importance,
-        links: ix.links.clone(),
         backlinks,
     })
 }
