@@ -22,11 +22,24 @@ pub const CHANNEL: &str = "memoria://event";
 
 /// One event on [`CHANNEL`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Event {
-    NoteAdded { scope: String, id: String },
-    NoteChanged { scope: String, id: String },
-    NoteRemoved { scope: String, id: String },
+    NoteAdded {
+        scope: String,
+        id: String,
+    },
+    NoteChanged {
+        scope: String,
+        id: String,
+    },
+    NoteRemoved {
+        scope: String,
+        id: String,
+    },
     /// Work with a length: `task` is `import`, `scan` or `embed`.
     IndexProgress {
         task: String,
@@ -43,7 +56,10 @@ pub enum Event {
         uploaded: usize,
         new_conflicts: Vec<String>,
     },
-    ConflictAppeared { scope: String, id: String },
+    ConflictAppeared {
+        scope: String,
+        id: String,
+    },
 }
 
 pub fn emit(app: &AppHandle, event: Event) {
@@ -86,8 +102,7 @@ impl Reports {
             let r = r.as_ref().map(Clone::clone).map_err(ToString::to_string);
             let _ = tx.send(Report::Pass(scope.clone(), r));
         });
-        match Coordinator::for_process(opts, std::env::var(sync::token::TOKEN_ENV).ok(), on_pass)
-        {
+        match Coordinator::for_process(opts, std::env::var(sync::token::TOKEN_ENV).ok(), on_pass) {
             Ok(c) => Some(c),
             Err(e) => {
                 log::error!("sync does not run in this window: {e}");
@@ -114,7 +129,10 @@ impl Reports {
             }
         };
         let mut seen = Seen::default();
-        for row in shell::lock(&engine).list(None, None, None).unwrap_or_default() {
+        for row in shell::lock(&engine)
+            .list(None, None, None)
+            .unwrap_or_default()
+        {
             seen.insert(&row.scope, &row.id, row.hash.clone().unwrap_or_default());
         }
         let app = app.clone();
@@ -271,8 +289,14 @@ mod tests {
         let mut want = vec![ev("change", "a"), ev("add", "c"), ev("remove", "b")];
         want.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
         assert_eq!(events, want);
-        assert!(seen.update("user", map(&[("a", "2"), ("c", "1")])).is_empty());
+        assert!(
+            seen.update("user", map(&[("a", "2"), ("c", "1")]))
+                .is_empty()
+        );
         let json = serde_json::to_value(ev("add", "c")).unwrap();
-        assert_eq!(json, serde_json::json!({"kind": "noteAdded", "scope": "user", "id": "c"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "noteAdded", "scope": "user", "id": "c"})
+        );
     }
 }

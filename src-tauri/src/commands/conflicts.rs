@@ -98,8 +98,14 @@ mod tests {
     #[test]
     fn resolutions_read_the_contract_shapes() {
         let r = |v| serde_json::from_value::<Resolution>(v).unwrap();
-        assert_eq!(r(serde_json::json!({"keep": "keep_local"})), Resolution::KeepLocal);
-        assert_eq!(r(serde_json::json!({"keep": "keep_both"})), Resolution::KeepBoth);
+        assert_eq!(
+            r(serde_json::json!({"keep": "keep_local"})),
+            Resolution::KeepLocal
+        );
+        assert_eq!(
+            r(serde_json::json!({"keep": "keep_both"})),
+            Resolution::KeepBoth
+        );
         assert_eq!(
             r(serde_json::json!({"keep": "merged", "text": "x"})),
             Resolution::Merged { text: "x".into() }

@@ -36,11 +36,11 @@ pub async fn import_folder(
         .call(move |e| {
             let progress = |done: usize, total: usize, current: Option<&str>, finished: bool| {
                 Event::IndexProgress {
-                task: "import".into(),
-                done,
-                total,
-                current: current.map(str::to_owned),
-                finished,
+                    task: "import".into(),
+                    done,
+                    total,
+                    current: current.map(str::to_owned),
+                    finished,
                 }
             };
             let mut report = |done: usize, total: usize, current: &str| {

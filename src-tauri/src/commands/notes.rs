@@ -338,12 +338,21 @@ mod tests {
             serde_json::from_value(serde_json::json!({"summary": "Edited"})).unwrap();
         let edited = update(&mut engine, "user", &created.id, patch).unwrap();
         assert_eq!(edited.summary, "Edited");
-        assert_eq!(get(&mut engine, "user", &created.id).unwrap().body, "hi [[other]]\n");
+        assert_eq!(
+            get(&mut engine, "user", &created.id).unwrap().body,
+            "hi [[other]]\n"
+        );
         let scopes = scopes(&engine).unwrap();
         assert_eq!(scopes[0].key, "user");
         assert_eq!(scopes[0].count, 1);
-        assert_eq!(get(&mut engine, "user", "missing").unwrap_err().code, "not-found");
-        assert_eq!(get(&mut engine, "nowhere", "x").unwrap_err().code, "invalid");
+        assert_eq!(
+            get(&mut engine, "user", "missing").unwrap_err().code,
+            "not-found"
+        );
+        assert_eq!(
+            get(&mut engine, "nowhere", "x").unwrap_err().code,
+            "invalid"
+        );
         let secret = CreateNote {
             summary: "k".into(),
             body: "AKIAIOSFODNN7EXAMPLE".into(),

@@ -48,7 +48,9 @@ pub struct SettingsPatch {
 /// Tells an absent field (`None`) from a `null` one (`Some(None)`).
 mod present {
     use serde::{Deserialize, Deserializer};
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<String>>, D::Error> {
         Option::<String>::deserialize(d).map(Some)
     }
 }
@@ -144,14 +146,23 @@ mod tests {
         let s = get(&engine).unwrap();
         assert_eq!((s.language, s.theme.as_str()), (None, "system"));
         let patch = |v| serde_json::from_value::<SettingsPatch>(v).unwrap();
-        let s = set(&engine, patch(serde_json::json!({"language": "zh", "theme": "dark"}))).unwrap();
-        assert_eq!((s.language.as_deref(), s.theme.as_str()), (Some("zh"), "dark"));
+        let s = set(
+            &engine,
+            patch(serde_json::json!({"language": "zh", "theme": "dark"})),
+        )
+        .unwrap();
+        assert_eq!(
+            (s.language.as_deref(), s.theme.as_str()),
+            (Some("zh"), "dark")
+        );
         let s = set(&engine, patch(serde_json::json!({"theme": "light"}))).unwrap();
         assert_eq!(s.language.as_deref(), Some("zh"));
         let s = set(&engine, patch(serde_json::json!({"language": null}))).unwrap();
         assert_eq!(s.language, None);
         assert_eq!(
-            set(&engine, patch(serde_json::json!({"language": "fr"}))).unwrap_err().code,
+            set(&engine, patch(serde_json::json!({"language": "fr"})))
+                .unwrap_err()
+                .code,
             "invalid"
         );
     }

@@ -80,7 +80,9 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
     let last_synced_ms = scopes
         .iter()
         .map(|sc| sc.last_synced_ms)
-        .try_fold(None::<i64>, |acc, t| t.map(|t| Some(acc.map_or(t, |a| a.min(t)))))
+        .try_fold(None::<i64>, |acc, t| {
+            t.map(|t| Some(acc.map_or(t, |a| a.min(t))))
+        })
         .flatten();
     Ok(SyncStatus {
         signed_in: s.server.is_some(),
@@ -149,12 +151,8 @@ pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
         return Err(SyncError::Off.into());
     }
     let root = engine.home().root().to_path_buf();
-    let mut syncer = Syncer::from_settings(
-        &root,
-        env_token(),
-        Arc::new(SystemClock),
-        Arc::default(),
-    )?;
+    let mut syncer =
+        Syncer::from_settings(&root, env_token(), Arc::new(SystemClock), Arc::default())?;
     for (scope, r) in syncer.sync_all(engine) {
         if let Err(e) = r {
             log::warn!("sync of {scope}: {e}");
