@@ -2,7 +2,8 @@
 //! changed on disk by anyone (the CLI, an agent, another editor, a sync pass), each sync pass's
 //! outcome with the conflicts it left, and import progress.
 //!
-//! The engine's file watcher reports which scope changed; the forwarder here compares that
+//! The engine's file watcher reports which scope changed (and every scope is looked at each
+//! second, for writes that other processes indexed themselves); the forwarder here compares a
 //! scope's notes with what it last saw and names each note added, changed or removed, so the
 //! window updates one row instead of reloading.
 
@@ -16,6 +17,9 @@ use serde::Serialize;
 use tauri::{AppHandle, Emitter};
 
 use crate::shell::{self, Shell};
+
+/// How often every scope's notes are compared with what the window last heard of.
+const RELIST: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The event channel the window listens on.
 pub const CHANNEL: &str = "memoria://event";
@@ -140,9 +144,22 @@ impl Reports {
         let spawned = std::thread::Builder::new()
             .name("memoria-events".into())
             .spawn(move || {
-                while let Ok(report) = rx.recv() {
-                    for event in forward(&engine, &mut seen, report) {
-                        emit(&app, event);
+                loop {
+                    let reports = match rx.recv_timeout(RELIST) {
+                        Ok(report) => vec![report],
+                        // A CLI or an agent indexes its own writes, so the watcher's rescan
+                        // finds nothing new to report: every scope is compared on a timer too.
+                        Err(mpsc::RecvTimeoutError::Timeout) => shell::lock(&engine)
+                            .visible_scopes()
+                            .into_iter()
+                            .map(Report::Scope)
+                            .collect(),
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    };
+                    for report in reports {
+                        for event in forward(&engine, &mut seen, report) {
+                            emit(&app, event);
+                        }
                     }
                 }
             });

@@ -118,18 +118,23 @@ class App:
         self.one(testid).click()
 
     def text_of(self, testid):
-        return [e.text for e in self.all(testid)]
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll(`[data-testid='${arguments[0]}']`)]"
+            ".map(e => e.textContent);",
+            testid,
+        )
 
     def wait_text(self, testid, needle, timeout=WAIT_S):
         """Waits until some [testid] element's text holds `needle`; returns that element."""
         def found():
-            for e in self.all(testid):
-                try:
-                    if needle in e.text:
-                        return e
-                except WebDriverException:
-                    pass
-            return None
+            # textContent, read in the page: WebKitWebDriver's element text is slow and
+            # fails on elements re-rendered meanwhile.
+            return self.driver.execute_script(
+                "return [...document.querySelectorAll(`[data-testid='${arguments[0]}']`)]"
+                ".find(e => e.textContent.includes(arguments[1])) || null;",
+                testid,
+                needle,
+            )
 
         return self.wait(found, f"no [{testid}] showing {needle!r}", timeout)
 
@@ -192,6 +197,8 @@ def launch(request):
         )
         running.append((proc, None, log))
         wait_port(port, proc, "tauri-driver")
+        # tauri-driver answers before the WebKitWebDriver it starts does.
+        wait_port(native, proc, "WebKitWebDriver")
         opts = ArgOptions()
         opts.set_capability("browserName", "wry")
         opts.set_capability("tauri:options", {"application": APP})
@@ -231,7 +238,7 @@ class SyncServer:
     ADMIN_KEY = "admin-key-for-e2e-tests-0123456789abcdef"
 
     def __init__(self, root: Path):
-        self.store = str(root / "store")
+        self.store = f"fs:{root / 'store'}"
         self.env = dict(os.environ, MEMORIA_SYNC_ADMIN_KEY=self.ADMIN_KEY, MEMORIA_SYNC_LOG="warn")
         self.proc = subprocess.Popen(
             [SYNC, "serve", "--store", self.store, "--listen", "127.0.0.1:0"],

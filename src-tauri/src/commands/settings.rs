@@ -30,6 +30,20 @@ pub struct Settings {
     pub sync_server: Option<String>,
     pub model_dir: Option<String>,
     pub home: String,
+    /// The language of the system locale (`LC_ALL`, `LC_MESSAGES`, `LANG`) as a BCP 47 tag,
+    /// e.g. `zh-CN`: what "follow the system" means (the web view's own `navigator.language`
+    /// does not follow the locale on Linux).
+    pub system_language: Option<String>,
+}
+
+/// The system locale's language, `zh_CN.UTF-8` → `zh-CN`.
+pub fn system_language() -> Option<String> {
+    ["LC_ALL", "LC_MESSAGES", "LANG"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.is_empty())
+        .map(|v| v.split(['.', '@']).next().unwrap_or("").replace('_', "-"))
+        .filter(|v| !v.is_empty() && v != "C" && v != "POSIX")
 }
 
 /// Changes; an absent field stays, `null` clears (language: follow the system).
@@ -79,6 +93,7 @@ pub fn get(engine: &Engine) -> Result<Settings, UiError> {
             .model_dir
             .or_else(|| engine.model_dir().map(|p| p.display().to_string())),
         home: root.display().to_string(),
+        system_language: system_language(),
     })
 }
 
