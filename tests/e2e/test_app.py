@@ -147,10 +147,11 @@ def test_cloud_sync_off_blocks_sync_now(tmp_root, launch, sync_server):
     until(lambda: a.cli("sync", "status")["on"] is False, "the toggle turned cloud sync off")
     synced = a.cli("sync", "status")["lastSyncedMs"]
     a.cli("add", "--summary", "Must stay on this machine", "--type", "user")
-    now = app.one("sync-now")
-    if now.is_enabled():
-        now.click()
+    app.wait(lambda: not app.one("sync-now").is_enabled(), "立即同步 is disabled while sync is off")
     app.shot("sync-off")
+    # The shell refuses it too, whatever the window shows.
+    refused = app.invoke("sync_now")
+    assert refused.get("err", {}).get("code") == "sync-off", refused
     b = Home(tmp_root / "b", token)
     b.path.mkdir()
     b.cli("sync", "login", "--server", sync_server.url, "--token", token)
