@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine or a warm one: installs what the tests need
-# (idempotent, cached outside the clone), then runs every test in the workspace.
+# (idempotent, cached outside the clone), then runs every test in the workspace, the UI's
+# checks and tests, and the desktop app's end-to-end suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/memoria/target}
@@ -8,6 +9,9 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 scripts/install-test-tools.sh
 scripts/install-moto.sh
+scripts/install-desktop-deps.sh
+# The UI's own checks and tests; its build is embedded in the desktop app, so cargo needs it.
+(cd ui && npm run check && npm run lint && npm test && npm run build)
 # The real embedding model for the recall tests (tests/it/recall_model.rs).
 MEMORIA_TEST_MODEL_DIR=$(scripts/install-model.sh | tail -1)
 export MEMORIA_TEST_MODEL_DIR
@@ -19,3 +23,5 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked --no-fail-fast
 fi
+# The desktop app end to end, under Xvfb (reuses the binaries built above).
+scripts/e2e.sh

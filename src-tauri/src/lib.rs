@@ -1,9 +1,87 @@
-//! memoria-desktop: the desktop shell. Only this crate will know Tauri; today it holds the thin
-//! command layer the window will call — each command a few lines over `memoria-engine`, with
-//! the JSON shapes the UI sees and errors as `{code, message}`. The Tauri window, menu, tray
-//! and keychain arrive with the desktop issue and wrap these functions as `#[tauri::command]`s.
+//! memoria-desktop: the desktop shell, and the only crate that knows Tauri. It hosts one
+//! engine on the user's `MEMORIA_HOME` (the same one the CLI and the MCP servers use: every
+//! write goes through the engine's per-scope locks, so they are safe side by side), the file
+//! watcher and the sync coordinator, and exposes the engine to the window as commands
+//! (`commands/<area>.rs`, each a few lines) and events (`events.rs`). JSON shapes the window
+//! sees live here; errors cross as `{code, message}` (`error.rs`).
 
 pub mod commands;
 pub mod error;
+pub mod events;
+pub mod shell;
+
+use memoria_engine::{Engine, OpenOptions};
+use tauri::Manager;
 
 pub use error::UiError;
+pub use shell::Shell;
+
+/// How the app opens its engine: the home from `MEMORIA_HOME` (else the platform data folder),
+/// the model from `MEMORIA_MODEL_DIR`, else the folder chosen in Settings, else the home's
+/// `models/default`; and no project — the app sees the user's own scope, not the folder it
+/// was started from.
+pub fn open_options() -> OpenOptions {
+    let chosen = memoria_engine::home::Home::resolve(None)
+        .ok()
+        .and_then(|h| commands::settings::load(h.root()).model_dir)
+        .filter(|_| std::env::var_os("MEMORIA_MODEL_DIR").is_none());
+    OpenOptions {
+        model_dir: chosen.map(Into::into),
+        ..OpenOptions::default()
+    }
+}
+
+/// Builds and runs the app until its last window closes.
+pub fn run() {
+    let opts = open_options();
+    let logs = memoria_engine::home::Home::resolve(opts.home.as_deref())
+        .map(|h| h.root().join("logs"))
+        .ok();
+    let mut log = tauri_plugin_log::Builder::new()
+        .level(log::LevelFilter::Info)
+        .max_file_size(1_000_000)
+        .rotation_strategy(tauri_plugin_log::RotationStrategy::KeepSome(5))
+        .clear_targets()
+        .target(tauri_plugin_log::Target::new(
+            tauri_plugin_log::TargetKind::Stderr,
+        ));
+    if let Some(dir) = logs {
+        log = log.target(tauri_plugin_log::Target::new(
+            tauri_plugin_log::TargetKind::Folder {
+                path: dir,
+                file_name: Some("desktop".into()),
+            },
+        ));
+    }
+    let app = tauri::Builder::default()
+        // First: a second launch hands over to the running app, which shows its window.
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
+            if let Some(w) = app.get_webview_window("main") {
+                let _ = w.unminimize();
+                let _ = w.show();
+                let _ = w.set_focus();
+            }
+        }))
+        .plugin(tauri_plugin_window_state::Builder::default().build())
+        .plugin(log.build())
+        .setup(move |app| {
+            let reports = events::Reports::new();
+            let engine = Engine::open(opts.clone())?;
+            let sync = reports.start_sync(opts.clone());
+            let notifier = sync.as_ref().map(|c| c.notifier()).unwrap_or_default();
+            let shell = Shell::new(engine, opts, notifier);
+            let background = reports.start(app.handle(), &shell, sync);
+            app.manage(shell);
+            app.manage(background);
+            Ok(())
+        })
+        .invoke_handler(commands::handler())
+        .build(tauri::generate_context!());
+    match app {
+        Ok(app) => app.run(|_, _| {}),
+        Err(e) => {
+            eprintln!("memoria-desktop: cannot start: {e}");
+            std::process::exit(1);
+        }
+    }
+}

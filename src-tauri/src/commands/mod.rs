@@ -1,3 +1,40 @@
-//! Commands the desktop window calls, grouped by page.
+//! Commands the window calls, one module per page. Each module holds the JSON shapes of its
+//! page (the contract is `ui/src/lib/backend/types.ts`), plain functions over the engine (the
+//! unit tests call these), and `#[tauri::command]` wrappers of a line or two that run them off
+//! the window's thread.
 
+pub mod backups;
+pub mod conflicts;
+pub mod import;
 pub mod notes;
+pub mod overview;
+pub mod search;
+pub mod settings;
+pub mod sync;
+
+/// Every command, for `tauri::Builder::invoke_handler`.
+pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static {
+    tauri::generate_handler![
+        notes::list_scopes,
+        notes::list_notes,
+        notes::get_note,
+        notes::create_note,
+        notes::update_note,
+        notes::forget_note,
+        search::search_notes,
+        backups::list_backups,
+        backups::preview_backup,
+        backups::restore_backup,
+        sync::sync_status,
+        sync::sync_login,
+        sync::sync_logout,
+        sync::sync_set_enabled,
+        sync::sync_now,
+        conflicts::list_conflicts,
+        conflicts::resolve_conflict,
+        overview::overview,
+        import::import_folder,
+        settings::get_settings,
+        settings::set_settings,
+    ]
+}

@@ -1,0 +1,218 @@
+"""End-to-end tests of the real app: each starts the debug build on a fresh home, drives it
+through its data-testid hooks, checks the result with the real `memoria` CLI on the same home,
+and saves screenshots (see conftest.py)."""
+
+import re
+import time
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from conftest import WAIT_S, Home
+
+
+def until(cond, what, timeout=WAIT_S):
+    """Polls `cond` (a CLI check) until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: {what}")
+        time.sleep(0.2)
+
+
+def editable(el):
+    """The element that takes typing: the element itself, else an input, a textarea or a
+    contenteditable (CodeMirror) inside it."""
+    if el.tag_name in ("input", "textarea") or el.get_attribute("contenteditable") == "true":
+        return el
+    inner = el.find_elements(By.CSS_SELECTOR, "input, textarea, [contenteditable='true']")
+    return inner[0] if inner else el
+
+
+def type_into(app, testid, text, clear=True):
+    el = editable(app.one(testid))
+    el.click()
+    if clear:
+        el.send_keys(Keys.CONTROL, "a")
+        el.send_keys(Keys.DELETE)
+    el.send_keys(text)
+
+
+def assert_styled(app):
+    """A blank or half-styled window fails: the app's stylesheet must be applied."""
+    s = app.styled()
+    assert s["sheets"] > 0, f"no stylesheet loaded: {s}"
+    assert s["font"] and s["font"].lower() not in ("serif", "times", '"times new roman"'), s
+
+
+def summaries(home):
+    return [n["summary"] for n in home.cli("list")]
+
+
+def test_the_app_starts_and_lists_notes_created_by_the_cli(home, launch):
+    home.cli("add", "--summary", "Deploys go out on Tuesdays", "--type", "user",
+             "--body", "Never on Fridays.")
+    home.cli("add", "--summary", "The staging database is read-only", "--type", "user")
+    app = launch(home)
+    app.wait_text("note-item", "Deploys go out on Tuesdays")
+    app.wait_text("note-item", "The staging database is read-only")
+    assert_styled(app)
+    app.shot("notes-listed")
+
+
+def test_a_note_created_in_the_app_is_found_by_the_cli(home, launch):
+    app = launch(home)
+    app.one("nav-notes")
+    app.click("note-new")
+    type_into(app, "note-summary", "Made in the window")
+    type_into(app, "note-body", "The body typed in the editor.")
+    app.shot("new-note-typed")
+    app.click("note-save")
+    app.wait_text("note-item", "Made in the window")
+    until(lambda: "Made in the window" in summaries(home), "memoria list shows the new note")
+    hits = home.cli("search", "typed in the editor")
+    assert any(h["summary"] == "Made in the window" for h in hits), hits
+    note = next(n for n in home.cli("list") if n["summary"] == "Made in the window")
+    shown = home.cli("show", note["id"])
+    assert "The body typed in the editor." in str(shown), shown
+    app.shot("saved")
+
+
+def test_a_note_added_by_the_cli_while_the_app_runs_appears_live(home, launch):
+    home.cli("add", "--summary", "Already here", "--type", "user")
+    app = launch(home)
+    app.wait_text("note-item", "Already here")
+    app.shot("before")
+    home.cli("add", "--summary", "Written by an agent meanwhile", "--type", "user")
+    app.wait_text("note-item", "Written by an agent meanwhile")
+    app.shot("appeared-live")
+
+
+def test_search_shows_results_with_their_explanation(home, launch):
+    home.cli("add", "--summary", "Deploys go out on Tuesdays", "--type", "user",
+             "--body", "Never deploy on Fridays.")
+    home.cli("add", "--summary", "Lunch is at noon", "--type", "user")
+    app = launch(home)
+    app.wait_text("note-item", "Lunch is at noon")
+    type_into(app, "search-input", "deploy fridays")
+    first = app.wait_text("search-result", "Deploys go out on Tuesdays")
+    app.shot("results")
+    first.find_element(By.CSS_SELECTOR, "[data-testid='search-why']").click()
+    panel = app.one("search-explain")
+    app.wait(lambda: "BM25" in panel.text, "the explanation names the BM25 rank")
+    app.shot("explained")
+
+
+def test_edit_and_save(home, launch):
+    added = home.cli("add", "--summary", "Before the edit", "--type", "user", "--body", "old")
+    app = launch(home)
+    app.wait_text("note-item", "Before the edit").click()
+    type_into(app, "note-summary", "After the edit")
+    app.click("note-save")
+    until(lambda: home.cli("show", added["id"])["summary"] == "After the edit",
+          "memoria show has the new summary")
+    app.wait_text("note-item", "After the edit")
+    app.shot("edited")
+
+
+def test_forget_and_restore_from_backups(home, launch):
+    home.cli("add", "--summary", "Forget me, then bring me back", "--type", "user")
+    app = launch(home)
+    app.wait_text("note-item", "Forget me, then bring me back").click()
+    app.click("note-forget")
+    app.shot("confirm-forget")
+    app.click("confirm-ok")
+    until(lambda: "Forget me, then bring me back" not in summaries(home), "the note is gone")
+    app.click("nav-backups")
+    item = app.wait_text("backup-item", "Forget me")
+    item.click()
+    app.shot("backup-preview")
+    app.click("backup-restore")
+    until(lambda: "Forget me, then bring me back" in summaries(home), "the note is back")
+    app.shot("restored")
+
+
+def test_cloud_sync_off_blocks_sync_now(tmp_root, launch, sync_server):
+    token = sync_server.token("alice")
+    a = Home(tmp_root / "a", token)
+    a.path.mkdir()
+    a.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    app = launch(a)
+    app.click("nav-sync")
+    app.one("sync-toggle")
+    app.click("sync-toggle")
+    until(lambda: a.cli("sync", "status")["on"] is False, "the toggle turned cloud sync off")
+    synced = a.cli("sync", "status")["lastSyncedMs"]
+    a.cli("add", "--summary", "Must stay on this machine", "--type", "user")
+    app.wait(lambda: not app.one("sync-now").is_enabled(), "立即同步 is disabled while sync is off")
+    app.shot("sync-off")
+    # The shell refuses it too, whatever the window shows.
+    refused = app.invoke("sync_now")
+    assert refused.get("err", {}).get("code") == "sync-off", refused
+    b = Home(tmp_root / "b", token)
+    b.path.mkdir()
+    b.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    b.cli("sync", "now")
+    assert summaries(b) == [], "nothing reached the server while sync was off"
+    assert a.cli("sync", "status")["lastSyncedMs"] == synced, "no pass ran while sync was off"
+
+
+def test_the_ui_in_chinese_under_a_chinese_locale(home, launch):
+    home.cli("add", "--summary", "部署在周二", "--type", "user")
+    app = launch(home, {"LANG": "zh_CN.UTF-8", "LC_ALL": "zh_CN.UTF-8", "LANGUAGE": "zh_CN"})
+    app.wait_text("note-item", "部署在周二")
+    nav = " ".join(app.text_of("nav-sync") + app.text_of("nav-notes") + app.text_of("nav-backups"))
+    assert re.search(r"[\u4e00-\u9fff]", nav), f"navigation is not in Chinese: {nav!r}"
+    assert_styled(app)
+    app.shot("zh")
+
+
+def make_conflicts(tmp_root, sync_server, ids):
+    """Two homes of one account edit the same line of each note; the second one's sync finds
+    a conflict per note. Returns the second home."""
+    token = sync_server.token("alice")
+    homes = []
+    for name in ("a", "b"):
+        h = Home(tmp_root / name, token)
+        h.path.mkdir()
+        h.cli("sync", "login", "--server", sync_server.url, "--token", token)
+        homes.append(h)
+    a, b = homes
+    for i in ids:
+        a.cli("add", "--id", i, "--summary", i, "--type", "user", "--body", "one\ntwo\nthree\n")
+    a.cli("sync", "now")
+    b.cli("sync", "now")
+    for i in ids:
+        a.cli("edit", i, "--body", "one\nTWO from a\nthree\n")
+        b.cli("edit", i, "--body", "one\nTWO from b\nthree\n")
+    a.cli("sync", "now")
+    b.cli("sync", "now", check=False)
+    listed = sorted(c["id"] for c in b.cli("conflicts"))
+    assert listed == sorted(ids), listed
+    return b
+
+
+def test_a_conflict_from_two_homes_is_resolved_in_the_app(tmp_root, launch, sync_server):
+    b = make_conflicts(tmp_root, sync_server, ["keep-local", "keep-cloud", "keep-both"])
+    app = launch(b)
+    app.click("nav-conflicts")
+    app.wait(lambda: len(app.visible("conflict-item")) == 3, "three conflicts listed")
+    app.shot("conflicts")
+    for note_id, button in [
+        ("keep-local", "conflict-keep-local"),
+        ("keep-cloud", "conflict-keep-cloud"),
+        ("keep-both", "conflict-keep-both"),
+    ]:
+        app.wait_text("conflict-item", note_id).click()
+        app.shot(f"{note_id}-open")
+        app.click(button)
+        until(lambda: note_id not in [c["id"] for c in b.cli("conflicts")],
+              f"{note_id} resolved")
+    assert "TWO from b" in str(b.cli("show", "keep-local"))
+    assert "TWO from a" in str(b.cli("show", "keep-cloud"))
+    bodies = str([b.cli("show", n["id"]) for n in b.cli("list") if n["summary"] == "keep-both"])
+    assert "TWO from a" in bodies and "TWO from b" in bodies, bodies
+    app.shot("resolved")

@@ -1,0 +1,634 @@
+// An in-memory backend with the same interface as the Tauri one: the component tests run
+// against it, and `VITE_FAKE=1` / `?fake` runs the UI in a plain browser on it.
+
+import { BackendFailure } from './index';
+import type {
+  Backend,
+  BackendEvent,
+  BackupPreview,
+  BackupReason,
+  BackupRow,
+  Conflict,
+  CreateNote,
+  Explain,
+  ImportReport,
+  ListFilter,
+  NoteDetail,
+  NotePatch,
+  NoteRow,
+  NoteType,
+  Overview,
+  Resolution,
+  ScopeInfo,
+  ScopeKey,
+  SearchHit,
+  SearchQuery,
+  Settings,
+  SettingsPatch,
+  SyncStatus,
+  Trust,
+} from './types';
+
+export interface FakeNote {
+  scope: ScopeKey;
+  id: string;
+  summary: string;
+  noteType: NoteType | null;
+  tags: string[];
+  body: string;
+  createdAt: number;
+  updatedAt: number;
+  trust: Trust | null;
+  importance: number | null;
+  /** A parse error: the note is listed with it and shown with `raw`. */
+  error?: string | null;
+  raw?: string;
+}
+
+export interface FakeSeed {
+  scopes?: ScopeInfo[];
+  notes?: FakeNote[];
+  conflicts?: Conflict[];
+  signedIn?: boolean;
+  syncEnabled?: boolean;
+  /** Recall on the hash fallback (the engine card's warning). */
+  hashFallback?: boolean;
+  settings?: Partial<Settings>;
+}
+
+/** Every call the fake received, for tests that check what a page asked for. */
+export interface FakeCall {
+  name: keyof Backend;
+  args: unknown[];
+}
+
+export interface FakeBackend extends Backend {
+  calls: FakeCall[];
+  /** Sends an event to every listener, as the shell would. */
+  emit(e: BackendEvent): void;
+  /** Direct access to the stored notes (tests add or change notes "from another process"). */
+  notes: Map<string, FakeNote>;
+  conflicts: Conflict[];
+}
+
+const DAY = 86_400_000;
+const key = (scope: string, id: string) => `${scope}\u0000${id}`;
+
+export function fileText(n: Pick<FakeNote, 'id' | 'summary' | 'noteType' | 'tags' | 'body' | 'createdAt' | 'updatedAt'>): string {
+  const fm: Record<string, unknown> = { id: n.id, summary: n.summary };
+  if (n.noteType) fm.type = n.noteType;
+  if (n.tags.length) fm.tags = n.tags;
+  fm.createdAt = n.createdAt;
+  fm.updatedAt = n.updatedAt;
+  return `---\n${JSON.stringify(fm)}\n---\n${n.body}`;
+}
+
+function slug(summary: string): string {
+  const base = summary
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40);
+  const rand = Math.random().toString(16).slice(2, 5);
+  return `${base || 'note'}-${rand}`;
+}
+
+function linksOf(body: string): string[] {
+  const out: string[] = [];
+  for (const m of body.matchAll(/\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]/g)) {
+    const id = m[1].trim();
+    if (!out.includes(id)) out.push(id);
+  }
+  return out;
+}
+
+export const DEMO_SCOPES: ScopeInfo[] = [
+  { key: 'user', kind: 'user', label: 'User', root: null, count: 0 },
+  { key: 'project:a1b2c3', kind: 'project', label: 'memoria', root: '/home/ana/src/memoria', count: 0 },
+  { key: 'project:d4e5f6', kind: 'project', label: 'website', root: '/home/ana/src/website', count: 0 },
+  { key: 'domain:rust', kind: 'domain', label: 'rust', root: null, count: 0 },
+];
+
+export function demoNotes(now = Date.now()): FakeNote[] {
+  const n = (
+    scope: string,
+    id: string,
+    summary: string,
+    noteType: NoteType | null,
+    tags: string[],
+    body: string,
+    ageDays: number,
+    extra: Partial<FakeNote> = {},
+  ): FakeNote => ({
+    scope,
+    id,
+    summary,
+    noteType,
+    tags,
+    body,
+    createdAt: now - (ageDays + 3) * DAY,
+    updatedAt: now - ageDays * DAY,
+    trust: 'owner',
+    importance: 0.5,
+    ...extra,
+  });
+  return [
+    n('user', 'prefers-short-answers-1a2', 'Prefers short answers with code first', 'user', ['style'],
+      'Answer with the code first, then at most three sentences.\nSee [[pricing-borderless-3fa]] for the design side.\n', 1),
+    n('user', 'timezone-cet-9b1', 'Works in Central European Time', 'user', [], 'Meetings after 16:00 CET are hard.\n', 12),
+    n('project:a1b2c3', 'pricing-borderless-3fa', 'Pricing cards use fills, not borders', 'feedback', ['design'],
+      'Cards are separated by fill and whitespace. See [[pricing-layout-a91]].\n', 3),
+    n('project:a1b2c3', 'pricing-layout-a91', 'Pricing page layout: three columns on desktop', 'project', ['design', 'web'],
+      'Three columns above 960px, one below. The middle card is highlighted.\n', 5),
+    n('project:a1b2c3', 'sync-uses-etag-cas-7c0', 'Sync replaces the manifest with ETag compare-and-swap', 'reference', ['sync'],
+      'A lost race is retried from a fresh manifest, never overwritten.\n', 20, { trust: 'derived', importance: 0.8 }),
+    n('project:d4e5f6', 'deploy-friday-freeze-d11', 'No deploys on Friday afternoons', 'feedback', ['ops'],
+      'Freeze starts Friday 14:00.\n', 40, { trust: 'peer', importance: 0.3 }),
+    n('domain:rust', 'clippy-deny-warnings-e21', 'CI runs clippy with -D warnings', 'domain', ['ci', 'rust'],
+      'cargo clippy --workspace --all-targets -- -D warnings\n', 60),
+    n('project:a1b2c3', 'half-written-77f', 'half-written', null, [], '', 2, {
+      error: 'frontmatter is not valid JSON or YAML: expected `,` or `}` at line 2 column 31',
+      raw: '---\n{"id":"half-written-77f","summary":"oops"\n---\nThe closing brace went missing.\n',
+    }),
+  ];
+}
+
+export function demoConflicts(now = Date.now()): Conflict[] {
+  const base = fileText({ id: 'pricing-layout-a91', summary: 'Pricing page layout', noteType: 'project', tags: ['design'], body: 'Three columns above 960px.\n', createdAt: now - 9 * DAY, updatedAt: now - 9 * DAY });
+  const local = fileText({ id: 'pricing-layout-a91', summary: 'Pricing page layout: three columns on desktop', noteType: 'project', tags: ['design', 'web'], body: 'Three columns above 960px, one below.\n', createdAt: now - 9 * DAY, updatedAt: now - 5 * DAY });
+  const cloud = fileText({ id: 'pricing-layout-a91', summary: 'Pricing layout (two columns)', noteType: 'project', tags: ['design'], body: 'Two columns above 1024px.\n', createdAt: now - 9 * DAY, updatedAt: now - 4 * DAY });
+  return [
+    { scope: 'project:a1b2c3', id: 'pricing-layout-a91', reason: 'merge', kinds: ['summary', 'body'], foundAtMs: now - 3_600_000, base, local, cloud },
+  ];
+}
+
+/** A fake with the demo data (the browser dev mode). */
+export function demoBackend(): FakeBackend {
+  return createFakeBackend({
+    scopes: DEMO_SCOPES,
+    notes: demoNotes(),
+    conflicts: demoConflicts(),
+    signedIn: true,
+    syncEnabled: true,
+  });
+}
+
+/** `count` generated notes spread over the demo scopes (for the virtual list). */
+export function manyNotes(count: number, now = Date.now()): FakeNote[] {
+  const types: NoteType[] = ['user', 'feedback', 'project', 'reference', 'domain'];
+  const scopes = DEMO_SCOPES.map((s) => s.key);
+  return Array.from({ length: count }, (_, i) => ({
+    scope: scopes[i % scopes.length],
+    id: `note-${String(i).padStart(5, '0')}`,
+    summary: `Generated note number ${i}`,
+    noteType: types[i % types.length],
+    tags: i % 3 === 0 ? ['bulk'] : [],
+    body: `Body of note ${i}.\n`,
+    createdAt: now - i * 60_000,
+    updatedAt: now - i * 60_000,
+    trust: 'owner' as Trust,
+    importance: 0.5,
+  }));
+}
+
+export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
+  const notes = new Map<string, FakeNote>();
+  for (const n of seed.notes ?? []) notes.set(key(n.scope, n.id), { ...n });
+  const scopes: ScopeInfo[] = (seed.scopes ?? [{ key: 'user', kind: 'user', label: 'User', root: null, count: 0 }]).map((s) => ({ ...s }));
+  const conflicts: Conflict[] = [...(seed.conflicts ?? [])];
+  const backups: { row: BackupRow; text: string }[] = [];
+  const listeners = new Set<(e: BackendEvent) => void>();
+  const calls: FakeCall[] = [];
+  let backupSeq = 0;
+  let settings: Settings = {
+    language: null,
+    theme: 'system',
+    syncServer: seed.signedIn ? 'https://sync.example.org' : null,
+    modelDir: '/home/ana/.cache/memoria/models/e5-small-int8',
+    home: '/home/ana/.memoria',
+    ...seed.settings,
+  };
+  const sync = {
+    signedIn: seed.signedIn ?? false,
+    server: seed.signedIn ? settings.syncServer : null,
+    enabled: seed.syncEnabled ?? true,
+    lastSyncedMs: seed.signedIn ? Date.now() - 120_000 : null,
+    disabledScopes: new Set<string>(),
+    lastError: new Map<string, string>(),
+    lastDownload: { added: 0, changed: 0, deleted: 0 },
+  };
+
+  const emit = (e: BackendEvent) => {
+    for (const l of [...listeners]) l(e);
+  };
+  const record = (name: keyof Backend, args: unknown[]) => calls.push({ name, args });
+  const tick = () => new Promise<void>((r) => setTimeout(r, 0));
+  const fail = (code: string, message: string) => new BackendFailure(code, message);
+
+  const find = (scope: ScopeKey, id: string): FakeNote => {
+    const n = notes.get(key(scope, id));
+    if (!n) throw fail('not-found', `There is no note "${id}" in ${scope}.`);
+    return n;
+  };
+  const row = (n: FakeNote): NoteRow => ({
+    scope: n.scope,
+    id: n.id,
+    summary: n.summary,
+    noteType: n.noteType,
+    tags: [...n.tags],
+    updatedAt: n.updatedAt,
+    error: n.error ?? null,
+  });
+  const backup = (n: FakeNote, reason: BackupReason): string => {
+    backupSeq += 1;
+    const backupId = `${new Date().toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${n.id}-${backupSeq}`;
+    backups.unshift({
+      row: { backupId, scope: n.scope, noteId: n.id, reason, createdAt: Date.now() + backupSeq, summary: n.summary },
+      text: n.raw ?? fileText(n),
+    });
+    return backupId;
+  };
+  const guardSecret = (text: string) => {
+    if (/AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|password\s*[:=]\s*\S+/i.test(text)) {
+      throw fail('secret', 'This looks like a credential (an API key, a private key, a token or a password), so it was not saved.');
+    }
+  };
+  const status = (): SyncStatus => ({
+    signedIn: sync.signedIn,
+    server: sync.server,
+    userId: sync.signedIn ? 'ana' : null,
+    enabled: sync.enabled,
+    running: false,
+    lastSyncedMs: sync.lastSyncedMs,
+    pausedUntilMs: null,
+    scopes: scopes
+      .filter((s) => s.kind !== 'domain')
+      .map((s) => ({
+        scope: s.key,
+        label: s.label,
+        enabled: !sync.disabledScopes.has(s.key),
+        lastSyncedMs: sync.signedIn ? sync.lastSyncedMs : null,
+        lastError: sync.lastError.get(s.key) ?? null,
+        lastDownload: s.key === 'user' ? { ...sync.lastDownload } : { added: 0, changed: 0, deleted: 0 },
+        quotas: sync.signedIn
+          ? { liveNotesPerScope: 5000, changesPerCommit: 500, bodyBytes: 131072, responseBodyBytes: 16777216, tombstoneDays: 90 }
+          : null,
+        liveNotes: [...notes.values()].filter((n) => n.scope === s.key).length,
+        heldBack: conflicts.filter((c) => c.scope === s.key).map((c) => c.id),
+      })),
+  });
+
+  const score = (n: FakeNote, words: string[]): number => {
+    const hay = `${n.summary} ${n.id} ${n.tags.join(' ')} ${n.body}`.toLowerCase();
+    let s = 0;
+    for (const w of words) {
+      if (n.summary.toLowerCase().includes(w)) s += 2;
+      if (hay.includes(w)) s += 1;
+    }
+    return s;
+  };
+
+  const be: FakeBackend = {
+    calls,
+    notes,
+    conflicts,
+    emit,
+
+    async listScopes() {
+      record('listScopes', []);
+      await tick();
+      return scopes.map((s) => ({ ...s, count: [...notes.values()].filter((n) => n.scope === s.key).length }));
+    },
+
+    async listNotes(filter: ListFilter = {}) {
+      record('listNotes', [filter]);
+      await tick();
+      return [...notes.values()]
+        .filter((n) => !filter.scopes?.length || filter.scopes.includes(n.scope))
+        .filter((n) => !filter.noteType || n.noteType === filter.noteType)
+        .filter((n) => !filter.tag || n.tags.includes(filter.tag))
+        .sort((a, b) => b.updatedAt - a.updatedAt)
+        .map(row);
+    },
+
+    async getNote(scope, id) {
+      record('getNote', [scope, id]);
+      await tick();
+      const n = find(scope, id);
+      const backlinks = [...notes.values()]
+        .filter((o) => o !== n && linksOf(o.body).includes(n.id))
+        .map((o) => ({ scope: o.scope, id: o.id, summary: o.summary }));
+      const detail: NoteDetail = {
+        ...row(n),
+        body: n.body,
+        raw: n.raw ?? fileText(n),
+        path: `${scope === 'user' ? settings.home + '/memory/user' : (scopes.find((s) => s.key === scope)?.root ?? '') + '/MEMORY'}/${n.id}.md`,
+        createdAt: n.createdAt,
+        trust: n.trust,
+        importance: n.importance,
+        links: linksOf(n.body),
+        backlinks,
+      };
+      return detail;
+    },
+
+    async createNote(req: CreateNote) {
+      record('createNote', [req]);
+      await tick();
+      if (!req.summary.trim()) throw fail('invalid', 'A note needs a summary.');
+      guardSecret(`${req.summary}\n${req.body}`);
+      const scope = req.scope ?? (req.noteType === 'user' || !scopes.some((s) => s.kind === 'project') ? 'user' : scopes.find((s) => s.kind === 'project')!.key);
+      const now = Date.now();
+      const n: FakeNote = {
+        scope,
+        id: slug(req.summary),
+        summary: req.summary.trim(),
+        noteType: req.noteType,
+        tags: [...req.tags],
+        body: req.body.endsWith('\n') || !req.body ? req.body : `${req.body}\n`,
+        createdAt: now,
+        updatedAt: now,
+        trust: 'owner',
+        importance: 0.5,
+      };
+      notes.set(key(scope, n.id), n);
+      emit({ kind: 'noteAdded', scope, id: n.id });
+      return row(n);
+    },
+
+    async updateNote(scope, id, patch: NotePatch) {
+      record('updateNote', [scope, id, patch]);
+      await tick();
+      const n = find(scope, id);
+      if (patch.summary !== undefined && !patch.summary.trim()) throw fail('invalid', 'A note needs a summary.');
+      guardSecret(`${patch.summary ?? ''}\n${patch.body ?? ''}`);
+      if (patch.summary !== undefined) n.summary = patch.summary.trim();
+      if (patch.body !== undefined) n.body = patch.body;
+      if (patch.noteType !== undefined) n.noteType = patch.noteType;
+      if (patch.tags !== undefined) n.tags = [...patch.tags];
+      if (patch.importance !== undefined) n.importance = patch.importance;
+      n.error = null;
+      n.raw = undefined;
+      n.updatedAt = Date.now();
+      emit({ kind: 'noteChanged', scope, id });
+      return row(n);
+    },
+
+    async forgetNote(scope, id) {
+      record('forgetNote', [scope, id]);
+      await tick();
+      const n = find(scope, id);
+      const backupId = backup(n, 'forget');
+      notes.delete(key(scope, id));
+      emit({ kind: 'noteRemoved', scope, id });
+      return { scope, id, backupId };
+    },
+
+    async searchNotes(q: SearchQuery) {
+      record('searchNotes', [q]);
+      await tick();
+      const words = q.query.toLowerCase().split(/\s+/).filter(Boolean);
+      if (!words.length) return [];
+      const scored = [...notes.values()]
+        .filter((n) => !n.error)
+        .filter((n) => !q.scopes?.length || q.scopes.includes(n.scope))
+        .map((n) => ({ n, s: score(n, words) }))
+        .filter((x) => x.s > 0)
+        .sort((a, b) => b.s - a.s)
+        .slice(0, q.limit ?? 20);
+      return scored.map(({ n, s }, i): SearchHit => {
+        const explain: Explain = {
+          bm25Rank: i + 1,
+          bm25Score: s * 1.7,
+          vectorRank: Math.max(1, scored.length - i),
+          cosine: 0.4 + 0.05 * s,
+          fused: 1 / (60 + i + 1) + 1 / (60 + scored.length - i),
+          coverage: 1,
+          vectorWeight: 0.5,
+          decay: Math.max(0.3, 1 - (Date.now() - n.updatedAt) / (365 * DAY)),
+          trust: n.trust === 'peer' ? 0.3 : n.trust === 'ingested' ? 0.6 : 1,
+          importance: n.importance ?? 0.5,
+          access: 1,
+        };
+        const idx = n.body.toLowerCase().indexOf(words[0]);
+        return {
+          scope: n.scope,
+          id: n.id,
+          summary: n.summary,
+          noteType: n.noteType,
+          score: explain.fused * explain.decay * explain.trust,
+          snippet: idx >= 0 ? n.body.slice(Math.max(0, idx - 30), idx + 60).trim() : n.body.slice(0, 90).trim() || null,
+          explain: q.explain ? explain : null,
+        };
+      });
+    },
+
+    async listBackups(limit = 50) {
+      record('listBackups', [limit]);
+      await tick();
+      return backups.slice(0, limit).map((b) => ({ ...b.row }));
+    },
+
+    async previewBackup(backupId): Promise<BackupPreview> {
+      record('previewBackup', [backupId]);
+      await tick();
+      const b = backups.find((x) => x.row.backupId === backupId);
+      if (!b) throw fail('not-found', `There is no backup "${backupId}".`);
+      const cur = notes.get(key(b.row.scope, b.row.noteId));
+      return { backup: { ...b.row }, backupText: b.text, currentText: cur ? (cur.raw ?? fileText(cur)) : null };
+    },
+
+    async restoreBackup(backupId) {
+      record('restoreBackup', [backupId]);
+      await tick();
+      const b = backups.find((x) => x.row.backupId === backupId);
+      if (!b) throw fail('not-found', `There is no backup "${backupId}".`);
+      const cur = notes.get(key(b.row.scope, b.row.noteId));
+      if (cur && (cur.raw ?? fileText(cur)) === b.text) {
+        return { scope: b.row.scope, id: b.row.noteId, path: '', replacedBackup: null, unchanged: true };
+      }
+      const replacedBackup = cur ? backup(cur, 'restore-over') : null;
+      const m = /^---\n(.*)\n---\n([\s\S]*)$/.exec(b.text);
+      const fm = m ? (JSON.parse(m[1]) as Record<string, unknown>) : {};
+      const now = Date.now();
+      const n: FakeNote = {
+        scope: b.row.scope,
+        id: b.row.noteId,
+        summary: String(fm.summary ?? b.row.summary ?? b.row.noteId),
+        noteType: (fm.type as NoteType | undefined) ?? null,
+        tags: (fm.tags as string[] | undefined) ?? [],
+        body: m ? m[2] : b.text,
+        createdAt: Number(fm.createdAt ?? now),
+        updatedAt: now,
+        trust: 'owner',
+        importance: 0.5,
+      };
+      notes.set(key(n.scope, n.id), n);
+      emit({ kind: cur ? 'noteChanged' : 'noteAdded', scope: n.scope, id: n.id });
+      return { scope: n.scope, id: n.id, path: `${n.id}.md`, replacedBackup, unchanged: false };
+    },
+
+    async syncStatus() {
+      record('syncStatus', []);
+      await tick();
+      return status();
+    },
+
+    async syncLogin(login) {
+      record('syncLogin', [login]);
+      await tick();
+      if (!/^https?:\/\/\S+$/.test(login.server)) throw fail('invalid', 'The server address must start with http:// or https://.');
+      if (!login.token.trim()) throw fail('invalid', 'Paste the token the server gave you.');
+      sync.signedIn = true;
+      sync.server = login.server;
+      settings = { ...settings, syncServer: login.server };
+      return status();
+    },
+
+    async syncLogout() {
+      record('syncLogout', []);
+      await tick();
+      sync.signedIn = false;
+      sync.server = null;
+      return status();
+    },
+
+    async syncSetEnabled(enabled, scope = null) {
+      record('syncSetEnabled', [enabled, scope]);
+      await tick();
+      if (scope) {
+        if (enabled) sync.disabledScopes.delete(scope);
+        else sync.disabledScopes.add(scope);
+      } else {
+        sync.enabled = enabled;
+      }
+      return status();
+    },
+
+    async syncNow() {
+      record('syncNow', []);
+      await tick();
+      if (!sync.signedIn) throw fail('signed-out', 'Sign in to a sync server first.');
+      if (!sync.enabled) throw fail('sync-off', 'Cloud sync is turned off. Turn it on to sync.');
+      for (const s of status().scopes.filter((x) => x.enabled)) emit({ kind: 'syncStarted', scope: s.scope });
+      sync.lastSyncedMs = Date.now();
+      sync.lastDownload = { added: 0, changed: 0, deleted: 0 };
+      for (const s of status().scopes.filter((x) => x.enabled)) {
+        emit({ kind: 'syncFinished', scope: s.scope, ok: true, error: null, download: { added: 0, changed: 0, deleted: 0 }, uploaded: 0, newConflicts: [] });
+      }
+      return status();
+    },
+
+    async listConflicts() {
+      record('listConflicts', []);
+      await tick();
+      return conflicts.map((c) => ({ ...c }));
+    },
+
+    async resolveConflict(scope, id, resolution: Resolution) {
+      record('resolveConflict', [scope, id, resolution]);
+      await tick();
+      const i = conflicts.findIndex((c) => c.scope === scope && c.id === id);
+      if (i < 0) throw fail('not-found', `There is no conflict for "${id}".`);
+      conflicts.splice(i, 1);
+      const n = notes.get(key(scope, id));
+      const backupsMade: string[] = [];
+      let newId: string | null = null;
+      if (resolution.keep === 'keep_both') newId = `${id}-cloud`;
+      if (n && resolution.keep !== 'keep_local' && resolution.keep !== 'keep_both') {
+        backupsMade.push(backup(n, 'conflict-set-aside'));
+        if (resolution.keep === 'merged') {
+          const m = /^---\n(.*)\n---\n([\s\S]*)$/.exec(resolution.text);
+          n.body = m ? m[2] : resolution.text;
+        }
+        n.updatedAt = Date.now();
+        emit({ kind: 'noteChanged', scope, id });
+      }
+      return { scope, id, newId, backups: backupsMade };
+    },
+
+    async overview(): Promise<Overview> {
+      record('overview', []);
+      await tick();
+      const all = [...notes.values()];
+      const types: (NoteType | 'untyped')[] = ['user', 'feedback', 'project', 'reference', 'domain', 'untyped'];
+      const relevance = Array.from({ length: 10 }, () => 0);
+      for (const n of all) {
+        const r = Math.min(0.999, Math.max(0, (n.importance ?? 0.5) * Math.max(0.3, 1 - (Date.now() - n.updatedAt) / (365 * DAY))));
+        relevance[Math.floor(r * 10)] += 1;
+      }
+      const fallback = seed.hashFallback ?? false;
+      return {
+        totalNotes: all.length,
+        byScope: scopes.map((s) => ({ scope: s.key, label: s.label, count: all.filter((n) => n.scope === s.key).length })),
+        byType: types.map((t) => ({ noteType: t, count: all.filter((n) => (n.noteType ?? 'untyped') === t).length })),
+        byTier: [
+          { tier: 'working', count: 0 },
+          { tier: 'episodic', count: 0 },
+          { tier: 'vault', count: all.length },
+          { tier: 'archive', count: 0 },
+        ],
+        relevance,
+        brokenNotes: all.filter((n) => n.error).length,
+        engine: {
+          embedder: fallback ? 'hash' : 'fastembed',
+          modelId: fallback ? 'hash-384' : 'intfloat/multilingual-e5-small (int8)',
+          fallbackReason: fallback ? 'No embedding model was found in the model folder.' : null,
+          fallbackFix: fallback ? 'Put the e5-small-int8 model folder in the model folder set in Settings, then restart Memoria.' : null,
+          documents: all.length,
+          documentsWithVectors: all.length,
+          pendingEmbeddings: 0,
+          lastVectorUpdateMs: Date.now() - 60_000,
+          modelDir: settings.modelDir,
+          switches: [
+            { name: 'Hybrid recall (BM25 + vectors)', on: true },
+            { name: 'Diversity (MMR)', on: false },
+            { name: 'Sync notes tagged contains-secrets', on: false },
+          ],
+        },
+      };
+    },
+
+    async importFolder(req) {
+      record('importFolder', [req]);
+      if (!req.path.trim()) throw fail('invalid', 'Choose a folder to import.');
+      if (!req.path.startsWith('/') && !/^[A-Za-z]:\\/.test(req.path)) {
+        throw fail('invalid', `"${req.path}" is not a full folder path.`);
+      }
+      const total = 4;
+      for (let done = 0; done <= total; done++) {
+        await tick();
+        emit({ kind: 'indexProgress', task: 'import', done, total, current: done < total ? `${req.path}/note-${done}.md` : null, finished: done === total });
+      }
+      const scope = req.scope ?? 'user';
+      const now = Date.now();
+      for (let i = 0; i < total; i++) {
+        const n: FakeNote = { scope, id: `imported-${i}`, summary: `Imported note ${i + 1}`, noteType: null, tags: ['imported'], body: `From ${req.path}.\n`, createdAt: now, updatedAt: now, trust: 'ingested', importance: 0.5 };
+        notes.set(key(scope, n.id), n);
+        emit({ kind: 'noteAdded', scope, id: n.id });
+      }
+      const report: ImportReport = { scope, files: total, added: total, updated: 0, unchanged: 0, flaggedSecrets: 0, skipped: [] };
+      return report;
+    },
+
+    async getSettings() {
+      record('getSettings', []);
+      await tick();
+      return { ...settings };
+    },
+
+    async setSettings(patch: SettingsPatch) {
+      record('setSettings', [patch]);
+      await tick();
+      settings = { ...settings, ...patch };
+      return { ...settings };
+    },
+
+    async onEvent(handler) {
+      listeners.add(handler);
+      return () => listeners.delete(handler);
+    },
+  };
+  return be;
+}

@@ -1,0 +1,187 @@
+// The only module that knows Tauri. One typed async function per Tauri command; the shell's
+// `#[tauri::command]` functions take the arguments named in each doc comment (Tauri maps the
+// camelCase argument names below to the Rust functions' snake_case parameters) and return the
+// JSON shapes in `types.ts`. Errors arrive as `{code, message}` and are rethrown as
+// `BackendFailure` (which is a `BackendError`).
+
+import { invoke } from '@tauri-apps/api/core';
+import { listen } from '@tauri-apps/api/event';
+import type {
+  Backend,
+  BackendError,
+  BackendEvent,
+  BackupPreview,
+  BackupRow,
+  Conflict,
+  CreateNote,
+  Forgotten,
+  ImportReport,
+  ImportRequest,
+  ListFilter,
+  NoteDetail,
+  NotePatch,
+  NoteRow,
+  Overview,
+  Resolution,
+  Resolved,
+  Restored,
+  ScopeInfo,
+  ScopeKey,
+  SearchHit,
+  SearchQuery,
+  Settings,
+  SettingsPatch,
+  SyncLogin,
+  SyncStatus,
+} from './types';
+
+export type * from './types';
+
+/** The Tauri event channel every backend event arrives on. */
+export const EVENT_CHANNEL = 'memoria://event';
+
+/** A failed command: `code` is one of `BackendError`'s codes. */
+export class BackendFailure extends Error implements BackendError {
+  code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = 'BackendFailure';
+    this.code = code;
+  }
+}
+
+/** Turns whatever a rejected `invoke` carried into a `BackendFailure`. */
+export function toBackendError(e: unknown): BackendFailure {
+  if (e instanceof BackendFailure) return e;
+  if (e && typeof e === 'object' && 'code' in e && 'message' in e) {
+    const o = e as { code: unknown; message: unknown };
+    return new BackendFailure(String(o.code), String(o.message));
+  }
+  if (typeof e === 'string') return new BackendFailure('internal', e);
+  if (e instanceof Error) return new BackendFailure('internal', e.message);
+  return new BackendFailure('internal', String(e));
+}
+
+async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(command, args);
+  } catch (e) {
+    throw toBackendError(e);
+  }
+}
+
+/** `list_scopes()` → `ScopeInfo[]`: user first, then projects, then domains. */
+export const listScopes = (): Promise<ScopeInfo[]> => call('list_scopes');
+
+/** `list_notes({filter: ListFilter})` → `NoteRow[]`, most recently updated first. Broken
+ * notes are included with `error` set. */
+export const listNotes = (filter: ListFilter = {}): Promise<NoteRow[]> =>
+  call('list_notes', { filter });
+
+/** `get_note({scope: string, id: string})` → `NoteDetail`. A broken note resolves (with
+ * `error` and `raw`) rather than failing. */
+export const getNote = (scope: ScopeKey, id: string): Promise<NoteDetail> =>
+  call('get_note', { scope, id });
+
+/** `create_note({note: CreateNote})` → `NoteRow` of the written note. */
+export const createNote = (note: CreateNote): Promise<NoteRow> => call('create_note', { note });
+
+/** `update_note({scope: string, id: string, patch: NotePatch})` → `NoteRow`. */
+export const updateNote = (scope: ScopeKey, id: string, patch: NotePatch): Promise<NoteRow> =>
+  call('update_note', { scope, id, patch });
+
+/** `forget_note({scope: string, id: string})` → `Forgotten`: the note is removed and its
+ * last version backed up. */
+export const forgetNote = (scope: ScopeKey, id: string): Promise<Forgotten> =>
+  call('forget_note', { scope, id });
+
+/** `search_notes({query: SearchQuery})` → `SearchHit[]` (hybrid recall, best first; `explain`
+ * set on each hit when `query.explain` is true). Never records an access. */
+export const searchNotes = (query: SearchQuery): Promise<SearchHit[]> =>
+  call('search_notes', { query });
+
+/** `list_backups({limit: number})` → `BackupRow[]`, newest first (the app asks for 50). */
+export const listBackups = (limit = 50): Promise<BackupRow[]> => call('list_backups', { limit });
+
+/** `preview_backup({backupId: string})` → `BackupPreview`. */
+export const previewBackup = (backupId: string): Promise<BackupPreview> =>
+  call('preview_backup', { backupId });
+
+/** `restore_backup({backupId: string})` → `Restored` (a newer current version is backed up
+ * first). */
+export const restoreBackup = (backupId: string): Promise<Restored> =>
+  call('restore_backup', { backupId });
+
+/** `sync_status()` → `SyncStatus`. */
+export const syncStatus = (): Promise<SyncStatus> => call('sync_status');
+
+/** `sync_login({login: SyncLogin})` → `SyncStatus`. Stores the token in the OS keychain;
+ * signing in turns sync on unless 关闭云同步 is set. */
+export const syncLogin = (login: SyncLogin): Promise<SyncStatus> => call('sync_login', { login });
+
+/** `sync_logout()` → `SyncStatus`. Forgets the token; notes stay. */
+export const syncLogout = (): Promise<SyncStatus> => call('sync_logout');
+
+/** `sync_set_enabled({enabled: boolean, scope: string | null})` → `SyncStatus`. `scope: null`
+ * is the whole 关闭云同步 switch (off cancels requests in flight and blocks automatic and
+ * manual syncs); a scope key turns only that scope on or off. */
+export const syncSetEnabled = (enabled: boolean, scope: ScopeKey | null = null): Promise<SyncStatus> =>
+  call('sync_set_enabled', { enabled, scope });
+
+/** `sync_now()` → `SyncStatus` after the pass (立即同步). Rejects with `sync-off` while cloud
+ * sync is off and `signed-out` when not signed in. */
+export const syncNow = (): Promise<SyncStatus> => call('sync_now');
+
+/** `list_conflicts()` → `Conflict[]`. */
+export const listConflicts = (): Promise<Conflict[]> => call('list_conflicts');
+
+/** `resolve_conflict({scope: string, id: string, resolution: Resolution})` → `Resolved`.
+ * `resolution` is `{keep: "keep_local" | "keep_cloud" | "keep_both"}` or
+ * `{keep: "merged", text: string}`. */
+export const resolveConflict = (scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved> =>
+  call('resolve_conflict', { scope, id, resolution });
+
+/** `overview()` → `Overview`. */
+export const overview = (): Promise<Overview> => call('overview');
+
+/** `import_folder({request: ImportRequest})` → `ImportReport`; emits `indexProgress` events
+ * with `task: "import"` while it runs. */
+export const importFolder = (request: ImportRequest): Promise<ImportReport> =>
+  call('import_folder', { request });
+
+/** `get_settings()` → `Settings`. */
+export const getSettings = (): Promise<Settings> => call('get_settings');
+
+/** `set_settings({patch: SettingsPatch})` → `Settings` (absent fields unchanged). */
+export const setSettings = (patch: SettingsPatch): Promise<Settings> => call('set_settings', { patch });
+
+/** Listens on `memoria://event`; resolves to the function that stops listening. */
+export async function onEvent(handler: (e: BackendEvent) => void): Promise<() => void> {
+  return listen<BackendEvent>(EVENT_CHANNEL, (ev) => handler(ev.payload));
+}
+
+/** The real backend over Tauri. */
+export const tauriBackend: Backend = {
+  listScopes,
+  listNotes,
+  getNote,
+  createNote,
+  updateNote,
+  forgetNote,
+  searchNotes,
+  listBackups,
+  previewBackup,
+  restoreBackup,
+  syncStatus,
+  syncLogin,
+  syncLogout,
+  syncSetEnabled,
+  syncNow,
+  listConflicts,
+  resolveConflict,
+  overview,
+  importFolder,
+  getSettings,
+  setSettings,
+  onEvent,
+};

@@ -1,0 +1,370 @@
+// The contract between the web UI and the desktop shell: every value a Tauri command returns or
+// an event carries, as JSON (camelCase keys, `null` for an absent value, times in ms since the
+// Unix epoch). The shell serializes its Rust structs to exactly these shapes.
+
+/** A note scope key: `user`, `project:<id>` (or `project:<id>@<tag>`), `domain:<type>`. */
+export type ScopeKey = string;
+
+export type NoteType = 'user' | 'feedback' | 'project' | 'reference' | 'domain';
+export const NOTE_TYPES: readonly NoteType[] = ['user', 'feedback', 'project', 'reference', 'domain'];
+
+/** Trust can only be lowered: owner > derived > peer > ingested > quarantined. */
+export type Trust = 'owner' | 'derived' | 'peer' | 'ingested' | 'quarantined';
+
+/** The error every command rejects with. */
+export interface BackendError {
+  /** `not-found`, `invalid`, `secret`, `broken-note`, `limit`, `sync-off`, `signed-out`,
+   * `conflict`, `busy` or `internal`. The UI branches only on these; `message` is for people. */
+  code: string;
+  message: string;
+}
+
+/** One scope as the notes list groups it. */
+export interface ScopeInfo {
+  key: ScopeKey;
+  kind: 'user' | 'project' | 'domain';
+  /** A person's name for it: `User`, the project folder's name, the domain type. */
+  label: string;
+  /** The project folder, for project scopes. */
+  root: string | null;
+  count: number;
+}
+
+/** A row of the notes list (also what create/update return). */
+export interface NoteRow {
+  scope: ScopeKey;
+  id: string;
+  summary: string;
+  noteType: NoteType | null;
+  tags: string[];
+  updatedAt: number | null;
+  /** Set when the note's file does not parse; the row then shows the error, never hides. */
+  error: string | null;
+}
+
+/** An open note. */
+export interface NoteDetail extends NoteRow {
+  body: string;
+  /** The file's text exactly as on disk (shown for a note whose file has a parse error). */
+  raw: string;
+  /** The note file's absolute path. */
+  path: string;
+  createdAt: number | null;
+  trust: Trust | null;
+  /** 0..1 */
+  importance: number | null;
+  /** Ids this note links to with `[[id]]`, in order of appearance (missing notes included). */
+  links: string[];
+  /** Notes that link to this one. */
+  backlinks: { scope: ScopeKey; id: string; summary: string }[];
+}
+
+export interface ListFilter {
+  /** Only these scopes; empty or absent = every scope. */
+  scopes?: ScopeKey[];
+  noteType?: NoteType | null;
+  tag?: string | null;
+}
+
+export interface CreateNote {
+  summary: string;
+  body: string;
+  noteType: NoteType | null;
+  tags: string[];
+  /** Absent: the engine's default for the type (only `user` notes go to user scope). */
+  scope?: ScopeKey | null;
+}
+
+/** Changes to a note; an absent field stays as it is. */
+export interface NotePatch {
+  summary?: string;
+  body?: string;
+  noteType?: NoteType | null;
+  tags?: string[];
+  importance?: number | null;
+}
+
+export interface Forgotten {
+  scope: ScopeKey;
+  id: string;
+  /** The backup holding the forgotten version (Backups can restore it). */
+  backupId: string;
+}
+
+/** The parts of a search result's score. */
+export interface Explain {
+  bm25Rank: number | null;
+  bm25Score: number | null;
+  vectorRank: number | null;
+  cosine: number | null;
+  /** The fused relevance before decay/trust/importance. */
+  fused: number;
+  /** Share of the query's words found in the notes' vocabulary. */
+  coverage: number | null;
+  /** The vector side's weight in score fusion for this query. */
+  vectorWeight: number | null;
+  decay: number;
+  trust: number;
+  importance: number;
+  access: number;
+}
+
+export interface SearchHit {
+  scope: ScopeKey;
+  id: string;
+  summary: string;
+  noteType: NoteType | null;
+  score: number;
+  /** A short piece of the body around the match, plain text. */
+  snippet: string | null;
+  explain: Explain | null;
+}
+
+export interface SearchQuery {
+  query: string;
+  /** Default 20. */
+  limit?: number;
+  scopes?: ScopeKey[];
+  /** Ask for `explain` on every hit. */
+  explain?: boolean;
+}
+
+export type BackupReason =
+  | 'forget'
+  | 'import-replace'
+  | 'restore-over'
+  | 'agent-update'
+  | 'sync-download'
+  | 'conflict-set-aside'
+  | 'merge';
+
+export interface BackupRow {
+  backupId: string;
+  scope: ScopeKey;
+  noteId: string;
+  reason: BackupReason;
+  createdAt: number;
+  /** The note's summary in the backup, when it parses. */
+  summary: string | null;
+}
+
+export interface BackupPreview {
+  backup: BackupRow;
+  /** The backed-up note file. */
+  backupText: string;
+  /** The note's current file, `null` when the note no longer exists. */
+  currentText: string | null;
+}
+
+export interface Restored {
+  scope: ScopeKey;
+  id: string;
+  path: string;
+  /** The backup of the version the restore replaced, if it replaced one. */
+  replacedBackup: string | null;
+  /** The backup equals the current version: nothing was written. */
+  unchanged: boolean;
+}
+
+export interface Quotas {
+  liveNotesPerScope: number;
+  changesPerCommit: number;
+  bodyBytes: number;
+  responseBodyBytes: number;
+  tombstoneDays: number;
+}
+
+export interface DownloadCounts {
+  added: number;
+  changed: number;
+  deleted: number;
+}
+
+export interface ScopeSync {
+  scope: ScopeKey;
+  label: string;
+  enabled: boolean;
+  lastSyncedMs: number | null;
+  /** The last pass's error, naming the scope; cleared by a successful pass. */
+  lastError: string | null;
+  lastDownload: DownloadCounts;
+  quotas: Quotas | null;
+  /** Live notes in this scope (against `quotas.liveNotesPerScope`). */
+  liveNotes: number;
+  heldBack: string[];
+}
+
+export interface SyncStatus {
+  signedIn: boolean;
+  /** The server URL, when one is set. */
+  server: string | null;
+  /** The account id the server reported. */
+  userId: string | null;
+  /** False while 关闭云同步 (cloud sync off) is set: no automatic or manual request runs. */
+  enabled: boolean;
+  /** A pass is running now. */
+  running: boolean;
+  /** The older of the scopes' last syncs. */
+  lastSyncedMs: number | null;
+  /** Rate-limited by the server until this time. */
+  pausedUntilMs: number | null;
+  scopes: ScopeSync[];
+}
+
+export interface SyncLogin {
+  server: string;
+  token: string;
+}
+
+export type ConflictKind = 'no-base' | 'summary' | 'type' | 'body' | 'too-large';
+
+export interface Conflict {
+  scope: ScopeKey;
+  id: string;
+  /** `merge` (with `kinds`) or `vanished-while-edited`. */
+  reason: 'merge' | 'vanished-while-edited';
+  kinds: ConflictKind[];
+  foundAtMs: number;
+  /** The last synced note file, when there is one. */
+  base: string | null;
+  /** This machine's note file (`null`: deleted here). */
+  local: string | null;
+  /** The cloud's note file (`null`: deleted in the cloud). */
+  cloud: string | null;
+}
+
+/** How to resolve a conflict. `merged` carries the hand-merged note file (or just its body). */
+export type Resolution =
+  | { keep: 'keep_local' }
+  | { keep: 'keep_cloud' }
+  | { keep: 'keep_both' }
+  | { keep: 'merged'; text: string };
+
+export interface Resolved {
+  scope: ScopeKey;
+  id: string;
+  /** The new note holding the cloud's version (keep both). */
+  newId: string | null;
+  /** Backups of what was set aside. */
+  backups: string[];
+}
+
+export type Tier = 'working' | 'episodic' | 'vault' | 'archive';
+
+export interface EngineCard {
+  /** `fastembed` (the model) or `hash` (the deterministic fallback). */
+  embedder: string;
+  modelId: string;
+  /** Why recall runs on the hash fallback; `null` when the model is in use. */
+  fallbackReason: string | null;
+  /** What a person does to get the model back (a plain sentence). */
+  fallbackFix: string | null;
+  documents: number;
+  documentsWithVectors: number;
+  pendingEmbeddings: number;
+  lastVectorUpdateMs: number | null;
+  modelDir: string | null;
+  /** Engine switches, as shown: e.g. `{name: "Include secrets in sync", on: false}`. */
+  switches: { name: string; on: boolean }[];
+}
+
+export interface Overview {
+  totalNotes: number;
+  byScope: { scope: ScopeKey; label: string; count: number }[];
+  /** Includes `untyped` for notes without a type. */
+  byType: { noteType: NoteType | 'untyped'; count: number }[];
+  byTier: { tier: Tier; count: number }[];
+  /** Counts of notes per relevance bucket; `buckets[i]` covers `[i/n, (i+1)/n)` of 0..1. */
+  relevance: number[];
+  brokenNotes: number;
+  engine: EngineCard;
+}
+
+export interface ImportRequest {
+  /** A folder: an Obsidian vault, an OpenClaw export, any folder of Markdown files. */
+  path: string;
+  scope?: ScopeKey | null;
+}
+
+export interface ImportReport {
+  scope: ScopeKey;
+  files: number;
+  added: number;
+  updated: number;
+  unchanged: number;
+  flaggedSecrets: number;
+  skipped: { path: string; reason: string }[];
+}
+
+export type Language = 'en' | 'zh' | 'es';
+export type ThemeChoice = 'system' | 'light' | 'dark';
+
+export interface Settings {
+  /** `null` follows the system locale. */
+  language: Language | null;
+  theme: ThemeChoice;
+  syncServer: string | null;
+  modelDir: string | null;
+  /** MEMORIA_HOME, read-only. */
+  home: string;
+}
+
+export type SettingsPatch = Partial<Omit<Settings, 'home'>>;
+
+/** The payload of the single Tauri event channel `memoria://event`. */
+export type BackendEvent =
+  | { kind: 'noteAdded'; scope: ScopeKey; id: string }
+  | { kind: 'noteChanged'; scope: ScopeKey; id: string }
+  | { kind: 'noteRemoved'; scope: ScopeKey; id: string }
+  | {
+      kind: 'indexProgress';
+      /** `import`, `scan` or `embed`. */
+      task: string;
+      done: number;
+      total: number;
+      /** The file or note being worked on. */
+      current: string | null;
+      finished: boolean;
+    }
+  | { kind: 'modelLoaded'; embedder: string; modelId: string }
+  | { kind: 'syncStarted'; scope: ScopeKey }
+  | {
+      kind: 'syncFinished';
+      scope: ScopeKey;
+      ok: boolean;
+      error: string | null;
+      download: DownloadCounts;
+      uploaded: number;
+      newConflicts: string[];
+    }
+  | { kind: 'conflictAppeared'; scope: ScopeKey; id: string }
+  | { kind: 'error'; code: string; message: string };
+
+export type EventKind = BackendEvent['kind'];
+
+/** What the UI calls. `index.ts` implements it over Tauri, `fake.ts` in memory. */
+export interface Backend {
+  listScopes(): Promise<ScopeInfo[]>;
+  listNotes(filter?: ListFilter): Promise<NoteRow[]>;
+  getNote(scope: ScopeKey, id: string): Promise<NoteDetail>;
+  createNote(note: CreateNote): Promise<NoteRow>;
+  updateNote(scope: ScopeKey, id: string, patch: NotePatch): Promise<NoteRow>;
+  forgetNote(scope: ScopeKey, id: string): Promise<Forgotten>;
+  searchNotes(q: SearchQuery): Promise<SearchHit[]>;
+  listBackups(limit?: number): Promise<BackupRow[]>;
+  previewBackup(backupId: string): Promise<BackupPreview>;
+  restoreBackup(backupId: string): Promise<Restored>;
+  syncStatus(): Promise<SyncStatus>;
+  syncLogin(login: SyncLogin): Promise<SyncStatus>;
+  syncLogout(): Promise<SyncStatus>;
+  syncSetEnabled(enabled: boolean, scope?: ScopeKey | null): Promise<SyncStatus>;
+  syncNow(): Promise<SyncStatus>;
+  listConflicts(): Promise<Conflict[]>;
+  resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
+  overview(): Promise<Overview>;
+  importFolder(req: ImportRequest): Promise<ImportReport>;
+  getSettings(): Promise<Settings>;
+  setSettings(patch: SettingsPatch): Promise<Settings>;
+  /** Subscribes to `memoria://event`; resolves to the unsubscribe function. */
+  onEvent(handler: (e: BackendEvent) => void): Promise<() => void>;
+}

@@ -1,0 +1,71 @@
+// The state the shell shares with the pages: the current page, the conflict badge, toasts and
+// the keyboard commands a page registers.
+
+import { getContext, setContext } from 'svelte';
+
+export type Page = 'notes' | 'conflicts' | 'sync' | 'backups' | 'overview' | 'import' | 'settings';
+
+export interface Toast {
+  id: number;
+  text: string;
+  kind: 'info' | 'error';
+}
+
+export class AppState {
+  page = $state<Page>('notes');
+  conflictCount = $state(0);
+  toasts = $state<Toast[]>([]);
+  /** Set by Ctrl/Cmd+K; the notes page focuses its search box and clears it. */
+  wantSearch = $state(false);
+  /** Set by Ctrl/Cmd+N; the notes page opens a new note and clears it. */
+  wantNewNote = $state(false);
+  /** The open editor's save, for Ctrl/Cmd+S. */
+  save: (() => void) | null = null;
+  /** Closers for whatever Esc should close, innermost last. */
+  private closers: (() => void)[] = [];
+  private seq = 0;
+
+  toast(text: string, kind: Toast['kind'] = 'info'): void {
+    const id = ++this.seq;
+    this.toasts = [...this.toasts, { id, text, kind }];
+    setTimeout(() => this.dismiss(id), kind === 'error' ? 8000 : 4000);
+  }
+
+  dismiss(id: number): void {
+    this.toasts = this.toasts.filter((x) => x.id !== id);
+  }
+
+  /** Registers something Esc closes; returns the unregister function. */
+  onEscape(close: () => void): () => void {
+    this.closers.push(close);
+    return () => {
+      this.closers = this.closers.filter((c) => c !== close);
+    };
+  }
+
+  /** Closes the innermost open thing; false when nothing was open. */
+  escape(): boolean {
+    const close = this.closers.pop();
+    if (!close) return false;
+    close();
+    return true;
+  }
+}
+
+const KEY = Symbol('memoria.app');
+
+export function provideApp(app: AppState): void {
+  setContext(KEY, app);
+}
+
+export function useApp(): AppState {
+  const a = getContext<AppState | undefined>(KEY);
+  if (!a) throw new Error('no app state in context');
+  return a;
+}
+
+/** The message of anything a backend call threw. */
+export function messageOf(e: unknown): string {
+  if (e && typeof e === 'object' && 'message' in e) return String((e as { message: unknown }).message);
+  return String(e);
+}
