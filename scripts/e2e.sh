@@ -6,6 +6,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/memoria/target}
 "$repo/scripts/install-desktop-deps.sh"
-(cd "$repo" && cargo build --locked -p memoria-engine -p memoria-sync-server --bins)
+# The workspace build, with the features the workspace tests build: a no-op after them.
+(cd "$repo" && cargo build --workspace --locked --bins)
 "$repo/scripts/tauri.sh" build --debug --no-bundle
 xvfb-run -a -s "-screen 0 1280x800x24" bash "$repo/tests/e2e/run.sh" "$@"

@@ -135,7 +135,7 @@ pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
 
 #[tauri::command]
 pub async fn overview(shell: State<'_, Shell>) -> Result<Overview, UiError> {
-    shell.call(|e| build(e)).await
+    shell.call(build).await
 }
 
 #[cfg(test)]

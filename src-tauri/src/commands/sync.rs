@@ -189,7 +189,7 @@ pub async fn sync_set_enabled(
 
 #[tauri::command]
 pub async fn sync_now(shell: State<'_, Shell>) -> Result<SyncStatus, UiError> {
-    shell.call(|e| now(e)).await
+    shell.call(now).await
 }
 
 #[cfg(test)]
