@@ -9,7 +9,7 @@ const bodyView = () => EditorView.findFromDOM(screen.getByTestId('note-body'))!;
 
 describe('Notes page', () => {
   it('lists notes and filters them by scope, type and tag', async () => {
-    const { user } = await renderApp();
+    await renderApp();
     await waitFor(() => expect(items()).toHaveLength(8));
     expect(screen.getByText('Pricing cards use fills, not borders')).toBeInTheDocument();
 

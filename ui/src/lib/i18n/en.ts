@@ -238,6 +238,7 @@ export const en = {
   'time.justNow': 'just now',
   'time.minutes': '{n} min ago',
   'time.hours': '{n} h ago',
+  'time.day': '1 day ago',
   'time.days': '{n} days ago',
 };
 

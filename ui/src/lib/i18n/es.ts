@@ -238,5 +238,6 @@ export const es: Dict = {
   'time.justNow': 'ahora mismo',
   'time.minutes': 'hace {n} min',
   'time.hours': 'hace {n} h',
+  'time.day': 'hace 1 día',
   'time.days': 'hace {n} días',
 };

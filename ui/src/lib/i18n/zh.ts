@@ -238,5 +238,6 @@ export const zh: Dict = {
   'time.justNow': '刚刚',
   'time.minutes': '{n} 分钟前',
   'time.hours': '{n} 小时前',
+  'time.day': '1 天前',
   'time.days': '{n} 天前',
 };
