@@ -85,6 +85,7 @@ export const en = {
   'editor.tagsPlaceholder': 'design, web',
   'editor.tagsHint': 'Separate tags with commas',
   'editor.body': 'Note text (Markdown)',
+  'editor.bodyPlaceholder': 'Write in Markdown. Type [[ to link another note.',
   'editor.scope': 'Save in',
   'editor.scopeDefault': 'Default for the type',
   'editor.save': 'Save',

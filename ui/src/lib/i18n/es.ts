@@ -85,6 +85,7 @@ export const es: Dict = {
   'editor.tagsPlaceholder': 'diseño, web',
   'editor.tagsHint': 'Separa las etiquetas con comas',
   'editor.body': 'Texto de la nota (Markdown)',
+  'editor.bodyPlaceholder': 'Escribe en Markdown. Escribe [[ para enlazar otra nota.',
   'editor.scope': 'Guardar en',
   'editor.scopeDefault': 'Según el tipo',
   'editor.save': 'Guardar',

@@ -61,4 +61,9 @@ export function dateTime(ms: number): string {
   return new Date(ms).toLocaleString(tag, { dateStyle: 'medium', timeStyle: 'short' });
 }
 
+/** A scope's name as shown: the user scope in the UI language, others by their own label. */
+export function scopeName(key: string, label: string): string {
+  return key === 'user' ? t('scope.user') : label;
+}
+
 export type { MessageKey };

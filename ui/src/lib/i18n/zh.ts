@@ -85,6 +85,7 @@ export const zh: Dict = {
   'editor.tagsPlaceholder': '设计, 网页',
   'editor.tagsHint': '用逗号分隔标签',
   'editor.body': '笔记正文 (Markdown)',
+  'editor.bodyPlaceholder': '用 Markdown 书写。输入 [[ 链接另一条笔记。',
   'editor.scope': '保存到',
   'editor.scopeDefault': '按类型默认',
   'editor.save': '保存',
