@@ -60,6 +60,7 @@ export const en = {
   'search.placeholder': 'Search notes…  (Ctrl/⌘ K)',
   'search.results': '{n} results',
   'search.none': 'Nothing found for “{q}”.',
+  'search.vectorShort': 'vectors',
   'search.why': 'Why this result?',
   'search.hideWhy': 'Hide explanation',
   'search.clear': 'Clear search',

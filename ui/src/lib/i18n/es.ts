@@ -60,6 +60,7 @@ export const es: Dict = {
   'search.placeholder': 'Buscar notas…  (Ctrl/⌘ K)',
   'search.results': '{n} resultados',
   'search.none': 'No se encontró nada para «{q}».',
+  'search.vectorShort': 'vectores',
   'search.why': '¿Por qué este resultado?',
   'search.hideWhy': 'Ocultar explicación',
   'search.clear': 'Borrar búsqueda',

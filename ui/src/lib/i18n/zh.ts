@@ -60,6 +60,7 @@ export const zh: Dict = {
   'search.placeholder': '搜索笔记…  (Ctrl/⌘ K)',
   'search.results': '{n} 条结果',
   'search.none': '没有找到“{q}”。',
+  'search.vectorShort': '向量',
   'search.why': '为什么是这条？',
   'search.hideWhy': '隐藏说明',
   'search.clear': '清除搜索',
