@@ -8,7 +8,10 @@ import type { Backend } from './lib/backend/types';
 // Inside the Tauri window the real backend; in a plain browser (`npm run dev:fake`, `?fake`,
 // or no Tauri at all) the in-memory fake with demo data.
 const inTauri = '__TAURI_INTERNALS__' in window;
-const fake = import.meta.env.VITE_FAKE === '1' || new URLSearchParams(location.search).has('fake') || !inTauri;
-const backend: Backend = fake ? demoBackend() : tauriBackend;
+const params = new URLSearchParams(location.search);
+const fake = import.meta.env.VITE_FAKE === '1' || params.has('fake') || !inTauri;
+// `?fake&lang=zh` starts the demo in that language, as a saved setting would.
+const lang = params.get('lang');
+const backend: Backend = fake ? demoBackend({ language: lang === 'zh' || lang === 'es' || lang === 'en' ? lang : null }) : tauriBackend;
 
 export default mount(App, { target: document.getElementById("app")!, props: { backend } });

@@ -9,7 +9,7 @@ const bodyView = () => EditorView.findFromDOM(screen.getByTestId('note-body'))!;
 
 describe('Notes page', () => {
   it('lists notes and filters them by scope, type and tag', async () => {
-    const { user } = await renderApp();
+    await renderApp();
     await waitFor(() => expect(items()).toHaveLength(8));
     expect(screen.getByText('Pricing cards use fills, not borders')).toBeInTheDocument();
 
@@ -49,6 +49,7 @@ describe('Notes page', () => {
     const last = callsOf(be, 'searchNotes').at(-1)![0] as { query: string; explain: boolean };
     expect(last).toMatchObject({ query: 'pricing', explain: true });
     expect(screen.queryByTestId('search-explain')).toBeNull();
+    expect(screen.getAllByTestId('search-ranks')[0]).toHaveTextContent(/BM25 #1 · vectors #\d+/);
 
     const first = screen.getAllByTestId('search-result')[0];
     await user.click(within(first).getByRole('button', { name: 'Why this result?' }));
@@ -111,7 +112,8 @@ describe('Notes page', () => {
     await user.click(screen.getByText('No deploys on Friday afternoons'));
     await screen.findByTestId('note-summary');
     await user.click(screen.getByTestId('note-forget'));
-    const dialog = screen.getByTestId('forget-dialog');
+    const dialog = screen.getByRole('dialog', { name: 'Forget this note?' });
+    expect(dialog).toBe(screen.getByTestId('forget-dialog'));
     expect(dialog).toHaveTextContent('A backup is kept');
     expect(dialog).toHaveTextContent('Backups');
 

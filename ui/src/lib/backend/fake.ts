@@ -54,6 +54,8 @@ export interface FakeSeed {
   /** Recall on the hash fallback (the engine card's warning). */
   hashFallback?: boolean;
   settings?: Partial<Settings>;
+  /** Earlier versions already in the backups, newest last. */
+  backups?: { note: FakeNote; reason: BackupReason }[];
 }
 
 /** Every call the fake received, for tests that check what a page asked for. */
@@ -164,13 +166,17 @@ export function demoConflicts(now = Date.now()): Conflict[] {
 }
 
 /** A fake with the demo data (the browser dev mode). */
-export function demoBackend(): FakeBackend {
+export function demoBackend(settings: Partial<Settings> = {}): FakeBackend {
   return createFakeBackend({
+    settings,
     scopes: DEMO_SCOPES,
     notes: demoNotes(),
     conflicts: demoConflicts(),
     signedIn: true,
     syncEnabled: true,
+    backups: demoNotes()
+      .filter((n) => n.id === 'prefers-short-answers-1a2')
+      .map((n) => ({ note: { ...n, body: 'Answer with the code first.\n' }, reason: 'agent-update' as const })),
   });
 }
 
@@ -249,6 +255,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     });
     return backupId;
   };
+  for (const b of seed.backups ?? []) backup(b.note, b.reason);
   const guardSecret = (text: string) => {
     if (/AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|password\s*[:=]\s*\S+/i.test(text)) {
       throw fail('secret', 'This looks like a credential (an API key, a private key, a token or a password), so it was not saved.');

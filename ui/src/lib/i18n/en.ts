@@ -60,6 +60,7 @@ export const en = {
   'search.placeholder': 'Search notes…  (Ctrl/⌘ K)',
   'search.results': '{n} results',
   'search.none': 'Nothing found for “{q}”.',
+  'search.vectorShort': 'vectors',
   'search.why': 'Why this result?',
   'search.hideWhy': 'Hide explanation',
   'search.clear': 'Clear search',
@@ -85,6 +86,7 @@ export const en = {
   'editor.tagsPlaceholder': 'design, web',
   'editor.tagsHint': 'Separate tags with commas',
   'editor.body': 'Note text (Markdown)',
+  'editor.bodyPlaceholder': 'Write in Markdown. Type [[ to link another note.',
   'editor.scope': 'Save in',
   'editor.scopeDefault': 'Default for the type',
   'editor.save': 'Save',
@@ -238,6 +240,7 @@ export const en = {
   'time.justNow': 'just now',
   'time.minutes': '{n} min ago',
   'time.hours': '{n} h ago',
+  'time.day': '1 day ago',
   'time.days': '{n} days ago',
 };
 

@@ -60,6 +60,7 @@ export const es: Dict = {
   'search.placeholder': 'Buscar notas…  (Ctrl/⌘ K)',
   'search.results': '{n} resultados',
   'search.none': 'No se encontró nada para «{q}».',
+  'search.vectorShort': 'vectores',
   'search.why': '¿Por qué este resultado?',
   'search.hideWhy': 'Ocultar explicación',
   'search.clear': 'Borrar búsqueda',
@@ -85,6 +86,7 @@ export const es: Dict = {
   'editor.tagsPlaceholder': 'diseño, web',
   'editor.tagsHint': 'Separa las etiquetas con comas',
   'editor.body': 'Texto de la nota (Markdown)',
+  'editor.bodyPlaceholder': 'Escribe en Markdown. Escribe [[ para enlazar otra nota.',
   'editor.scope': 'Guardar en',
   'editor.scopeDefault': 'Según el tipo',
   'editor.save': 'Guardar',
@@ -238,5 +240,6 @@ export const es: Dict = {
   'time.justNow': 'ahora mismo',
   'time.minutes': 'hace {n} min',
   'time.hours': 'hace {n} h',
+  'time.day': 'hace 1 día',
   'time.days': 'hace {n} días',
 };

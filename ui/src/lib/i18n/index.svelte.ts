@@ -49,6 +49,7 @@ export function ago(ms: number | null | undefined, now = Date.now()): string {
   if (s < 60) return t('time.justNow');
   if (s < 3600) return t('time.minutes', { n: Math.floor(s / 60) });
   if (s < 86400) return t('time.hours', { n: Math.floor(s / 3600) });
+  if (s < 2 * 86400) return t('time.day');
   if (s < 30 * 86400) return t('time.days', { n: Math.floor(s / 86400) });
   return dateTime(ms);
 }
@@ -58,6 +59,11 @@ export function dateTime(ms: number): string {
   // A one-off value formatted at once, never kept or mutated.
   // eslint-disable-next-line svelte/prefer-svelte-reactivity
   return new Date(ms).toLocaleString(tag, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+/** A scope's name as shown: the user scope in the UI language, others by their own label. */
+export function scopeName(key: string, label: string): string {
+  return key === 'user' ? t('scope.user') : label;
 }
 
 export type { MessageKey };

@@ -60,6 +60,7 @@ export const zh: Dict = {
   'search.placeholder': '搜索笔记…  (Ctrl/⌘ K)',
   'search.results': '{n} 条结果',
   'search.none': '没有找到“{q}”。',
+  'search.vectorShort': '向量',
   'search.why': '为什么是这条？',
   'search.hideWhy': '隐藏说明',
   'search.clear': '清除搜索',
@@ -85,6 +86,7 @@ export const zh: Dict = {
   'editor.tagsPlaceholder': '设计, 网页',
   'editor.tagsHint': '用逗号分隔标签',
   'editor.body': '笔记正文 (Markdown)',
+  'editor.bodyPlaceholder': '用 Markdown 书写。输入 [[ 链接另一条笔记。',
   'editor.scope': '保存到',
   'editor.scopeDefault': '按类型默认',
   'editor.save': '保存',
@@ -238,5 +240,6 @@ export const zh: Dict = {
   'time.justNow': '刚刚',
   'time.minutes': '{n} 分钟前',
   'time.hours': '{n} 小时前',
+  'time.day': '1 天前',
   'time.days': '{n} 天前',
 };

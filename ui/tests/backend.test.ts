@@ -1,0 +1,84 @@
+// The Tauri backend module: each function invokes its snake_case command with camelCase
+// arguments, errors become BackendFailure, events arrive from `memoria://event`.
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+
+const invoke = vi.fn();
+const listen = vi.fn();
+vi.mock('@tauri-apps/api/core', () => ({ invoke: (...a: unknown[]) => invoke(...a) }));
+vi.mock('@tauri-apps/api/event', () => ({ listen: (...a: unknown[]) => listen(...a) }));
+
+const be = await import('../src/lib/backend/index');
+
+describe('backend module', () => {
+  beforeEach(() => {
+    invoke.mockReset();
+    invoke.mockResolvedValue('ok');
+    listen.mockReset();
+  });
+
+  const cases: [string, () => Promise<unknown>, string, Record<string, unknown> | undefined][] = [
+    ['listScopes', () => be.listScopes(), 'list_scopes', undefined],
+    ['listNotes', () => be.listNotes({ scopes: ['user'], noteType: 'user', tag: 'x' }), 'list_notes', { filter: { scopes: ['user'], noteType: 'user', tag: 'x' } }],
+    ['listNotes default', () => be.listNotes(), 'list_notes', { filter: {} }],
+    ['getNote', () => be.getNote('user', 'a-1'), 'get_note', { scope: 'user', id: 'a-1' }],
+    ['createNote', () => be.createNote({ summary: 's', body: 'b', noteType: null, tags: ['t'] }), 'create_note', { note: { summary: 's', body: 'b', noteType: null, tags: ['t'] } }],
+    ['updateNote', () => be.updateNote('user', 'a-1', { summary: 's2' }), 'update_note', { scope: 'user', id: 'a-1', patch: { summary: 's2' } }],
+    ['forgetNote', () => be.forgetNote('project:p', 'a-1'), 'forget_note', { scope: 'project:p', id: 'a-1' }],
+    ['searchNotes', () => be.searchNotes({ query: 'q', explain: true }), 'search_notes', { query: { query: 'q', explain: true } }],
+    ['listBackups', () => be.listBackups(), 'list_backups', { limit: 50 }],
+    ['previewBackup', () => be.previewBackup('b1'), 'preview_backup', { backupId: 'b1' }],
+    ['restoreBackup', () => be.restoreBackup('b1'), 'restore_backup', { backupId: 'b1' }],
+    ['syncStatus', () => be.syncStatus(), 'sync_status', undefined],
+    ['syncLogin', () => be.syncLogin({ server: 'https://s', token: 't' }), 'sync_login', { login: { server: 'https://s', token: 't' } }],
+    ['syncLogout', () => be.syncLogout(), 'sync_logout', undefined],
+    ['syncSetEnabled all', () => be.syncSetEnabled(false), 'sync_set_enabled', { enabled: false, scope: null }],
+    ['syncSetEnabled scope', () => be.syncSetEnabled(true, 'user'), 'sync_set_enabled', { enabled: true, scope: 'user' }],
+    ['syncNow', () => be.syncNow(), 'sync_now', undefined],
+    ['listConflicts', () => be.listConflicts(), 'list_conflicts', undefined],
+    ['resolveConflict keep', () => be.resolveConflict('user', 'a-1', { keep: 'keep_both' }), 'resolve_conflict', { scope: 'user', id: 'a-1', resolution: { keep: 'keep_both' } }],
+    ['resolveConflict merged', () => be.resolveConflict('user', 'a-1', { keep: 'merged', text: 'x' }), 'resolve_conflict', { scope: 'user', id: 'a-1', resolution: { keep: 'merged', text: 'x' } }],
+    ['overview', () => be.overview(), 'overview', undefined],
+    ['importFolder', () => be.importFolder({ path: '/v', scope: null }), 'import_folder', { request: { path: '/v', scope: null } }],
+    ['getSettings', () => be.getSettings(), 'get_settings', undefined],
+    ['setSettings', () => be.setSettings({ theme: 'dark' }), 'set_settings', { patch: { theme: 'dark' } }],
+  ];
+
+  for (const [name, run, command, args] of cases) {
+    it(`${name} invokes ${command}`, async () => {
+      await expect(run()).resolves.toBe('ok');
+      expect(invoke).toHaveBeenCalledTimes(1);
+      expect(invoke).toHaveBeenCalledWith(command, args);
+    });
+  }
+
+  it('the Tauri backend object covers every command function', () => {
+    expect(Object.keys(be.tauriBackend).sort()).toEqual(
+      [...new Set(cases.map(([n]) => n.split(' ')[0])), 'onEvent'].sort(),
+    );
+  });
+
+  it('turns {code, message} rejections into BackendFailure', async () => {
+    invoke.mockRejectedValueOnce({ code: 'secret', message: 'looks like a key' });
+    const err = await be.createNote({ summary: 's', body: 'AKIA', noteType: null, tags: [] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(be.BackendFailure);
+    expect(err).toMatchObject({ code: 'secret', message: 'looks like a key' });
+  });
+
+  it('turns a bare string rejection (an unknown command) into an internal BackendFailure', async () => {
+    invoke.mockRejectedValueOnce('command get_note not found');
+    await expect(be.getNote('user', 'x')).rejects.toMatchObject({ code: 'internal', message: 'command get_note not found' });
+  });
+
+  it('listens on memoria://event and hands over the payload', async () => {
+    const unlisten = vi.fn();
+    listen.mockResolvedValue(unlisten);
+    const got: unknown[] = [];
+    const off = await be.onEvent((e) => got.push(e));
+    expect(listen).toHaveBeenCalledWith('memoria://event', expect.any(Function));
+    const cb = listen.mock.calls[0][1] as (ev: { payload: unknown }) => void;
+    cb({ payload: { kind: 'noteAdded', scope: 'user', id: 'n1' } });
+    expect(got).toEqual([{ kind: 'noteAdded', scope: 'user', id: 'n1' }]);
+    off();
+    expect(unlisten).toHaveBeenCalled();
+  });
+});

@@ -1,0 +1,27 @@
+import { screen, within } from '@testing-library/svelte';
+import { describe, expect, it } from 'vitest';
+import { demoSeed, goTo, renderApp } from './helpers';
+
+describe('Overview page', () => {
+  it('shows counts, the relevance chart and the engine card', async () => {
+    const { user } = await renderApp();
+    await goTo(user, 'overview');
+    const card = await screen.findByTestId('engine-card');
+    expect(card).toHaveAttribute('data-embedder', 'fastembed');
+    expect(card).toHaveTextContent('8 of 8');
+    expect(within(card).queryByTestId('engine-fallback')).toBeNull();
+    const chart = screen.getByTestId('relevance-chart');
+    expect(chart.querySelectorAll('rect')).toHaveLength(10);
+    expect(screen.getByText('By scope')).toBeInTheDocument();
+    expect(screen.getByText('Vault notes')).toBeInTheDocument();
+  });
+
+  it('warns plainly, with the fix, when recall runs on the hash fallback', async () => {
+    const { user } = await renderApp(demoSeed({ hashFallback: true }));
+    await goTo(user, 'overview');
+    const warn = await screen.findByTestId('engine-fallback');
+    expect(warn).toHaveTextContent('Recall is not using the embedding model');
+    expect(warn).toHaveTextContent('How to fix it:');
+    expect(warn).toHaveTextContent('model folder');
+  });
+});

@@ -1,0 +1,47 @@
+import { screen, waitFor } from '@testing-library/svelte';
+import { describe, expect, it } from 'vitest';
+import { callsOf, choose, goTo, renderApp } from './helpers';
+
+describe('Settings page', () => {
+  it('pins the theme and saves the sync server and model folder', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'settings');
+    await choose(await screen.findByTestId('settings-theme'), 'dark');
+    expect(document.documentElement.dataset.theme).toBe('dark');
+    await choose(screen.getByTestId('settings-theme'), 'system');
+    expect(document.documentElement.dataset.theme).toBeUndefined();
+
+    const model = screen.getByLabelText('Model folder');
+    await user.clear(model);
+    await user.type(model, '/opt/models/e5');
+    await user.click(screen.getByTestId('settings-save'));
+    await waitFor(() => expect(callsOf(be, 'setSettings').at(-1)).toEqual([{ syncServer: 'https://sync.example.org', modelDir: '/opt/models/e5' }]));
+    expect(await screen.findByText('Settings saved.')).toBeInTheDocument();
+  });
+});
+
+describe('keyboard', () => {
+  it('moves through the notes list with the arrow keys', async () => {
+    const { user } = await renderApp();
+    await waitFor(() => expect(screen.getAllByTestId('note-item')).toHaveLength(8));
+    screen.getByTestId('search-input').focus();
+    await user.keyboard('{ArrowDown}');
+    const rows = screen.getAllByTestId('note-item');
+    expect(rows[0]).toHaveFocus();
+    await user.keyboard('{ArrowDown}');
+    expect(screen.getAllByTestId('note-item')[1]).toHaveFocus();
+    await user.keyboard('{End}');
+    await waitFor(() => expect(screen.getAllByTestId('note-item')[7]).toHaveFocus());
+    await user.keyboard('{Enter}');
+    await waitFor(() => expect(screen.getByTestId('note-summary')).toHaveValue('CI runs clippy with -D warnings'));
+  });
+
+  it('every navigation button has a name and a page', async () => {
+    await renderApp();
+    for (const id of ['nav-notes', 'nav-conflicts', 'nav-sync', 'nav-backups', 'nav-overview']) {
+      expect(screen.getByTestId(id)).toHaveAccessibleName();
+    }
+    expect(screen.queryByTestId('nav-review')).toBeNull();
+    expect(screen.getByTestId('nav-notes')).toHaveAttribute('aria-current', 'page');
+  });
+});

@@ -1,0 +1,52 @@
+import { screen, waitFor } from '@testing-library/svelte';
+import { describe, expect, it } from 'vitest';
+import { callsOf, demoSeed, goTo, renderApp } from './helpers';
+
+describe('Sync page', () => {
+  it('关闭云同步 (turn off cloud sync) disables 立即同步 (sync now) until turned on again', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'sync');
+    const now = await screen.findByTestId('sync-now');
+    await waitFor(() => expect(now).toBeEnabled());
+    const toggle = screen.getByTestId('sync-toggle');
+    expect(toggle).not.toBeChecked();
+    expect(toggle).toHaveAccessibleName('Turn off cloud sync');
+
+    await user.click(toggle);
+    await waitFor(() => expect(callsOf(be, 'syncSetEnabled')).toEqual([[false, null]]));
+    await waitFor(() => expect(screen.getByTestId('sync-now')).toBeDisabled());
+    expect(screen.getByTestId('sync-toggle')).toBeChecked();
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-state', 'off');
+    expect(screen.getByTestId('sync-status')).toHaveTextContent('Cloud sync is off');
+
+    await user.click(screen.getByTestId('sync-toggle'));
+    await waitFor(() => expect(screen.getByTestId('sync-now')).toBeEnabled());
+    await user.click(screen.getByTestId('sync-now'));
+    await waitFor(() => expect(callsOf(be, 'syncNow')).toHaveLength(1));
+  });
+
+  it('shows each scope with last sync, last download, errors and quotas', async () => {
+    const { user } = await renderApp();
+    await goTo(user, 'sync');
+    const scopes = await screen.findAllByTestId('sync-scope');
+    expect(scopes.map((s) => s.getAttribute('data-scope'))).toEqual(['user', 'project:a1b2c3', 'project:d4e5f6']);
+    expect(scopes[1]).toHaveTextContent('0 added · 0 changed · 0 deleted');
+    expect(scopes[1]).toHaveTextContent('of 5000 notes');
+    expect(scopes[1]).toHaveTextContent('1 held back');
+    expect(screen.getByRole('switch', { name: 'Sync memoria' })).toBeChecked();
+  });
+
+  it('signs in with a server URL and token, and out again', async () => {
+    const { be, user } = await renderApp(demoSeed({ signedIn: false }));
+    await goTo(user, 'sync');
+    expect(await screen.findByTestId('sync-status')).toHaveAttribute('data-state', 'signed-out');
+    expect(screen.getByTestId('sync-now')).toBeDisabled();
+    await user.type(screen.getByLabelText('Server URL'), 'https://sync.example.org');
+    await user.type(screen.getByLabelText('Access token'), 'tok-123');
+    await user.click(screen.getByTestId('sync-signin'));
+    await waitFor(() => expect(callsOf(be, 'syncLogin')).toEqual([[{ server: 'https://sync.example.org', token: 'tok-123' }]]));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-state', 'on'));
+    await user.click(screen.getByTestId('sync-signout'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-state', 'signed-out'));
+  });
+});
