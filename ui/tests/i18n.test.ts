@@ -28,6 +28,12 @@ describe('i18n', () => {
     await waitFor(() => expect(screen.getByTestId('nav-notes')).toHaveTextContent('Notas'));
   });
 
+  it('follows the system language the shell reports, over navigator.language', async () => {
+    vi.stubGlobal('navigator', { ...navigator, language: 'en-US' });
+    await renderApp(demoSeed({ settings: { language: null, systemLanguage: 'zh-CN' } }));
+    await waitFor(() => expect(screen.getByTestId('nav-notes')).toHaveTextContent('笔记'));
+  });
+
   it('follows navigator.language', () => {
     vi.stubGlobal('navigator', { language: 'zh-CN' });
     expect(systemLanguage()).toBe('zh');

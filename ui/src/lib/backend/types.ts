@@ -307,9 +307,12 @@ export interface Settings {
   modelDir: string | null;
   /** MEMORIA_HOME, read-only. */
   home: string;
+  /** The system's language as the shell reads it (`LC_ALL`, `LC_MESSAGES`, `LANG`), e.g.
+   *  `zh-CN`; read-only. A webview's `navigator.language` does not always follow it. */
+  systemLanguage?: string | null;
 }
 
-export type SettingsPatch = Partial<Omit<Settings, 'home'>>;
+export type SettingsPatch = Partial<Omit<Settings, 'home' | 'systemLanguage'>>;
 
 /** The payload of the single Tauri event channel `memoria://event`. */
 export type BackendEvent =

@@ -1,5 +1,5 @@
-// The UI language: follows `navigator.language` until the person picks one, switchable at run
-// time. `t()` reads the current language, so a template that calls it re-renders on a switch.
+// The UI language: follows the system's (as the shell reports it, else `navigator.language`)
+// until the person picks one, switchable at run time. `t()` reads the current language, so a template that calls it re-renders on a switch.
 
 import type { Language } from '../backend/types';
 import { en, type MessageKey } from './en';
@@ -20,7 +20,11 @@ export function languageFor(tag: string | null | undefined): Language {
   return base === 'zh' || base === 'es' ? base : 'en';
 }
 
+/** The system's language tag as the shell read it, when it did. */
+let reported: string | null = null;
+
 export function systemLanguage(): Language {
+  if (reported) return languageFor(reported);
   return languageFor(typeof navigator === 'undefined' ? 'en' : navigator.language);
 }
 
@@ -29,6 +33,10 @@ const state = $state<{ lang: Language }>({ lang: systemLanguage() });
 export const locale = {
   get lang(): Language {
     return state.lang;
+  },
+  /** Records the system's language tag as the shell read it (used while `set(null)`). */
+  setSystem(tag: string | null | undefined) {
+    reported = tag ?? null;
   },
   /** `null` follows the system. */
   set(lang: Language | null) {
