@@ -55,10 +55,11 @@ CREATE TABLE IF NOT EXISTS projects(
 ";
 
 /// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
-/// holds the whole file so it stays searchable).
+/// holds the whole file so it stays searchable). `B` is what the row carries of the body: the
+/// text itself, or nothing for a [`ListedNote`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct IndexedNote {
+pub struct IndexedNote<B = String> {
     pub path: String,
     pub scope: String,
     pub rel_path: String,
@@ -79,11 +80,16 @@ pub struct IndexedNote {
     pub size: i64,
     pub error: Option<String>,
     #[serde(skip)]
-    pub body: String,
+    pub body: B,
     /// Link targets as written, for backlinks.
     #[serde(skip)]
     pub links: Vec<String>,
 }
+
+/// A row of [`Index::list`]: everything but the body, which a listing does not read (bodies
+/// are most of the table's bytes). A note's text comes from [`Index::find`] or
+/// [`Index::by_path`].
+pub type ListedNote = IndexedNote<()>;
 
 /// Filters for [`Index::list`].
 #[derive(Debug, Clone, Default)]
@@ -280,10 +286,12 @@ impl Index {
         Ok(n as usize)
     }
 
-    /// Notes matching the filter, by scope then id.
-    pub fn list(&self, f: &ListFilter) -> Result<Vec<IndexedNote>> {
+    /// Notes matching the filter, by scope then id, without their bodies.
+    pub fn list(&self, f: &ListFilter) -> Result<Vec<ListedNote>> {
         let scopes = serde_json::to_string(&f.scopes).unwrap_or_default();
-        self.select(
+        self.rows(
+            "NULL",
+            |_| Ok(()),
             "WHERE scope IN (SELECT value FROM json_each(?1))
                AND (?2 IS NULL OR type = ?2)
                AND (?3 IS NULL OR path IN (SELECT path FROM tags WHERE tag = ?3))
@@ -406,8 +414,20 @@ impl Index {
     }
 
     fn select(&self, tail: &str, p: impl rusqlite::Params) -> Result<Vec<IndexedNote>> {
+        self.rows("body", |r| r.get(16), tail, p)
+    }
+
+    /// Rows of `notes` matching `tail`; the 17th selected column is `body_column`, which
+    /// `body` turns into what a row carries of the body.
+    fn rows<B>(
+        &self,
+        body_column: &str,
+        body: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<B>,
+        tail: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<Vec<IndexedNote<B>>> {
         let sql = format!(
-            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}
              FROM notes {tail}"
         );
         let conn = self.conn();
@@ -431,7 +451,7 @@ impl Index {
                 mtime_ns: r.get(13)?,
                 size: r.get(14)?,
                 error: r.get(15)?,
-                body: r.get(16)?,
+                body: body(r)?,
                 links: Vec::new(),
             })
         })?;
