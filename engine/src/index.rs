@@ -458,3 +458,68 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(id: &str) -> IndexedNote {
+        IndexedNote {
+            path: format!("/vault/{id}.md"),
+            scope: "user".into(),
+            rel_path: format!("{id}.md"),
+            id: id.into(),
+            summary: format!("about {id}"),
+            note_type: Some("fact".into()),
+            tags: vec!["kept".into()],
+            created_at: Some(1),
+            updated_at: Some(2),
+            hash: None,
+            trust: None,
+            source: None,
+            importance: Some(0.5),
+            mtime_ns: 3,
+            size: 4,
+            error: None,
+            body: format!("the text of {id}\n"),
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_listing_reads_every_column_but_the_body() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ix = Index::open(&tmp.path().join("index.sqlite")).unwrap();
+        ix.apply(&[note("a"), note("b")], &[]).unwrap();
+        // A body that cannot be read back as text: a listing that read bodies would fail.
+        ix.conn()
+            .execute("UPDATE notes SET body = X'FF00FE' WHERE id = 'b'", [])
+            .unwrap();
+        let listed = ix
+            .list(&ListFilter {
+                scopes: vec!["user".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        let ids: Vec<&str> = listed.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        let full = ix.by_path("/vault/a.md").unwrap().unwrap();
+        let a = &listed[0];
+        assert_eq!(
+            (&a.path, &a.rel_path, &a.summary, &a.note_type, &a.tags),
+            (
+                &full.path,
+                &full.rel_path,
+                &full.summary,
+                &full.note_type,
+                &full.tags
+            )
+        );
+        assert_eq!(
+            (a.created_at, a.updated_at, a.importance, a.mtime_ns, a.size),
+            (Some(1), Some(2), Some(0.5), 3, 4)
+        );
+        // The note's text is still there for whoever asks for the note itself.
+        assert_eq!(ix.find("user", "a").unwrap()[0].body, "the text of a\n");
+    }
+}
