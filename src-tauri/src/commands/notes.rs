@@ -97,7 +97,7 @@ pub struct Forgotten {
     pub backup_id: String,
 }
 
-pub(crate) fn row(ix: &IndexedNote) -> NoteRow {
+pub(crate) fn row<B>(ix: &IndexedNote<B>) -> NoteRow {
     NoteRow {
         scope: ix.scope.clone(),
         id: ix.id.clone(),
