@@ -103,7 +103,10 @@ impl Reports {
     pub fn start_sync(&self, opts: memoria_engine::OpenOptions) -> Option<Coordinator> {
         let tx = self.tx.clone();
         let on_pass = Box::new(move |scope: &Scope, r: &SyncResult<PassReport>| {
-            let r = r.as_ref().map(Clone::clone).map_err(ToString::to_string);
+            let r = match r {
+                Ok(rep) => Ok(rep.clone()),
+                Err(e) => Err(e.to_string()),
+            };
             let _ = tx.send(Report::Pass(scope.clone(), r));
         });
         match Coordinator::for_process(opts, std::env::var(sync::token::TOKEN_ENV).ok(), on_pass) {

@@ -133,7 +133,7 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
 
 #[tauri::command]
 pub async fn get_settings(shell: State<'_, Shell>) -> Result<Settings, UiError> {
-    shell.read(|e| get(e)).await
+    shell.call(|e| get(e)).await
 }
 
 #[tauri::command]
@@ -178,7 +178,7 @@ mod tests {
             set(&engine, patch(serde_json::json!({"language": "fr"})))
                 .unwrap_err()
                 .code,
-            "invalid_input"
+            "invalid"
         );
     }
 }
