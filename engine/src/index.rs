@@ -54,6 +54,25 @@ CREATE TABLE IF NOT EXISTS projects(
 );
 ";
 
+/// What the recall index is kept in step with, per indexed file (no body).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteState {
+    pub scope: String,
+    pub id: String,
+    /// The content hash; `None` for a file that failed to parse.
+    pub hash: Option<String>,
+    pub path: String,
+    /// Whether an agent may see the note.
+    pub recallable: bool,
+    /// Ranking facts outside the content hash.
+    pub facts: crate::recall::RankFacts,
+}
+
+/// A stored trust name as recall reads it; `None` for a name Memoria does not know.
+pub fn trust_of(name: &str) -> Option<memoria_shared::Trust> {
+    serde_json::from_value(name.into()).ok()
+}
+
 /// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
 /// holds the whole file so it stays searchable). `B` is what the row carries of the body: the
 /// text itself, or nothing for a [`ListedNote`].
@@ -312,23 +331,37 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// `(scope, id, content hash, path)` of every indexed file, without reading bodies: what
-    /// the recall index is compared against before each search. Files with a parse error have
-    /// no hash. For an id claimed twice, the parsable file comes first.
-    #[allow(clippy::type_complexity)]
-    /// The last field says whether an agent may see the note: the rule of
-    /// [`crate::agent::recallable`] (not broken, not quarantined, not tagged `contains-secrets`),
-    /// evaluated in SQL so a search need not load every row.
-    pub fn note_states(&self) -> Result<Vec<(String, String, Option<String>, String, bool)>> {
+    /// Every indexed file's [`NoteState`], without reading bodies: what the recall index is
+    /// compared against before each search. For an id claimed twice, the parsable file comes
+    /// first. Whether an agent may see the note is the rule of [`crate::agent::recallable`]
+    /// (not broken, not quarantined, not tagged `contains-secrets`), evaluated in SQL so a
+    /// search need not load every row.
+    pub fn note_states(&self) -> Result<Vec<NoteState>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
             "SELECT scope, id, hash, path,
                     error IS NULL AND coalesce(trust, '') != 'quarantined'
-                    AND NOT EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path AND t.tag = ?1)
+                    AND NOT EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path AND t.tag = ?1),
+                    coalesce(updated_at, created_at), trust, importance,
+                    EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path
+                            AND t.tag IN (SELECT value FROM json_each(?2)))
              FROM notes ORDER BY scope, id, error IS NOT NULL, path",
         )?;
-        let rows = st.query_map([crate::guard::SECRETS_TAG], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        let evergreen = serde_json::to_string(&crate::search::EVERGREEN_TAGS).unwrap_or_default();
+        let rows = st.query_map(params![crate::guard::SECRETS_TAG, evergreen], |r| {
+            Ok(NoteState {
+                scope: r.get(0)?,
+                id: r.get(1)?,
+                hash: r.get(2)?,
+                path: r.get(3)?,
+                recallable: r.get(4)?,
+                facts: crate::recall::RankFacts {
+                    updated_at_ms: r.get(5)?,
+                    trust: r.get::<_, Option<String>>(6)?.as_deref().and_then(trust_of),
+                    importance: r.get(7)?,
+                    evergreen: r.get(8)?,
+                },
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use memoria_shared::{ContentHash, Trust};
+use memoria_shared::ContentHash;
 
 use crate::error::{Error, Result};
 use crate::index::IndexedNote;
@@ -16,7 +16,7 @@ use crate::recall::{
 use crate::vault::Engine;
 
 /// Tags that exempt a note from recency decay.
-const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
+pub(crate) const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
 
 fn recall_err(e: recall::Error) -> Error {
     Error::Recall(e)
@@ -37,10 +37,7 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
         body: row.body.clone(),
         note_type: row.note_type.clone(),
         updated_at_ms: row.updated_at.or(row.created_at),
-        trust: row
-            .trust
-            .as_deref()
-            .and_then(|t| serde_json::from_value::<Trust>(t.into()).ok()),
+        trust: row.trust.as_deref().and_then(crate::index::trust_of),
         importance: row.importance,
         evergreen: row
             .tags
@@ -104,7 +101,9 @@ impl Engine {
     /// Re-indexes notes whose content changed since the recall index last saw them and drops
     /// notes that are gone or that no agent may see (broken, quarantined, holding secrets): the
     /// recall index only ever holds recallable notes, so no search, recall block or hook can
-    /// return another. Cheap when nothing changed: a hash comparison per note. Returns how
+    /// return another. A note whose text is unchanged but whose trust, importance, dates or
+    /// pinning changed gets its ranking facts updated (no re-embedding). Cheap when nothing
+    /// changed: a comparison of hash and facts per note, no body read. Returns how
     /// many documents were re-indexed or dropped.
     pub(crate) fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
         let Some(shared) = self.recall_index.get() else {
@@ -113,31 +112,34 @@ impl Engine {
         let _in_step = shared.in_step.lock().unwrap_or_else(|p| p.into_inner());
         let recall = &shared.index;
         let states = self.index().note_states()?;
-        let known: std::collections::HashMap<(String, String), String> = recall
-            .indexed_hashes()
-            .into_iter()
-            .map(|(scope, id, hash)| ((scope, id), hash))
-            .collect();
+        let known: std::collections::HashMap<(String, String), (String, recall::RankFacts)> =
+            recall
+                .indexed_states()
+                .into_iter()
+                .map(|(scope, id, hash, facts)| ((scope, id), (hash, facts)))
+                .collect();
         let mut keep = HashSet::new();
         let mut changed = Vec::new();
         let mut claimed = HashSet::new();
-        for (scope, id, hash, path, recallable) in states {
-            let key = (scope, id);
+        for state in states {
+            let key = (state.scope, state.id);
             if !claimed.insert(key.clone()) {
                 continue; // a second file claiming the same id: the first one wins
             }
-            if !recallable {
+            if !state.recallable {
                 continue;
             }
             keep.insert(key.clone());
             let current = known.get(&key);
-            if hash.is_some() && hash.as_ref() == current {
+            if state.hash.is_some()
+                && current.is_some_and(|(h, f)| Some(h) == state.hash.as_ref() && *f == state.facts)
+            {
                 continue;
             }
-            // Changed or new.
-            if let Some(row) = self.index().by_path(&path)? {
+            // Changed or new: its text, or only what ranking reads of it.
+            if let Some(row) = self.index().by_path(&state.path)? {
                 let doc = recall_doc(&row);
-                if current != Some(&doc.hash.to_string()) {
+                if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
                     changed.push(doc);
                 }
             }

@@ -290,8 +290,8 @@ fn files_of(index: &Index, scope: &Scope) -> Result<Files> {
     let ids: HashMap<String, String> = index
         .note_states()?
         .into_iter()
-        .filter(|s| s.0 == key)
-        .map(|(_, id, _, path, _)| (path, id))
+        .filter(|s| s.scope == key)
+        .map(|s| (s.path, s.id))
         .collect();
     Ok(index
         .file_states(&key)?

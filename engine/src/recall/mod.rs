@@ -32,6 +32,7 @@ pub use rank::Fusion;
 
 use embed::chunks;
 use lexical::LexicalIndex;
+pub use store::RankFacts;
 use store::{DocMeta, DocStore, VectorStore, doc_key};
 use vectors::VectorIndex;
 
@@ -120,6 +121,16 @@ impl RecallDoc {
 
     pub fn key(&self) -> String {
         doc_key(&self.scope, &self.id)
+    }
+
+    /// What ranking reads beyond the content hash.
+    pub fn facts(&self) -> RankFacts {
+        RankFacts {
+            updated_at_ms: self.updated_at_ms,
+            trust: self.trust,
+            importance: self.importance,
+            evergreen: self.evergreen,
+        }
     }
 }
 
@@ -814,12 +825,12 @@ impl RecallIndex {
             .collect()
     }
 
-    /// `(scope, id, content hash)` of every indexed document, hidden ones included: what the
-    /// vault compares against to find what changed.
-    pub fn indexed_hashes(&self) -> Vec<(String, String, String)> {
+    /// `(scope, id, content hash, ranking facts)` of every indexed document, hidden ones
+    /// included: what the vault compares against to find what changed.
+    pub fn indexed_states(&self) -> Vec<(String, String, String, RankFacts)> {
         read(&self.shared.meta)
             .values()
-            .map(|m| (m.scope.clone(), m.id.clone(), m.hash.clone()))
+            .map(|m| (m.scope.clone(), m.id.clone(), m.hash.clone(), m.facts()))
             .collect()
     }
 

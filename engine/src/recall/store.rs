@@ -30,6 +30,28 @@ pub struct DocMeta {
     pub access_count: i64,
 }
 
+impl DocMeta {
+    /// The facts outside the content hash that ranking and visibility read.
+    pub fn facts(&self) -> RankFacts {
+        RankFacts {
+            updated_at_ms: self.updated_at_ms,
+            trust: self.trust,
+            importance: self.importance,
+            evergreen: self.evergreen,
+        }
+    }
+}
+
+/// What ranking reads about a note beyond its content hash: a change to any of them must reach
+/// the index even when the text is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RankFacts {
+    pub updated_at_ms: Option<i64>,
+    pub trust: Option<Trust>,
+    pub importance: Option<f64>,
+    pub evergreen: bool,
+}
+
 fn open(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
     // Private to the user; the WAL and shared-memory files SQLite creates take this mode.

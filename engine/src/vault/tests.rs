@@ -1097,3 +1097,37 @@ fn backups_are_pruned_by_age_and_total_size() {
     .unwrap_err();
     assert!(err.to_string().contains("config.json"), "{err}");
 }
+
+/// The explanation of the only hit for `q`, or `None` when nothing matches.
+fn explained(e: &mut Engine, q: &str) -> Option<crate::recall::Explain> {
+    let opts = crate::recall::SearchOptions {
+        explain: true,
+        ..Default::default()
+    };
+    let hits = e.hybrid_search(q, opts).unwrap();
+    assert!(hits.len() <= 1, "{hits:?}");
+    hits.into_iter().next().and_then(|h| h.explain)
+}
+
+#[test]
+fn hand_edits_outside_the_text_reach_ranking_and_visibility() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let n = e
+        .add(note("the heron nests by the weir", "herons"))
+        .unwrap();
+    let before = explained(&mut e, "heron weir").unwrap();
+    assert_eq!((before.importance, before.trust), (1.0, 1.0));
+    drop(e);
+    let original = fs::read_to_string(&n.path).unwrap();
+    let with = |extra: &str| original.replacen("{\"id\"", &format!("{{{extra},\"id\""), 1);
+    // Only frontmatter facts outside the content hash change; the text stays the same.
+    fs::write(&n.path, with("\"importance\":1.0,\"trust\":\"peer\"")).unwrap();
+    let after = explained(&mut w.engine(None), "heron weir").expect("still found");
+    assert_eq!((after.importance, after.trust), (1.25, 0.3), "{after:?}");
+    fs::write(&n.path, with("\"trust\":\"quarantined\"")).unwrap();
+    assert_eq!(explained(&mut w.engine(None), "heron weir"), None);
+    fs::write(&n.path, &original).unwrap();
+    let back = explained(&mut w.engine(None), "heron weir").expect("back after the quarantine");
+    assert_eq!((back.importance, back.trust), (1.0, 1.0), "{back:?}");
+}
