@@ -447,6 +447,10 @@ pub struct BenchArgs {
     /// Where the benchmark's home lives (a temporary directory by default).
     #[arg(long)]
     pub home: Option<PathBuf>,
+    /// Build the index one note per write, as an agent remembering one note at a time does,
+    /// instead of in batches of 5,000.
+    #[arg(long)]
+    pub one_at_a_time: bool,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -652,6 +656,9 @@ struct BenchResult {
     hybrid_ms_p50: f64,
     hybrid_ms_p95: f64,
     build_seconds: f64,
+    one_at_a_time: bool,
+    segments: usize,
+    index_files: usize,
     notes_per_second_embedded: f64,
     tokens_per_throughput_note: Option<f64>,
     bulk_sessions: usize,
@@ -692,18 +699,17 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
     let index =
         RecallIndex::open_with_embedder(&config, Box::new(bench), choice, Arc::new(SystemClock))?;
     let t = Instant::now();
-    for start in (0..args.notes).step_by(5_000) {
-        let batch: Vec<RecallDoc> = (start..(start + 5_000).min(args.notes))
-            .map(synthetic_note)
-            .collect();
+    let batch_size = if args.one_at_a_time { 1 } else { 5_000 };
+    for start in (0..args.notes).step_by(batch_size) {
+        let end = (start + batch_size).min(args.notes);
+        let batch: Vec<RecallDoc> = (start..end).map(synthetic_note).collect();
         index.upsert(&batch)?;
-        eprintln!(
-            "built {}/{} notes",
-            (start + 5_000).min(args.notes),
-            args.notes
-        );
+        if end % 500 == 0 || end == args.notes {
+            eprintln!("built {end}/{} notes", args.notes);
+        }
     }
     let build_seconds = t.elapsed().as_secs_f64();
+    let (segments, index_files) = index.lexical_footprint()?;
 
     // Indexing throughput with the real model on notes it has not seen.
     real_passages.store(true, Ordering::SeqCst);
@@ -770,6 +776,9 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         hybrid_ms_p50: h50,
         hybrid_ms_p95: h95,
         build_seconds,
+        one_at_a_time: args.one_at_a_time,
+        segments,
+        index_files,
         notes_per_second_embedded: notes_per_second,
         tokens_per_throughput_note: tokens_per_note,
         bulk_sessions: args.model.bulk_sessions(),
@@ -784,6 +793,17 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         println!(
             "{} notes, embedder {}: BM25 p50 {:.2} ms p95 {:.2} ms; hybrid p50 {:.2} ms p95 {:.2} ms",
             r.notes, r.embedder, r.bm25_ms_p50, r.bm25_ms_p95, r.hybrid_ms_p50, r.hybrid_ms_p95
+        );
+        println!(
+            "built {} in {:.1} s: {} lexical segments, {} index files",
+            if r.one_at_a_time {
+                "one note per write"
+            } else {
+                "in batches of 5,000"
+            },
+            r.build_seconds,
+            r.segments,
+            r.index_files
         );
         println!(
             "indexing {:.1} notes/s with the model ({}); RSS {:.0} MB after model load, peak {:.0} MB by the end of indexing, {:.0} MB after search, peak {:.0} MB",

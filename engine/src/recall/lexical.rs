@@ -186,7 +186,10 @@ impl LexicalIndex {
             w.add_document(self.document(d, key))?;
         }
         w.commit()?;
-        drop(w);
+        // The merge policy picks segments to merge at each commit; waiting for those merges
+        // before the writer goes keeps the index at a few segments however many single writes
+        // it takes (a dropped writer abandons them, and each write would leave one more).
+        w.wait_merging_threads()?;
         self.make_private()?;
         self.reader.reload()?;
         Ok(())
@@ -227,6 +230,13 @@ impl LexicalIndex {
     /// Picks up other processes' commits now rather than after the reload delay.
     pub fn refresh(&self) -> Result<(), Error> {
         Ok(self.reader.reload()?)
+    }
+
+    /// Segments of the index and files in its directory.
+    pub fn footprint(&self) -> Result<(usize, usize), Error> {
+        let segments = self.index.searchable_segment_ids()?.len();
+        let files = std::fs::read_dir(&self.dir)?.count();
+        Ok((segments, files))
     }
 
     pub fn num_docs(&self) -> u64 {
@@ -356,6 +366,31 @@ mod tests {
             has |= inv.terms().term_ord(word.as_bytes()).unwrap().is_some();
         }
         (docs, has)
+    }
+
+    #[test]
+    fn many_single_writes_keep_few_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ix, _) = LexicalIndex::open(dir.path()).unwrap();
+        for i in 0..48 {
+            let d = RecallDoc::new("user", &format!("n{i}"), &format!("note {i}"), "some words");
+            ix.apply(&[d], &[]).unwrap();
+            if i % 4 == 0 {
+                ix.apply(
+                    &[],
+                    &[crate::recall::store::doc_key(
+                        "user",
+                        &format!("n{}", i / 2),
+                    )],
+                )
+                .unwrap();
+            }
+        }
+        let (segments, files) = ix.footprint().unwrap();
+        // One segment per write would be 48 segments and several hundred files.
+        assert!(segments <= 12, "{segments} segments, {files} files");
+        assert!(files <= 12 * 8 + 8, "{segments} segments, {files} files");
+        assert_eq!(ix.num_docs(), 48 - 12);
     }
 
     #[test]

@@ -609,11 +609,26 @@ impl RecallIndex {
 
     /// Removes a document; unknown ids are fine.
     pub fn remove(&self, scope: &str, id: &str) -> Result<bool, Error> {
-        let key = doc_key(scope, id);
-        self.lexical.apply(&[], std::slice::from_ref(&key))?;
-        let existed = lock(&self.docs).remove(&key)?;
-        write(&self.shared.meta).remove(&key);
-        write(&self.shared.vectors).remove(&key);
+        Ok(self.remove_keys(&[doc_key(scope, id)])? > 0)
+    }
+
+    /// Removes documents by key in one commit of each store; returns how many existed.
+    fn remove_keys(&self, keys: &[String]) -> Result<usize, Error> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        self.lexical.apply(&[], keys)?;
+        let existed = lock(&self.docs).remove_many(keys)?;
+        {
+            let mut meta = write(&self.shared.meta);
+            for key in keys {
+                meta.remove(key);
+            }
+        }
+        let mut vectors = write(&self.shared.vectors);
+        for key in keys {
+            vectors.remove(key);
+        }
         Ok(existed)
     }
 
@@ -626,16 +641,15 @@ impl RecallIndex {
         self.lexical.compact()
     }
 
-    /// Keeps only the given keys (`scope`, `id`): what the vault no longer has goes.
+    /// Keeps only the given keys (`scope`, `id`): what the vault no longer has goes, in one
+    /// commit however many they are.
     pub fn retain(&self, keep: &HashSet<(String, String)>) -> Result<usize, Error> {
-        let gone: Vec<(String, String)> = read(&self.shared.meta)
+        let gone: Vec<String> = read(&self.shared.meta)
             .values()
             .filter(|m| !keep.contains(&(m.scope.clone(), m.id.clone())))
-            .map(|m| (m.scope.clone(), m.id.clone()))
+            .map(|m| m.key.clone())
             .collect();
-        for (s, i) in &gone {
-            self.remove(s, i)?;
-        }
+        self.remove_keys(&gone)?;
         Ok(gone.len())
     }
 
@@ -808,6 +822,11 @@ impl RecallIndex {
             });
         }
         Ok(hits)
+    }
+
+    /// Segments of the lexical index and files in its directory.
+    pub fn lexical_footprint(&self) -> Result<(usize, usize), Error> {
+        self.lexical.footprint()
     }
 
     /// The full document (for the recall block's full-text part).

@@ -203,11 +203,18 @@ impl DocStore {
         Ok(())
     }
 
-    pub fn remove(&mut self, key: &str) -> Result<bool, Error> {
-        Ok(self
-            .conn
-            .execute("DELETE FROM docs WHERE key = ?1", [key])?
-            > 0)
+    /// Deletes the rows of `keys` in one transaction; returns how many there were.
+    pub fn remove_many(&mut self, keys: &[String]) -> Result<usize, Error> {
+        let tx = self.conn.transaction()?;
+        let mut n = 0;
+        {
+            let mut st = tx.prepare_cached("DELETE FROM docs WHERE key = ?1")?;
+            for k in keys {
+                n += st.execute([k])?;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
     }
 
     /// See [`compact`].
