@@ -19,6 +19,17 @@ pub const CHUNK_WORDS: usize = 200;
 /// Words shared by consecutive chunks.
 pub const CHUNK_OVERLAP: usize = 40;
 
+/// Everything besides the model that decides a note's vectors: chunk size and overlap, the
+/// layout of a chunk ([`chunks`]: summary and tags lead every chunk) and the e5 prefixes. It is
+/// part of every embedder's id, and the vector cache is keyed by that id, so changing any of
+/// them never reuses a stale vector. Bump the layout number (`l1`) whenever [`chunks`] or the
+/// prefixes change; a test pins them.
+pub const CHUNK_RECIPE: &str = "c200o40l1";
+
+/// What e5 expects before a passage and before a query.
+const PASSAGE_PREFIX: &str = "passage: ";
+const QUERY_PREFIX: &str = "query: ";
+
 /// Something that turns text into unit-length vectors.
 pub trait Embedder: Send {
     /// Identifies the model and its settings; vectors are cached under it.
@@ -166,7 +177,7 @@ impl OnnxEmbedder {
         // ONNX Runtime must be loaded before any other ort call: ort would otherwise try its
         // default library path, and panic when it is not there.
         environment(&runtime)?;
-        let model_id = format!("onnx-{}-c{CHUNK_WORDS}", &digest[..16]);
+        let model_id = format!("onnx-{}-{CHUNK_RECIPE}", &digest[..16]);
         let session = Self::session(&runtime, &model_path, threads)?;
         Ok(Self {
             session,
@@ -319,11 +330,14 @@ impl Embedder for OnnxEmbedder {
         &self.model_id
     }
     fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
-        let texts: Vec<String> = texts.iter().map(|t| format!("passage: {t}")).collect();
+        let texts: Vec<String> = texts
+            .iter()
+            .map(|t| format!("{PASSAGE_PREFIX}{t}"))
+            .collect();
         self.embed_prefixed(&texts)
     }
     fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
-        let mut v = self.embed_prefixed(&[format!("query: {text}")])?;
+        let mut v = self.embed_prefixed(&[format!("{QUERY_PREFIX}{text}")])?;
         v.pop()
             .ok_or_else(|| Error::Model("the model returned no vector".into()))
     }
@@ -364,7 +378,7 @@ impl Embedder for OnnxEmbedder {
 pub struct HashEmbedder;
 
 impl HashEmbedder {
-    pub const MODEL_ID: &'static str = "hash-v1-384";
+    pub const MODEL_ID: &'static str = "hash-v1-384-c200o40l1";
 
     pub fn embed(text: &str) -> Vec<f32> {
         let mut v = vec![0f32; DIM];
@@ -452,6 +466,27 @@ pub fn chunks(summary: &str, tags: &[String], body: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A change to chunking, its layout or the prefixes must come with a new [`CHUNK_RECIPE`]
+    /// (and so a new model id): this pins what the recipe `c200o40l1` produces.
+    #[test]
+    fn the_recipe_names_the_chunking_in_use() {
+        assert_eq!(
+            CHUNK_RECIPE,
+            format!("c{CHUNK_WORDS}o{CHUNK_OVERLAP}l1"),
+            "chunk size or overlap changed: update CHUNK_RECIPE"
+        );
+        assert!(HashEmbedder::MODEL_ID.ends_with(CHUNK_RECIPE));
+        let body: Vec<String> = (0..450).map(|i| format!("w{i}")).collect();
+        let parts = chunks(" A summary ", &["t1".into(), "t2".into()], &body.join(" "));
+        let layout = memoria_shared::hash::sha256_hex(parts.join("\u{0}").as_bytes());
+        assert_eq!(
+            &layout[..16],
+            "b5cd526c01587cf3",
+            "chunks() produces another layout: bump the `l` number in CHUNK_RECIPE, then pin it here"
+        );
+        assert_eq!((PASSAGE_PREFIX, QUERY_PREFIX), ("passage: ", "query: "));
+    }
 
     #[test]
     fn hash_embedder_is_deterministic_unit_length_and_similar_for_shared_words() {
