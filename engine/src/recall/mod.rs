@@ -71,6 +71,13 @@ pub enum Error {
     Input(String),
 }
 
+/// How much of the in-memory state a reload replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reload {
+    All,
+    Changed,
+}
+
 /// One note as recall sees it. The vault builds these from its notes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallDoc {
@@ -258,6 +265,9 @@ pub struct RecallStatus {
     pub documents: usize,
     pub documents_with_vectors: usize,
     pub pending_embeddings: usize,
+    /// Documents whose vectors were read from the cache since the index opened: a reload after
+    /// another process's write reads only the documents that changed.
+    pub vectors_loaded: usize,
     /// An index file was damaged and rebuilt when opened.
     pub rebuilt: bool,
 }
@@ -283,6 +293,8 @@ struct Shared {
     vectors: RwLock<VectorIndex>,
     meta: RwLock<HashMap<String, DocMeta>>,
     pending: AtomicUsize,
+    /// See [`RecallStatus::vectors_loaded`].
+    vectors_loaded: AtomicUsize,
     stop: AtomicBool,
     /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
@@ -382,10 +394,10 @@ impl RecallIndex {
     ) -> Result<(), Error> {
         *lock(&self.shared.embedder) = embedder;
         *write(&self.shared.choice) = choice;
-        let missing = self.load_state()?;
+        let missing = self.load_state(Reload::All)?;
         self.shared.awaiting_model.store(false, Ordering::SeqCst);
         // Documents added while the model loaded, after the state above was read.
-        let late = self.load_state()?;
+        let late = self.load_state(Reload::Changed)?;
         let seen: HashSet<String> = missing.iter().map(|d| d.0.clone()).collect();
         let mut all = missing;
         all.extend(late.into_iter().filter(|d| !seen.contains(&d.0)));
@@ -434,6 +446,7 @@ impl RecallIndex {
             vectors: RwLock::new(VectorIndex::default()),
             meta: RwLock::new(HashMap::new()),
             pending: AtomicUsize::new(0),
+            vectors_loaded: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             query_cache: Mutex::new(HashMap::new()),
             bulk_sessions: config.bulk_sessions,
@@ -453,7 +466,7 @@ impl RecallIndex {
             let all = lock(&me.docs).all_docs()?;
             me.lexical.apply(&all, &[])?;
         }
-        let missing = me.load_state()?;
+        let missing = me.load_state(Reload::All)?;
         if !missing.is_empty() && !awaiting_model {
             if config.background_reembed {
                 me.spawn_reembed(missing);
@@ -466,17 +479,44 @@ impl RecallIndex {
 
     /// Loads ranking facts and cached vectors into memory; returns the documents whose vectors
     /// for the current model are not cached.
-    fn load_state(&self) -> Result<Vec<(String, String, Vec<String>)>, Error> {
+    /// Reads the ranking facts of every document and puts their cached vectors in memory;
+    /// returns the documents that have none yet (key, hash, chunks). `Reload::Changed` keeps
+    /// the vectors of documents whose content is unchanged (another process's write costs one
+    /// read of the facts and of its own documents' vectors, not of every vector);
+    /// `Reload::All` starts over, for a new embedder.
+    fn load_state(&self, how: Reload) -> Result<Vec<(String, String, Vec<String>)>, Error> {
         let metas = lock(&self.docs).all_meta()?;
         let model = read(&self.shared.choice).model_id.clone();
-        let mut vectors = VectorIndex::default();
         let mut missing = Vec::new();
         {
+            let mut vectors = write(&self.shared.vectors);
+            if how == Reload::All {
+                *vectors = VectorIndex::default();
+            } else {
+                let live: HashSet<&str> = metas.iter().map(|m| m.key.as_str()).collect();
+                let gone: Vec<String> = vectors
+                    .keys()
+                    .filter(|k| !live.contains(k))
+                    .map(str::to_owned)
+                    .collect();
+                for k in &gone {
+                    vectors.remove(k);
+                }
+            }
             let cache = lock(&self.shared.cache);
             for m in &metas {
+                if vectors.hash_of(&m.key) == Some(m.hash.as_str()) {
+                    continue;
+                }
                 match cache.get(&m.hash, &model)? {
-                    Some(v) => vectors.insert(&m.key, &m.hash, &v),
-                    None => missing.push(m.key.clone()),
+                    Some(v) => {
+                        vectors.insert(&m.key, &m.hash, &v);
+                        self.shared.vectors_loaded.fetch_add(1, Ordering::SeqCst);
+                    }
+                    None => {
+                        vectors.remove(&m.key);
+                        missing.push(m.key.clone());
+                    }
                 }
             }
         }
@@ -492,7 +532,6 @@ impl RecallIndex {
             }
         }
         drop(docs);
-        *write(&self.shared.vectors) = vectors;
         *write(&self.shared.meta) = metas.into_iter().map(|m| (m.key.clone(), m)).collect();
         Ok(need)
     }
@@ -538,6 +577,7 @@ impl RecallIndex {
             documents: read(&self.shared.meta).len(),
             documents_with_vectors: read(&self.shared.vectors).len_docs(),
             pending_embeddings: self.shared.pending.load(Ordering::SeqCst),
+            vectors_loaded: self.shared.vectors_loaded.load(Ordering::SeqCst),
             rebuilt: self.rebuilt,
         }
     }
@@ -661,7 +701,7 @@ impl RecallIndex {
             *seen = now;
             drop(seen);
             self.lexical.refresh()?;
-            let missing = self.load_state()?;
+            let missing = self.load_state(Reload::Changed)?;
             embed_missing(&self.shared, &missing, &mut |_, _| {})?;
         }
         Ok(())

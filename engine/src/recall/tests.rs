@@ -566,3 +566,34 @@ fn recall_block_lists_durable_notes_first_and_fits_the_budget() {
     let b = ix.recall_block("", &opts).unwrap();
     assert!(b.text.contains("vt:user/dark-mode"));
 }
+
+#[test]
+fn another_processs_write_reloads_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path());
+    let docs: Vec<RecallDoc> = (0..50)
+        .map(|i| doc("user", &format!("n{i}"), &format!("note {i}"), "a body"))
+        .collect();
+    a.upsert(&docs).unwrap();
+    let b = open(dir.path());
+    let o = SearchOptions {
+        limit: 100,
+        ..SearchOptions::default()
+    };
+    b.search("note", &o).unwrap();
+    let loaded = b.status().vectors_loaded;
+    assert_eq!(loaded, 50);
+    // Another process records recalls and adds one note: this one reads one vector, not 51.
+    a.record_access(&[("user".into(), "n1".into())]).unwrap();
+    a.upsert(&[doc("user", "n50", "note 50", "a new body")])
+        .unwrap();
+    let hits = b.search("note", &o).unwrap();
+    assert!(hits.iter().any(|h| h.id == "n50"), "{hits:?}");
+    assert_eq!(b.status().vectors_loaded, loaded + 1);
+    assert_eq!(b.status().documents_with_vectors, 51);
+    // A removal elsewhere drops that document's vectors here.
+    a.remove("user", "n3").unwrap();
+    b.search("note", &o).unwrap();
+    assert_eq!(b.status().documents_with_vectors, 50);
+    assert_eq!(b.status().vectors_loaded, loaded + 1);
+}

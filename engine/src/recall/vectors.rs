@@ -35,6 +35,11 @@ impl VectorIndex {
         self.by_key.len()
     }
 
+    /// The keys of every document with vectors.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.by_key.keys().map(String::as_str)
+    }
+
     /// The content hash whose vectors the document has, if any.
     pub fn hash_of(&self, key: &str) -> Option<&str> {
         self.by_key
