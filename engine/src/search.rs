@@ -70,6 +70,15 @@ impl std::fmt::Debug for SharedRecall {
     }
 }
 
+/// When notes that changed get their vectors while the recall index is brought in step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Vectors {
+    /// Before the call returns (a search a person waits for, the session's indexer).
+    Now,
+    /// On a background thread; the notes are found by their words meanwhile.
+    Later,
+}
+
 /// Progress of bringing the recall index in step: (documents embedded, documents to embed).
 pub type RecallProgress<'a> = &'a mut dyn FnMut(usize, usize);
 
@@ -77,9 +86,14 @@ impl Engine {
     /// The recall index, opened on first use (loading the embedding model takes a moment) and,
     /// unless this engine leaves that to its session, brought in step with the vault.
     pub fn recall(&self) -> Result<&RecallIndex> {
+        self.recall_with(Vectors::Now)
+    }
+
+    /// [`Self::recall`], bringing the index in step with `vectors` for the notes that changed.
+    fn recall_with(&self, vectors: Vectors) -> Result<&RecallIndex> {
         let shared = self.shared_recall()?;
         if self.recall_follows_reads {
-            self.sync_recall(&mut |_, _| {})?;
+            self.sync_recall_with(&mut |_, _| {}, vectors)?;
         }
         Ok(&shared.index)
     }
@@ -106,6 +120,10 @@ impl Engine {
     /// changed: a comparison of hash and facts per note, no body read. Returns how
     /// many documents were re-indexed or dropped.
     pub(crate) fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
+        self.sync_recall_with(progress, Vectors::Now)
+    }
+
+    fn sync_recall_with(&self, progress: RecallProgress<'_>, vectors: Vectors) -> Result<usize> {
         let Some(shared) = self.recall_index.get() else {
             return Ok(0);
         };
@@ -146,9 +164,11 @@ impl Engine {
         }
         let mut touched = changed.len();
         if !changed.is_empty() {
-            recall
-                .upsert_with_progress(&changed, progress)
-                .map_err(recall_err)?;
+            match vectors {
+                Vectors::Now => recall.upsert_with_progress(&changed, progress),
+                Vectors::Later => recall.upsert_later(&changed),
+            }
+            .map_err(recall_err)?;
         }
         if known.keys().any(|k| !keep.contains(k)) {
             touched += recall.retain(&keep).map_err(recall_err)?;
@@ -171,7 +191,8 @@ impl Engine {
         }
     }
 
-    /// The recall block for one agent turn.
+    /// The recall block for one agent turn. It never waits for the model to embed notes that
+    /// changed: they take part by their words until their vectors are done in the background.
     pub fn recall_block(
         &self,
         message: &str,
@@ -183,7 +204,7 @@ impl Engine {
             budget_chars,
             window_tokens,
         };
-        self.recall()?
+        self.recall_with(Vectors::Later)?
             .recall_block(message, &opts)
             .map_err(recall_err)
     }

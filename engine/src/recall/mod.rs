@@ -295,6 +295,8 @@ struct Shared {
     pending: AtomicUsize,
     /// See [`RecallStatus::vectors_loaded`].
     vectors_loaded: AtomicUsize,
+    /// Searches waiting for the embedder: the background lets them go first.
+    queries_waiting: AtomicUsize,
     stop: AtomicBool,
     /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
@@ -353,9 +355,15 @@ pub struct RecallIndex {
     shared: Arc<Shared>,
     clock: Arc<dyn Clock>,
     data_version: Mutex<i64>,
-    background: Mutex<Option<JoinHandle<()>>>,
+    background: Mutex<Vec<JoinHandle<()>>>,
+    /// Vectors missing after another process's write are embedded on a background thread
+    /// (`RecallConfig::background_reembed`), else before the call returns.
+    embed_in_background: bool,
     rebuilt: bool,
 }
+
+/// A document that needs vectors: key, content hash, the chunks to embed.
+type Need = (String, String, Vec<String>);
 
 /// A result during MMR: fused entry, its explanation, its first chunk's vector.
 type MmrItem = (rank::Fused, Explain, Option<Vec<f32>>);
@@ -447,6 +455,7 @@ impl RecallIndex {
             meta: RwLock::new(HashMap::new()),
             pending: AtomicUsize::new(0),
             vectors_loaded: AtomicUsize::new(0),
+            queries_waiting: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             query_cache: Mutex::new(HashMap::new()),
             bulk_sessions: config.bulk_sessions,
@@ -458,7 +467,8 @@ impl RecallIndex {
             shared,
             clock,
             data_version: Mutex::new(data_version),
-            background: Mutex::new(None),
+            background: Mutex::new(Vec::new()),
+            embed_in_background: config.background_reembed,
             rebuilt: docs_recreated || lexical_rebuilt,
         };
         let all_docs_needed = lexical_rebuilt || me.lexical.num_docs() == 0;
@@ -484,7 +494,7 @@ impl RecallIndex {
     /// the vectors of documents whose content is unchanged (another process's write costs one
     /// read of the facts and of its own documents' vectors, not of every vector);
     /// `Reload::All` starts over, for a new embedder.
-    fn load_state(&self, how: Reload) -> Result<Vec<(String, String, Vec<String>)>, Error> {
+    fn load_state(&self, how: Reload) -> Result<Vec<Need>, Error> {
         let metas = lock(&self.docs).all_meta()?;
         let model = read(&self.shared.choice).model_id.clone();
         let mut missing = Vec::new();
@@ -536,9 +546,12 @@ impl RecallIndex {
         Ok(need)
     }
 
-    fn spawn_reembed(&self, missing: Vec<(String, String, Vec<String>)>) {
+    /// Embeds `missing` on a background thread, a few documents at a time: each batch is
+    /// cached as soon as it is done (work a killed process did is kept), and a search waiting
+    /// for the model goes before the next batch.
+    fn spawn_reembed(&self, missing: Vec<Need>) {
         let shared = Arc::clone(&self.shared);
-        shared.pending.store(missing.len(), Ordering::SeqCst);
+        shared.pending.fetch_add(missing.len(), Ordering::SeqCst);
         let handle = std::thread::spawn(move || {
             let chunks = missing.iter().map(|d| d.2.len()).sum();
             let _bulk = Bulk::start(&shared, chunks);
@@ -548,6 +561,9 @@ impl RecallIndex {
                 if shared.stop.load(Ordering::SeqCst) {
                     break;
                 }
+                while shared.queries_waiting.load(Ordering::SeqCst) > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
                 // A failed batch is retried on the next open; recall keeps working lexically.
                 let _ = embed_missing(&shared, batch, &mut |_, _| {});
                 shared.pending.fetch_sub(batch.len(), Ordering::SeqCst);
@@ -556,14 +572,17 @@ impl RecallIndex {
                     f(done, total);
                 }
             }
-            shared.pending.store(0, Ordering::SeqCst);
+            shared.pending.fetch_sub(total - done, Ordering::SeqCst);
         });
-        *lock(&self.background) = Some(handle);
+        let mut background = lock(&self.background);
+        background.retain(|h| !h.is_finished());
+        background.push(handle);
     }
 
     /// Blocks until background embedding has finished.
     pub fn wait_for_vectors(&self) {
-        if let Some(h) = lock(&self.background).take() {
+        let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.background));
+        for h in handles {
             let _ = h.join();
         }
     }
@@ -594,6 +613,35 @@ impl RecallIndex {
         docs: &[RecallDoc],
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<UpsertReport, Error> {
+        let (mut report, need) = self.stage(docs)?;
+        report.embedded = embed_missing(&self.shared, &need, progress)?;
+        Ok(report)
+    }
+
+    /// [`Self::upsert`] for a caller that must not wait for the model (an agent's prompt):
+    /// the documents are searchable by their words when this returns and by the vectors the
+    /// cache already holds; the others are embedded on a background thread (at once when the
+    /// index embeds nothing in the background).
+    pub fn upsert_later(&self, docs: &[RecallDoc]) -> Result<UpsertReport, Error> {
+        if !self.embed_in_background {
+            return self.upsert(docs);
+        }
+        let (report, need) = self.stage(docs)?;
+        if !self.shared.awaiting_model.load(Ordering::SeqCst) {
+            let later: Vec<Need> = take_cached(&self.shared, &need)?
+                .into_iter()
+                .cloned()
+                .collect();
+            if !later.is_empty() {
+                self.spawn_reembed(later);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Puts documents into the lexical index, the document store and the ranking facts;
+    /// returns what was done and the changed documents that need vectors (key, hash, chunks).
+    fn stage(&self, docs: &[RecallDoc]) -> Result<(UpsertReport, Vec<Need>), Error> {
         self.refresh_if_changed()?;
         let mut report = UpsertReport::default();
         let (changed, unchanged): (Vec<&RecallDoc>, Vec<&RecallDoc>) = {
@@ -613,22 +661,19 @@ impl RecallIndex {
                 meta.insert(d.key(), meta_of(d, count));
             }
         }
-        let need: Vec<(String, String, Vec<String>)> = {
-            let vectors = read(&self.shared.vectors);
-            changed
-                .iter()
-                .filter(|d| vectors.hash_of(&d.key()) != Some(d.hash.as_str()))
-                .map(|d| {
-                    (
-                        d.key(),
-                        d.hash.as_str().to_owned(),
-                        chunks(&d.summary, &d.tags, &d.body),
-                    )
-                })
-                .collect()
-        };
-        report.embedded = embed_missing(&self.shared, &need, progress)?;
-        Ok(report)
+        let vectors = read(&self.shared.vectors);
+        let need = changed
+            .iter()
+            .filter(|d| vectors.hash_of(&d.key()) != Some(d.hash.as_str()))
+            .map(|d| {
+                (
+                    d.key(),
+                    d.hash.as_str().to_owned(),
+                    chunks(&d.summary, &d.tags, &d.body),
+                )
+            })
+            .collect();
+        Ok((report, need))
     }
 
     /// Adds documents to the lexical index and the document store only (no vectors): for
@@ -702,7 +747,14 @@ impl RecallIndex {
             drop(seen);
             self.lexical.refresh()?;
             let missing = self.load_state(Reload::Changed)?;
-            embed_missing(&self.shared, &missing, &mut |_, _| {})?;
+            // Another process wrote these and embeds them itself; this one catches up in the
+            // background rather than holding up the search that noticed.
+            if missing.is_empty() || self.shared.awaiting_model.load(Ordering::SeqCst) {
+            } else if self.embed_in_background {
+                self.spawn_reembed(missing);
+            } else {
+                embed_missing(&self.shared, &missing, &mut |_, _| {})?;
+            }
         }
         Ok(())
     }
@@ -745,38 +797,26 @@ impl RecallIndex {
         {
             Vec::new()
         } else {
-            // While the background re-embeds after a model change, a query does not queue
-            // behind it: it goes lexical-only if the model is busy (the new model's vectors
-            // are incomplete then anyway).
-            let embedder = if self.shared.pending.load(Ordering::SeqCst) > 0 {
-                match self.shared.embedder.try_lock() {
-                    Ok(g) => Some(g),
-                    Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                    Err(std::sync::TryLockError::WouldBlock) => None,
-                }
-            } else {
-                Some(lock(&self.shared.embedder))
-            };
-            match embedder {
-                Some(mut e) => {
-                    let cached = lock(&self.shared.query_cache).get(&query).cloned();
-                    let q = match cached {
-                        Some(q) => q,
-                        None => {
-                            let q = e.embed_query(&query)?;
-                            let mut cache = lock(&self.shared.query_cache);
-                            if cache.len() >= QUERY_CACHE {
-                                cache.clear();
-                            }
-                            cache.insert(query.clone(), q.clone());
-                            q
-                        }
-                    };
+            let cached = lock(&self.shared.query_cache).get(&query).cloned();
+            let q = match cached {
+                Some(q) => q,
+                None => {
+                    // A query goes before the background's next batch: it waits for one batch
+                    // at most, and always searches the vectors there are.
+                    self.shared.queries_waiting.fetch_add(1, Ordering::SeqCst);
+                    let mut e = lock(&self.shared.embedder);
+                    self.shared.queries_waiting.fetch_sub(1, Ordering::SeqCst);
+                    let q = e.embed_query(&query)?;
                     drop(e);
-                    read(&self.shared.vectors).search(&q, opts.candidates, admit)
+                    let mut cache = lock(&self.shared.query_cache);
+                    if cache.len() >= QUERY_CACHE {
+                        cache.clear();
+                    }
+                    cache.insert(query.clone(), q.clone());
+                    q
                 }
-                None => Vec::new(),
-            }
+            };
+            read(&self.shared.vectors).search(&q, opts.candidates, admit)
         };
         let coverage = match (opts.mode, opts.fusion) {
             (Mode::Hybrid, Fusion::Adaptive { .. }) => self.lexical.coverage(&query)?,
@@ -947,9 +987,25 @@ fn meta_of(d: &RecallDoc, access_count: i64) -> DocMeta {
 
 /// Computes (or takes from the cache) the vectors of `need` = (key, hash, chunks) and puts them
 /// into the in-memory index. Returns how many documents were embedded now.
+/// Puts the cached vectors of `need` into the in-memory index; returns the documents that
+/// have none.
+fn take_cached<'a>(shared: &Shared, need: &'a [Need]) -> Result<Vec<&'a Need>, Error> {
+    let model = read(&shared.choice).model_id.clone();
+    let mut todo = Vec::new();
+    let cache = lock(&shared.cache);
+    let mut vectors = write(&shared.vectors);
+    for item in need {
+        match cache.get(&item.1, &model)? {
+            Some(v) => vectors.insert(&item.0, &item.1, &v),
+            None => todo.push(item),
+        }
+    }
+    Ok(todo)
+}
+
 fn embed_missing(
     shared: &Shared,
-    need: &[(String, String, Vec<String>)],
+    need: &[Need],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<usize, Error> {
     if shared.awaiting_model.load(Ordering::SeqCst) {
@@ -957,17 +1013,7 @@ fn embed_missing(
         return Ok(0);
     }
     let model = read(&shared.choice).model_id.clone();
-    let mut todo: Vec<&(String, String, Vec<String>)> = Vec::new();
-    {
-        let cache = lock(&shared.cache);
-        let mut vectors = write(&shared.vectors);
-        for item in need {
-            match cache.get(&item.1, &model)? {
-                Some(v) => vectors.insert(&item.0, &item.1, &v),
-                None => todo.push(item),
-            }
-        }
-    }
+    let todo = take_cached(shared, need)?;
     let total = todo.len();
     let mut done = 0;
     let bulk = Bulk::start(shared, todo.iter().map(|d| d.2.len()).sum());
@@ -989,7 +1035,14 @@ fn embed_missing(
         }
         let batch = &todo[start..end];
         let texts: Vec<String> = batch.iter().flat_map(|d| d.2.iter().cloned()).collect();
-        let vecs = lock(&shared.embedder).embed_passages(&texts)?;
+        // A search waiting for the model goes first.
+        while shared.queries_waiting.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // The model stays held until the batch is searchable: a search waiting for it sees
+        // every vector embedded before it.
+        let mut embedder = lock(&shared.embedder);
+        let vecs = embedder.embed_passages(&texts)?;
         let mut it = vecs.into_iter();
         let mut rows: Vec<(String, Vec<Vec<f32>>)> = Vec::with_capacity(batch.len());
         for d in batch {
@@ -1003,6 +1056,7 @@ fn embed_missing(
                 vectors.insert(&d.0, &d.1, v);
             }
         }
+        drop(embedder);
         done += batch.len();
         progress(done, total);
         start = end;

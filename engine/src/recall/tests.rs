@@ -386,21 +386,34 @@ fn unchanged_notes_are_never_re_embedded_and_a_model_change_re_embeds_in_backgro
     assert_eq!(n1.load(Ordering::SeqCst), first);
     drop(ix);
 
-    // A new model: everything is re-embedded on a background thread while search works.
+    // A new model: everything is re-embedded on a background thread while search works. A
+    // search that finds the model busy waits for the batch in hand, then goes before the next
+    // one, and searches the vectors there are: never keywords alone for good.
     let (e, c, n2, stall) = counting("model-two", true);
     let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
     assert_eq!(ix.status().pending_embeddings, 4);
-    let hits = ix
-        .search("pricing cards fill", &SearchOptions::default())
-        .unwrap();
-    assert_eq!(
-        ids(&hits)[0],
-        "project:a/pricing",
-        "lexical recall during re-embedding"
-    );
+    // The background holds the model, stalled inside its first batch.
+    let start = std::time::Instant::now();
+    while ix.shared.embedder.try_lock().is_ok() && start.elapsed().as_secs() < 10 {
+        std::thread::yield_now();
+    }
+    let hits = std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = std::time::Instant::now();
+            while ix.shared.queries_waiting.load(Ordering::SeqCst) == 0
+                && start.elapsed().as_secs() < 10
+            {
+                std::thread::yield_now();
+            }
+            stall.store(false, Ordering::SeqCst);
+        });
+        ix.search("pricing cards fill", &SearchOptions::default())
+            .unwrap()
+    });
+    assert_eq!(ids(&hits)[0], "project:a/pricing");
     assert!(
-        hits[0].cosine.is_none(),
-        "the busy model was not waited for"
+        hits[0].cosine.is_some(),
+        "the search went without the vectors the background had made"
     );
     stall.store(false, Ordering::SeqCst);
     ix.wait_for_vectors();
@@ -596,4 +609,34 @@ fn another_processs_write_reloads_only_what_changed() {
     b.search("note", &o).unwrap();
     assert_eq!(b.status().documents_with_vectors, 50);
     assert_eq!(b.status().vectors_loaded, loaded + 1);
+}
+
+#[test]
+fn upsert_later_never_waits_for_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecallConfig::new(dir.path());
+    let (e, c, n, stall) = counting("model-one", true);
+    let ix = RecallIndex::open_with_embedder(&config, e, c, clock()).unwrap();
+    // The model is stalled: the write returns anyway and the notes are found by their words.
+    let report = ix.upsert_later(&corpus()).unwrap();
+    assert_eq!((report.indexed, report.embedded), (4, 0));
+    let bm25 = SearchOptions {
+        mode: Mode::Bm25,
+        ..SearchOptions::default()
+    };
+    let hits = ix.search("pricing cards fill", &bm25).unwrap();
+    assert_eq!(ids(&hits)[0], "project:a/pricing");
+    assert!(ix.status().pending_embeddings > 0);
+    stall.store(false, Ordering::SeqCst);
+    ix.wait_for_vectors();
+    assert_eq!(ix.status().documents_with_vectors, 4);
+    assert_eq!(ix.status().pending_embeddings, 0);
+    let embedded = n.load(Ordering::SeqCst);
+    assert!(embedded >= 4, "{embedded}");
+    // Content seen before takes its cached vectors at once, with nothing to embed.
+    let mut moved = corpus()[0].clone();
+    moved.scope = "project:b".into();
+    ix.upsert_later(&[moved]).unwrap();
+    assert_eq!(ix.status().documents_with_vectors, 5);
+    assert_eq!(n.load(Ordering::SeqCst), embedded);
 }
