@@ -297,6 +297,9 @@ struct Shared {
     vectors_loaded: AtomicUsize,
     /// Searches waiting for the embedder: the background lets them go first.
     queries_waiting: AtomicUsize,
+    /// The lock file a process holds while it embeds a batch for this home: processes take
+    /// turns, and each takes what the others cached before embedding anything itself.
+    embed_claim: PathBuf,
     stop: AtomicBool,
     /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
@@ -456,6 +459,7 @@ impl RecallIndex {
             pending: AtomicUsize::new(0),
             vectors_loaded: AtomicUsize::new(0),
             queries_waiting: AtomicUsize::new(0),
+            embed_claim: config.dir.join("embed.lock"),
             stop: AtomicBool::new(false),
             query_cache: Mutex::new(HashMap::new()),
             bulk_sessions: config.bulk_sessions,
@@ -1016,6 +1020,7 @@ fn embed_missing(
     let todo = take_cached(shared, need)?;
     let total = todo.len();
     let mut done = 0;
+    let mut embedded = 0;
     let bulk = Bulk::start(shared, todo.iter().map(|d| d.2.len()).sum());
     // Group whole documents into batches of about EMBED_BATCH chunks, four per session in bulk
     // work: the sessions wait for each other at the end of a batch, and bigger batches wait
@@ -1033,7 +1038,18 @@ fn embed_missing(
             n += todo[end].2.len();
             end += 1;
         }
-        let batch = &todo[start..end];
+        // Another process embedding for this home goes on with its batch first; what it
+        // cached is then taken instead of embedded twice. (Without a lock file, as on a
+        // read-only home, each process embeds for itself.)
+        let _claim = crate::fsx::FileLock::acquire(&shared.embed_claim).ok();
+        let owned: Vec<Need> = todo[start..end].iter().map(|d| (*d).clone()).collect();
+        let batch = take_cached(shared, &owned)?;
+        done += end - start;
+        start = end;
+        if batch.is_empty() {
+            progress(done, total);
+            continue;
+        }
         let texts: Vec<String> = batch.iter().flat_map(|d| d.2.iter().cloned()).collect();
         // A search waiting for the model goes first.
         while shared.queries_waiting.load(Ordering::SeqCst) > 0 {
@@ -1045,7 +1061,7 @@ fn embed_missing(
         let vecs = embedder.embed_passages(&texts)?;
         let mut it = vecs.into_iter();
         let mut rows: Vec<(String, Vec<Vec<f32>>)> = Vec::with_capacity(batch.len());
-        for d in batch {
+        for d in &batch {
             let v: Vec<Vec<f32>> = it.by_ref().take(d.2.len()).collect();
             rows.push((d.1.clone(), v));
         }
@@ -1057,12 +1073,11 @@ fn embed_missing(
             }
         }
         drop(embedder);
-        done += batch.len();
+        embedded += batch.len();
         progress(done, total);
-        start = end;
     }
     drop(bulk);
-    Ok(total)
+    Ok(embedded)
 }
 
 /// Locks, recovering the data of a poisoned lock (a panicking thread cannot corrupt these

@@ -640,3 +640,59 @@ fn upsert_later_never_waits_for_the_model() {
     assert_eq!(ix.status().documents_with_vectors, 5);
     assert_eq!(n.load(Ordering::SeqCst), embedded);
 }
+
+/// The hash embedder under another model id, taking its time, counting the passages it embeds.
+struct Slow {
+    passages: Arc<AtomicUsize>,
+}
+
+impl Embedder for Slow {
+    fn model_id(&self) -> &str {
+        "slow-model"
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        self.passages.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts.iter().map(|t| HashEmbedder::embed(t)).collect())
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        Ok(HashEmbedder::embed(text))
+    }
+}
+
+#[test]
+fn two_processes_embedding_one_home_share_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecallConfig::new(dir.path());
+    let open_slow = || {
+        let n = Arc::new(AtomicUsize::new(0));
+        let choice = EmbedderChoice {
+            kind: "hash",
+            model_id: "slow-model".into(),
+            fallback_reason: None,
+        };
+        let e = Box::new(Slow {
+            passages: Arc::clone(&n),
+        });
+        (
+            RecallIndex::open_with_embedder(&config, e, choice, clock()).unwrap(),
+            n,
+        )
+    };
+    // Two indexes on one home stand for two processes: their lock files conflict as two
+    // processes' do.
+    let (a, na) = open_slow();
+    let (b, nb) = open_slow();
+    let docs: Vec<RecallDoc> = (0..80)
+        .map(|i| doc("user", &format!("n{i}"), &format!("note {i}"), "words"))
+        .collect();
+    std::thread::scope(|s| {
+        s.spawn(|| a.upsert(&docs).unwrap());
+        s.spawn(|| b.upsert(&docs).unwrap());
+    });
+    // Every note was embedded once, by one process or the other.
+    let (na, nb) = (na.load(Ordering::SeqCst), nb.load(Ordering::SeqCst));
+    assert_eq!(na + nb, 80, "a embedded {na}, b {nb}");
+    assert_eq!(a.status().documents_with_vectors, 80);
+    assert_eq!(b.status().documents_with_vectors, 80);
+}
