@@ -13,6 +13,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use memoria_shared::{ContentHash, SystemClock};
 
+pub mod crossval;
 pub mod metrics;
 
 use self::metrics::Metrics;
@@ -106,6 +107,10 @@ pub struct EvalArgs {
     /// Fail unless the ONNX model loaded (a CI gate must not pass on the hash fallback).
     #[arg(long)]
     pub require_model: bool,
+    /// Cross-validate over K folds of the queries: every variant's nDCG@10 per held-out fold
+    /// (mean ± spread), and the fusion weight chosen on K−1 folds scored on the fold left out.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=20))]
+    pub folds: Option<u16>,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -314,7 +319,25 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             }
         }
     }
+    if args.folds.is_some() {
+        for (m, f) in [
+            (Mode::Bm25, Fusion::default()),
+            (Mode::Vector, Fusion::default()),
+        ]
+        .into_iter()
+        .chain(
+            TUNING_WEIGHTS
+                .iter()
+                .map(|w| (Mode::Hybrid, Fusion::Weighted { vector_weight: *w })),
+        ) {
+            let l = label(m, f);
+            if !variants.iter().any(|v| v.0 == l) {
+                variants.push((l, m, f));
+            }
+        }
+    }
     let mut results = Vec::new();
+    let mut ndcg_per_query: Vec<Vec<f64>> = Vec::new();
     for (i, (name, mode, fusion)) in variants.iter().enumerate() {
         let opts = SearchOptions {
             visible_scopes: None,
@@ -357,6 +380,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             std::fs::write(p, &run).with_context(|| format!("writing {}", p.display()))?;
         }
         times.sort_by(f64::total_cmp);
+        ndcg_per_query.push(per_query.iter().map(|m| m.ndcg10).collect());
         let m = metrics::mean(&per_query);
         results.push(EvalResult {
             label: name.clone(),
@@ -371,13 +395,53 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             query_ms_p50: percentile(&times, 0.5),
         });
     }
+    let crossval = args.folds.map(|k| {
+        let k = usize::from(k);
+        let folds: Vec<usize> = queries
+            .iter()
+            .map(|(q, _)| crossval::fold_of(q, k))
+            .collect();
+        let fixed = results
+            .iter()
+            .zip(&ndcg_per_query)
+            .map(|(r, scores)| {
+                let per_fold = crossval::per_fold(scores, &folds, k);
+                let (mean, sd) = crossval::mean_sd(&per_fold);
+                HeldOut {
+                    label: r.label.clone(),
+                    per_fold,
+                    mean,
+                    sd,
+                }
+            })
+            .collect();
+        let candidates: Vec<(String, Vec<f64>)> = results
+            .iter()
+            .zip(&ndcg_per_query)
+            .filter(|(r, _)| r.label.starts_with("hybrid weighted"))
+            .map(|(r, s)| (r.label.clone(), s.clone()))
+            .collect();
+        let tuned = crossval::tune(&candidates, &folds, k);
+        let held: Vec<f64> = tuned.iter().map(|t| t.held_out).collect();
+        let (mean, sd) = crossval::mean_sd(&held);
+        CrossVal {
+            folds: k,
+            fixed,
+            tuned_weight: tuned,
+            tuned_mean: mean,
+            tuned_sd: sd,
+        }
+    });
     let mut out = std::io::stdout().lock();
     if json {
-        let v = if results.len() == 1 {
+        let mut v = if results.len() == 1 {
             serde_json::to_value(&results[0])?
         } else {
             serde_json::to_value(&results)?
         };
+        if let Some(cv) = &crossval {
+            v = serde_json::json!({ "variants": v, "crossValidation": cv });
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         writeln!(
@@ -400,6 +464,39 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
                 r.label, r.ndcg10, r.recall100, r.mrr10, r.query_ms_p50
             )?;
         }
+        if let Some(cv) = &crossval {
+            writeln!(out, "nDCG@10 on each of {} held-out folds:", cv.folds)?;
+            for h in &cv.fixed {
+                let folds: Vec<String> = h.per_fold.iter().map(|x| format!("{x:.4}")).collect();
+                writeln!(
+                    out,
+                    "{:<28} {:.4} ± {:.4}  ({})",
+                    h.label,
+                    h.mean,
+                    h.sd,
+                    folds.join(" ")
+                )?;
+            }
+            let chosen: Vec<String> = cv
+                .tuned_weight
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{} {:.4}",
+                        t.chosen.trim_start_matches("hybrid weighted "),
+                        t.held_out
+                    )
+                })
+                .collect();
+            writeln!(
+                out,
+                "{:<28} {:.4} ± {:.4}  (chosen on the other folds: {})",
+                "hybrid weighted, tuned",
+                cv.tuned_mean,
+                cv.tuned_sd,
+                chosen.join(", ")
+            )?;
+        }
     }
     if let Some(floor) = args.min_ndcg
         && results[0].ndcg10 < floor
@@ -410,6 +507,30 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Fusion weights `--folds` chooses among (on the folds a score is not reported for).
+const TUNING_WEIGHTS: [f64; 7] = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+
+/// A variant's nDCG@10 on each held-out fold.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HeldOut {
+    label: String,
+    per_fold: Vec<f64>,
+    mean: f64,
+    sd: f64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CrossVal {
+    folds: usize,
+    fixed: Vec<HeldOut>,
+    /// The weighted fusion's weight chosen on K−1 folds, scored on the one left out.
+    tuned_weight: Vec<crossval::TunedFold>,
+    tuned_mean: f64,
+    tuned_sd: f64,
 }
 
 fn label(mode: Mode, fusion: Fusion) -> String {
