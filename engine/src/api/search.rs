@@ -64,6 +64,9 @@ pub struct ScoreParts {
     /// Place in the meaning (vector) ranking, from 1.
     pub vector_rank: Option<usize>,
     pub cosine: Option<f32>,
+    /// The note is in another language than the query, so its words did not count.
+    #[serde(default)]
+    pub other_language: bool,
     /// The fused score before the multipliers below.
     pub fused: f64,
     /// Share of the query's words found in the notes' vocabulary (hybrid fusion).
@@ -83,6 +86,7 @@ impl From<recall::Explain> for ScoreParts {
             bm25_score: x.bm25_score,
             vector_rank: x.vector_rank,
             cosine: x.cosine,
+            other_language: x.other_language,
             fused: x.fused,
             coverage: x.coverage,
             vector_weight: x.vector_weight,

@@ -109,6 +109,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
         bm25_score: Some(2.0),
         vector_rank: None,
         cosine: None,
+        other_language: false,
         fused: 0.25,
         coverage: None,
         vector_weight: Some(0.5),
@@ -121,7 +122,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
     assert_eq!(
         v["explain"],
         json!({"bm25Rank": 1, "bm25Score": 2.0, "vectorRank": null, "cosine": null,
-            "fused": 0.25, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
+            "otherLanguage": false, "fused": 0.25, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
             "importance": 1.0, "access": 1.0})
     );
 }

@@ -63,6 +63,9 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
 /// The parts of a score in numbers and words.
 pub fn explain_line(x: &ScoreParts) -> String {
     let bm25 = match (x.bm25_rank, x.bm25_score) {
+        (Some(r), _) if x.other_language => {
+            format!("words: rank {r}, not counted (the note is in another language)")
+        }
         (Some(r), Some(s)) => format!("words: rank {r}, bm25 {s:.3}"),
         (Some(r), None) => format!("words: rank {r}"),
         (None, _) => "words: no match".to_owned(),

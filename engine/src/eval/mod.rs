@@ -29,6 +29,8 @@ pub enum FusionArg {
     Weighted,
     /// Weighted, with the vector weight following the query's lexical coverage.
     Adaptive,
+    /// Weighted, a note's words counting only when it is in the query's language.
+    Gated,
 }
 
 /// Options shared by eval and bench for finding the model.
@@ -253,6 +255,9 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         FusionArg::Weighted => Fusion::Weighted {
             vector_weight: vw(0.7),
         },
+        FusionArg::Gated => Fusion::Gated {
+            vector_weight: vw(0.7),
+        },
         FusionArg::Adaptive => match Fusion::default() {
             Fusion::Adaptive { lexical, cross } => Fusion::Adaptive {
                 lexical: vw(lexical),
@@ -415,21 +420,30 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        let candidates: Vec<(String, Vec<f64>)> = results
-            .iter()
-            .zip(&ndcg_per_query)
-            .filter(|(r, _)| r.label.starts_with("hybrid weighted"))
-            .map(|(r, s)| (r.label.clone(), s.clone()))
+        let tuned = ["hybrid weighted", "hybrid gated"]
+            .into_iter()
+            .map(|family| {
+                let candidates: Vec<(String, Vec<f64>)> = results
+                    .iter()
+                    .zip(&ndcg_per_query)
+                    .filter(|(r, _)| r.label.starts_with(family))
+                    .map(|(r, s)| (r.label.clone(), s.clone()))
+                    .collect();
+                let per_fold = crossval::tune(&candidates, &folds, k);
+                let held: Vec<f64> = per_fold.iter().map(|t| t.held_out).collect();
+                let (mean, sd) = crossval::mean_sd(&held);
+                Tuned {
+                    family: family.to_owned(),
+                    per_fold,
+                    mean,
+                    sd,
+                }
+            })
             .collect();
-        let tuned = crossval::tune(&candidates, &folds, k);
-        let held: Vec<f64> = tuned.iter().map(|t| t.held_out).collect();
-        let (mean, sd) = crossval::mean_sd(&held);
         CrossVal {
             folds: k,
             fixed,
-            tuned_weight: tuned,
-            tuned_mean: mean,
-            tuned_sd: sd,
+            tuned,
         }
     });
     let mut out = std::io::stdout().lock();
@@ -477,25 +491,24 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
                     folds.join(" ")
                 )?;
             }
-            let chosen: Vec<String> = cv
-                .tuned_weight
-                .iter()
-                .map(|t| {
-                    format!(
-                        "{} {:.4}",
-                        t.chosen.trim_start_matches("hybrid weighted "),
-                        t.held_out
-                    )
-                })
-                .collect();
-            writeln!(
-                out,
-                "{:<28} {:.4} ± {:.4}  (chosen on the other folds: {})",
-                "hybrid weighted, tuned",
-                cv.tuned_mean,
-                cv.tuned_sd,
-                chosen.join(", ")
-            )?;
+            for t in &cv.tuned {
+                let chosen: Vec<String> = t
+                    .per_fold
+                    .iter()
+                    .map(|f| {
+                        let w = f.chosen.rsplit(' ').next().unwrap_or_default();
+                        format!("{w} {:.4}", f.held_out)
+                    })
+                    .collect();
+                writeln!(
+                    out,
+                    "{:<28} {:.4} ± {:.4}  (chosen on the other folds: {})",
+                    format!("{}, tuned", t.family),
+                    t.mean,
+                    t.sd,
+                    chosen.join(", ")
+                )?;
+            }
         }
     }
     if let Some(floor) = args.min_ndcg
@@ -522,15 +535,22 @@ struct HeldOut {
     sd: f64,
 }
 
+/// A fusion family whose weight is chosen on K−1 folds and scored on the one left out.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tuned {
+    family: String,
+    per_fold: Vec<crossval::TunedFold>,
+    mean: f64,
+    sd: f64,
+}
+
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct CrossVal {
     folds: usize,
     fixed: Vec<HeldOut>,
-    /// The weighted fusion's weight chosen on K−1 folds, scored on the one left out.
-    tuned_weight: Vec<crossval::TunedFold>,
-    tuned_mean: f64,
-    tuned_sd: f64,
+    tuned: Vec<Tuned>,
 }
 
 fn label(mode: Mode, fusion: Fusion) -> String {
@@ -545,6 +565,9 @@ fn label(mode: Mode, fusion: Fusion) -> String {
         }
         (Mode::Hybrid, Fusion::Adaptive { lexical, cross }) => {
             format!("hybrid adaptive wv={lexical}..{cross}")
+        }
+        (Mode::Hybrid, Fusion::Gated { vector_weight }) => {
+            format!("hybrid gated wv={vector_weight}")
         }
     }
 }

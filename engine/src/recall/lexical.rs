@@ -21,7 +21,9 @@ use tantivy::schema::{
 use tantivy::tokenizer::PreTokenizedString;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, TantivyError, Term};
 
-use super::analyzer::{analyze_doc, analyze_query_groups, analyze_query_words, detect, to_tokens};
+use super::analyzer::{
+    Detected, Lang, analyze_doc, analyze_query_groups, analyze_query_words, detect, to_tokens,
+};
 use super::{Error, RecallDoc};
 
 /// Longest a writer waits for another process's writer to finish.
@@ -33,15 +35,26 @@ pub const TAGS_BOOST: f32 = 1.0;
 pub const BODY_BOOST: f32 = 1.0;
 
 /// Bumped whenever the schema or the analysis changes; a mismatch rebuilds the index (v2:
-/// language detection, question words, CJK unigrams).
-const SCHEMA_VERSION: &str = "lexical-v2";
+/// language detection, question words, CJK unigrams; v3: each note's language stored).
+const SCHEMA_VERSION: &str = "lexical-v3";
 
 struct Fields {
     key: Field,
     scope: Field,
+    /// The note's detected language code, empty when unclear.
+    lang: Field,
     summary: Field,
     tags: Field,
     body: Field,
+}
+
+/// One BM25 match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexicalHit {
+    pub key: String,
+    pub score: f32,
+    /// The note's language, when one clearly dominates its Latin-script words.
+    pub lang: Option<Lang>,
 }
 
 pub struct LexicalIndex {
@@ -61,6 +74,7 @@ fn schema() -> (Schema, Fields) {
     let f = Fields {
         key: b.add_text_field("key", STRING | STORED),
         scope: b.add_text_field("scope", STRING),
+        lang: b.add_text_field("lang", STRING | STORED),
         summary: b.add_text_field("summary", text.clone()),
         tags: b.add_text_field("tags", text.clone()),
         body: b.add_text_field("body", text),
@@ -206,6 +220,13 @@ impl LexicalIndex {
         let mut doc = TantivyDocument::default();
         doc.add_text(self.f.key, key);
         doc.add_text(self.f.scope, &d.scope);
+        doc.add_text(
+            self.f.lang,
+            match lang {
+                Detected::Clear(l) => l.code(),
+                Detected::Unclear => "",
+            },
+        );
         doc.add_pre_tokenized_text(self.f.summary, pre(&d.summary));
         doc.add_pre_tokenized_text(self.f.tags, pre(&tags));
         doc.add_pre_tokenized_text(self.f.body, pre(&d.body));
@@ -274,7 +295,7 @@ impl LexicalIndex {
         query: &str,
         scopes: Option<&[String]>,
         limit: usize,
-    ) -> Result<Vec<(String, f32)>, Error> {
+    ) -> Result<Vec<LexicalHit>, Error> {
         let groups = analyze_query_groups(query);
         if groups.is_empty() || limit == 0 {
             return Ok(Vec::new());
@@ -343,7 +364,15 @@ impl LexicalIndex {
         for (score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr)?;
             if let Some(k) = doc.get_first(self.f.key).and_then(|v| v.as_str()) {
-                out.push((k.to_owned(), score));
+                let lang = doc
+                    .get_first(self.f.lang)
+                    .and_then(|v| v.as_str())
+                    .and_then(|c| Lang::ALL.into_iter().find(|l| l.code() == c));
+                out.push(LexicalHit {
+                    key: k.to_owned(),
+                    score,
+                    lang,
+                });
             }
         }
         Ok(out)

@@ -192,6 +192,8 @@ pub struct Explain {
     pub bm25_score: Option<f32>,
     pub vector_rank: Option<usize>,
     pub cosine: Option<f32>,
+    /// The note is in another language than the query, so its words did not count.
+    pub other_language: bool,
     pub fused: f64,
     /// Share of the query's words found in the notes' vocabulary (hybrid adaptive fusion).
     pub coverage: Option<f64>,
@@ -793,10 +795,21 @@ impl RecallIndex {
                 opts.visible_scopes.as_deref(),
                 opts.candidates + 10,
             )?;
-            l.retain(|(k, _)| admit(k));
+            l.retain(|h| admit(&h.key));
             l.truncate(opts.candidates);
             l
         };
+        // Notes whose language is clearly another than the query's (gated fusion ignores their
+        // words).
+        let foreign: HashSet<String> = match analyzer::detect(&query) {
+            analyzer::Detected::Clear(q) => lexical
+                .iter()
+                .filter(|h| h.lang.is_some_and(|l| l != q))
+                .map(|h| h.key.clone())
+                .collect(),
+            analyzer::Detected::Unclear => HashSet::new(),
+        };
+        let lexical: Vec<(String, f32)> = lexical.into_iter().map(|h| (h.key, h.score)).collect();
         let vector = if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst)
         {
             Vec::new()
@@ -830,7 +843,7 @@ impl RecallIndex {
             Mode::Hybrid => opts.fusion.vector_weight(coverage),
             _ => None,
         };
-        let fused = rank::fuse(&lexical, &vector, opts.fusion, coverage);
+        let fused = rank::fuse(&lexical, &vector, opts.fusion, coverage, &foreign);
         let mut scored: Vec<(rank::Fused, Explain)> = fused
             .into_iter()
             .filter_map(|f| {
@@ -850,6 +863,7 @@ impl RecallIndex {
                     bm25_score: f.bm25.map(|x| x.1),
                     vector_rank: f.vector.map(|x| x.0),
                     cosine: f.vector.map(|x| x.1),
+                    other_language: f.other_language,
                     fused: f.score,
                     coverage,
                     vector_weight,

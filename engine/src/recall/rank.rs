@@ -1,7 +1,7 @@
 //! Fusion of lexical and vector candidates, and the ranking factors applied after it.
 //! Pure arithmetic: no I/O, time passed in.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use memoria_shared::Trust;
 
@@ -20,6 +20,11 @@ pub enum Fusion {
     /// linearly to `cross` when none does — a query in another language than the notes has
     /// only names and numbers for BM25 to match, so the vectors must carry it.
     Adaptive { lexical: f64, cross: f64 },
+    /// Weighted fusion in which a note's words count only when it is in the query's language:
+    /// for a note in another language (both detected clearly) the BM25 side is 0, so a Spanish
+    /// question over English notes ranks by meaning alone, as the vectors rank it, and names,
+    /// numbers and cognates matched by BM25 cannot pull a wrong note up.
+    Gated { vector_weight: f64 },
 }
 
 /// Score fusion beat RRF on every set measured (docs/BENCHMARKS.md), and no single weight
@@ -40,7 +45,9 @@ impl Fusion {
     pub fn vector_weight(self, coverage: Option<f64>) -> Option<f64> {
         match self {
             Fusion::Rrf { .. } => None,
-            Fusion::Weighted { vector_weight } => Some(vector_weight),
+            Fusion::Weighted { vector_weight } | Fusion::Gated { vector_weight } => {
+                Some(vector_weight)
+            }
             Fusion::Adaptive { lexical, cross } => {
                 let c = coverage.unwrap_or(0.0).clamp(0.0, 1.0);
                 Some(cross + (lexical - cross) * c)
@@ -57,21 +64,26 @@ pub struct Fused {
     pub bm25: Option<(usize, f32)>,
     /// 1-based rank and cosine, when the vector list had it.
     pub vector: Option<(usize, f32)>,
+    /// The note is in another language than the query: gated fusion left its words out.
+    pub other_language: bool,
     pub score: f64,
 }
 
 /// Fuses two ranked lists (best first); `coverage` is the query's lexical coverage
-/// (`LexicalIndex::coverage`), read by adaptive fusion only.
+/// (`LexicalIndex::coverage`), read by adaptive fusion only; `foreign` holds the notes in
+/// another language than the query, read by gated fusion only.
 pub fn fuse(
     lexical: &[(String, f32)],
     vector: &[(String, f32)],
     how: Fusion,
     coverage: Option<f64>,
+    foreign: &HashSet<String>,
 ) -> Vec<Fused> {
     let blank = |k: &str| Fused {
         key: k.to_owned(),
         bm25: None,
         vector: None,
+        other_language: false,
         score: 0.0,
     };
     let mut staged: HashMap<String, Fused> = HashMap::new();
@@ -82,7 +94,13 @@ pub fn fuse(
         staged.entry(k.clone()).or_insert_with(|| blank(k)).vector = Some((i + 1, *s));
     }
     let mut all: Vec<Fused> = Vec::with_capacity(staged.len());
-    let best_bm25 = lexical.iter().map(|x| x.1).fold(0f32, f32::max);
+    let gated = matches!(how, Fusion::Gated { .. });
+    let counts = |k: &str| !(gated && foreign.contains(k));
+    let best_bm25 = lexical
+        .iter()
+        .filter(|x| counts(&x.0))
+        .map(|x| x.1)
+        .fold(0f32, f32::max);
     let (vmin, vmax) = vector
         .iter()
         .map(|x| x.1)
@@ -97,9 +115,10 @@ pub fn fuse(
                     + f.vector
                         .map_or(0.0, |(r, _)| vector_weight / (k + r as f64))
             }
-            Fusion::Weighted { .. } | Fusion::Adaptive { .. } => {
+            Fusion::Weighted { .. } | Fusion::Adaptive { .. } | Fusion::Gated { .. } => {
                 let vector_weight = weight.unwrap_or(0.5);
-                let t = f.bm25.map_or(0.0, |(_, s)| {
+                f.other_language = gated && foreign.contains(&f.key);
+                let t = f.bm25.filter(|_| !f.other_language).map_or(0.0, |(_, s)| {
                     if best_bm25 > 0.0 {
                         f64::from(s / best_bm25)
                     } else {
@@ -232,6 +251,7 @@ mod tests {
                 vector_weight: 1.0,
             },
             None,
+            &HashSet::new(),
         );
         assert_eq!(f[0].key, "b");
         assert!((f[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-12);
@@ -250,6 +270,7 @@ mod tests {
             &l(&[("b", 0.9), ("c", 0.7)]),
             Fusion::Weighted { vector_weight: 0.7 },
             Some(1.0),
+            &HashSet::new(),
         );
         let score = |k: &str| f.iter().find(|x| x.key == k).unwrap().score;
         assert!((score("a") - 0.3).abs() < 1e-9);
@@ -277,7 +298,7 @@ mod tests {
         // key order breaks the tie; no coverage gives the vectors 0.9 and "b" wins clearly.
         let lex = l(&[("a", 10.0), ("b", 5.0)]);
         let vec = l(&[("b", 0.9), ("c", 0.7), ("a", 0.5)]);
-        let at = |c: f64| fuse(&lex, &vec, how, Some(c));
+        let at = |c: f64| fuse(&lex, &vec, how, Some(c), &HashSet::new());
         let score = |f: &[Fused], k: &str| f.iter().find(|x| x.key == k).unwrap().score;
         let full = at(1.0);
         assert!((score(&full, "a") - 0.5).abs() < 1e-9);
@@ -337,5 +358,53 @@ mod tests {
         assert_eq!(out, vec!["a", "b", "a2"]);
         let out: Vec<&str> = mmr(scored, 1.0, sim).into_iter().map(|x| x.0).collect();
         assert_eq!(out, vec!["a", "a2", "b"]);
+    }
+
+    #[test]
+    fn gated_fusion_leaves_out_the_words_of_notes_in_another_language() {
+        // "a" matched the query's words (a name, a number) but is in another language; "b"
+        // is in the query's language. Their meaning is close.
+        let lex = l(&[("a", 10.0), ("b", 4.0)]);
+        let vec = l(&[("a", 0.80), ("b", 0.82), ("c", 0.70)]);
+        let foreign: HashSet<String> = ["a".to_string()].into();
+        let weighted = fuse(
+            &lex,
+            &vec,
+            Fusion::Weighted { vector_weight: 0.7 },
+            None,
+            &foreign,
+        );
+        assert_eq!(
+            weighted[0].key, "a",
+            "plain weighted fusion trusts the foreign match"
+        );
+        let gated = fuse(
+            &lex,
+            &vec,
+            Fusion::Gated { vector_weight: 0.7 },
+            None,
+            &foreign,
+        );
+        assert_eq!(gated[0].key, "b");
+        let a = gated.iter().find(|f| f.key == "a").unwrap();
+        assert!(a.other_language && a.bm25.is_some());
+        // b's words now count fully: it holds the best BM25 score among the notes that count.
+        let b = &gated[0];
+        assert!((b.score - (0.7 * 1.0 + 0.3 * 1.0)).abs() < 1e-9, "{b:?}");
+        // With no foreign note it is plain weighted fusion.
+        let none = fuse(
+            &lex,
+            &vec,
+            Fusion::Gated { vector_weight: 0.7 },
+            None,
+            &HashSet::new(),
+        );
+        assert_eq!(
+            none.iter().map(|f| (&f.key, f.score)).collect::<Vec<_>>(),
+            weighted
+                .iter()
+                .map(|f| (&f.key, f.score))
+                .collect::<Vec<_>>()
+        );
     }
 }
