@@ -1055,7 +1055,11 @@ fn embed_missing(
         // Another process embedding for this home goes on with its batch first; what it
         // cached is then taken instead of embedded twice. (Without a lock file, as on a
         // read-only home, each process embeds for itself.)
-        let _claim = crate::fsx::FileLock::acquire(&shared.embed_claim).ok();
+        let _claim = match claim(shared) {
+            Claim::Held(l) => Some(l),
+            Claim::Unavailable => None,
+            Claim::Stopped => break,
+        };
         let owned: Vec<Need> = todo[start..end].iter().map(|d| (*d).clone()).collect();
         let batch = take_cached(shared, &owned)?;
         done += end - start;
@@ -1092,6 +1096,27 @@ fn embed_missing(
     }
     drop(bulk);
     Ok(embedded)
+}
+
+enum Claim {
+    Held(crate::fsx::FileLock),
+    /// No lock file can be had (a read-only home): embed without taking turns.
+    Unavailable,
+    /// The index is closing: stop embedding.
+    Stopped,
+}
+
+/// Waits for this home's embedding turn; a closing index stops waiting (a process that is
+/// exiting never waits for another process's work).
+fn claim(shared: &Shared) -> Claim {
+    loop {
+        match crate::fsx::FileLock::try_acquire(&shared.embed_claim) {
+            Ok(Some(l)) => return Claim::Held(l),
+            Ok(None) if shared.stop.load(Ordering::SeqCst) => return Claim::Stopped,
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(_) => return Claim::Unavailable,
+        }
+    }
 }
 
 /// Locks, recovering the data of a poisoned lock (a panicking thread cannot corrupt these
