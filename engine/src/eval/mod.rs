@@ -330,11 +330,12 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             (Mode::Vector, Fusion::default()),
         ]
         .into_iter()
-        .chain(
-            TUNING_WEIGHTS
-                .iter()
-                .map(|w| (Mode::Hybrid, Fusion::Weighted { vector_weight: *w })),
-        ) {
+        .chain(TUNING_WEIGHTS.iter().flat_map(|w| {
+            [
+                (Mode::Hybrid, Fusion::Weighted { vector_weight: *w }),
+                (Mode::Hybrid, Fusion::Gated { vector_weight: *w }),
+            ]
+        })) {
             let l = label(m, f);
             if !variants.iter().any(|v| v.0 == l) {
                 variants.push((l, m, f));
