@@ -36,6 +36,12 @@ use crate::vault::{Engine, OpenOptions, ScopeChoice};
 #[cfg(test)]
 mod tests;
 
+/// Writes a front end's own file (the desktop app's settings, say) so that a reader sees the
+/// old content or the new one, never a mix, even if the machine stops halfway.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::fsx::write_atomic(path, bytes)
+}
+
 /// Where a front end runs: the home, the project folder and the model folder it was given.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -271,3 +271,20 @@ fn sync_status_card_and_doctor_of_a_fresh_home() {
     assert!(report.ok && !report.semantic_model, "{report:?}");
     assert!(super::projects::list(&loc).unwrap().is_empty());
 }
+
+#[test]
+fn a_front_ends_file_is_written_whole_and_replaced_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("desktop.json");
+    super::write_file_atomically(&path, b"{\"a\": 1}").unwrap();
+    super::write_file_atomically(&path, b"{}").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+    let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "no temporary file is left behind");
+    let dir = tmp.path().join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    assert!(
+        super::write_file_atomically(&dir, b"x").is_err(),
+        "a folder is not replaced"
+    );
+}

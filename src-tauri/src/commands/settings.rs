@@ -127,13 +127,13 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
         SyncSettings::update(&sync::sync_dir(root), |s| s.server = server)?;
     }
     let bytes = serde_json::to_vec_pretty(&f).map_err(|e| UiError::internal(e.to_string()))?;
-    memoria_engine::fsx::write_atomic(&file_path(root), &bytes)?;
+    memoria_engine::api::write_file_atomically(&file_path(root), &bytes)?;
     get(engine)
 }
 
 #[tauri::command]
 pub async fn get_settings(shell: State<'_, Shell>) -> Result<Settings, UiError> {
-    shell.call(|e| get(e)).await
+    shell.read(|e| get(e)).await
 }
 
 #[tauri::command]
@@ -178,7 +178,7 @@ mod tests {
             set(&engine, patch(serde_json::json!({"language": "fr"})))
                 .unwrap_err()
                 .code,
-            "invalid"
+            "invalid_input"
         );
     }
 }
