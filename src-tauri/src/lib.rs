@@ -1,7 +1,7 @@
 //! memoria-desktop: the desktop shell, and the only crate that knows Tauri. It hosts one
-//! engine on the user's `MEMORIA_HOME` (the same one the CLI and the MCP servers use: every
-//! write goes through the engine's per-scope locks, so they are safe side by side), the file
-//! watcher and the sync coordinator, and exposes the engine to the window as commands
+//! engine session on the user's `MEMORIA_HOME` (the same one the CLI and the MCP servers use:
+//! every write goes through the engine's per-scope locks, so they are safe side by side), with
+//! its file watcher and sync coordinator, and exposes it to the window as commands
 //! (`commands/<area>.rs`, each a few lines) and events (`events.rs`). JSON shapes the window
 //! sees live here; errors cross as `{code, message}` (`error.rs`).
 
@@ -10,7 +10,7 @@ pub mod error;
 pub mod events;
 pub mod shell;
 
-use memoria_engine::{Engine, OpenOptions};
+use memoria_engine::{OpenOptions, Session, SessionOptions};
 use tauri::Manager;
 
 pub use error::UiError;
@@ -65,14 +65,11 @@ pub fn run() {
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(log.build())
         .setup(move |app| {
-            let reports = events::Reports::new();
-            let engine = Engine::open(opts.clone())?;
-            let sync = reports.start_sync(opts.clone());
-            let notifier = sync.as_ref().map(|c| c.notifier()).unwrap_or_default();
-            let shell = Shell::new(engine, opts, notifier);
-            let background = reports.start(app.handle(), &shell, sync);
-            app.manage(shell);
-            app.manage(background);
+            let mut options = SessionOptions::new(opts.clone());
+            options.sync_token = std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok();
+            let (session, events) = Session::start_subscribed(options)?;
+            events::start(app.handle(), events);
+            app.manage(Shell::new(session, opts));
             Ok(())
         })
         .invoke_handler(commands::handler())

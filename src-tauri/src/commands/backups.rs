@@ -96,7 +96,7 @@ pub async fn list_backups(
     shell: State<'_, Shell>,
     limit: Option<usize>,
 ) -> Result<Vec<BackupRow>, UiError> {
-    shell.call(move |e| list(e, limit.unwrap_or(50))).await
+    shell.read(move |e| list(e, limit.unwrap_or(50))).await
 }
 
 #[tauri::command]
@@ -104,7 +104,7 @@ pub async fn preview_backup(
     shell: State<'_, Shell>,
     backup_id: String,
 ) -> Result<BackupPreview, UiError> {
-    shell.call(move |e| preview(e, &backup_id)).await
+    shell.read(move |e| preview(e, &backup_id)).await
 }
 
 #[tauri::command]
@@ -147,6 +147,6 @@ mod tests {
         engine.restore(&rows[0].backup_id).unwrap();
         let p = preview(&engine, &rows[0].backup_id).unwrap();
         assert_eq!(p.current_text.as_deref(), Some(p.backup_text.as_str()));
-        assert_eq!(preview(&engine, "nope").unwrap_err().code, "not-found");
+        assert_eq!(preview(&engine, "nope").unwrap_err().code, "not_found");
     }
 }

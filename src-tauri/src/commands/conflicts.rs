@@ -76,7 +76,7 @@ pub fn resolve(
 
 #[tauri::command]
 pub async fn list_conflicts(shell: State<'_, Shell>) -> Result<Vec<Conflict>, UiError> {
-    shell.call(|e| list(e)).await
+    shell.read(|e| list(e)).await
 }
 
 #[tauri::command]

@@ -175,7 +175,7 @@ pub fn list(engine: &Engine, filter: &ListFilter) -> Result<Vec<NoteRow>, UiErro
     Ok(rows)
 }
 
-pub fn get(engine: &mut Engine, scope_key: &str, id: &str) -> Result<NoteDetail, UiError> {
+pub fn get(engine: &Engine, scope_key: &str, id: &str) -> Result<NoteDetail, UiError> {
     let view = engine.show(id, Some(&scope(scope_key)?))?;
     let raw = std::fs::read_to_string(&view.indexed.path).unwrap_or_default();
     let mut backlinks = Vec::new();
@@ -255,7 +255,7 @@ pub fn forget(engine: &mut Engine, scope_key: &str, id: &str) -> Result<Forgotte
 
 #[tauri::command]
 pub async fn list_scopes(shell: State<'_, Shell>) -> Result<Vec<ScopeInfo>, UiError> {
-    shell.call(|e| scopes(e)).await
+    shell.read(|e| scopes(e)).await
 }
 
 #[tauri::command]
@@ -264,7 +264,7 @@ pub async fn list_notes(
     filter: Option<ListFilter>,
 ) -> Result<Vec<NoteRow>, UiError> {
     shell
-        .call(move |e| list(e, &filter.unwrap_or_default()))
+        .read(move |e| list(e, &filter.unwrap_or_default()))
         .await
 }
 
@@ -274,7 +274,7 @@ pub async fn get_note(
     scope: String,
     id: String,
 ) -> Result<NoteDetail, UiError> {
-    shell.call(move |e| get(e, &scope, &id)).await
+    shell.read(move |e| get(e, &scope, &id)).await
 }
 
 #[tauri::command]
@@ -327,7 +327,7 @@ mod tests {
             list(&engine, &ListFilter::default()).unwrap(),
             vec![created.clone()]
         );
-        let detail = get(&mut engine, "user", &created.id).unwrap();
+        let detail = get(&engine, "user", &created.id).unwrap();
         assert_eq!(detail.body, "hi [[other]]\n");
         assert!(detail.raw.contains("From the UI"));
         assert_eq!(detail.links, vec!["other".to_string()]);
@@ -339,19 +339,19 @@ mod tests {
         let edited = update(&mut engine, "user", &created.id, patch).unwrap();
         assert_eq!(edited.summary, "Edited");
         assert_eq!(
-            get(&mut engine, "user", &created.id).unwrap().body,
+            get(&engine, "user", &created.id).unwrap().body,
             "hi [[other]]\n"
         );
         let scopes = scopes(&engine).unwrap();
         assert_eq!(scopes[0].key, "user");
         assert_eq!(scopes[0].count, 1);
         assert_eq!(
-            get(&mut engine, "user", "missing").unwrap_err().code,
-            "not-found"
+            get(&engine, "user", "missing").unwrap_err().code,
+            "not_found"
         );
         assert_eq!(
-            get(&mut engine, "nowhere", "x").unwrap_err().code,
-            "invalid"
+            get(&engine, "nowhere", "x").unwrap_err().code,
+            "invalid_input"
         );
         let secret = CreateNote {
             summary: "k".into(),
@@ -360,7 +360,10 @@ mod tests {
             tags: vec![],
             scope: None,
         };
-        assert_eq!(create(&mut engine, secret).unwrap_err().code, "secret");
+        assert_eq!(
+            create(&mut engine, secret).unwrap_err().code,
+            "credential_refused"
+        );
         let bad = CreateNote {
             summary: "k".into(),
             body: String::new(),
@@ -368,7 +371,7 @@ mod tests {
             tags: vec![],
             scope: None,
         };
-        assert_eq!(create(&mut engine, bad).unwrap_err().code, "invalid");
+        assert_eq!(create(&mut engine, bad).unwrap_err().code, "invalid_input");
         let gone = forget(&mut engine, "user", &created.id).unwrap();
         assert_eq!(gone.id, created.id);
         assert!(!gone.backup_id.is_empty());

@@ -66,7 +66,7 @@ pub struct Overview {
 /// Buckets of the relevance chart.
 const BUCKETS: usize = 10;
 
-pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
+pub fn build(engine: &Engine) -> Result<Overview, UiError> {
     let rows = engine.list(None, None, None)?;
     let mut by_scope = Vec::new();
     for s in engine.visible_scopes() {
@@ -135,7 +135,7 @@ pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
 
 #[tauri::command]
 pub async fn overview(shell: State<'_, Shell>) -> Result<Overview, UiError> {
-    shell.call(build).await
+    shell.read(build).await
 }
 
 #[cfg(test)]
@@ -162,7 +162,7 @@ mod tests {
                 })
                 .unwrap();
         }
-        let o = build(&mut engine).unwrap();
+        let o = build(&engine).unwrap();
         assert_eq!(o.total_notes, 2);
         assert_eq!(o.by_scope[0].count, 2);
         assert_eq!(o.relevance.iter().sum::<usize>(), 2);

@@ -91,7 +91,7 @@ fn snippet(body: &str, query: &str) -> Option<String> {
     Some(format!("{lead}{text}{}", if more { "…" } else { "" }))
 }
 
-pub fn search(engine: &mut Engine, q: &SearchQuery) -> Result<Vec<SearchHit>, UiError> {
+pub fn search(engine: &Engine, q: &SearchQuery) -> Result<Vec<SearchHit>, UiError> {
     let opts = SearchOptions {
         limit: q.limit.unwrap_or(20),
         explain: q.explain,
@@ -125,7 +125,7 @@ pub async fn search_notes(
     shell: State<'_, Shell>,
     query: SearchQuery,
 ) -> Result<Vec<SearchHit>, UiError> {
-    shell.call(move |e| search(e, &query)).await
+    shell.read(move |e| search(e, &query)).await
 }
 
 #[cfg(test)]
@@ -155,7 +155,7 @@ mod tests {
             scopes: vec![],
             explain: true,
         };
-        let hits = search(&mut engine, &q).unwrap();
+        let hits = search(&engine, &q).unwrap();
         assert_eq!(hits[0].summary, "Deploys go out on Tuesdays");
         assert!(hits[0].explain.is_some());
         assert!(hits[0].snippet.as_deref().unwrap().contains("Fridays"));
@@ -165,7 +165,7 @@ mod tests {
             query: "  ".into(),
             ..q
         };
-        assert_eq!(search(&mut engine, &empty).unwrap_err().code, "invalid");
+        assert_eq!(search(&engine, &empty).unwrap_err().code, "invalid_input");
     }
 
     #[test]

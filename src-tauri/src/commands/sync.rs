@@ -163,7 +163,7 @@ pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
 
 #[tauri::command]
 pub async fn sync_status(shell: State<'_, Shell>) -> Result<SyncStatus, UiError> {
-    shell.call(|e| status(e)).await
+    shell.read(|e| status(e)).await
 }
 
 #[tauri::command]
@@ -209,19 +209,19 @@ mod tests {
         let st = status(&engine).unwrap();
         assert!(!st.signed_in && !st.enabled);
         assert_eq!(st.scopes[0].scope, "user");
-        assert_eq!(now(&mut engine).unwrap_err().code, "signed-out");
+        assert_eq!(now(&mut engine).unwrap_err().code, "not_signed_in");
         assert!(!set_enabled(&engine, false, None).unwrap().enabled);
-        assert_eq!(now(&mut engine).unwrap_err().code, "sync-off");
+        assert_eq!(now(&mut engine).unwrap_err().code, "sync_off");
         assert!(set_enabled(&engine, true, None).unwrap().enabled);
-        assert_eq!(now(&mut engine).unwrap_err().code, "signed-out");
+        assert_eq!(now(&mut engine).unwrap_err().code, "not_signed_in");
         assert_eq!(
             set_enabled(&engine, true, Some("user")).unwrap_err().code,
-            "invalid"
+            "invalid_input"
         );
         let bad = SyncLogin {
             server: " ".into(),
             token: "t".into(),
         };
-        assert_eq!(login(&engine, bad).unwrap_err().code, "invalid");
+        assert_eq!(login(&engine, bad).unwrap_err().code, "invalid_input");
     }
 }

@@ -13,10 +13,14 @@ export type Trust = 'owner' | 'derived' | 'peer' | 'ingested' | 'quarantined';
 
 /** The error every command rejects with. */
 export interface BackendError {
-  /** `not-found`, `invalid`, `secret`, `broken-note`, `limit`, `sync-off`, `signed-out`,
-   * `conflict`, `busy` or `internal`. The UI branches only on these; `message` is for people. */
+  /** One of the engine's stable `snake_case` codes (docs/errors.md): `not_found`,
+   * `invalid_input`, `credential_refused`, `broken_note`, `too_large`, `limit_reached`,
+   * `sync_off`, `not_signed_in`, `conflict`, `busy`, `internal`, …. The UI branches only on
+   * the code; `message` is for people. */
   code: string;
   message: string;
+  /** Structured facts (the limit, the scope, the path, when to retry), when there are any. */
+  detail?: unknown;
 }
 
 /** One scope as the notes list groups it. */
