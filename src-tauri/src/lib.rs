@@ -65,11 +65,11 @@ pub fn run() {
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(log.build())
         .setup(move |app| {
-            let mut options = SessionOptions::new(opts.clone());
+            let mut options = SessionOptions::new(opts);
             options.sync_token = std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok();
             let (session, events) = Session::start_subscribed(options)?;
             events::start(app.handle(), events);
-            app.manage(Shell::new(session, opts));
+            app.manage(Shell::new(session));
             Ok(())
         })
         .invoke_handler(commands::handler())

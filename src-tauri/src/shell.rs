@@ -9,31 +9,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use memoria_engine::import::ImportReport;
-use memoria_engine::{Engine, OpenOptions, ScopeChoice, Session};
+use memoria_engine::{Engine, ScopeChoice, Session};
 
 use crate::UiError;
 
 /// What every command gets: the app's session.
 pub struct Shell {
     session: Arc<Session>,
-    opts: OpenOptions,
 }
 
 impl Shell {
-    pub fn new(session: Session, opts: OpenOptions) -> Shell {
+    pub fn new(session: Session) -> Shell {
         Shell {
             session: Arc::new(session),
-            opts,
         }
-    }
-
-    /// The options the session was opened with.
-    pub fn open_options(&self) -> &OpenOptions {
-        &self.opts
-    }
-
-    pub fn session(&self) -> &Session {
-        &self.session
     }
 
     /// Runs `f` on the session's read engine off the window's thread; it never waits for a
