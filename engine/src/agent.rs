@@ -57,7 +57,7 @@ pub struct AgentHit {
 /// Whether an agent may see a note at all: a file that does not parse, a quarantined note and a
 /// note marked `contains-secrets` are never shown, searched, recalled or changed by an agent.
 /// [`crate::index::Index::note_states`] applies the same rule in SQL.
-pub fn recallable(row: &IndexedNote) -> bool {
+pub fn recallable<B>(row: &IndexedNote<B>) -> bool {
     row.error.is_none()
         && row.trust.as_deref() != Some("quarantined")
         && !row.tags.iter().any(|t| t == SECRETS_TAG)

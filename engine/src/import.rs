@@ -479,7 +479,7 @@ mod tests {
             .list(None, None, None)
             .unwrap()
             .into_iter()
-            .map(|row| row.body)
+            .map(|row| e.show(&row.id, None).unwrap().indexed.body)
             .collect();
         assert!(bodies.iter().any(|t| t.contains("tea")), "{bodies:?}");
         assert!(bodies.iter().any(|t| t.contains("coffee")), "{bodies:?}");

@@ -55,10 +55,11 @@ CREATE TABLE IF NOT EXISTS projects(
 ";
 
 /// One indexed file: a note, or a file that failed to parse (then `error` is set and `body`
-/// holds the whole file so it stays searchable).
+/// holds the whole file so it stays searchable). `B` is what the row carries of the body: the
+/// text itself, or nothing for a [`ListedNote`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct IndexedNote {
+pub struct IndexedNote<B = String> {
     pub path: String,
     pub scope: String,
     pub rel_path: String,
@@ -79,11 +80,16 @@ pub struct IndexedNote {
     pub size: i64,
     pub error: Option<String>,
     #[serde(skip)]
-    pub body: String,
+    pub body: B,
     /// Link targets as written, for backlinks.
     #[serde(skip)]
     pub links: Vec<String>,
 }
+
+/// A row of [`Index::list`]: everything but the body, which a listing does not read (bodies
+/// are most of the table's bytes). A note's text comes from [`Index::find`] or
+/// [`Index::by_path`].
+pub type ListedNote = IndexedNote<()>;
 
 /// Filters for [`Index::list`].
 #[derive(Debug, Clone, Default)]
@@ -280,10 +286,12 @@ impl Index {
         Ok(n as usize)
     }
 
-    /// Notes matching the filter, by scope then id.
-    pub fn list(&self, f: &ListFilter) -> Result<Vec<IndexedNote>> {
+    /// Notes matching the filter, by scope then id, without their bodies.
+    pub fn list(&self, f: &ListFilter) -> Result<Vec<ListedNote>> {
         let scopes = serde_json::to_string(&f.scopes).unwrap_or_default();
-        self.select(
+        self.rows(
+            "NULL",
+            |_| Ok(()),
             "WHERE scope IN (SELECT value FROM json_each(?1))
                AND (?2 IS NULL OR type = ?2)
                AND (?3 IS NULL OR path IN (SELECT path FROM tags WHERE tag = ?3))
@@ -406,8 +414,20 @@ impl Index {
     }
 
     fn select(&self, tail: &str, p: impl rusqlite::Params) -> Result<Vec<IndexedNote>> {
+        self.rows("body", |r| r.get(16), tail, p)
+    }
+
+    /// Rows of `notes` matching `tail`; the 17th selected column is `body_column`, which
+    /// `body` turns into what a row carries of the body.
+    fn rows<B>(
+        &self,
+        body_column: &str,
+        body: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<B>,
+        tail: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<Vec<IndexedNote<B>>> {
         let sql = format!(
-            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}
              FROM notes {tail}"
         );
         let conn = self.conn();
@@ -431,10 +451,75 @@ impl Index {
                 mtime_ns: r.get(13)?,
                 size: r.get(14)?,
                 error: r.get(15)?,
-                body: r.get(16)?,
+                body: body(r)?,
                 links: Vec::new(),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(id: &str) -> IndexedNote {
+        IndexedNote {
+            path: format!("/vault/{id}.md"),
+            scope: "user".into(),
+            rel_path: format!("{id}.md"),
+            id: id.into(),
+            summary: format!("about {id}"),
+            note_type: Some("fact".into()),
+            tags: vec!["kept".into()],
+            created_at: Some(1),
+            updated_at: Some(2),
+            hash: None,
+            trust: None,
+            source: None,
+            importance: Some(0.5),
+            mtime_ns: 3,
+            size: 4,
+            error: None,
+            body: format!("the text of {id}\n"),
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_listing_reads_every_column_but_the_body() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ix = Index::open(&tmp.path().join("index.sqlite")).unwrap();
+        ix.apply(&[note("a"), note("b")], &[]).unwrap();
+        // A body that cannot be read back as text: a listing that read bodies would fail.
+        ix.conn()
+            .execute("UPDATE notes SET body = X'FF00FE' WHERE id = 'b'", [])
+            .unwrap();
+        let listed = ix
+            .list(&ListFilter {
+                scopes: vec!["user".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        let ids: Vec<&str> = listed.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        let full = ix.by_path("/vault/a.md").unwrap().unwrap();
+        let a = &listed[0];
+        assert_eq!(
+            (&a.path, &a.rel_path, &a.summary, &a.note_type, &a.tags),
+            (
+                &full.path,
+                &full.rel_path,
+                &full.summary,
+                &full.note_type,
+                &full.tags
+            )
+        );
+        assert_eq!(
+            (a.created_at, a.updated_at, a.importance, a.mtime_ns, a.size),
+            (Some(1), Some(2), Some(0.5), 3, 4)
+        );
+        // The note's text is still there for whoever asks for the note itself.
+        assert_eq!(ix.find("user", "a").unwrap()[0].body, "the text of a\n");
     }
 }

@@ -113,7 +113,7 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 pub const UNREADABLE_SIZE: i64 = -1;
 
 /// Whether an index row stands for a file that could not be read.
-pub fn is_unreadable(row: &IndexedNote) -> bool {
+pub fn is_unreadable<B>(row: &IndexedNote<B>) -> bool {
     row.size == UNREADABLE_SIZE
 }
 

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::import::{self, ImportReport};
-use crate::index::IndexedNote;
+use crate::index::ListedNote;
 use crate::project::Scope;
 use crate::recall::{self, Hit, RecallConfig, RecallIndex, SearchOptions};
 use crate::search::SharedRecall;
@@ -199,7 +199,7 @@ impl Reads {
         scope: Option<&Scope>,
         note_type: Option<&str>,
         tag: Option<&str>,
-    ) -> Result<Vec<IndexedNote>> {
+    ) -> Result<Vec<ListedNote>> {
         self.engine.list(scope, note_type, tag)
     }
 

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fsx::{self, FileLock};
 use crate::guard;
 use crate::home::Home;
-use crate::index::{BackupRow, Index, IndexedNote, ListFilter};
+use crate::index::{BackupRow, Index, IndexedNote, ListFilter, ListedNote};
 use crate::project::{Project, Scope};
 use crate::scan::{self, FoundFile, ScanStats};
 
@@ -791,13 +791,14 @@ impl Engine {
         self.backups.policy()
     }
 
-    /// Notes of the visible scopes (or one of them), with parse errors shown.
+    /// Notes of the visible scopes (or one of them), with parse errors shown, without their
+    /// bodies ([`Engine::show`] gives a note's text).
     pub fn list(
         &self,
         scope: Option<&Scope>,
         note_type: Option<&str>,
         tag: Option<&str>,
-    ) -> Result<Vec<IndexedNote>> {
+    ) -> Result<Vec<ListedNote>> {
         let scopes = match scope {
             Some(s) if self.visible_scopes().contains(s) => vec![s.key()],
             Some(s) => {

@@ -162,8 +162,8 @@ pub struct NoteRow {
     pub error: Option<String>,
 }
 
-impl From<IndexedNote> for NoteRow {
-    fn from(r: IndexedNote) -> NoteRow {
+impl<B> From<IndexedNote<B>> for NoteRow {
+    fn from(r: IndexedNote<B>) -> NoteRow {
         NoteRow {
             scope: r.scope,
             id: r.id,

@@ -76,7 +76,7 @@ fn note(summary: &str, body: &str) -> NewNote {
     }
 }
 
-fn ids(rows: &[IndexedNote]) -> Vec<String> {
+fn ids<B>(rows: &[IndexedNote<B>]) -> Vec<String> {
     let mut v: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     v.sort();
     v

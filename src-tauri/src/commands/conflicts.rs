@@ -76,7 +76,7 @@ pub fn resolve(
 
 #[tauri::command]
 pub async fn list_conflicts(shell: State<'_, Shell>) -> Result<Vec<Conflict>, UiError> {
-    shell.read(|e| list(e)).await
+    shell.read(list).await
 }
 
 #[tauri::command]

@@ -97,7 +97,7 @@ pub struct Forgotten {
     pub backup_id: String,
 }
 
-pub(crate) fn row(ix: &IndexedNote) -> NoteRow {
+pub(crate) fn row<B>(ix: &IndexedNote<B>) -> NoteRow {
     NoteRow {
         scope: ix.scope.clone(),
         id: ix.id.clone(),
@@ -255,7 +255,7 @@ pub fn forget(engine: &mut Engine, scope_key: &str, id: &str) -> Result<Forgotte
 
 #[tauri::command]
 pub async fn list_scopes(shell: State<'_, Shell>) -> Result<Vec<ScopeInfo>, UiError> {
-    shell.read(|e| scopes(e)).await
+    shell.read(scopes).await
 }
 
 #[tauri::command]

@@ -133,7 +133,7 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
 
 #[tauri::command]
 pub async fn get_settings(shell: State<'_, Shell>) -> Result<Settings, UiError> {
-    shell.read(|e| get(e)).await
+    shell.read(get).await
 }
 
 #[tauri::command]

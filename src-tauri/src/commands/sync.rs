@@ -163,7 +163,7 @@ pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
 
 #[tauri::command]
 pub async fn sync_status(shell: State<'_, Shell>) -> Result<SyncStatus, UiError> {
-    shell.read(|e| status(e)).await
+    shell.read(status).await
 }
 
 #[tauri::command]
