@@ -4,8 +4,8 @@
 //! and background failures. The session publishes them; [`forward`] turns each into the
 //! window's shape (`ui/src/lib/backend/types.ts`).
 
+use memoria_engine::api::sync::DownloadCounts;
 use memoria_engine::session::{self, IndexTask};
-use memoria_engine::sync::DownloadCounts;
 use serde::Serialize;
 use tauri::{AppHandle, Emitter};
 

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memoria_engine::import::ImportReport;
+use memoria_engine::api::transfer::ImportReport;
 use memoria_engine::{Engine, ScopeChoice, Session};
 
 use crate::UiError;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use memoria_engine::import::ImportReport;
+use memoria_engine::api::transfer::ImportReport;
 use memoria_engine::{Scope, ScopeChoice};
 use serde::Deserialize;
 use tauri::State;
@@ -17,7 +17,7 @@ pub struct ImportRequest {
 }
 
 fn choice(scope: Option<&str>) -> Result<Option<ScopeChoice>, UiError> {
-    Ok(match scope.map(super::notes::scope).transpose()? {
+    Ok(match scope.map(Scope::from_key).transpose()? {
         None => None,
         Some(Scope::User) => Some(ScopeChoice::User),
         Some(Scope::Project(_)) => Some(ScopeChoice::Project),

@@ -49,7 +49,7 @@ export interface NoteRow {
 /** An open note. */
 export interface NoteDetail extends NoteRow {
   body: string;
-  /** The file's text exactly as on disk (shown for a note whose file has a parse error). */
+  /** The file's text as on disk when it has a parse error (what the editor shows then); empty for a note that parses. */
   raw: string;
   /** The note file's absolute path. */
   path: string;
