@@ -168,6 +168,13 @@ mod tests {
             serde_json::json!({"kind": "indexProgress", "task": "import", "done": 3,
                 "total": 3, "current": null, "finished": true})
         );
+        let started = forward(session::Event::SyncStarted {
+            scope: "user".into(),
+        });
+        assert_eq!(
+            serde_json::to_value(started).unwrap(),
+            serde_json::json!({"kind": "syncStarted", "scope": "user"})
+        );
         let failed = forward(session::Event::SyncFinished {
             scope: "user".into(),
             report: None,
