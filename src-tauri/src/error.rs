@@ -2,7 +2,7 @@
 //! stable `snake_case` code (docs/errors.md), a message a person reads, and structured detail
 //! where the engine gives some.
 
-use memoria_engine::sync::SyncError;
+use memoria_engine::api::sync::SyncError;
 use memoria_engine::{Error, ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde_json::Value;

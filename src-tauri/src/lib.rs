@@ -21,7 +21,8 @@ pub use shell::Shell;
 /// `models/default`; and no project — the app sees the user's own scope, not the folder it
 /// was started from.
 pub fn open_options() -> OpenOptions {
-    let chosen = memoria_engine::home::Home::resolve(None)
+    let chosen = memoria_engine::api::Location::default()
+        .home()
         .ok()
         .and_then(|h| commands::settings::load(h.root()).model_dir)
         .filter(|_| std::env::var_os("MEMORIA_MODEL_DIR").is_none());
@@ -34,9 +35,11 @@ pub fn open_options() -> OpenOptions {
 /// Builds and runs the app until its last window closes.
 pub fn run() {
     let opts = open_options();
-    let logs = memoria_engine::home::Home::resolve(opts.home.as_deref())
-        .map(|h| h.root().join("logs"))
-        .ok();
+    let here = memoria_engine::api::Location {
+        home: opts.home.clone(),
+        ..Default::default()
+    };
+    let logs = here.home().map(|h| h.root().join("logs")).ok();
     let mut log = tauri_plugin_log::Builder::new()
         .level(log::LevelFilter::Info)
         .max_file_size(1_000_000)
@@ -66,7 +69,7 @@ pub fn run() {
         .plugin(log.build())
         .setup(move |app| {
             let mut options = SessionOptions::new(opts);
-            options.sync_token = std::env::var(memoria_engine::sync::token::TOKEN_ENV).ok();
+            options.sync_token = memoria_engine::api::sync::env_token();
             let (session, events) = Session::start_subscribed(options)?;
             events::start(app.handle(), events);
             app.manage(Shell::new(session));

@@ -7,16 +7,17 @@ use memoria_shared::SystemClock;
 use memoria_shared::protocol::Quotas;
 use serde::{Deserialize, Serialize};
 
-use crate::sync::base::ScopeDir;
-use crate::sync::{self, Settings, SyncClient, SyncError, SyncResult, Syncer, Token, token};
-
 use crate::error::Error;
-pub use crate::sync::settings::Pin;
-pub use crate::sync::{DownloadCounts, PassReport, Pending};
+use crate::sync::base::ScopeDir;
+use crate::sync::{self, Settings, SyncClient, Syncer, Token, token};
 use crate::vault::Engine;
 
-/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain.
-fn env_token() -> Option<String> {
+pub use crate::sync::settings::Pin;
+pub use crate::sync::{DownloadCounts, PassReport, Pending, SyncError, SyncResult};
+
+/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain: what a front end
+/// hands its session (`SessionOptions::sync_token`).
+pub fn env_token() -> Option<String> {
     std::env::var(token::TOKEN_ENV).ok()
 }
 
