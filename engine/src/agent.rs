@@ -151,11 +151,10 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             continue;
         }
         let scope = crate::Scope::from_key(&scope_key)?;
-        let snippet = snippet_for(&row.body, &q.queries);
         hits.push(AgentHit {
             id: Engine::reference(&scope, &row.id),
             summary: row.summary.clone(),
-            snippet: clip(&snippet.replace('\n', " "), SNIPPET_CHARS),
+            snippet: snippet(&row.body, &q.queries),
             score: (score * 1e4).round() / 1e4,
             trust: trust_label(&row),
             note_type: row.note_type.clone(),
@@ -166,6 +165,15 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     hits.truncate(limit);
     Ok(hits)
+}
+
+/// The part of `body` around the first word of the queries it contains (else its start), on
+/// one line, at most [`SNIPPET_CHARS`] long.
+pub(crate) fn snippet(body: &str, queries: &[String]) -> String {
+    clip(
+        &snippet_for(body, queries).replace('\n', " "),
+        SNIPPET_CHARS,
+    )
 }
 
 /// The part of `body` around the first word of the queries it contains, else its start.

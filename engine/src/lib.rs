@@ -17,10 +17,7 @@ pub mod guard;
 pub mod home;
 pub mod hook;
 pub mod import;
-/// The SQLite index's rows. Not part of the API: front ends read notes through
-/// [`api::notes`]. Reachable only until the desktop shell's notes commands call it.
-#[doc(hidden)]
-pub mod index;
+pub(crate) mod index;
 pub mod mcp;
 pub mod project;
 pub mod recall;

@@ -1,7 +1,7 @@
 //! memoria-desktop: the desktop shell, and the only crate that knows Tauri. It hosts one
-//! engine on the user's `MEMORIA_HOME` (the same one the CLI and the MCP servers use: every
-//! write goes through the engine's per-scope locks, so they are safe side by side), the file
-//! watcher and the sync coordinator, and exposes the engine to the window as commands
+//! engine session on the user's `MEMORIA_HOME` (the same one the CLI and the MCP servers use:
+//! every write goes through the engine's per-scope locks, so they are safe side by side), with
+//! its file watcher and sync coordinator, and exposes it to the window as commands
 //! (`commands/<area>.rs`, each a few lines) and events (`events.rs`). JSON shapes the window
 //! sees live here; errors cross as `{code, message}` (`error.rs`).
 
@@ -10,7 +10,7 @@ pub mod error;
 pub mod events;
 pub mod shell;
 
-use memoria_engine::{Engine, OpenOptions};
+use memoria_engine::{OpenOptions, Session, SessionOptions};
 use tauri::Manager;
 
 pub use error::UiError;
@@ -21,7 +21,8 @@ pub use shell::Shell;
 /// `models/default`; and no project — the app sees the user's own scope, not the folder it
 /// was started from.
 pub fn open_options() -> OpenOptions {
-    let chosen = memoria_engine::home::Home::resolve(None)
+    let chosen = memoria_engine::api::Location::default()
+        .home()
         .ok()
         .and_then(|h| commands::settings::load(h.root()).model_dir)
         .filter(|_| std::env::var_os("MEMORIA_MODEL_DIR").is_none());
@@ -34,9 +35,11 @@ pub fn open_options() -> OpenOptions {
 /// Builds and runs the app until its last window closes.
 pub fn run() {
     let opts = open_options();
-    let logs = memoria_engine::home::Home::resolve(opts.home.as_deref())
-        .map(|h| h.root().join("logs"))
-        .ok();
+    let here = memoria_engine::api::Location {
+        home: opts.home.clone(),
+        ..Default::default()
+    };
+    let logs = here.home().map(|h| h.root().join("logs")).ok();
     let mut log = tauri_plugin_log::Builder::new()
         .level(log::LevelFilter::Info)
         .max_file_size(1_000_000)
@@ -65,14 +68,11 @@ pub fn run() {
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(log.build())
         .setup(move |app| {
-            let reports = events::Reports::new();
-            let engine = Engine::open(opts.clone())?;
-            let sync = reports.start_sync(opts.clone());
-            let notifier = sync.as_ref().map(|c| c.notifier()).unwrap_or_default();
-            let shell = Shell::new(engine, opts, notifier);
-            let background = reports.start(app.handle(), &shell, sync);
-            app.manage(shell);
-            app.manage(background);
+            let mut options = SessionOptions::new(opts);
+            options.sync_token = memoria_engine::api::sync::env_token();
+            let (session, events) = Session::start_subscribed(options)?;
+            events::start(app.handle(), events);
+            app.manage(Shell::new(session));
             Ok(())
         })
         .invoke_handler(commands::handler())

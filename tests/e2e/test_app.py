@@ -151,7 +151,7 @@ def test_cloud_sync_off_blocks_sync_now(tmp_root, launch, sync_server):
     app.shot("sync-off")
     # The shell refuses it too, whatever the window shows.
     refused = app.invoke("sync_now")
-    assert refused.get("err", {}).get("code") == "sync-off", refused
+    assert refused.get("err", {}).get("code") == "sync_off", refused
     b = Home(tmp_root / "b", token)
     b.path.mkdir()
     b.cli("sync", "login", "--server", sync_server.url, "--token", token)

@@ -57,11 +57,11 @@ describe('backend module', () => {
     );
   });
 
-  it('turns {code, message} rejections into BackendFailure', async () => {
-    invoke.mockRejectedValueOnce({ code: 'secret', message: 'looks like a key' });
+  it('turns {code, message, detail} rejections into BackendFailure', async () => {
+    invoke.mockRejectedValueOnce({ code: 'credential_refused', message: 'looks like a key', detail: { rule: 'aws' } });
     const err = await be.createNote({ summary: 's', body: 'AKIA', noteType: null, tags: [] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(be.BackendFailure);
-    expect(err).toMatchObject({ code: 'secret', message: 'looks like a key' });
+    expect(err).toMatchObject({ code: 'credential_refused', message: 'looks like a key', detail: { rule: 'aws' } });
   });
 
   it('turns a bare string rejection (an unknown command) into an internal BackendFailure', async () => {

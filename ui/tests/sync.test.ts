@@ -49,4 +49,18 @@ describe('Sync page', () => {
     await user.click(screen.getByTestId('sync-signout'));
     await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-state', 'signed-out'));
   });
+
+  it('a pass the background sync starts shows as running, and 立即同步 waits until it finishes', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'sync');
+    const now = await screen.findByTestId('sync-now');
+    await waitFor(() => expect(now).toBeEnabled());
+    be.emit({ kind: 'syncStarted', scope: 'user' });
+    await waitFor(() => expect(screen.getByTestId('sync-now')).toBeDisabled());
+    expect(screen.getByTestId('sync-status')).toHaveTextContent('Syncing');
+    const before = callsOf(be, 'syncStatus').length;
+    be.emit({ kind: 'syncFinished', scope: 'user', ok: true, error: null, download: { added: 1, changed: 0, deleted: 0 }, uploaded: 0, newConflicts: [] });
+    await waitFor(() => expect(screen.getByTestId('sync-now')).toBeEnabled());
+    expect(callsOf(be, 'syncStatus').length).toBeGreaterThan(before);
+  });
 });

@@ -25,6 +25,8 @@ pub struct EngineCard {
     pub pending_vectors: usize,
     /// When the vector cache last changed (ms since the epoch); `None`: never written.
     pub last_vector_update_ms: Option<i64>,
+    /// The model folder the engine looks in.
+    pub model_dir: Option<String>,
     pub switches: CardSwitches,
 }
 
@@ -41,7 +43,7 @@ pub struct CardSwitches {
 }
 
 /// The engine card (opens the recall index, loading the model, on first use).
-pub fn card(engine: &mut Engine) -> SyncResult<EngineCard> {
+pub fn card(engine: &Engine) -> SyncResult<EngineCard> {
     let settings = Settings::load(&crate::sync::sync_dir(engine.home().root()))?;
     let status = engine.recall()?.status();
     let cache = crate::recall::default_dir(engine.home().root()).join("vectors.sqlite");
@@ -59,6 +61,7 @@ pub fn card(engine: &mut Engine) -> SyncResult<EngineCard> {
         notes_with_vectors: status.documents_with_vectors,
         pending_vectors: status.pending_embeddings,
         last_vector_update_ms,
+        model_dir: engine.model_dir().map(super::path_text),
         switches: CardSwitches {
             sync_on: settings.is_on(),
             signed_in: settings.server.is_some(),

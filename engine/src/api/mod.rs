@@ -108,16 +108,31 @@ impl NoteRef {
     }
 }
 
-/// The scope a front end named (`user`, `project`, `domain`), resolved from here; `None`
-/// leaves the choice to the engine.
+/// The scope a front end named — `user`, `project`, `domain`, or the key of a visible scope
+/// (`project:<id>`, `domain:<type>`) — resolved from here; `None` leaves the choice to the
+/// engine.
 pub(crate) fn scope_arg(engine: &Engine, arg: Option<&str>) -> Result<Option<Scope>> {
-    arg.map(|s| engine.scope_of(s.parse::<ScopeChoice>()?))
-        .transpose()
+    let Some(arg) = arg else { return Ok(None) };
+    if !arg.contains(':') {
+        return engine.scope_of(arg.parse::<ScopeChoice>()?).map(Some);
+    }
+    let scope = Scope::from_key(arg)?;
+    if !engine.visible_scopes().contains(&scope) {
+        return Err(Error::Invalid(format!(
+            "the scope {arg} is not visible here: only the user's notes, the current project's \
+             and its domain's are"
+        )));
+    }
+    Ok(Some(scope))
 }
 
-/// A scope choice by name (`user`, `project`, `domain`).
-pub(crate) fn scope_choice(arg: Option<&str>) -> Result<Option<ScopeChoice>> {
-    arg.map(str::parse::<ScopeChoice>).transpose()
+/// Like [`scope_arg`], as the choice a write takes (`user`, `project` or `domain`).
+pub(crate) fn scope_choice(engine: &Engine, arg: Option<&str>) -> Result<Option<ScopeChoice>> {
+    Ok(scope_arg(engine, arg)?.map(|s| match s {
+        Scope::User => ScopeChoice::User,
+        Scope::Project(_) => ScopeChoice::Project,
+        Scope::Domain(_) => ScopeChoice::Domain,
+    }))
 }
 
 /// A path as text for a DTO.

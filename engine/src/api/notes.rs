@@ -95,7 +95,7 @@ pub fn add(engine: &mut Engine, new: AddNote) -> Result<Written> {
     engine.add(NewNote {
         note_type: note_type(new.note_type.as_deref())?,
         tags: clean_tags(&new.tags),
-        scope: scope_choice(new.scope.as_deref())?,
+        scope: scope_choice(engine, new.scope.as_deref())?,
         summary: new.summary,
         body: new.body,
         id: new.id,
@@ -113,6 +113,8 @@ pub struct EditNote {
     pub tags: Option<Vec<String>>,
     #[serde(rename = "type")]
     pub note_type: Option<String>,
+    /// From 0 to 1: how much the note counts in recall.
+    pub importance: Option<f64>,
 }
 
 /// Changes a note. An edit that changes nothing is refused.
@@ -121,9 +123,10 @@ pub fn edit(engine: &mut Engine, id: &str, scope: Option<&str>, edit: EditNote) 
         && edit.body.is_none()
         && edit.tags.is_none()
         && edit.note_type.is_none()
+        && edit.importance.is_none()
     {
         return Err(Error::Invalid(
-            "nothing to change: give a new summary, body, tags or type".into(),
+            "nothing to change: give a new summary, body, tags, type or importance".into(),
         ));
     }
     let scope = scope_arg(engine, scope)?;
@@ -132,6 +135,7 @@ pub fn edit(engine: &mut Engine, id: &str, scope: Option<&str>, edit: EditNote) 
         body: edit.body,
         tags: edit.tags.as_deref().map(clean_tags),
         note_type: note_type(edit.note_type.as_deref())?,
+        importance: edit.importance,
         ..Default::default()
     };
     engine.edit(id, scope.as_ref(), change)
@@ -201,6 +205,47 @@ pub fn list(engine: &Engine, q: &ListQuery) -> Result<Vec<NoteRow>> {
     Ok(rows.into_iter().map(NoteRow::from).collect())
 }
 
+/// One note's row, found by id as [`show`] finds it (`scope` narrows it), without its text;
+/// counts no access.
+pub fn row(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteRow> {
+    let scope = scope_arg(engine, scope)?;
+    Ok(engine.resolve(id, scope.as_ref())?.1.into())
+}
+
+/// A visible scope and how many notes it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSummary {
+    /// `user`, `project:<id>` or `domain:<type>`.
+    pub key: String,
+    /// `user`, `project` or `domain`.
+    pub kind: String,
+    /// The project's folder, for the current project's scope.
+    pub root: Option<String>,
+    /// Its notes, files that do not parse included.
+    pub notes: usize,
+}
+
+/// The visible scopes, most specific first: the project, its domain, the user.
+pub fn scopes(engine: &Engine) -> Result<Vec<ScopeSummary>> {
+    engine
+        .visible_scopes()
+        .into_iter()
+        .map(|scope| {
+            let root = engine
+                .project()
+                .filter(|p| p.scope() == scope)
+                .map(|p| path_text(&p.root));
+            Ok(ScopeSummary {
+                notes: engine.list(Some(&scope), None, None)?.len(),
+                key: scope.key(),
+                kind: scope.kind().to_owned(),
+                root,
+            })
+        })
+        .collect()
+}
+
 /// A note with its text, links and backlinks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -215,6 +260,10 @@ pub struct NoteDetail {
     pub created_at: Option<i64>,
     pub updated_at: Option<i64>,
     pub hash: Option<String>,
+    /// owner, peer, derived or ingested.
+    pub trust: Option<String>,
+    /// From 0 to 1; `None`: never set.
+    pub importance: Option<f64>,
     /// Why the file does not parse, when it does not (the body is then the whole file).
     pub error: Option<String>,
     /// The notes this one links to, as written.
@@ -225,7 +274,7 @@ pub struct NoteDetail {
 }
 
 /// A note with its text and backlinks; counts one access on this machine.
-pub fn show(engine: &mut Engine, id: &str, scope: Option<&str>) -> Result<NoteDetail> {
+pub fn show(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteDetail> {
     let scope = scope_arg(engine, scope)?;
     let view = engine.show(id, scope.as_ref())?;
     let ix = view.indexed;
@@ -242,6 +291,8 @@ pub fn show(engine: &mut Engine, id: &str, scope: Option<&str>) -> Result<NoteDe
         created_at: ix.created_at,
         updated_at: ix.updated_at,
         hash: ix.hash,
+        trust: ix.trust,
+        importance: ix.importance,
         error: ix.error,
     })
 }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::NoteRef;
 use crate::error::Result;
+use crate::project::Scope;
 use crate::recall::{self, SearchOptions};
 use crate::vault::Engine;
 
@@ -41,6 +42,8 @@ pub struct SearchRequest {
     pub mode: SearchMode,
     /// Include the parts of each hit's score.
     pub explain: bool,
+    /// Include a piece of each hit's body around the query's words.
+    pub snippets: bool,
 }
 
 impl Default for SearchRequest {
@@ -50,6 +53,7 @@ impl Default for SearchRequest {
             limit: 10,
             mode: SearchMode::Hybrid,
             explain: false,
+            snippets: false,
         }
     }
 }
@@ -111,10 +115,13 @@ pub struct SearchHit {
     /// Present when the search asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<ScoreParts>,
+    /// Present when the search asked for it and the note has a body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
 }
 
 /// Hybrid search over the visible notes.
-pub fn search(engine: &mut Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
     let opts = SearchOptions {
         limit: req.limit.clamp(1, 1000),
         mode: req.mode.into(),
@@ -125,6 +132,10 @@ pub fn search(engine: &mut Engine, req: &SearchRequest) -> Result<Vec<SearchHit>
     Ok(hits
         .into_iter()
         .map(|h| SearchHit {
+            snippet: req
+                .snippets
+                .then(|| snippet(engine, &h.scope, &h.id, &req.query))
+                .flatten(),
             scope: h.scope,
             id: h.id,
             summary: h.summary,
@@ -133,6 +144,13 @@ pub fn search(engine: &mut Engine, req: &SearchRequest) -> Result<Vec<SearchHit>
             explain: h.explain.map(ScoreParts::from),
         })
         .collect())
+}
+
+/// The piece of a hit's body an agent's search shows, on one line.
+fn snippet(engine: &Engine, scope: &str, id: &str, query: &str) -> Option<String> {
+    let scope = Scope::from_key(scope).ok()?;
+    let (_, row) = engine.resolve(id, Some(&scope)).ok()?;
+    Some(crate::agent::snippet(&row.body, &[query.to_owned()])).filter(|s| !s.is_empty())
 }
 
 /// A recall block to ask for.

@@ -7,15 +7,17 @@ use memoria_shared::SystemClock;
 use memoria_shared::protocol::Quotas;
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
 use crate::sync::base::ScopeDir;
-use crate::sync::{
-    self, DownloadCounts, PassReport, Pending, Settings, SyncClient, SyncError, SyncResult, Syncer,
-    Token, token,
-};
+use crate::sync::{self, Settings, SyncClient, Syncer, Token, token};
 use crate::vault::Engine;
 
-/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain.
-fn env_token() -> Option<String> {
+pub use crate::sync::settings::Pin;
+pub use crate::sync::{DownloadCounts, PassReport, Pending, SyncError, SyncResult};
+
+/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain: what a front end
+/// hands its session (`SessionOptions::sync_token`).
+pub fn env_token() -> Option<String> {
     std::env::var(token::TOKEN_ENV).ok()
 }
 
@@ -55,7 +57,10 @@ pub struct SignedIn {
 /// is in `MEMORIA_SYNC_TOKEN`.
 pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
     let root = engine.home().root();
-    let server = req.server.trim_end_matches('/').to_owned();
+    let server = req.server.trim().trim_end_matches('/').to_owned();
+    if server.is_empty() {
+        return Err(Error::Invalid("give the sync server's address to sign in".into()).into());
+    }
     let token = Token::new(req.token.clone().or_else(env_token).unwrap_or_default());
     if token.expose().is_empty() {
         return Err(SyncError::NoToken);
@@ -78,6 +83,23 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
         keychain,
         keychain_error,
     })
+}
+
+/// The sync server this home signs in to; `None`: none chosen.
+pub fn server(engine: &Engine) -> SyncResult<Option<String>> {
+    Ok(Settings::load(&sync::sync_dir(engine.home().root()))?.server)
+}
+
+/// Chooses the sync server (or none) without signing in: a sign-in checks it later. The
+/// address is kept without surrounding spaces or a trailing `/`.
+pub fn set_server(engine: &Engine, server: Option<&str>) -> SyncResult<Option<String>> {
+    let server = server
+        .map(|s| s.trim().trim_end_matches('/').to_owned())
+        .filter(|s| !s.is_empty());
+    Settings::update(&sync::sync_dir(engine.home().root()), |s| {
+        s.server = server.clone();
+    })?;
+    Ok(server)
 }
 
 /// What a sign-out did.
@@ -217,7 +239,7 @@ pub struct ScopeSyncStatus {
     /// Unresolved conflicts.
     pub conflicts: usize,
     /// The account and server the scope was first synced with.
-    pub pin: Option<sync::settings::Pin>,
+    pub pin: Option<Pin>,
     /// A paused pass waiting for the user.
     pub pending: Option<Waiting>,
 }

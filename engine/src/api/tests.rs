@@ -55,6 +55,8 @@ fn note_dtos_are_camel_case_and_round_trip() {
             created_at: None,
             updated_at: Some(3),
             hash: None,
+            trust: Some("owner".into()),
+            importance: None,
             error: None,
             links: vec!["milk".into()],
             backlinks: vec![NoteRef {
@@ -64,7 +66,8 @@ fn note_dtos_are_camel_case_and_round_trip() {
             body: "b\n".into(),
         },
         json!({"scope": "user", "id": "tea", "path": "p", "summary": "s", "type": null,
-            "tags": [], "createdAt": null, "updatedAt": 3, "hash": null, "error": null,
+            "tags": [], "createdAt": null, "updatedAt": 3, "hash": null, "trust": "owner",
+            "importance": null, "error": null,
             "links": ["milk"], "backlinks": [{"scope": "user", "id": "cake"}], "body": "b\n"}),
     );
 }
@@ -99,6 +102,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
         note_type: None,
         score: 0.5,
         explain: None,
+        snippet: None,
     };
     round_trip(
         &hit,
@@ -145,9 +149,10 @@ fn project_backup_and_switch_rows_are_camel_case() {
             note_id: "tea".into(),
             reason: "forget".into(),
             created_at: 7,
+            summary: Some("Green tea".into()),
         },
         json!({"backupId": "b1", "scope": "user", "noteId": "tea", "reason": "forget",
-            "createdAt": 7}),
+            "createdAt": 7, "summary": "Green tea"}),
     );
     round_trip(
         &Switches {
@@ -193,7 +198,7 @@ fn notes_go_through_the_api_from_add_to_forget() {
         vec!["drink".to_owned()],
         "tags are trimmed, empty ones dropped"
     );
-    let shown = notes::show(&mut engine, "tea", Some("user")).unwrap();
+    let shown = notes::show(&engine, "tea", Some("user")).unwrap();
     assert_eq!(shown.links, vec!["milk".to_owned()]);
     assert!(shown.body.starts_with("Brew at 80"));
     let nothing = notes::edit(&mut engine, "tea", None, EditNote::default());
@@ -263,7 +268,7 @@ fn sync_status_card_and_doctor_of_a_fresh_home() {
     assert!(super::sync::status(&engine).unwrap().on);
     let now = super::sync::now(&mut engine);
     assert!(now.is_err(), "not signed in: nothing to sync with");
-    let card = super::card::card(&mut engine).unwrap();
+    let card = super::card::card(&engine).unwrap();
     assert!(!card.semantic && card.embedder == "hash", "{card:?}");
     assert!(card.switches.sync_on && !card.switches.signed_in);
     drop(engine);
@@ -288,4 +293,187 @@ fn a_front_ends_file_is_written_whole_and_replaced_whole() {
         super::write_file_atomically(&dir, b"x").is_err(),
         "a folder is not replaced"
     );
+}
+
+#[test]
+fn a_scope_is_named_by_its_kind_or_by_a_visible_scopes_key() {
+    use super::notes;
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("app");
+    crate::project::Project::init(&project, Some("rust")).unwrap();
+    let loc = super::Location {
+        project: Some(project.clone()),
+        ..here(&tmp)
+    };
+    let mut engine = loc.open().unwrap();
+    let scopes = notes::scopes(&engine).unwrap();
+    let keys: Vec<_> = scopes.iter().map(|s| s.key.clone()).collect();
+    let project_key = keys[0].clone();
+    assert!(project_key.starts_with("project:"), "{keys:?}");
+    assert_eq!(keys[1..], ["domain:rust".to_owned(), "user".to_owned()]);
+    assert_eq!(
+        scopes[0].root.as_deref(),
+        Some(super::path_text(&engine.project().unwrap().root).as_str())
+    );
+    assert_eq!(
+        (scopes[2].kind.as_str(), scopes[2].root.as_deref()),
+        ("user", None)
+    );
+    let add = |scope: &str| AddNote {
+        summary: format!("In {scope}"),
+        scope: Some(scope.to_owned()),
+        ..Default::default()
+    };
+    let by_key = notes::add(&mut engine, add(&project_key)).unwrap();
+    assert_eq!(by_key.scope, project_key);
+    let by_kind = notes::add(&mut engine, add("domain")).unwrap();
+    assert_eq!(by_kind.scope, "domain:rust");
+    let counts: Vec<_> = notes::scopes(&engine)
+        .unwrap()
+        .iter()
+        .map(|s| s.notes)
+        .collect();
+    assert_eq!(counts, [1, 1, 0]);
+    let row = notes::row(&engine, &by_key.id, Some(&project_key)).unwrap();
+    assert_eq!(row.summary, format!("In {project_key}"));
+    assert!(matches!(
+        notes::row(&engine, &by_key.id, Some("user")),
+        Err(crate::Error::NotFound(_))
+    ));
+    for hidden in ["project:other", "domain:go"] {
+        let e = notes::list(
+            &engine,
+            &ListQuery {
+                scope: Some(hidden.into()),
+                ..Default::default()
+            },
+        );
+        assert!(
+            matches!(e, Err(crate::Error::Invalid(_))),
+            "{hidden}: {e:?}"
+        );
+    }
+    assert!(notes::add(&mut engine, add("nowhere")).is_err());
+}
+
+#[test]
+fn an_edit_sets_importance_and_a_note_shows_it() {
+    use super::notes;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut engine = here(&tmp).open().unwrap();
+    let w = notes::add(
+        &mut engine,
+        AddNote {
+            summary: "Tea".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let edit = EditNote {
+        importance: Some(0.9),
+        ..Default::default()
+    };
+    notes::edit(&mut engine, &w.id, None, edit).unwrap();
+    let shown = notes::show(&engine, &w.id, None).unwrap();
+    assert_eq!(shown.importance, Some(0.9));
+    assert_eq!(
+        shown.trust, None,
+        "a note written here carries no trust label"
+    );
+}
+
+#[test]
+fn search_hits_carry_a_snippet_of_the_body_when_asked() {
+    use super::search::search;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut engine = here(&tmp).open().unwrap();
+    let body = format!(
+        "{} Never on Fridays: the on-call week starts on Monday.",
+        "word ".repeat(200)
+    );
+    super::notes::add(
+        &mut engine,
+        AddNote {
+            summary: "Deploys go out on Tuesdays".into(),
+            body,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let req = SearchRequest {
+        query: "fridays deploy".into(),
+        ..Default::default()
+    };
+    let plain = search(&engine, &req).unwrap();
+    assert_eq!(plain[0].snippet, None, "only when asked");
+    let hits = search(
+        &engine,
+        &SearchRequest {
+            snippets: true,
+            ..req
+        },
+    )
+    .unwrap();
+    let snippet = hits[0].snippet.as_deref().unwrap();
+    assert!(
+        snippet.starts_with('…') && snippet.contains("Fridays"),
+        "{snippet}"
+    );
+    assert!(!snippet.contains('\n'));
+}
+
+#[test]
+fn a_backup_is_listed_with_its_summary_and_previewed_against_the_note_today() {
+    use super::backups;
+    use super::notes::{self, ForgetRequest};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut engine = here(&tmp).open().unwrap();
+    let w = notes::add(
+        &mut engine,
+        AddNote {
+            summary: "Keep me".into(),
+            body: "body".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let forget = ForgetRequest {
+        id: w.id.clone(),
+        confirm: true,
+        ..Default::default()
+    };
+    notes::forget(&mut engine, &forget).unwrap();
+    let rows = backups::list(&engine, 50).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].summary.as_deref(), Some("Keep me"));
+    let p = backups::preview(&engine, &rows[0].backup_id).unwrap();
+    assert_eq!(p.backup, rows[0]);
+    assert!(p.backup_text.contains("Keep me"));
+    assert_eq!(p.current_text, None, "the note is gone");
+    backups::restore(&mut engine, &rows[0].backup_id).unwrap();
+    let p = backups::preview(&engine, &rows[0].backup_id).unwrap();
+    assert_eq!(p.current_text.as_deref(), Some(p.backup_text.as_str()));
+    assert!(matches!(
+        backups::preview(&engine, "nope"),
+        Err(crate::Error::BackupNotFound(_))
+    ));
+}
+
+#[test]
+fn the_sync_server_is_chosen_without_signing_in_and_a_blank_one_is_refused() {
+    use super::sync;
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = here(&tmp).open().unwrap();
+    assert_eq!(sync::server(&engine).unwrap(), None);
+    let set = sync::set_server(&engine, Some(" https://sync.example.com/ ")).unwrap();
+    assert_eq!(set.as_deref(), Some("https://sync.example.com"));
+    assert_eq!(sync::server(&engine).unwrap(), set);
+    assert_eq!(sync::set_server(&engine, Some("  ")).unwrap(), None);
+    assert_eq!(sync::server(&engine).unwrap(), None);
+    let blank = sync::LoginRequest {
+        server: " ".into(),
+        token: Some("t".into()),
+    };
+    let e = sync::login(&engine, &blank).unwrap_err();
+    assert_eq!(e.code(), crate::ErrorCode::InvalidInput, "{e:?}");
 }

@@ -30,7 +30,7 @@ pub fn import(
     scope: Option<&str>,
     progress: &mut dyn FnMut(ImportProgress),
 ) -> Result<ImportReport> {
-    let choice = scope_choice(scope)?;
+    let choice = scope_choice(engine, scope)?;
     import::import(engine, dir, choice, &mut |done, total, rel| {
         progress(ImportProgress {
             done,

@@ -78,7 +78,7 @@ pub struct ShowArgs {
 }
 
 pub fn show(g: &Globals, a: &ShowArgs) -> Result<()> {
-    let n = notes::show(&mut g.location.open()?, &a.id, a.scope.as_deref())?;
+    let n = notes::show(&g.location.open()?, &a.id, a.scope.as_deref())?;
     if g.json {
         return print_json(&n);
     }
@@ -136,6 +136,7 @@ pub fn edit(g: &Globals, a: &EditArgs) -> Result<()> {
             .as_deref()
             .map(|t| t.split(',').map(String::from).collect()),
         note_type: a.note_type.clone(),
+        importance: None,
     };
     let written = notes::edit(&mut g.location.open()?, &a.id, a.scope.as_deref(), edit)?;
     if g.json {

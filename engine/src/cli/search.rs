@@ -42,8 +42,9 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         limit: a.limit,
         mode: a.mode.into(),
         explain: a.explain,
+        snippets: false,
     };
-    let hits = search::search(&mut g.location.open()?, &req)?;
+    let hits = search::search(&g.location.open()?, &req)?;
     if g.json {
         return print_json(&hits);
     }

@@ -1,7 +1,7 @@
 //! The Conflicts page: every held-back note with base / this machine / cloud, and resolving it.
 
 use memoria_engine::Engine;
-use memoria_engine::sync::{self, ConflictReason, Keep, Resolved};
+use memoria_engine::api::conflicts::{self, ConflictReason, KeepChoice, ResolveRequest, Resolved};
 use memoria_shared::merge::ConflictKind;
 use serde::{Deserialize, Serialize};
 use tauri::State;
@@ -31,19 +31,8 @@ pub enum Resolution {
     Merged { text: String },
 }
 
-impl From<Resolution> for Keep {
-    fn from(r: Resolution) -> Keep {
-        match r {
-            Resolution::KeepLocal => Keep::Local,
-            Resolution::KeepCloud => Keep::Cloud,
-            Resolution::KeepBoth => Keep::Both,
-            Resolution::Merged { text } => Keep::Merged(text),
-        }
-    }
-}
-
 pub fn list(engine: &Engine) -> Result<Vec<Conflict>, UiError> {
-    Ok(sync::list_conflicts(engine)?
+    Ok(conflicts::list(engine)?
         .into_iter()
         .map(|c| {
             let (reason, kinds) = match c.reason {
@@ -66,17 +55,28 @@ pub fn list(engine: &Engine) -> Result<Vec<Conflict>, UiError> {
 
 pub fn resolve(
     engine: &mut Engine,
-    scope: &str,
-    id: &str,
+    scope: String,
+    id: String,
     resolution: Resolution,
 ) -> Result<Resolved, UiError> {
-    let scope = super::notes::scope(scope)?;
-    Ok(sync::resolve(engine, id, Some(&scope), resolution.into())?)
+    let (keep, merged) = match resolution {
+        Resolution::KeepLocal => (Some(KeepChoice::Local), None),
+        Resolution::KeepCloud => (Some(KeepChoice::Cloud), None),
+        Resolution::KeepBoth => (Some(KeepChoice::Both), None),
+        Resolution::Merged { text } => (None, Some(text)),
+    };
+    let req = ResolveRequest {
+        id,
+        scope: Some(scope),
+        keep,
+        merged,
+    };
+    Ok(conflicts::resolve(engine, req)?)
 }
 
 #[tauri::command]
 pub async fn list_conflicts(shell: State<'_, Shell>) -> Result<Vec<Conflict>, UiError> {
-    shell.call(|e| list(e)).await
+    shell.read(list).await
 }
 
 #[tauri::command]
@@ -86,9 +86,7 @@ pub async fn resolve_conflict(
     id: String,
     resolution: Resolution,
 ) -> Result<Resolved, UiError> {
-    shell
-        .call(move |e| resolve(e, &scope, &id, resolution))
-        .await
+    shell.call(move |e| resolve(e, scope, id, resolution)).await
 }
 
 #[cfg(test)]

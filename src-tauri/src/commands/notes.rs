@@ -1,8 +1,7 @@
 //! The Notes page: scopes, the list, open, create, edit and forget.
 
-use memoria_engine::index::IndexedNote;
-use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
-use memoria_shared::NoteType;
+use memoria_engine::Engine;
+use memoria_engine::api::notes;
 use serde::{Deserialize, Serialize};
 use tauri::State;
 
@@ -13,7 +12,7 @@ use crate::{Shell, UiError};
 #[serde(rename_all = "camelCase")]
 pub struct ScopeInfo {
     pub key: String,
-    pub kind: &'static str,
+    pub kind: String,
     pub label: String,
     pub root: Option<String>,
     pub count: usize,
@@ -97,62 +96,42 @@ pub struct Forgotten {
     pub backup_id: String,
 }
 
-pub(crate) fn row<B>(ix: &IndexedNote<B>) -> NoteRow {
-    NoteRow {
-        scope: ix.scope.clone(),
-        id: ix.id.clone(),
-        summary: ix.summary.clone(),
-        note_type: ix.note_type.clone(),
-        tags: ix.tags.clone(),
-        updated_at: ix.updated_at,
-        error: ix.error.clone(),
-    }
-}
-
-pub(crate) fn scope(key: &str) -> Result<Scope, UiError> {
-    Ok(Scope::from_key(key)?)
-}
-
-fn note_type(t: Option<&str>) -> Result<Option<NoteType>, UiError> {
-    t.map(NoteType::parse_known)
-        .transpose()
-        .map_err(UiError::invalid)
-}
-
-/// A person's name for a scope.
-pub(crate) fn label(engine: &Engine, scope: &Scope) -> (&'static str, String, Option<String>) {
-    match scope {
-        Scope::User => ("user", "User".into(), None),
-        Scope::Domain(t) => ("domain", t.clone(), None),
-        Scope::Project(id) => {
-            let root = engine
-                .project()
-                .filter(|p| p.scope() == *scope)
-                .map(|p| p.root.clone());
-            let name = root
-                .as_ref()
-                .and_then(|r| r.file_name())
-                .map_or_else(|| id.clone(), |n| n.to_string_lossy().into_owned());
-            ("project", name, root.map(|r| r.display().to_string()))
+impl From<notes::NoteRow> for NoteRow {
+    fn from(r: notes::NoteRow) -> NoteRow {
+        NoteRow {
+            scope: r.scope,
+            id: r.id,
+            summary: r.summary,
+            note_type: r.note_type,
+            tags: r.tags,
+            updated_at: r.updated_at,
+            error: r.error,
         }
     }
 }
 
+/// A person's name for a scope: the project's folder name, the domain's type, "User".
+pub(crate) fn label(s: &notes::ScopeSummary) -> String {
+    let name = s.key.split_once(':').map_or("User", |(_, name)| name);
+    s.root
+        .as_deref()
+        .and_then(|r| std::path::Path::new(r).file_name())
+        .map_or_else(|| name.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
 pub fn scopes(engine: &Engine) -> Result<Vec<ScopeInfo>, UiError> {
-    let mut out = Vec::new();
-    for s in engine.visible_scopes() {
-        let count = engine.list(Some(&s), None, None)?.len();
-        let (kind, label, root) = label(engine, &s);
-        out.push(ScopeInfo {
-            key: s.key(),
-            kind,
-            label,
-            root,
-            count,
-        });
-    }
+    let mut out: Vec<ScopeInfo> = notes::scopes(engine)?
+        .into_iter()
+        .map(|s| ScopeInfo {
+            label: label(&s),
+            key: s.key,
+            kind: s.kind,
+            root: s.root,
+            count: s.notes,
+        })
+        .collect();
     // User first, then projects, then domains.
-    out.sort_by_key(|s| match s.kind {
+    out.sort_by_key(|s| match s.kind.as_str() {
         "user" => 0,
         "project" => 1,
         _ => 2,
@@ -160,102 +139,115 @@ pub fn scopes(engine: &Engine) -> Result<Vec<ScopeInfo>, UiError> {
     Ok(out)
 }
 
-pub fn list(engine: &Engine, filter: &ListFilter) -> Result<Vec<NoteRow>, UiError> {
-    let (t, tag) = (filter.note_type.as_deref(), filter.tag.as_deref());
+pub fn list(engine: &Engine, filter: ListFilter) -> Result<Vec<NoteRow>, UiError> {
+    let query = |scope: Option<String>| notes::ListQuery {
+        scope,
+        note_type: filter.note_type.clone(),
+        tag: filter.tag.clone(),
+    };
     let mut rows = Vec::new();
     if filter.scopes.is_empty() {
-        rows = engine.list(None, t, tag)?;
+        rows = notes::list(engine, &query(None))?;
     } else {
         for key in &filter.scopes {
-            rows.extend(engine.list(Some(&scope(key)?), t, tag)?);
+            rows.extend(notes::list(engine, &query(Some(key.clone())))?);
         }
     }
-    let mut rows: Vec<NoteRow> = rows.iter().map(row).collect();
+    let mut rows: Vec<NoteRow> = rows.into_iter().map(NoteRow::from).collect();
     rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
     Ok(rows)
 }
 
-pub fn get(engine: &mut Engine, scope_key: &str, id: &str) -> Result<NoteDetail, UiError> {
-    let view = engine.show(id, Some(&scope(scope_key)?))?;
-    let raw = std::fs::read_to_string(&view.indexed.path).unwrap_or_default();
-    let mut backlinks = Vec::new();
-    for (s, id) in view.backlinks {
-        let summary = Scope::from_key(&s)
-            .and_then(|sc| engine.resolve(&id, Some(&sc)))
-            .map(|(_, ix)| ix.summary)
-            .unwrap_or_default();
-        backlinks.push(Backlink {
-            scope: s,
-            id,
-            summary,
-        });
-    }
-    let ix = view.indexed;
-    let body = view.note.map_or_else(|| ix.body.clone(), |n| n.body);
+pub fn get(engine: &Engine, scope: &str, id: &str) -> Result<NoteDetail, UiError> {
+    let n = notes::show(engine, id, Some(scope))?;
+    let backlinks = n
+        .backlinks
+        .into_iter()
+        .map(|b| Backlink {
+            summary: notes::row(engine, &b.id, Some(&b.scope))
+                .map(|r| r.summary)
+                .unwrap_or_default(),
+            scope: b.scope,
+            id: b.id,
+        })
+        .collect();
     Ok(NoteDetail {
-        row: row(&ix),
-        links: memoria_shared::note::links_in(&body),
-        body,
-        raw,
-        path: ix.path.clone(),
-        created_at: ix.created_at,
-        trust: ix.trust.clone(),
-        importance: ix.importance,
+        row: NoteRow {
+            scope: n.scope,
+            id: n.id,
+            summary: n.summary,
+            note_type: n.note_type,
+            tags: n.tags,
+            updated_at: n.updated_at,
+            error: n.error.clone(),
+        },
+        raw: if n.error.is_some() {
+            n.body.clone()
+        } else {
+            String::new()
+        },
+        body: n.body,
+        path: n.path,
+        created_at: n.created_at,
+        trust: n.trust,
+        importance: n.importance,
+        links: n.links,
         backlinks,
     })
 }
 
 pub fn create(engine: &mut Engine, req: CreateNote) -> Result<NoteRow, UiError> {
-    let choice = match req.scope.as_deref().map(scope).transpose()? {
-        None => None,
-        Some(Scope::User) => Some(ScopeChoice::User),
-        Some(Scope::Project(_)) => Some(ScopeChoice::Project),
-        Some(Scope::Domain(_)) => Some(ScopeChoice::Domain),
-    };
-    let written = engine.add(NewNote {
-        summary: req.summary,
-        body: req.body,
-        note_type: note_type(req.note_type.as_deref())?,
-        tags: req.tags,
-        scope: choice,
-        ..Default::default()
-    })?;
-    let (_, ix) = engine.resolve(&written.id, Some(&scope(&written.scope)?))?;
-    Ok(row(&ix))
+    let written = notes::add(
+        engine,
+        notes::AddNote {
+            summary: req.summary,
+            body: req.body,
+            note_type: req.note_type,
+            tags: req.tags,
+            scope: req.scope,
+            id: None,
+        },
+    )?;
+    Ok(notes::row(engine, &written.id, Some(&written.scope))?.into())
 }
 
 pub fn update(
     engine: &mut Engine,
-    scope_key: &str,
+    scope: &str,
     id: &str,
     patch: NotePatch,
 ) -> Result<NoteRow, UiError> {
-    let s = scope(scope_key)?;
-    let edit = NoteEdit {
+    let edit = notes::EditNote {
         summary: patch.summary,
         body: patch.body,
         tags: patch.tags,
-        note_type: note_type(patch.note_type.as_deref())?,
+        note_type: patch.note_type,
         importance: patch.importance,
-        ..Default::default()
     };
-    let written = engine.edit(id, Some(&s), edit)?;
-    let (_, ix) = engine.resolve(&written.id, Some(&s))?;
-    Ok(row(&ix))
+    let written = notes::edit(engine, id, Some(scope), edit)?;
+    Ok(notes::row(engine, &written.id, Some(&written.scope))?.into())
 }
 
-pub fn forget(engine: &mut Engine, scope_key: &str, id: &str) -> Result<Forgotten, UiError> {
-    let meta = engine.forget(id, Some(&scope(scope_key)?))?;
-    Ok(Forgotten {
-        scope: meta.scope,
-        id: meta.note_id,
-        backup_id: meta.backup_id,
-    })
+pub fn forget(engine: &mut Engine, scope: &str, id: &str) -> Result<Forgotten, UiError> {
+    let req = notes::ForgetRequest {
+        id: id.to_owned(),
+        scope: Some(scope.to_owned()),
+        confirm: true,
+        purge: false,
+    };
+    match notes::forget(engine, &req)? {
+        notes::Forgotten::Backup(meta) => Ok(Forgotten {
+            scope: meta.scope,
+            id: meta.note_id,
+            backup_id: meta.backup_id,
+        }),
+        notes::Forgotten::Purged(_) => Err(UiError::internal("the note was purged, not forgotten")),
+    }
 }
 
 #[tauri::command]
 pub async fn list_scopes(shell: State<'_, Shell>) -> Result<Vec<ScopeInfo>, UiError> {
-    shell.call(|e| scopes(e)).await
+    shell.read(scopes).await
 }
 
 #[tauri::command]
@@ -264,7 +256,7 @@ pub async fn list_notes(
     filter: Option<ListFilter>,
 ) -> Result<Vec<NoteRow>, UiError> {
     shell
-        .call(move |e| list(e, &filter.unwrap_or_default()))
+        .read(move |e| list(e, filter.unwrap_or_default()))
         .await
 }
 
@@ -274,7 +266,7 @@ pub async fn get_note(
     scope: String,
     id: String,
 ) -> Result<NoteDetail, UiError> {
-    shell.call(move |e| get(e, &scope, &id)).await
+    shell.read(move |e| get(e, &scope, &id)).await
 }
 
 #[tauri::command]
@@ -324,12 +316,12 @@ mod tests {
         assert_eq!(created.note_type.as_deref(), Some("user"));
         assert_eq!(created.scope, "user");
         assert_eq!(
-            list(&engine, &ListFilter::default()).unwrap(),
+            list(&engine, ListFilter::default()).unwrap(),
             vec![created.clone()]
         );
-        let detail = get(&mut engine, "user", &created.id).unwrap();
+        let detail = get(&engine, "user", &created.id).unwrap();
         assert_eq!(detail.body, "hi [[other]]\n");
-        assert!(detail.raw.contains("From the UI"));
+        assert_eq!(detail.raw, "");
         assert_eq!(detail.links, vec!["other".to_string()]);
         let json = serde_json::to_value(&detail).unwrap();
         assert_eq!(json["summary"], "From the UI");
@@ -339,19 +331,19 @@ mod tests {
         let edited = update(&mut engine, "user", &created.id, patch).unwrap();
         assert_eq!(edited.summary, "Edited");
         assert_eq!(
-            get(&mut engine, "user", &created.id).unwrap().body,
+            get(&engine, "user", &created.id).unwrap().body,
             "hi [[other]]\n"
         );
         let scopes = scopes(&engine).unwrap();
         assert_eq!(scopes[0].key, "user");
         assert_eq!(scopes[0].count, 1);
         assert_eq!(
-            get(&mut engine, "user", "missing").unwrap_err().code,
-            "not-found"
+            get(&engine, "user", "missing").unwrap_err().code,
+            "not_found"
         );
         assert_eq!(
-            get(&mut engine, "nowhere", "x").unwrap_err().code,
-            "invalid"
+            get(&engine, "nowhere", "x").unwrap_err().code,
+            "invalid_input"
         );
         let secret = CreateNote {
             summary: "k".into(),
@@ -360,7 +352,10 @@ mod tests {
             tags: vec![],
             scope: None,
         };
-        assert_eq!(create(&mut engine, secret).unwrap_err().code, "secret");
+        assert_eq!(
+            create(&mut engine, secret).unwrap_err().code,
+            "credential_refused"
+        );
         let bad = CreateNote {
             summary: "k".into(),
             body: String::new(),
@@ -368,10 +363,10 @@ mod tests {
             tags: vec![],
             scope: None,
         };
-        assert_eq!(create(&mut engine, bad).unwrap_err().code, "invalid");
+        assert_eq!(create(&mut engine, bad).unwrap_err().code, "invalid_input");
         let gone = forget(&mut engine, "user", &created.id).unwrap();
         assert_eq!(gone.id, created.id);
         assert!(!gone.backup_id.is_empty());
-        assert!(list(&engine, &ListFilter::default()).unwrap().is_empty());
+        assert!(list(&engine, ListFilter::default()).unwrap().is_empty());
     }
 }

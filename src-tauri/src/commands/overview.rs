@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use memoria_engine::Engine;
+use memoria_engine::api::{card, notes};
 use serde::Serialize;
 use tauri::State;
 
@@ -66,17 +67,20 @@ pub struct Overview {
 /// Buckets of the relevance chart.
 const BUCKETS: usize = 10;
 
-pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
-    let rows = engine.list(None, None, None)?;
-    let mut by_scope = Vec::new();
-    for s in engine.visible_scopes() {
-        let key = s.key();
-        by_scope.push(ScopeCount {
-            count: rows.iter().filter(|r| r.scope == key).count(),
-            label: super::notes::label(engine, &s).1,
-            scope: key,
-        });
-    }
+/// What the engine card says to do when recall runs without the semantic model.
+const FALLBACK_FIX: &str = "Install the embedding model (scripts/install-model.sh) and put it in \
+    the home's models/default folder, or choose its folder in Settings, then restart Memoria.";
+
+pub fn build(engine: &Engine) -> Result<Overview, UiError> {
+    let rows = notes::list(engine, &notes::ListQuery::default())?;
+    let by_scope = notes::scopes(engine)?
+        .into_iter()
+        .map(|s| ScopeCount {
+            label: super::notes::label(&s),
+            count: s.notes,
+            scope: s.key,
+        })
+        .collect();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for r in &rows {
         *types
@@ -89,16 +93,7 @@ pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
         let v = r.importance.unwrap_or(0.5).clamp(0.0, 1.0);
         relevance[((v * BUCKETS as f64) as usize).min(BUCKETS - 1)] += 1;
     }
-    let model_dir = engine.model_dir().map(|p| p.display().to_string());
-    let sync = memoria_engine::sync::Settings::load(&memoria_engine::sync::sync_dir(
-        engine.home().root(),
-    ))?;
-    let status = engine.recall()?.status();
-    let fallback_fix = status.fallback_reason.as_ref().map(|_| {
-        "Install the embedding model (scripts/install-model.sh) and put it in the home's \
-         models/default folder, or choose its folder in Settings, then restart Memoria."
-            .to_owned()
-    });
+    let c = card::card(engine)?;
     Ok(Overview {
         total_notes: rows.len(),
         by_scope,
@@ -110,23 +105,23 @@ pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
         relevance,
         broken_notes: rows.iter().filter(|r| r.error.is_some()).count(),
         engine: EngineCard {
-            embedder: status.embedder.to_owned(),
-            model_id: status.model_id,
-            fallback_reason: status.fallback_reason,
-            fallback_fix,
-            documents: status.documents,
-            documents_with_vectors: status.documents_with_vectors,
-            pending_embeddings: status.pending_embeddings,
-            last_vector_update_ms: None,
-            model_dir,
+            fallback_fix: c.fallback_reason.as_ref().map(|_| FALLBACK_FIX.to_owned()),
+            embedder: c.embedder,
+            model_id: c.model_id,
+            fallback_reason: c.fallback_reason,
+            documents: c.notes,
+            documents_with_vectors: c.notes_with_vectors,
+            pending_embeddings: c.pending_vectors,
+            last_vector_update_ms: c.last_vector_update_ms,
+            model_dir: c.model_dir,
             switches: vec![
                 Switch {
                     name: "Cloud sync".into(),
-                    on: sync.is_on(),
+                    on: c.switches.sync_on,
                 },
                 Switch {
                     name: "Include secrets in sync".into(),
-                    on: sync.include_secrets,
+                    on: c.switches.upload_secrets,
                 },
             ],
         },
@@ -135,7 +130,7 @@ pub fn build(engine: &mut Engine) -> Result<Overview, UiError> {
 
 #[tauri::command]
 pub async fn overview(shell: State<'_, Shell>) -> Result<Overview, UiError> {
-    shell.call(build).await
+    shell.read(build).await
 }
 
 #[cfg(test)]
@@ -162,7 +157,7 @@ mod tests {
                 })
                 .unwrap();
         }
-        let o = build(&mut engine).unwrap();
+        let o = build(&engine).unwrap();
         assert_eq!(o.total_notes, 2);
         assert_eq!(o.by_scope[0].count, 2);
         assert_eq!(o.relevance.iter().sum::<usize>(), 2);

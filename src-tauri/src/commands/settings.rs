@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use memoria_engine::Engine;
-use memoria_engine::sync::{self, Settings as SyncSettings};
+use memoria_engine::api::{self, sync};
 use serde::{Deserialize, Serialize};
 use tauri::State;
 
@@ -84,11 +84,10 @@ pub fn load(home_root: &Path) -> DesktopFile {
 pub fn get(engine: &Engine) -> Result<Settings, UiError> {
     let root = engine.home().root();
     let f = load(root);
-    let sync = SyncSettings::load(&sync::sync_dir(root))?;
     Ok(Settings {
         language: f.language,
         theme: f.theme.unwrap_or_else(|| "system".into()),
-        sync_server: sync.server,
+        sync_server: sync::server(engine)?,
         model_dir: f
             .model_dir
             .or_else(|| engine.model_dir().map(|p| p.display().to_string())),
@@ -123,17 +122,16 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
         f.model_dir = m;
     }
     if let Some(server) = patch.sync_server {
-        let server = server.map(|s| s.trim().trim_end_matches('/').to_owned());
-        SyncSettings::update(&sync::sync_dir(root), |s| s.server = server)?;
+        sync::set_server(engine, server.as_deref())?;
     }
     let bytes = serde_json::to_vec_pretty(&f).map_err(|e| UiError::internal(e.to_string()))?;
-    memoria_engine::api::write_file_atomically(&file_path(root), &bytes)?;
+    api::write_file_atomically(&file_path(root), &bytes)?;
     get(engine)
 }
 
 #[tauri::command]
 pub async fn get_settings(shell: State<'_, Shell>) -> Result<Settings, UiError> {
-    shell.call(|e| get(e)).await
+    shell.read(get).await
 }
 
 #[tauri::command]
@@ -178,7 +176,7 @@ mod tests {
             set(&engine, patch(serde_json::json!({"language": "fr"})))
                 .unwrap_err()
                 .code,
-            "invalid"
+            "invalid_input"
         );
     }
 }

@@ -1,12 +1,8 @@
 //! The Sync page: sign in and out, the 关闭云同步 switch, 立即同步, and each scope's state.
 
-use std::sync::Arc;
-
 use memoria_engine::Engine;
-use memoria_engine::sync::{
-    self, DownloadCounts, HttpTransport, Settings, SyncClient, SyncError, Syncer, Token,
-};
-use memoria_shared::SystemClock;
+use memoria_engine::api::sync::DownloadCounts;
+use memoria_engine::api::{notes, sync};
 use memoria_shared::protocol::Quotas;
 use serde::{Deserialize, Serialize};
 use tauri::State;
@@ -46,87 +42,59 @@ pub struct SyncLogin {
     pub token: String,
 }
 
-fn env_token() -> Option<String> {
-    std::env::var(sync::token::TOKEN_ENV).ok()
-}
-
-fn settings_dir(engine: &Engine) -> std::path::PathBuf {
-    sync::sync_dir(engine.home().root())
-}
-
 pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
-    let s = Settings::load(&settings_dir(engine))?;
-    let mut scopes = Vec::new();
-    for scope in sync::synced_scopes(engine) {
-        let st = sync::base::ScopeDir::of(engine, &scope)?.load_status()?;
-        let live_notes = engine.list(Some(&scope), None, None)?.len();
-        scopes.push(ScopeSync {
-            scope: scope.key(),
-            label: super::notes::label(engine, &scope).1,
-            enabled: s.is_on(),
-            last_synced_ms: st.last_synced_ms,
-            last_error: st.last_error,
-            last_download: st.last_download,
-            quotas: st.quotas,
-            live_notes,
-            held_back: st.held_back,
-        });
-    }
-    let user_id = s
-        .server
-        .as_ref()
-        .and_then(|server| s.pins.values().find(|p| &p.server == server))
-        .map(|p| p.user_id.clone());
-    let last_synced_ms = scopes
+    let st = sync::status(engine)?;
+    let scopes = notes::scopes(engine)?;
+    let user_id = st
+        .scopes
         .iter()
-        .map(|sc| sc.last_synced_ms)
-        .try_fold(None::<i64>, |acc, t| {
-            t.map(|t| Some(acc.map_or(t, |a| a.min(t))))
+        .filter_map(|sc| sc.pin.as_ref())
+        .find(|p| st.server.as_ref() == Some(&p.server))
+        .map(|p| p.user_id.clone());
+    let scopes = st
+        .scopes
+        .into_iter()
+        .map(|sc| {
+            let known = scopes.iter().find(|s| s.key == sc.scope);
+            ScopeSync {
+                label: known.map_or_else(|| sc.scope.clone(), super::notes::label),
+                live_notes: known.map_or(0, |s| s.notes),
+                enabled: st.on,
+                scope: sc.scope,
+                last_synced_ms: sc.last_synced_ms,
+                last_error: sc.last_error,
+                last_download: sc.last_download,
+                quotas: sc.quotas,
+                held_back: sc.held_back,
+            }
         })
-        .flatten();
+        .collect();
     Ok(SyncStatus {
-        signed_in: s.server.is_some(),
-        server: s.server.clone(),
+        signed_in: st.server.is_some(),
+        server: st.server,
         user_id,
-        enabled: s.is_on(),
+        enabled: st.on,
         running: false,
-        last_synced_ms,
-        paused_until_ms: s.paused_until_ms,
+        last_synced_ms: st.last_synced_ms,
+        paused_until_ms: st.paused_until_ms,
         scopes,
     })
 }
 
 pub fn login(engine: &Engine, login: SyncLogin) -> Result<SyncStatus, UiError> {
-    let server = login.server.trim().trim_end_matches('/').to_owned();
-    let token = Token::new(login.token);
-    if server.is_empty() || token.expose().is_empty() {
-        return Err(UiError::invalid(
-            "give the sync server's address and your token to sign in",
-        ));
-    }
-    let root = engine.home().root();
-    let transport = Arc::new(HttpTransport::new(&server)?);
-    SyncClient::new(transport, token.clone()).identity()?;
-    if let Err(e) = sync::token::store(root, &server, &token) {
-        // Without a keychain, a token in the environment still lets sync run.
-        if env_token().is_none() {
-            return Err(e.into());
-        }
+    let req = sync::LoginRequest {
+        server: login.server,
+        token: Some(login.token),
+    };
+    let signed_in = sync::login(engine, &req)?;
+    if let Some(e) = signed_in.keychain_error {
         log::warn!("{e}; using the token from the environment");
     }
-    Settings::update(&settings_dir(engine), |s| {
-        s.server = Some(server.clone());
-        s.enabled.get_or_insert(true);
-    })?;
     status(engine)
 }
 
 pub fn logout(engine: &Engine) -> Result<SyncStatus, UiError> {
-    let dir = settings_dir(engine);
-    if let Some(server) = Settings::load(&dir)?.server {
-        sync::token::forget(engine.home().root(), &server)?;
-    }
-    Settings::update(&dir, |s| s.server = None)?;
+    sync::logout(engine)?;
     status(engine)
 }
 
@@ -140,22 +108,19 @@ pub fn set_enabled(
             "sync is switched on or off for every scope at once, not for {scope} alone"
         )));
     }
-    Settings::update(&settings_dir(engine), |s| s.enabled = Some(enabled))?;
+    if enabled {
+        sync::turn_on(engine, None)?;
+    } else {
+        sync::turn_off(engine)?;
+    }
     status(engine)
 }
 
 /// One pass over every synced scope, on the app's engine; a scope's failure is in its status.
 pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
-    let s = Settings::load(&settings_dir(engine))?;
-    if s.enabled == Some(false) {
-        return Err(SyncError::Off.into());
-    }
-    let root = engine.home().root().to_path_buf();
-    let mut syncer =
-        Syncer::from_settings(&root, env_token(), Arc::new(SystemClock), Arc::default())?;
-    for (scope, r) in syncer.sync_all(engine) {
-        if let Err(e) = r {
-            log::warn!("sync of {scope}: {e}");
+    for pass in sync::now(engine)? {
+        if let Some(e) = pass.error {
+            log::warn!("sync of {}: {}", pass.scope, e.message);
         }
     }
     status(engine)
@@ -163,7 +128,7 @@ pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
 
 #[tauri::command]
 pub async fn sync_status(shell: State<'_, Shell>) -> Result<SyncStatus, UiError> {
-    shell.call(|e| status(e)).await
+    shell.read(status).await
 }
 
 #[tauri::command]
@@ -209,19 +174,20 @@ mod tests {
         let st = status(&engine).unwrap();
         assert!(!st.signed_in && !st.enabled);
         assert_eq!(st.scopes[0].scope, "user");
-        assert_eq!(now(&mut engine).unwrap_err().code, "signed-out");
+        assert_eq!(now(&mut engine).unwrap_err().code, "not_signed_in");
         assert!(!set_enabled(&engine, false, None).unwrap().enabled);
-        assert_eq!(now(&mut engine).unwrap_err().code, "sync-off");
+        assert_eq!(now(&mut engine).unwrap_err().code, "not_signed_in");
+        sync::set_server(&engine, Some("http://127.0.0.1:9")).unwrap();
+        assert_eq!(now(&mut engine).unwrap_err().code, "sync_off");
         assert!(set_enabled(&engine, true, None).unwrap().enabled);
-        assert_eq!(now(&mut engine).unwrap_err().code, "signed-out");
         assert_eq!(
             set_enabled(&engine, true, Some("user")).unwrap_err().code,
-            "invalid"
+            "invalid_input"
         );
         let bad = SyncLogin {
             server: " ".into(),
             token: "t".into(),
         };
-        assert_eq!(login(&engine, bad).unwrap_err().code, "invalid");
+        assert_eq!(login(&engine, bad).unwrap_err().code, "invalid_input");
     }
 }

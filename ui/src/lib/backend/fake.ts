@@ -234,7 +234,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
 
   const find = (scope: ScopeKey, id: string): FakeNote => {
     const n = notes.get(key(scope, id));
-    if (!n) throw fail('not-found', `There is no note "${id}" in ${scope}.`);
+    if (!n) throw fail('not_found', `There is no note "${id}" in ${scope}.`);
     return n;
   };
   const row = (n: FakeNote): NoteRow => ({
@@ -258,7 +258,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   for (const b of seed.backups ?? []) backup(b.note, b.reason);
   const guardSecret = (text: string) => {
     if (/AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|password\s*[:=]\s*\S+/i.test(text)) {
-      throw fail('secret', 'This looks like a credential (an API key, a private key, a token or a password), so it was not saved.');
+      throw fail('credential_refused', 'This looks like a credential (an API key, a private key, a token or a password), so it was not saved.');
     }
   };
   const status = (): SyncStatus => ({
@@ -343,7 +343,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     async createNote(req: CreateNote) {
       record('createNote', [req]);
       await tick();
-      if (!req.summary.trim()) throw fail('invalid', 'A note needs a summary.');
+      if (!req.summary.trim()) throw fail('invalid_input', 'A note needs a summary.');
       guardSecret(`${req.summary}\n${req.body}`);
       const scope = req.scope ?? (req.noteType === 'user' || !scopes.some((s) => s.kind === 'project') ? 'user' : scopes.find((s) => s.kind === 'project')!.key);
       const now = Date.now();
@@ -368,7 +368,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('updateNote', [scope, id, patch]);
       await tick();
       const n = find(scope, id);
-      if (patch.summary !== undefined && !patch.summary.trim()) throw fail('invalid', 'A note needs a summary.');
+      if (patch.summary !== undefined && !patch.summary.trim()) throw fail('invalid_input', 'A note needs a summary.');
       guardSecret(`${patch.summary ?? ''}\n${patch.body ?? ''}`);
       if (patch.summary !== undefined) n.summary = patch.summary.trim();
       if (patch.body !== undefined) n.body = patch.body;
@@ -441,7 +441,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('previewBackup', [backupId]);
       await tick();
       const b = backups.find((x) => x.row.backupId === backupId);
-      if (!b) throw fail('not-found', `There is no backup "${backupId}".`);
+      if (!b) throw fail('not_found', `There is no backup "${backupId}".`);
       const cur = notes.get(key(b.row.scope, b.row.noteId));
       return { backup: { ...b.row }, backupText: b.text, currentText: cur ? (cur.raw ?? fileText(cur)) : null };
     },
@@ -450,7 +450,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('restoreBackup', [backupId]);
       await tick();
       const b = backups.find((x) => x.row.backupId === backupId);
-      if (!b) throw fail('not-found', `There is no backup "${backupId}".`);
+      if (!b) throw fail('not_found', `There is no backup "${backupId}".`);
       const cur = notes.get(key(b.row.scope, b.row.noteId));
       if (cur && (cur.raw ?? fileText(cur)) === b.text) {
         return { scope: b.row.scope, id: b.row.noteId, path: '', replacedBackup: null, unchanged: true };
@@ -485,8 +485,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     async syncLogin(login) {
       record('syncLogin', [login]);
       await tick();
-      if (!/^https?:\/\/\S+$/.test(login.server)) throw fail('invalid', 'The server address must start with http:// or https://.');
-      if (!login.token.trim()) throw fail('invalid', 'Paste the token the server gave you.');
+      if (!/^https?:\/\/\S+$/.test(login.server)) throw fail('invalid_input', 'The server address must start with http:// or https://.');
+      if (!login.token.trim()) throw fail('invalid_input', 'Paste the token the server gave you.');
       sync.signedIn = true;
       sync.server = login.server;
       settings = { ...settings, syncServer: login.server };
@@ -516,8 +516,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     async syncNow() {
       record('syncNow', []);
       await tick();
-      if (!sync.signedIn) throw fail('signed-out', 'Sign in to a sync server first.');
-      if (!sync.enabled) throw fail('sync-off', 'Cloud sync is turned off. Turn it on to sync.');
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if (!sync.enabled) throw fail('sync_off', 'Cloud sync is turned off. Turn it on to sync.');
       for (const s of status().scopes.filter((x) => x.enabled)) emit({ kind: 'syncStarted', scope: s.scope });
       sync.lastSyncedMs = Date.now();
       sync.lastDownload = { added: 0, changed: 0, deleted: 0 };
@@ -537,7 +537,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('resolveConflict', [scope, id, resolution]);
       await tick();
       const i = conflicts.findIndex((c) => c.scope === scope && c.id === id);
-      if (i < 0) throw fail('not-found', `There is no conflict for "${id}".`);
+      if (i < 0) throw fail('not_found', `There is no conflict for "${id}".`);
       conflicts.splice(i, 1);
       const n = notes.get(key(scope, id));
       const backupsMade: string[] = [];
@@ -599,9 +599,9 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
 
     async importFolder(req) {
       record('importFolder', [req]);
-      if (!req.path.trim()) throw fail('invalid', 'Choose a folder to import.');
+      if (!req.path.trim()) throw fail('invalid_input', 'Choose a folder to import.');
       if (!req.path.startsWith('/') && !/^[A-Za-z]:\\/.test(req.path)) {
-        throw fail('invalid', `"${req.path}" is not a full folder path.`);
+        throw fail('invalid_input', `"${req.path}" is not a full folder path.`);
       }
       const total = 4;
       for (let done = 0; done <= total; done++) {

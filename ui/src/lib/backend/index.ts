@@ -43,10 +43,12 @@ export const EVENT_CHANNEL = 'memoria://event';
 /** A failed command: `code` is one of `BackendError`'s codes. */
 export class BackendFailure extends Error implements BackendError {
   code: string;
-  constructor(code: string, message: string) {
+  detail?: unknown;
+  constructor(code: string, message: string, detail?: unknown) {
     super(message);
     this.name = 'BackendFailure';
     this.code = code;
+    this.detail = detail;
   }
 }
 
@@ -54,8 +56,8 @@ export class BackendFailure extends Error implements BackendError {
 export function toBackendError(e: unknown): BackendFailure {
   if (e instanceof BackendFailure) return e;
   if (e && typeof e === 'object' && 'code' in e && 'message' in e) {
-    const o = e as { code: unknown; message: unknown };
-    return new BackendFailure(String(o.code), String(o.message));
+    const o = e as { code: unknown; message: unknown; detail?: unknown };
+    return new BackendFailure(String(o.code), String(o.message), o.detail);
   }
   if (typeof e === 'string') return new BackendFailure('internal', e);
   if (e instanceof Error) return new BackendFailure('internal', e.message);
@@ -128,8 +130,8 @@ export const syncLogout = (): Promise<SyncStatus> => call('sync_logout');
 export const syncSetEnabled = (enabled: boolean, scope: ScopeKey | null = null): Promise<SyncStatus> =>
   call('sync_set_enabled', { enabled, scope });
 
-/** `sync_now()` → `SyncStatus` after the pass (立即同步). Rejects with `sync-off` while cloud
- * sync is off and `signed-out` when not signed in. */
+/** `sync_now()` → `SyncStatus` after the pass (立即同步). Rejects with `sync_off` while cloud
+ * sync is off and `not_signed_in` when not signed in. */
 export const syncNow = (): Promise<SyncStatus> => call('sync_now');
 
 /** `list_conflicts()` → `Conflict[]`. */

@@ -13,10 +13,14 @@ export type Trust = 'owner' | 'derived' | 'peer' | 'ingested' | 'quarantined';
 
 /** The error every command rejects with. */
 export interface BackendError {
-  /** `not-found`, `invalid`, `secret`, `broken-note`, `limit`, `sync-off`, `signed-out`,
-   * `conflict`, `busy` or `internal`. The UI branches only on these; `message` is for people. */
+  /** One of the engine's stable `snake_case` codes (docs/errors.md): `not_found`,
+   * `invalid_input`, `credential_refused`, `broken_note`, `too_large`, `limit_reached`,
+   * `sync_off`, `not_signed_in`, `conflict`, `busy`, `internal`, …. The UI branches only on
+   * the code; `message` is for people. */
   code: string;
   message: string;
+  /** Structured facts (the limit, the scope, the path, when to retry), when there are any. */
+  detail?: unknown;
 }
 
 /** One scope as the notes list groups it. */
@@ -45,7 +49,7 @@ export interface NoteRow {
 /** An open note. */
 export interface NoteDetail extends NoteRow {
   body: string;
-  /** The file's text exactly as on disk (shown for a note whose file has a parse error). */
+  /** The file's text as on disk when it has a parse error (what the editor shows then); empty for a note that parses. */
   raw: string;
   /** The note file's absolute path. */
   path: string;
