@@ -207,7 +207,10 @@ fn fails_then_converges(
     for pass in 0..2 {
         let err = b.fails(&["sync", "now"]);
         for e in expect.iter().chain(&["user"]) {
-            assert!(err.contains(e), "{fault:?}, pass {pass}: `{e}` not in {err}");
+            assert!(
+                err.contains(e),
+                "{fault:?}, pass {pass}: `{e}` not in {err}"
+            );
         }
         assert_eq!(b.note(TARGET).as_deref(), before, "{fault:?}, pass {pass}");
         let st = user_status(b);
@@ -314,7 +317,11 @@ impl LoggedServer {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let url = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_owned();
         LoggedServer {
             child,
             url,
@@ -333,7 +340,11 @@ impl Drop for LoggedServer {
 
 /// The one stored revision file of note `id` in the user scope of `user`.
 fn stored_revision(dir: &Path, user: &str, id: &str) -> PathBuf {
-    let objects = dir.join("store/users").join(user).join("memory/objects").join(id);
+    let objects = dir
+        .join("store/users")
+        .join(user)
+        .join("memory/objects")
+        .join(id);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&objects)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -397,7 +408,10 @@ fn a_stored_revision_edited_in_the_store_is_reported_and_not_served() {
     assert_eq!(b.note("good"), a.note("good"));
     let st = user_status(&b);
     assert!(
-        st["lastError"].as_str().unwrap_or_default().contains(TARGET),
+        st["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(TARGET),
         "{st}"
     );
 
@@ -432,11 +446,12 @@ fn a_commit_whose_body_does_not_match_its_hash_is_refused_naming_the_note() {
     });
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "hash_mismatch", "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains(TARGET),
-        "{body}"
-    );
+    assert!(body["message"].as_str().unwrap().contains(TARGET), "{body}");
     // Nothing was stored.
     assert!(!dir.join("store/users/alice/memory/manifest.json").exists());
-    assert!(!dir.join("store/users/alice/memory/objects").join(TARGET).exists());
+    assert!(
+        !dir.join("store/users/alice/memory/objects")
+            .join(TARGET)
+            .exists()
+    );
 }
