@@ -68,9 +68,9 @@ pub enum SyncError {
     /// not match its hash, a listed note without its body) or the server reports its stored
     /// copy damaged: they were not written, their base stays, and the next pass asks again.
     #[error(
-        "sync of {scope} is incomplete: {}; {} not written here, and the next sync asks for {} again",
+        "sync of {scope} is incomplete: {}. {} not written here (this machine keeps what it had), and the next sync asks for {} again",
         corrupt_list(notes),
-        if notes.len() == 1 { "it was" } else { "they were" },
+        if notes.len() == 1 { "It was" } else { "They were" },
         if notes.len() == 1 { "it" } else { "them" }
     )]
     CorruptReply {
@@ -233,11 +233,11 @@ impl SyncError {
     }
 }
 
-/// `note `a` (why); note `b` (why)`.
+/// "note `a`: why; note `b`: why".
 fn corrupt_list(notes: &[(String, String)]) -> String {
     notes
         .iter()
-        .map(|(id, why)| format!("note `{id}` from the server failed verification ({why})"))
+        .map(|(id, why)| format!("note `{id}`: {why}"))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -271,5 +271,37 @@ mod tests {
         assert!(server(401).is_permanent());
         assert!(server(413).is_permanent());
         assert!(SyncError::Off.is_permanent());
+    }
+
+    #[test]
+    fn a_corrupt_reply_names_the_scope_and_each_note_and_is_retried() {
+        let e = SyncError::CorruptReply {
+            scope: "project:p1".into(),
+            notes: vec![
+                (
+                    "a".into(),
+                    "the body does not match its content hash".into(),
+                ),
+                (
+                    "b".into(),
+                    "the server lists revision r2 but sent no body for it".into(),
+                ),
+            ],
+        };
+        assert_eq!(e.code(), ErrorCode::CorruptReply);
+        assert!(!e.is_permanent());
+        let m = e.to_string();
+        assert!(
+            m.contains("project:p1") && m.contains("note `a`: the body") && m.contains("`b`"),
+            "{m}"
+        );
+        assert!(m.contains("They were not written here"), "{m}");
+        assert_eq!(
+            e.detail(),
+            Some(json!({"scope": "project:p1", "notes": [
+                {"id": "a", "reason": "the body does not match its content hash"},
+                {"id": "b", "reason": "the server lists revision r2 but sent no body for it"},
+            ]}))
+        );
     }
 }

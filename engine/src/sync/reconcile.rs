@@ -438,7 +438,7 @@ impl Syncer {
                     corrupt.insert(
                         d.id.as_str().to_owned(),
                         format!(
-                            "the server reports its stored copy of revision {} damaged",
+                            "the server's stored copy (revision {}) is damaged; a new version saved on a machine that holds the note replaces it",
                             d.revision
                         ),
                     );
@@ -1004,7 +1004,7 @@ fn check_body(b: &NoteBody, entry: Option<&ManifestEntry>) -> Result<(), String>
     }
     verify_note_file(&b.id, &b.hash, &b.body)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{e}, as the server sent it"))
 }
 
 /// The scope's notes, and the ids refused before upload (with the reason).
