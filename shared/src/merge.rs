@@ -364,7 +364,7 @@ pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
         );
         let placed = [(&ho, &ht), (&ou, &tu), (&od, &td), (&ou, &td), (&od, &tu)];
         for (ho, ht) in placed {
-            let merged = merge_hunks(&b, (&ho, &o), (&ht, &t))?;
+            let merged = merge_hunks(&b, (ho, &o), (ht, &t))?;
             match &agreed {
                 Some(a) if *a != merged => return None,
                 Some(_) => {}
