@@ -1,12 +1,13 @@
 //! Integrity on the wire and in the store. The real client (the `memoria` CLI) syncs through a
 //! stand-in that speaks the real protocol (it passes every request to the real `memoria-sync`
 //! binary) and damages the snapshot replies: a body that does not match its hash, a body left
-//! out, a reply cut short, a revision that moves between pages, an HTML page sent with 200. Each
-//! pass fails with an error naming the scope (and the note), writes nothing it could not
-//! verify, `sync status` shows the error, and a later pass against the healthy server
-//! converges. And the server: a commit whose body does not hash to its declared hash is refused
-//! naming the note, and a stored revision edited by hand in the fs store is reported (in the
-//! reply and in the server's log) and not served as good.
+//! out, a reply cut short, a revision that moves between pages, an HTML page sent with 200, a
+//! snapshot that never stops saying `more`. Each pass fails with an error naming the scope
+//! (and the note), writes nothing it could not verify, `sync status` shows the error, and a
+//! later pass against the healthy server converges. And the server: a commit whose body does
+//! not hash to its declared hash is refused naming the note, and a stored revision edited by
+//! hand in the fs store is reported (in the reply and in the server's log) and not served as
+//! good.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,6 +41,8 @@ enum Fault {
     /// Says `more: true` on a first snapshot page; on the next page the target has another
     /// revision and hash, and its body is not sent.
     RevisionMoves,
+    /// Says `more: true` on every snapshot page, so pages after the first bring nothing new.
+    EndlessPages,
     /// Answers every request with 200 and an HTML page (a captive portal, a misrouted proxy).
     Html,
 }
@@ -159,6 +162,7 @@ fn damage(fault: Fault, pages: &AtomicUsize, mut bytes: Vec<u8>) -> Vec<u8> {
                 }
             }
         }
+        Fault::EndlessPages => v["more"] = Value::Bool(true),
         Fault::Healthy | Fault::Truncated | Fault::Html => {}
     }
     serde_json::to_vec(&v).unwrap()
@@ -271,6 +275,19 @@ fn a_revision_that_moves_between_pages_is_an_error() {
         &b,
         Fault::RevisionMoves,
         &[TARGET, "no body"],
+        None,
+    );
+}
+
+#[test]
+fn pages_that_never_end_are_an_error_not_a_loop() {
+    let (_w, stand, a, b) = two_machines();
+    fails_then_converges(
+        &stand,
+        &a,
+        &b,
+        Fault::EndlessPages,
+        &["more notes follow", "brought none"],
         None,
     );
 }
