@@ -79,6 +79,10 @@ pub enum ErrorCode {
     ServerUnreachable,
     /// The sync server failed or answered something the protocol does not allow.
     ServerError,
+    /// Notes the sync server sent fail verification (a body that does not match its content
+    /// hash or its id, a listed note whose body is missing), or the server reports its stored
+    /// copy of a note damaged. Nothing unverified was written; the next pass asks again.
+    CorruptReply,
     /// The sync server asks to slow down.
     RateLimited,
     /// An environment variable or setting holds a value Memoria cannot use.
@@ -98,7 +102,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 34] = [
+    pub const ALL: [ErrorCode; 35] = [
         ErrorCode::NotFound,
         ErrorCode::InvalidId,
         ErrorCode::InvalidInput,
@@ -126,6 +130,7 @@ impl ErrorCode {
         ErrorCode::KeychainUnavailable,
         ErrorCode::ServerUnreachable,
         ErrorCode::ServerError,
+        ErrorCode::CorruptReply,
         ErrorCode::RateLimited,
         ErrorCode::Config,
         ErrorCode::Busy,
@@ -165,6 +170,7 @@ impl ErrorCode {
             ErrorCode::KeychainUnavailable => "keychain_unavailable",
             ErrorCode::ServerUnreachable => "server_unreachable",
             ErrorCode::ServerError => "server_error",
+            ErrorCode::CorruptReply => "corrupt_reply",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Config => "config",
             ErrorCode::Busy => "busy",

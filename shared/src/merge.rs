@@ -257,12 +257,13 @@ struct Hunk {
     new: Range<usize>,
 }
 
-/// The side's changes to the base, in order. Not `similar::capture_diff_slices`: its `Compact`
-/// step (similar 2.7.0) can return ops out of order when lines repeat (base `b c c d`, side
-/// `d d` gives an insert at base line 1 after an equal run at line 3).
-fn hunks(base: &[&str], side: &[&str]) -> Vec<Hunk> {
+/// The side's changes to the base, in order, as `algorithm` aligns them. Not
+/// `similar::capture_diff_slices`: its `Compact` step (similar 2.7.0) can return ops out of
+/// order when lines repeat (base `b c c d`, side `d d` gives an insert at base line 1 after an
+/// equal run at line 3).
+fn hunks(algorithm: Algorithm, base: &[&str], side: &[&str]) -> Vec<Hunk> {
     let mut capture = Replace::new(Capture::new());
-    let Ok(()) = diff_slices(Algorithm::Myers, &mut capture, base, side);
+    let Ok(()) = diff_slices(algorithm, &mut capture, base, side);
     let mut out: Vec<Hunk> = Vec::new();
     for op in capture.into_inner().into_ops() {
         let (tag, old, new) = op.as_tag_tuple();
@@ -281,8 +282,65 @@ fn hunks(base: &[&str], side: &[&str]) -> Vec<Hunk> {
     out
 }
 
+/// Which way [`slide`] moves each change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slide {
+    Up,
+    Down,
+}
+
+/// The same changes, each moved as far as it goes in one direction through the equal lines
+/// around it. Within a run of repeated lines a change can sit at several places and still
+/// describe the same edit; a diff picks one, and two diffs of the same edit may pick
+/// differently.
+fn slide(hunks: &[Hunk], base: &[&str], side: &[&str], way: Slide) -> Vec<Hunk> {
+    let mut out = hunks.to_vec();
+    match way {
+        Slide::Up => {
+            for i in 0..out.len() {
+                let floor = if i == 0 { 0 } else { out[i - 1].old.end + 1 };
+                let h = &mut out[i];
+                while h.old.start > floor
+                    && h.new.start > 0
+                    && (h.old.is_empty() || base[h.old.start - 1] == base[h.old.end - 1])
+                    && (h.new.is_empty() || side[h.new.start - 1] == side[h.new.end - 1])
+                {
+                    h.old = h.old.start - 1..h.old.end - 1;
+                    h.new = h.new.start - 1..h.new.end - 1;
+                }
+            }
+        }
+        Slide::Down => {
+            for i in (0..out.len()).rev() {
+                let ceiling = match out.get(i + 1) {
+                    Some(next) => next.old.start.saturating_sub(1),
+                    None => base.len(),
+                };
+                let h = &mut out[i];
+                while h.old.end < ceiling
+                    && h.new.end < side.len()
+                    && (h.old.is_empty() || base[h.old.start] == base[h.old.end])
+                    && (h.new.is_empty() || side[h.new.start] == side[h.new.end])
+                {
+                    h.old = h.old.start + 1..h.old.end + 1;
+                    h.new = h.new.start + 1..h.new.end + 1;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Line-based three-way merge. `None` when both sides changed the same or adjacent lines
 /// (two insertions at the same place count too), unless they made the very same change.
+///
+/// A clean result is checked before it is returned: where lines repeat (blank lines,
+/// separators, checklist items), one edit has several equally short descriptions, and a
+/// change both sides made, described at different places, would be applied twice (or a line
+/// both kept would be dropped). So the merge is made from several descriptions of each side's
+/// changes — as two diff algorithms align them, and each slid as far up and as far down as it
+/// goes, in every pairing of the two sides — and it is clean only when every one of them is
+/// clean and gives the same text.
 pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
     if ours == theirs || theirs == base {
         return Some(ours.to_owned());
@@ -293,15 +351,36 @@ pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
     let b: Vec<&str> = base.split_inclusive('\n').collect();
     let o: Vec<&str> = ours.split_inclusive('\n').collect();
     let t: Vec<&str> = theirs.split_inclusive('\n').collect();
-    let ho: Vec<(Hunk, &[&str])> = hunks(&b, &o)
-        .into_iter()
-        .map(|h| (h, o.as_slice()))
-        .collect();
-    let ht: Vec<(Hunk, &[&str])> = hunks(&b, &t)
-        .into_iter()
-        .map(|h| (h, t.as_slice()))
-        .collect();
-    let mut out = String::with_capacity(ours.len().max(theirs.len()));
+    let mut agreed: Option<String> = None;
+    for algorithm in [Algorithm::Myers, Algorithm::Patience] {
+        let (ho, ht) = (hunks(algorithm, &b, &o), hunks(algorithm, &b, &t));
+        let (ou, od) = (
+            slide(&ho, &b, &o, Slide::Up),
+            slide(&ho, &b, &o, Slide::Down),
+        );
+        let (tu, td) = (
+            slide(&ht, &b, &t, Slide::Up),
+            slide(&ht, &b, &t, Slide::Down),
+        );
+        let placed = [(&ho, &ht), (&ou, &tu), (&od, &td), (&ou, &td), (&od, &tu)];
+        for (ho, ht) in placed {
+            let merged = merge_hunks(&b, (ho, &o), (ht, &t))?;
+            match &agreed {
+                Some(a) if *a != merged => return None,
+                Some(_) => {}
+                None => agreed = Some(merged),
+            }
+        }
+    }
+    agreed
+}
+
+/// The base with both sides' changes applied; `None` when changes of the two sides touch
+/// (overlap or are adjacent) and are not the very same change.
+fn merge_hunks(b: &[&str], ours: (&[Hunk], &[&str]), theirs: (&[Hunk], &[&str])) -> Option<String> {
+    let ho: Vec<(&Hunk, &[&str])> = ours.0.iter().map(|h| (h, ours.1)).collect();
+    let ht: Vec<(&Hunk, &[&str])> = theirs.0.iter().map(|h| (h, theirs.1)).collect();
+    let mut out = String::new();
     let (mut i, mut j, mut pos) = (0, 0, 0);
     loop {
         let (hunk, side) = match (ho.get(i), ht.get(j)) {
@@ -315,22 +394,22 @@ pub fn merge_lines(base: &str, ours: &str, theirs: &str) -> Option<String> {
                     }
                     i += 1;
                     j += 1;
-                    x
+                    *x
                 } else if x.0.old.start < y.0.old.start {
                     i += 1;
-                    x
+                    *x
                 } else {
                     j += 1;
-                    y
+                    *y
                 }
             }
             (Some(x), None) => {
                 i += 1;
-                x
+                *x
             }
             (None, Some(y)) => {
                 j += 1;
-                y
+                *y
             }
         };
         if hunk.old.start < pos {

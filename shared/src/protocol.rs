@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hash::ContentHash;
 use crate::id::{IdError, NoteId};
+use crate::note::{FileContext, Note};
 
 /// Version of the request and response shapes below. A client that sees a higher major version
 /// from `GET /v1/memory/identity` must stop syncing and ask its user to update. Version 2: the
@@ -233,6 +234,66 @@ pub struct SnapshotResponse {
     /// remembers it, else absent (not applied, or too long ago).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Vec<Applied>>,
+    /// Live notes whose stored revision no longer matches its manifest entry (bit rot, an
+    /// edit in the store by hand): the server does not send their bodies, and says so here.
+    /// A new revision of the note replaces the damaged one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedNote>,
+}
+
+/// Why a note file is not the note a change or a manifest entry says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoteFileMismatch {
+    /// It does not parse as a note file.
+    NotANote(String),
+    /// Its frontmatter names another note.
+    OtherId(NoteId),
+    /// It does not hash to the declared content hash (in either form).
+    Hash,
+}
+
+impl fmt::Display for NoteFileMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoteFileMismatch::NotANote(e) => write!(f, "the body is not a note file ({e})"),
+            NoteFileMismatch::OtherId(id) => write!(f, "the body's frontmatter names note {id}"),
+            NoteFileMismatch::Hash => f.write_str("the body does not match its content hash"),
+        }
+    }
+}
+
+/// Checks that `body` is the note file of `id` with content hash `hash` (the sync form, or
+/// the text form of older clients), the way the server checks a commit and a client checks
+/// what it downloads. Returns the parsed note.
+pub fn verify_note_file(
+    id: &NoteId,
+    hash: &ContentHash,
+    body: &str,
+) -> Result<Note, NoteFileMismatch> {
+    let file = id.file_name();
+    let note = Note::parse(
+        body,
+        FileContext {
+            relative_path: &file,
+        },
+    )
+    .map_err(|e| NoteFileMismatch::NotANote(e.to_string()))?;
+    if note.id != *id {
+        return Err(NoteFileMismatch::OtherId(note.id));
+    }
+    if !hash.names(&note) {
+        return Err(NoteFileMismatch::Hash);
+    }
+    Ok(note)
+}
+
+/// A note the server cannot serve because its stored revision fails verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DamagedNote {
+    pub id: NoteId,
+    /// The manifest's revision of the note, whose stored file is damaged.
+    pub revision: String,
 }
 
 /// What a change does.

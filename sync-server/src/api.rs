@@ -8,13 +8,12 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
-use memoria_shared::note::FileContext;
+use memoria_shared::ContentHash;
 use memoria_shared::protocol::{
-    Applied, ChangeOp, CommitRequest, CommitResponse, EraseRequest, EraseResponse,
-    IdentityResponse, NoteBody, PROTOCOL_VERSION, Scope, ScopeError, SnapshotRequest,
-    SnapshotResponse, valid_commit_id,
+    Applied, ChangeOp, CommitRequest, CommitResponse, DamagedNote, EraseRequest, EraseResponse,
+    IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Scope, ScopeError,
+    SnapshotRequest, SnapshotResponse, valid_commit_id, verify_note_file,
 };
-use memoria_shared::{ContentHash, Note};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 
@@ -115,6 +114,7 @@ pub async fn snapshot(
         bodies: Vec::new(),
         more: false,
         receipt: None,
+        damaged: Vec::new(),
     };
     let Some((mut manifest, etag)) = load_manifest(store, &key, known.as_ref()).await? else {
         return Ok(Json(empty(req.known_manifest, true)));
@@ -139,6 +139,7 @@ pub async fn snapshot(
         wanted.push(e.clone());
     }
     let mut bodies = Vec::with_capacity(wanted.len());
+    let mut damaged = Vec::new();
     for chunk in wanted.chunks(PARALLEL) {
         let mut tasks = JoinSet::new();
         for e in chunk {
@@ -159,19 +160,42 @@ pub async fn snapshot(
                     return Err(ApiError::Internal(format!("revision {key}: {err}")));
                 }
             };
-            let body = String::from_utf8(bytes)
-                .map_err(|_| ApiError::Internal(format!("revision {key} is not UTF-8")))?;
-            bodies.push(NoteBody {
-                id: e.id,
-                revision: e.revision,
-                hash: e
-                    .hash
-                    .unwrap_or_else(|| unreachable!("live entries have hashes")),
-                body,
-            });
+            let hash = e
+                .hash
+                .clone()
+                .unwrap_or_else(|| unreachable!("live entries have hashes"));
+            // What the store returns is checked like a commit: bit rot or an edit by hand must
+            // not reach a client as the note.
+            let checked = String::from_utf8(bytes)
+                .map_err(|_| "it is not UTF-8".to_owned())
+                .and_then(|body| match verify_note_file(&e.id, &hash, &body) {
+                    Ok(_) => Ok(body),
+                    Err(why) => Err(why.to_string()),
+                });
+            match checked {
+                Ok(body) => bodies.push(NoteBody {
+                    id: e.id,
+                    revision: e.revision,
+                    hash,
+                    body,
+                }),
+                Err(why) => {
+                    tracing::error!(
+                        %key,
+                        note = %e.id,
+                        %why,
+                        "stored revision is damaged: it does not match its manifest entry, not served"
+                    );
+                    damaged.push(DamagedNote {
+                        id: e.id,
+                        revision: e.revision,
+                    });
+                }
+            }
         }
     }
     bodies.sort_by(|a, b| a.id.cmp(&b.id));
+    damaged.sort_by(|a: &DamagedNote, b| a.id.cmp(&b.id));
     let mut resp = empty(version, false);
     resp.receipt = req
         .receipt
@@ -181,6 +205,7 @@ pub async fn snapshot(
     resp.notes = manifest.notes.into_values().collect();
     resp.bodies = bodies;
     resp.more = more;
+    resp.damaged = damaged;
     Ok(Json(resp))
 }
 
@@ -236,26 +261,20 @@ fn check_changes(st: &AppState, req: &CommitRequest) -> Result<Vec<Option<Checke
                         q.body_bytes
                     )));
                 }
-                let file = c.id.file_name();
-                let note = Note::parse(
-                    body,
-                    FileContext {
-                        relative_path: &file,
-                    },
-                )
-                .map_err(|e| ApiError::InvalidNote {
-                    id: c.id.clone(),
-                    reason: e.to_string(),
-                })?;
-                if note.id != c.id {
-                    return Err(ApiError::InvalidNote {
-                        id: c.id.clone(),
-                        reason: format!("the body's frontmatter names note {}", note.id),
-                    });
-                }
-                // The sync form, or the text form from clients that predate it.
-                if !hash.names(&note) {
-                    return Err(ApiError::HashMismatch(c.id.clone()));
+                match verify_note_file(&c.id, hash, body) {
+                    Ok(_) => {}
+                    Err(NoteFileMismatch::Hash) => {
+                        return Err(ApiError::HashMismatch(c.id.clone()));
+                    }
+                    Err(e) => {
+                        return Err(ApiError::InvalidNote {
+                            id: c.id.clone(),
+                            reason: match e {
+                                NoteFileMismatch::NotANote(why) => why,
+                                other => other.to_string(),
+                            },
+                        });
+                    }
                 }
                 Ok(Some(CheckedPut {
                     hash: hash.clone(),

@@ -7,6 +7,7 @@ mod privacy_scope;
 mod recall_model;
 mod session;
 mod sync_convergence;
+mod sync_corrupt;
 mod sync_e2e;
 mod sync_integrity;
 mod sync_keychain;

@@ -124,7 +124,10 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::KeychainUnavailable => {
             "set MEMORIA_SYNC_TOKEN in the environment of every `memoria` that syncs".into()
         }
-        ErrorCode::ServerUnreachable | ErrorCode::RateLimited | ErrorCode::ServerError => {
+        ErrorCode::ServerUnreachable
+        | ErrorCode::RateLimited
+        | ErrorCode::ServerError
+        | ErrorCode::CorruptReply => {
             "`memoria sync status` shows each scope's last error and when it syncs again".into()
         }
         _ => return None,

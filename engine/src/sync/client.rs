@@ -275,9 +275,23 @@ impl SyncClient {
             .fetch_add(reply.body.len() as u64, Ordering::Relaxed);
         if reply.status == 200 {
             return serde_json::from_slice(&reply.body)
-                .map_err(|e| SyncError::BadReply(format!("{path}: {e}")));
+                .map_err(|e| SyncError::BadReply(unreadable_reply(path, &reply.body, &e)));
         }
         Err(error_of(reply))
+    }
+}
+
+/// What is wrong with a 200 reply that is not the JSON the protocol promises.
+fn unreadable_reply(path: &str, body: &[u8], e: &serde_json::Error) -> String {
+    if body.trim_ascii_start().starts_with(b"<") {
+        format!("the reply to {path} is an HTML page, not the protocol's JSON")
+    } else if e.is_eof() {
+        format!(
+            "the reply to {path} was cut short after {} bytes",
+            body.len()
+        )
+    } else {
+        format!("{path}: {e}")
     }
 }
 

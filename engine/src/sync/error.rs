@@ -64,6 +64,20 @@ pub enum SyncError {
         "unexpected reply from the sync server ({0}): check that the server URL is a Memoria sync server"
     )]
     BadReply(String),
+    /// Notes of the server's reply failed verification (a body that is not the note or does
+    /// not match its hash, a listed note without its body) or the server reports its stored
+    /// copy damaged: they were not written, their base stays, and the next pass asks again.
+    #[error(
+        "sync of {scope} is incomplete: {}. {} not written here (this machine keeps what it had), and the next sync asks for {} again",
+        corrupt_list(notes),
+        if notes.len() == 1 { "It was" } else { "They were" },
+        if notes.len() == 1 { "it" } else { "them" }
+    )]
+    CorruptReply {
+        scope: String,
+        /// Each note's id and what is wrong with it.
+        notes: Vec<(String, String)>,
+    },
     /// No conflict is recorded for this note.
     #[error("no sync conflict for note `{0}`")]
     NoConflict(String),
@@ -109,6 +123,7 @@ impl SyncError {
             | SyncError::Transport(_)
             | SyncError::Internal(_)
             | SyncError::FolderMissing { .. }
+            | SyncError::CorruptReply { .. }
             | SyncError::Engine(_) => false,
             SyncError::Server { status, .. } => !(*status >= 500 || *status == 408),
             _ => true,
@@ -147,6 +162,7 @@ impl SyncError {
             },
             SyncError::Transport(_) => ErrorCode::ServerUnreachable,
             SyncError::BadReply(_) => ErrorCode::ServerError,
+            SyncError::CorruptReply { .. } => ErrorCode::CorruptReply,
             SyncError::NoConflict(_) | SyncError::NothingPending(_) => ErrorCode::NotFound,
             SyncError::NotSyncable(_) => ErrorCode::InvalidInput,
             SyncError::BatchRefused(_) => ErrorCode::Conflict,
@@ -194,6 +210,13 @@ impl SyncError {
                 json!({ "scope": scope, "path": folder })
             }
             SyncError::NeedsConfirmation { scope, .. } => json!({ "scope": scope }),
+            SyncError::CorruptReply { scope, notes } => json!({
+                "scope": scope,
+                "notes": notes
+                    .iter()
+                    .map(|(id, reason)| json!({ "id": id, "reason": reason }))
+                    .collect::<Vec<_>>(),
+            }),
             SyncError::State { path, .. } => json!({ "path": path }),
             SyncError::Engine(e) => return e.detail(),
             _ => return None,
@@ -208,6 +231,15 @@ impl SyncError {
             detail: self.detail(),
         }
     }
+}
+
+/// "note `a`: why; note `b`: why".
+fn corrupt_list(notes: &[(String, String)]) -> String {
+    notes
+        .iter()
+        .map(|(id, why)| format!("note `{id}`: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The server's code as it is on the wire (`quota_exceeded`).
@@ -239,5 +271,37 @@ mod tests {
         assert!(server(401).is_permanent());
         assert!(server(413).is_permanent());
         assert!(SyncError::Off.is_permanent());
+    }
+
+    #[test]
+    fn a_corrupt_reply_names_the_scope_and_each_note_and_is_retried() {
+        let e = SyncError::CorruptReply {
+            scope: "project:p1".into(),
+            notes: vec![
+                (
+                    "a".into(),
+                    "the body does not match its content hash".into(),
+                ),
+                (
+                    "b".into(),
+                    "the server lists revision r2 but sent no body for it".into(),
+                ),
+            ],
+        };
+        assert_eq!(e.code(), ErrorCode::CorruptReply);
+        assert!(!e.is_permanent());
+        let m = e.to_string();
+        assert!(
+            m.contains("project:p1") && m.contains("note `a`: the body") && m.contains("`b`"),
+            "{m}"
+        );
+        assert!(m.contains("They were not written here"), "{m}");
+        assert_eq!(
+            e.detail(),
+            Some(json!({"scope": "project:p1", "notes": [
+                {"id": "a", "reason": "the body does not match its content hash"},
+                {"id": "b", "reason": "the server lists revision r2 but sent no body for it"},
+            ]}))
+        );
     }
 }

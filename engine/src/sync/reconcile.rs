@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memoria_shared::merge::{MergeOutcome, merge};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{
-    Change, ChangeOp, CommitRequest, ManifestEntry, ProjectId, Quotas, Scope as WireScope,
-    SnapshotRequest,
+    Change, ChangeOp, CommitRequest, ManifestEntry, NoteBody, ProjectId, Quotas,
+    Scope as WireScope, SnapshotRequest, verify_note_file,
 };
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
@@ -411,17 +411,48 @@ impl Syncer {
             base = load_base(&state);
         }
         let quotas: Quotas = resp.quotas;
+        // Notes of the reply that failed verification, with the reason: never written, and
+        // the pass is not recorded complete, so the next one asks for them again.
+        let mut corrupt: BTreeMap<String, String> = BTreeMap::new();
         let (remote, manifest_version) = if resp.unchanged {
             report.unchanged = true;
             (state.remote.clone(), state.manifest_version.clone())
         } else {
             loop {
+                let page: HashMap<&str, &ManifestEntry> =
+                    resp.notes.iter().map(|e| (e.id.as_str(), e)).collect();
+                let before = have.len();
                 for b in std::mem::take(&mut resp.bodies) {
+                    // Not asked for again on the next page, whatever it holds.
                     have.insert(b.hash.as_str().to_owned());
-                    texts.insert(b.hash.as_str().to_owned(), b.body);
+                    match check_body(&b, page.get(b.id.as_str()).copied()) {
+                        Ok(()) => {
+                            texts.insert(b.hash.as_str().to_owned(), b.body);
+                        }
+                        Err(why) => {
+                            corrupt.insert(b.id.as_str().to_owned(), why);
+                        }
+                    }
+                }
+                for d in &resp.damaged {
+                    corrupt.insert(
+                        d.id.as_str().to_owned(),
+                        format!(
+                            "the server's stored copy (revision {}) is damaged; a new version saved on a machine that holds the note replaces it",
+                            d.revision
+                        ),
+                    );
+                    if let Some(h) = page.get(d.id.as_str()).and_then(|e| e.hash.as_ref()) {
+                        have.insert(h.as_str().to_owned());
+                    }
                 }
                 if !resp.more {
                     break;
+                }
+                if have.len() == before {
+                    return Err(SyncError::BadReply(
+                        "the snapshot said more notes follow, but its page brought none".into(),
+                    ));
                 }
                 self.check_on()?;
                 resp = self.client.snapshot(&SnapshotRequest {
@@ -478,17 +509,30 @@ impl Syncer {
             let rem = remote_map.get(&id);
             let theirs: Option<(Note, String)> = match rem {
                 Some(e) if !e.deleted => {
-                    match e.hash.as_ref().and_then(|h| texts.get(h.as_str())) {
-                        Some(text) => match parse_as(&id, text) {
-                            Some(n) if e.hash.as_ref().is_some_and(|h| h.names(&n)) => {
-                                Some((n, text.clone()))
-                            }
-                            _ => {
+                    let held = e
+                        .hash
+                        .as_ref()
+                        .and_then(|h| texts.get(h.as_str()).map(|t| (h, t)));
+                    match held {
+                        Some((h, text)) => match verify_note_file(&e.id, h, text) {
+                            Ok(n) => Some((n, text.clone())),
+                            Err(_) => {
                                 incomplete = true;
                                 continue;
                             }
                         },
                         None => {
+                            // A full snapshot leaves out only bodies whose hash was in `have`:
+                            // this one had to come with it. (After a cheap poll the body is
+                            // one this machine should hold; a full snapshot next time brings it.)
+                            if !report.unchanged {
+                                corrupt.entry(id.clone()).or_insert_with(|| {
+                                    format!(
+                                        "the server lists revision {} but sent no body for it",
+                                        e.revision
+                                    )
+                                });
+                            }
                             incomplete = true;
                             continue;
                         }
@@ -706,7 +750,7 @@ impl Syncer {
             state.manifest_version = None;
             sd.save_state(&state)?;
         }
-        if uploads.is_empty() && !incomplete {
+        if uploads.is_empty() && !incomplete && corrupt.is_empty() {
             state.manifest_version = manifest_version;
             state.remote = remote;
         } else {
@@ -717,6 +761,12 @@ impl Syncer {
         sd.save_state(&state)?;
         sd.clear_pending()?;
         sd.prune_bodies(&state)?;
+        if !corrupt.is_empty() {
+            return Err(SyncError::CorruptReply {
+                scope: scope.key(),
+                notes: corrupt.into_iter().collect(),
+            });
+        }
         Ok(report)
     }
 
@@ -940,17 +990,21 @@ fn hashes(set: &BTreeSet<String>) -> Vec<ContentHash> {
     set.iter().filter_map(|h| ContentHash::parse(h)).collect()
 }
 
-/// Parses a note file received for `id`; `None` when it is not that note.
-fn parse_as(id: &str, text: &str) -> Option<Note> {
-    let rel = format!("{id}.md");
-    Note::parse(
-        text,
-        FileContext {
-            relative_path: &rel,
-        },
-    )
-    .ok()
-    .filter(|n| n.id.as_str() == id)
+/// Checks a body of a snapshot reply against its own claims and against the entry the same
+/// reply lists for its note.
+fn check_body(b: &NoteBody, entry: Option<&ManifestEntry>) -> Result<(), String> {
+    let listed = entry.is_some_and(|e| {
+        !e.deleted && e.revision == b.revision && e.hash.as_ref() == Some(&b.hash)
+    });
+    if !listed {
+        return Err(format!(
+            "the server sent a body for revision {}, which its list of notes does not name",
+            b.revision
+        ));
+    }
+    verify_note_file(&b.id, &b.hash, &b.body)
+        .map(|_| ())
+        .map_err(|e| format!("{e}, as the server sent it"))
 }
 
 /// The scope's notes, and the ids refused before upload (with the reason).

@@ -387,3 +387,126 @@ proptest! {
         }
     }
 }
+
+/// splitmix64: the random cases of the differential runs, the same on every run.
+struct Mix(u64);
+
+impl Mix {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// One random edit of `lines`: a line inserted, deleted or replaced, drawn from `alphabet`.
+fn one_edit(rng: &mut Mix, lines: &mut Vec<String>, alphabet: &[&str]) {
+    let word = alphabet[rng.below(alphabet.len())].to_owned();
+    let at = rng.below(lines.len() + 1);
+    match rng.below(3) {
+        0 => lines.insert(at, word),
+        1 if at < lines.len() => {
+            lines.remove(at);
+        }
+        _ if at < lines.len() => lines[at] = word,
+        _ => lines.push(word),
+    }
+}
+
+/// What a three-way merge tool says about one case: clean with a text, or a conflict.
+fn git_merge_file(dir: &std::path::Path, base: &str, ours: &str, theirs: &str) -> Option<String> {
+    let (b, o, t) = (dir.join("base"), dir.join("ours"), dir.join("theirs"));
+    std::fs::write(&b, base).unwrap();
+    std::fs::write(&o, ours).unwrap();
+    std::fs::write(&t, theirs).unwrap();
+    let out = std::process::Command::new("git")
+        .arg("merge-file")
+        .arg("-p")
+        .args([&o, &b, &t])
+        .output()
+        .expect("git merge-file (git must be installed for this test)");
+    match out.status.code() {
+        Some(0) => Some(String::from_utf8(out.stdout).unwrap()),
+        Some(c) if c > 0 => None,
+        _ => panic!(
+            "git merge-file failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Clean merges of one tool over the convergent cases: right ones and wrong ones.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    right: usize,
+    wrong: usize,
+}
+
+impl Tally {
+    fn count(&mut self, merged: Option<&str>, right: &str) {
+        match merged {
+            Some(m) if m == right => self.right += 1,
+            Some(_) => self.wrong += 1,
+            None => {}
+        }
+    }
+}
+
+/// Clean merges, ours and git's, in 3,000 convergent cases over `alphabet`: one machine made
+/// an edit, the other the same edit and one more, so the only right clean answer is the second
+/// machine's text (anything else must be a conflict).
+fn convergent_merges(seed: u64, alphabet: &[&str]) -> (Tally, Tally) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Mix(seed);
+    let (mut ours, mut git) = (Tally::default(), Tally::default());
+    let mut cases = 0;
+    while cases < 3000 {
+        let mut base: Vec<String> = Vec::new();
+        for _ in 0..rng.below(14) {
+            base.push(alphabet[rng.below(alphabet.len())].to_owned());
+        }
+        let mut one = base.clone();
+        one_edit(&mut rng, &mut one, alphabet);
+        let mut two = one.clone();
+        one_edit(&mut rng, &mut two, alphabet);
+        // Each edit changes something, and the second does not undo the first (the second
+        // machine's text back at the base is an unchanged side, whose merge is the other).
+        if one == base || two == one || two == base {
+            continue;
+        }
+        cases += 1;
+        let (bb, b1, b2) = (body(&base), body(&one), body(&two));
+        let merged = merge_lines(&bb, &b1, &b2);
+        assert_eq!(merged, merge_lines(&bb, &b2, &b1), "symmetric");
+        ours.count(merged.as_deref(), &b2);
+        git.count(git_merge_file(dir.path(), &bb, &b1, &b2).as_deref(), &b2);
+    }
+    (ours, git)
+}
+
+#[test]
+fn convergent_edits_never_merge_wrong_with_note_like_lines() {
+    let alphabet = [
+        "",
+        "",
+        "---",
+        "- [ ] todo",
+        "- [x] done",
+        "- item",
+        "## Notes",
+        "text",
+        "more text",
+    ];
+    let (ours, git) = convergent_merges(1, &alphabet);
+    println!("note-like, 3000 convergent cases: memoria {ours:?}, git merge-file {git:?}");
+    assert_eq!(ours.wrong, 0, "memoria {ours:?}, git {git:?}");
+}
+
+#[test]
+fn convergent_edits_never_merge_wrong_with_a_repetitive_alphabet() {
+    let (ours, git) = convergent_merges(2, &["a", "b", "a", ""]);
+    println!("repetitive, 3000 convergent cases: memoria {ours:?}, git merge-file {git:?}");
+    assert_eq!(ours.wrong, 0, "memoria {ours:?}, git {git:?}");
+}
