@@ -37,6 +37,7 @@ on_both_stores!(
     unreadable_note_files_are_held_back_not_deleted,
     secret_notes_stay_on_this_machine_unless_included,
     a_fresh_clone_without_a_notes_folder_gets_the_projects_notes,
+    one_scope_turned_off_stays_here_and_comes_back_when_turned_on,
 );
 
 pub(crate) struct World {
@@ -877,4 +878,58 @@ fn a_fresh_clone_without_a_notes_folder_gets_the_projects_notes(backend: Backend
         std::path::Path::new(&pa).join("MEMORY").as_path(),
         "p1"
     ));
+}
+
+/// Turning one scope's sync off on a machine keeps its notes there (nothing sent or received,
+/// `sync now` succeeds and says so), leaves sync as a whole on, and turning it on again syncs
+/// what was written meanwhile.
+fn one_scope_turned_off_stays_here_and_comes_back_when_turned_on(backend: Backend) {
+    let w = world(backend, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    a.ok(&["add", "--id", "n1", "--summary", "First", "--body", "one\n"]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert!(b.note("n1").is_some());
+
+    let off = json(&a.ok(&["--json", "sync", "off", "--scope", "user"]));
+    assert_eq!(off, serde_json::json!({"scope": "user", "enabled": false}));
+    a.ok(&[
+        "add",
+        "--id",
+        "n2",
+        "--summary",
+        "Second",
+        "--body",
+        "two\n",
+    ]);
+    let passes = json(&a.ok(&["--json", "sync", "now"]));
+    assert_eq!(passes[0]["scope"], "user", "{passes}");
+    assert_eq!(passes[0]["off"], true, "{passes}");
+    assert!(passes[0]["error"].is_null(), "{passes}");
+    assert!(
+        a.ok(&["sync", "now"])
+            .contains("user: turned off on this machine")
+    );
+    let st = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(st["on"], true, "{st}");
+    assert_eq!(st["scopes"][0]["enabled"], false, "{st}");
+    assert_eq!(st["scopes"][0]["on"], false, "{st}");
+    assert!(
+        a.ok(&["sync", "status"])
+            .contains("turned off on this machine")
+    );
+    b.ok(&["sync", "now"]);
+    assert!(b.note("n2").is_none(), "a turned-off scope sent a note");
+
+    a.ok(&["sync", "on", "--scope", "user"]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert!(b.note("n2").is_some());
+    let st = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(st["scopes"][0]["enabled"], true, "{st}");
+    // A scope that is not one of this machine's synced scopes is refused, changing nothing.
+    let e = a.fails(&["sync", "off", "--scope", "domain"]);
+    assert!(!e.is_empty());
 }

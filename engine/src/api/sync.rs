@@ -157,6 +157,38 @@ pub fn turn_off(engine: &Engine) -> SyncResult<Switches> {
     })
 }
 
+/// One scope's sync switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSwitch {
+    pub scope: String,
+    /// The scope's own switch (sync as a whole may still be off).
+    pub enabled: bool,
+}
+
+/// Turns sync of one scope (`user`, `project`, or a visible scope's key) on or off on this
+/// machine, leaving the others and sync as a whole as they are. Off, its notes stay local and
+/// nothing of them is sent or received; on again, the next pass syncs it as before.
+pub fn set_scope(engine: &Engine, scope: &str, on: bool) -> SyncResult<ScopeSwitch> {
+    let scope = super::scope_arg(engine, Some(scope))?
+        .ok_or_else(|| crate::Error::Invalid("name the scope to turn on or off".into()))?;
+    if !sync::synced_scopes(engine).contains(&scope) {
+        return Err(crate::Error::Invalid(format!("{} never syncs", scope.key())).into());
+    }
+    let key = scope.key();
+    Settings::update(&sync::sync_dir(engine.home().root()), |s| {
+        if on {
+            s.off_scopes.remove(&key);
+        } else {
+            s.off_scopes.insert(key.clone());
+        }
+    })?;
+    Ok(ScopeSwitch {
+        scope: key,
+        enabled: on,
+    })
+}
+
 /// Agrees to what a paused sync waits for (`scope`: user or project; `None`: every scope that
 /// waits); the next pass does it.
 pub fn confirm(engine: &mut Engine, scope: Option<&str>) -> SyncResult<Vec<Pending>> {
@@ -180,6 +212,9 @@ pub struct ScopePass {
     pub report: Option<PassReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::error::ErrorBody>,
+    /// The scope's sync is turned off on this machine: it was left alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
 }
 
 /// Syncs every synced scope now. A scope's failure is in its [`ScopePass`]; the others still
@@ -199,11 +234,19 @@ pub fn now(engine: &mut Engine) -> SyncResult<Vec<ScopePass>> {
                 scope: scope.key(),
                 report: Some(rep),
                 error: None,
+                off: false,
+            },
+            Err(SyncError::ScopeOff(_)) => ScopePass {
+                scope: scope.key(),
+                report: None,
+                error: None,
+                off: true,
             },
             Err(e) => ScopePass {
                 scope: scope.key(),
                 report: None,
                 error: Some(e.body()),
+                off: false,
             },
         })
         .collect())
@@ -224,8 +267,11 @@ pub struct Waiting {
 #[serde(rename_all = "camelCase")]
 pub struct ScopeSyncStatus {
     pub scope: String,
-    /// The scope syncs: sync is on, signed in, and no pass waits for the user.
+    /// The scope syncs: sync is on, the scope's own switch is on, signed in, and no pass
+    /// waits for the user.
     pub on: bool,
+    /// The scope's own switch on this machine.
+    pub enabled: bool,
     /// When the scope was last fully synced (ms since the epoch).
     pub last_synced_ms: Option<i64>,
     /// The last pass's error, naming the scope; cleared by a successful pass.
@@ -272,7 +318,8 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
             pending: p,
         });
         scopes.push(ScopeSyncStatus {
-            on: s.is_on() && s.server.is_some() && pending.is_none(),
+            on: s.scope_on(&scope.key()) && s.server.is_some() && pending.is_none(),
+            enabled: !s.off_scopes.contains(&scope.key()),
             conflicts: sd.conflicts()?.len(),
             pin: s.pins.get(&scope.key()).cloned(),
             scope: scope.key(),

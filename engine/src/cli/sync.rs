@@ -30,7 +30,7 @@ pub enum SyncCommand {
     Status,
     /// Sync every scope now.
     Now,
-    /// Turn cloud sync on.
+    /// Turn cloud sync on; with --scope, only that scope's sync (turned off before).
     On {
         /// Also upload notes tagged contains-secrets (off by default: they stay on this machine).
         #[arg(long, conflicts_with = "exclude_secrets")]
@@ -38,9 +38,17 @@ pub enum SyncCommand {
         /// Stop uploading notes tagged contains-secrets (the default).
         #[arg(long)]
         exclude_secrets: bool,
+        /// user or project: turn on this scope's sync only.
+        #[arg(long, conflicts_with_all = ["include_secrets", "exclude_secrets"])]
+        scope: Option<String>,
     },
-    /// Turn cloud sync off (survives restarts and sign-ins; local notes keep working).
-    Off,
+    /// Turn cloud sync off (survives restarts and sign-ins; local notes keep working); with
+    /// --scope, only that scope's sync, the others go on.
+    Off {
+        /// user or project: turn off this scope's sync only.
+        #[arg(long)]
+        scope: Option<String>,
+    },
     /// Agree to what a paused sync waits for (deletions, a new folder); the next sync does it.
     Confirm {
         /// user or project (default: every scope that waits).
@@ -92,8 +100,26 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             outln!("signed out");
         }
         SyncCommand::On {
+            scope: Some(scope), ..
+        }
+        | SyncCommand::Off { scope: Some(scope) } => {
+            let on = matches!(command, SyncCommand::On { .. });
+            let s = sync::set_scope(&engine, scope, on)?;
+            if g.json {
+                return print_json(&s);
+            }
+            match on {
+                true => outln!("cloud sync of {} is on", s.scope),
+                false => outln!(
+                    "cloud sync of {} is off on this machine: its notes stay here",
+                    s.scope
+                ),
+            }
+        }
+        SyncCommand::On {
             include_secrets,
             exclude_secrets,
+            scope: None,
         } => {
             let secrets = (*include_secrets || *exclude_secrets).then_some(*include_secrets);
             let s = sync::turn_on(&engine, secrets)?;
@@ -110,7 +136,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
                 }
             );
         }
-        SyncCommand::Off => {
+        SyncCommand::Off { scope: None } => {
             let s = sync::turn_off(&engine)?;
             if g.json {
                 return print_json(&s);
@@ -158,6 +184,9 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             for p in &passes {
                 match (&p.report, &p.error) {
                     (_, Some(e)) => failed.push((p.scope.clone(), e.clone())),
+                    (None, None) if p.off && !g.json => {
+                        outln!("{}: turned off on this machine, left alone", p.scope);
+                    }
                     (Some(rep), None) if !g.json => {
                         outln!(
                             "{}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
@@ -227,6 +256,12 @@ fn print_status(s: &SyncStatus) -> Result<()> {
             d.deleted,
             sc.conflicts
         );
+        if !sc.enabled {
+            outln!(
+                "  turned off on this machine (`memoria sync on --scope {}` turns it on)",
+                sc.scope
+            );
+        }
         if let Some(w) = &sc.pending {
             if w.pending.confirmed {
                 outln!("  confirmed, done by the next sync: {}", w.message);

@@ -146,6 +146,8 @@ pub fn outcome_of(result: &SyncResult<PassReport>) -> PassOutcome {
 struct Gate {
     on: bool,
     server: Option<String>,
+    /// Scopes turned off on this machine: never passed; turning one on again syncs at once.
+    off_scopes: std::collections::BTreeSet<String>,
 }
 
 impl Gate {
@@ -155,6 +157,7 @@ impl Gate {
         Gate {
             on: s.is_on(),
             server: s.server,
+            off_scopes: s.off_scopes,
         }
     }
 
@@ -270,6 +273,11 @@ impl<R: PassRunner> Driver<R> {
             return Step::Idle { until };
         };
         let scope = self.scopes[&key].clone();
+        if gate.off_scopes.contains(&key) {
+            // No pass, no event: the scope waits until it is turned on (a gate change).
+            self.schedule.done(&key, PassOutcome::Permanent, now);
+            return Step::Ran;
+        }
         if let Some(f) = self.on_start.as_mut() {
             f(&scope);
         }
@@ -447,7 +455,10 @@ impl PassRunner for EngineRunner {
             Ok(both) => both,
             Err(e) => {
                 // No pass ran to record it (no token, no keychain): record it here.
-                if !matches!(e, SyncError::Off | SyncError::NotSignedIn) {
+                if !matches!(
+                    e,
+                    SyncError::Off | SyncError::ScopeOff(_) | SyncError::NotSignedIn
+                ) {
                     let _ = ScopeDir::new(&sync_dir(&root), &scope.key())
                         .update_status(|st| st.last_error = Some(format!("{}: {e}", scope.key())));
                 }

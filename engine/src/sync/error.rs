@@ -15,6 +15,11 @@ pub enum SyncError {
         "cloud sync is off: nothing is sent or received until it is turned on (local notes keep working)"
     )]
     Off,
+    /// Sync of this scope is turned off on this machine (sync of the others goes on).
+    #[error(
+        "cloud sync of {0} is turned off on this machine: its notes stay here, nothing of them is sent or received"
+    )]
+    ScopeOff(String),
     /// No server is configured.
     #[error("not signed in to a sync server: sign in with the server's URL and a token")]
     NotSignedIn,
@@ -142,7 +147,7 @@ impl SyncError {
     /// The engine code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            SyncError::Off => ErrorCode::SyncOff,
+            SyncError::Off | SyncError::ScopeOff(_) => ErrorCode::SyncOff,
             SyncError::NotSignedIn | SyncError::NoToken => ErrorCode::NotSignedIn,
             SyncError::Keychain(_) => ErrorCode::KeychainUnavailable,
             SyncError::Pinned { .. } => ErrorCode::AccountMismatch,
@@ -188,6 +193,7 @@ impl SyncError {
                 "user": user, "server": server,
             }),
             SyncError::ProtocolTooNew(v) => json!({ "serverProtocol": v }),
+            SyncError::ScopeOff(scope) => json!({ "scope": scope }),
             SyncError::RateLimited { retry_after_s } => json!({ "retryAfterS": retry_after_s }),
             SyncError::Stale(notes) => {
                 json!({ "notes": notes.iter().map(|n| &n.id).collect::<Vec<_>>() })

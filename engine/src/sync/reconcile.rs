@@ -226,6 +226,9 @@ impl Syncer {
     /// the download brought) for `sync status`.
     pub fn sync_scope(&mut self, engine: &mut Engine, scope: &Scope) -> SyncResult<PassReport> {
         let key = scope.key();
+        if Settings::load(&self.dir)?.off_scopes.contains(&key) {
+            return Err(SyncError::ScopeOff(key));
+        }
         let folder = engine.scope_dir(scope)?;
         // One pass per scope at a time across processes (a watcher's coordinator and
         // `memoria sync now` share the base store), whichever folder of the scope it is for.

@@ -3,7 +3,7 @@
 //! the desktop app and MCP servers sharing one home never lose each other's changes. The token
 //! is never here (see [`super::token`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,10 @@ pub struct Settings {
     /// Upload notes tagged `contains-secrets` too (off: they stay on this machine).
     #[serde(default)]
     pub include_secrets: bool,
+    /// Scopes whose sync is turned off on this machine while sync as a whole stays on: their
+    /// notes stay local, and nothing of them is sent or received.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub off_scopes: BTreeSet<String>,
 }
 
 /// The longest a server's Retry-After is honoured. A pause that reaches further ahead than
@@ -74,6 +78,11 @@ impl Settings {
     /// Whether sync may send requests.
     pub fn is_on(&self) -> bool {
         self.enabled == Some(true)
+    }
+
+    /// Whether `scope` (a scope key) syncs: sync is on and the scope is not turned off.
+    pub fn scope_on(&self, scope: &str) -> bool {
+        self.is_on() && !self.off_scopes.contains(scope)
     }
 
     /// Records a 429's pause from `now_ms`, capped at [`MAX_RETRY_AFTER_S`].

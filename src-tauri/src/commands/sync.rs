@@ -59,7 +59,7 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
             ScopeSync {
                 label: known.map_or_else(|| sc.scope.clone(), super::notes::label),
                 live_notes: known.map_or(0, |s| s.notes),
-                enabled: st.on,
+                enabled: sc.enabled,
                 scope: sc.scope,
                 last_synced_ms: sc.last_synced_ms,
                 last_error: sc.last_error,
@@ -104,9 +104,8 @@ pub fn set_enabled(
     scope: Option<&str>,
 ) -> Result<SyncStatus, UiError> {
     if let Some(scope) = scope {
-        return Err(UiError::invalid(format!(
-            "sync is switched on or off for every scope at once, not for {scope} alone"
-        )));
+        sync::set_scope(engine, scope, enabled)?;
+        return status(engine);
     }
     if enabled {
         sync::turn_on(engine, None)?;
@@ -180,8 +179,15 @@ mod tests {
         sync::set_server(&engine, Some("http://127.0.0.1:9")).unwrap();
         assert_eq!(now(&mut engine).unwrap_err().code, "sync_off");
         assert!(set_enabled(&engine, true, None).unwrap().enabled);
+        // One scope's switch: off leaves sync as a whole on; on again brings it back.
+        let st = set_enabled(&engine, false, Some("user")).unwrap();
+        assert!(st.enabled && !st.scopes[0].enabled, "{st:?}");
+        let st = set_enabled(&engine, true, Some("user")).unwrap();
+        assert!(st.scopes[0].enabled, "{st:?}");
         assert_eq!(
-            set_enabled(&engine, true, Some("user")).unwrap_err().code,
+            set_enabled(&engine, true, Some("project"))
+                .unwrap_err()
+                .code,
             "invalid_input"
         );
         let bad = SyncLogin {
