@@ -188,7 +188,7 @@ mod tests {
             set_enabled(&engine, true, Some("project"))
                 .unwrap_err()
                 .code,
-            "invalid_input"
+            "no_project"
         );
         let bad = SyncLogin {
             server: " ".into(),
