@@ -15,4 +15,5 @@ mod sync_server;
 mod sync_server_listener;
 mod sync_server_load;
 mod sync_server_s3;
+mod sync_token_file;
 mod vault_protocol;
