@@ -967,7 +967,7 @@ fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("no semantic model"), "{text}");
     assert_eq!(
-        text.matches("scripts/install-model.sh").count(),
+        text.matches("memoria model install").count(),
         1,
         "the install command is said once: {text}"
     );
