@@ -2,6 +2,7 @@
 
 mod errors;
 mod mcp;
+mod model_install;
 mod privacy;
 mod privacy_scope;
 mod recall_model;
