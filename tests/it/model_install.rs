@@ -44,6 +44,12 @@ fn an_installed_model_in_the_default_place_is_left_alone_and_used_by_recall() {
         stderr.contains(&format!("already installed in {}", default.display())),
         "{stderr}"
     );
+    let out = memoria(&home)
+        .args(["--json", "model", "install"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["modelDir"], default.display().to_string(), "{v}");
     // The script on its own finds the same folder from MEMORIA_HOME alone.
     let out = Command::new("bash")
         .arg(script())

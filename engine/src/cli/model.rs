@@ -1,6 +1,6 @@
 //! `model install`: builds and installs the embedding model where recall finds it.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
@@ -31,18 +31,27 @@ fn install(g: &Globals) -> Result<()> {
         .tempdir()
         .context("creating a temporary folder for the model installer")?;
     let script = model::write_installer(work.path())?;
-    let status = match Command::new("bash").arg(&script).arg(&dest).status() {
-        Ok(s) => s,
+    // Progress goes to standard error as it comes; standard output holds only the folder.
+    let run = Command::new("bash")
+        .arg(&script)
+        .arg(&dest)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output();
+    let out = match run {
+        Ok(out) => out,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!("bash is needed to install the model, and it is not installed")
         }
         Err(e) => return Err(e).context("starting the model installer"),
     };
-    if !status.success() {
+    if !out.status.success() {
         bail!("the model was not installed (the installer's message is above)");
     }
     if g.json {
         outln!("{}", serde_json::json!({ "modelDir": dest }));
+    } else {
+        outln!("the embedding model is installed in {}", dest.display());
     }
     Ok(())
 }
