@@ -4,9 +4,12 @@
 //! user; later processes find it, `doctor` says where it is, it never reaches the server's
 //! store nor an export, and logout removes it.
 
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use memoria_tests::sync_fixture::{Backend, Device};
 
@@ -94,6 +97,39 @@ fn headless_sign_in_is_found_by_later_processes_and_kept_in_a_private_file() {
         doctor.contains(&format!("the token is in {}", file.display())),
         "{doctor}"
     );
+    // A long-running process (the watcher; `memoria mcp` runs the same coordinator) finds it
+    // too: its first pass is a report, not a missing token.
+    let mut watch = d
+        .command(&["--json", "watch"])
+        .env_remove("MEMORIA_SYNC_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first_pass = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the watcher's first sync pass within 60 s");
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+            && v["sync"] == "user"
+        {
+            break v;
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(first_pass["error"].is_null(), "{first_pass}");
+    assert!(first_pass["report"].is_object(), "{first_pass}");
+
     // A second machine sees the note: the upload really used the token.
     let other = w.device("other", &token);
     other.ok(&["sync", "now"]);
