@@ -1,6 +1,6 @@
 //! `memoria doctor`: where everything is, how many notes each scope has, which files do not
 //! parse (and why), which notes hold secrets (and which rule found them), duplicate ids,
-//! leftovers of interrupted writes, and index health.
+//! leftovers of interrupted writes, index health, and where the sync token is kept.
 
 use serde::Serialize;
 
