@@ -9,9 +9,8 @@ and inference runs 2-4x faster on a CPU (docs/BENCHMARKS.md). The weights are st
 model.data beside the graph, where ONNX Runtime maps them instead of copying them into each
 session (externalize below).
 
-The graph the shared builder writes (../shared/tools/e5-model/convert.py) computes attention
-from separate Q, K and V MatMuls, reshapes and transposes, and GELU from Erf and four
-elementwise ops. When its weight names are found (l{i}_q_wt, ...), each layer is rebuilt with
+The graph scripts/convert-e5.py writes computes attention from separate Q, K and V MatMuls,
+reshapes and transposes, and GELU from Erf and four elementwise ops. When its weight names are found (l{i}_q_wt, ...), each layer is rebuilt with
 com.microsoft Attention (Q, K and V in one [H, 3H] weight; quantized to QAttention) and Gelu:
 the same arithmetic, ~10 % faster with two sessions on two cores.
 

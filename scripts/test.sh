@@ -12,8 +12,12 @@ scripts/install-moto.sh
 scripts/install-desktop-deps.sh
 # The UI's own checks and tests; its build is embedded in the desktop app, so cargo needs it.
 (cd ui && npm run check && npm run lint && npm test && npm run build)
-# The real embedding model for the recall tests (tests/it/recall_model.rs).
-MEMORIA_TEST_MODEL_DIR=$(scripts/install-model.sh | tail -1)
+# The real embedding model for the recall tests (tests/it/recall_model.rs), and the f32 model it
+# is built from (they compare the two), cached outside the clone.
+models=$HOME/.cache/memoria/models
+export MEMORIA_TEST_BASE_MODEL_DIR=${MEMORIA_TEST_BASE_MODEL_DIR:-$models/e5-small}
+MEMORIA_TEST_MODEL_DIR=$(MEMORIA_MODEL_DIR=${MEMORIA_TEST_MODEL_DIR:-$models/e5-small-int8} \
+  MEMORIA_MODEL_BASE_DIR=$MEMORIA_TEST_BASE_MODEL_DIR scripts/install-model.sh | tail -1)
 export MEMORIA_TEST_MODEL_DIR
 export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
 export MEMORIA_TEST_PYTHON_MCP2=${MEMORIA_TEST_PYTHON_MCP2:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv-mcp2/bin/python}

@@ -1,6 +1,6 @@
 //! `memoria doctor`: where everything is, how many notes each scope has, which files do not
 //! parse (and why), which notes hold secrets (and which rule found them), duplicate ids,
-//! leftovers of interrupted writes, and index health.
+//! leftovers of interrupted writes, index health, and where the sync token is kept.
 
 use serde::Serialize;
 
@@ -54,6 +54,18 @@ pub struct ProjectInfo {
     pub project_type: Option<String>,
 }
 
+/// The sync server this home is signed in to, and where its token is kept.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncSignIn {
+    pub server: String,
+    /// Where the token is read from: a keychain, the token file (its path), or
+    /// `MEMORIA_SYNC_TOKEN`; `None` when there is none (sync cannot run: sign in again).
+    pub token: Option<String>,
+    /// Why the token could not be read, when it could not.
+    pub token_error: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DoctorReport {
@@ -77,8 +89,28 @@ pub struct DoctorReport {
     /// Recall runs on a semantic model; false: on the hash fallback, which matches words
     /// only (the report is then not all good, even when `ok`).
     pub semantic_model: bool,
+    /// The sync sign-in; `None` when not signed in.
+    pub sync: Option<SyncSignIn>,
     /// True when nothing is broken.
     pub ok: bool,
+}
+
+/// Where the signed-in server's token is read from, as a sync pass would find it.
+fn sync_sign_in(home_root: &std::path::Path) -> Result<Option<SyncSignIn>> {
+    use crate::sync::{Settings, sync_dir, token};
+    let Some(server) = Settings::load(&sync_dir(home_root))?.server else {
+        return Ok(None);
+    };
+    let env = std::env::var(token::TOKEN_ENV).ok();
+    let (token, token_error) = match token::find(home_root, &server, env) {
+        Ok((_, source)) => (Some(source.to_string()), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Ok(Some(SyncSignIn {
+        server,
+        token,
+        token_error,
+    }))
 }
 
 pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
@@ -142,6 +174,8 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         Err(e) => (None, Some(e.to_string())),
     };
     let home = engine.home();
+    let sync = sync_sign_in(home.root())?;
+    let ok = ok && sync.as_ref().is_none_or(|s| s.token.is_some());
     Ok(DoctorReport {
         home: home.root().to_string_lossy().into_owned(),
         index: home.index_db().to_string_lossy().into_owned(),
@@ -162,5 +196,6 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         semantic_model: recall.as_ref().is_some_and(|r| r.embedder == "onnx"),
         recall,
         recall_error,
+        sync,
     })
 }

@@ -73,7 +73,7 @@ pub enum ErrorCode {
     SyncOff,
     /// No sync server or token, or the server no longer accepts the token.
     NotSignedIn,
-    /// No OS keychain could store or read the sync token.
+    /// Neither a keychain nor the token file could keep or give back the sync token.
     KeychainUnavailable,
     /// The sync server could not be reached, or its reply was lost.
     ServerUnreachable,

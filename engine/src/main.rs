@@ -85,6 +85,11 @@ enum Command {
         #[command(subcommand)]
         command: Option<cli::projects::ProjectsCommand>,
     },
+    /// The embedding model semantic recall runs on: `model install` builds and installs it.
+    Model {
+        #[command(subcommand)]
+        command: cli::model::ModelCommand,
+    },
     /// Cloud sync: sign in and out, status, sync now, turn on and off.
     Sync {
         #[command(subcommand)]
@@ -164,6 +169,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(a) => cli::transfer::export(&g, a)?,
         Command::Doctor(a) => cli::doctor::run(&g, a)?,
         Command::Projects { command } => cli::projects::run(&g, command.as_ref())?,
+        Command::Model { command } => cli::model::run(&g, command)?,
         Command::Sync { command } => cli::sync::run(&g, command)?,
         Command::Conflicts => cli::sync::list_conflicts(&g)?,
         Command::Resolve(a) => cli::sync::resolve(&g, a)?,

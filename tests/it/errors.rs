@@ -211,14 +211,15 @@ fn an_erased_account_is_account_erased() {
     assert_eq!(e["code"], "account_erased", "{e}");
 }
 
-/// No D-Bus session bus and a kernel that refuses keyring calls (the seccomp filter of
-/// tests/it/no_keyring.py): signing in has nowhere to keep the token.
+/// No D-Bus session bus, a kernel that refuses keyring calls (the seccomp filter of
+/// tests/it/no_keyring.py), and a token file that cannot be written (a folder stands where it
+/// goes): signing in has nowhere to keep the token, and says what to do instead.
 #[test]
-fn no_keychain_at_all_is_keychain_unavailable() {
+fn no_place_to_keep_the_token_is_keychain_unavailable() {
     let w = world(Backend::Fs, &[]);
     let token = w.server.token("alice");
     let home = w.root.join("headless");
-    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(home.join("sync/credentials.json")).unwrap();
     let out = Command::new(test_python())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/it/no_keyring.py"))
         .arg(workspace_bin("memoria"))
@@ -232,15 +233,11 @@ fn no_keychain_at_all_is_keychain_unavailable() {
         .env("XDG_RUNTIME_DIR", &home)
         .output()
         .unwrap();
-    let e = body_of(&out, "sync login without a keychain");
+    let e = body_of(&out, "sync login with nowhere to keep the token");
     assert_eq!(e["code"], "keychain_unavailable", "{e}");
-    assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("MEMORIA_SYNC_TOKEN"),
-        "{e}"
-    );
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("MEMORIA_SYNC_TOKEN"), "{e}");
+    assert!(message.contains("credentials.json"), "{e}");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 mod errors;
 mod mcp;
+mod model_install;
 mod privacy;
 mod privacy_scope;
 mod recall_model;
@@ -16,4 +17,5 @@ mod sync_server;
 mod sync_server_listener;
 mod sync_server_load;
 mod sync_server_s3;
+mod sync_token_file;
 mod vault_protocol;

@@ -1,8 +1,8 @@
 //! The sync token in a Linux desktop keychain: a real GNOME Keyring daemon, unlocked with a
 //! known password on a private D-Bus session bus (`dbus-run-session`), reached over the Secret
 //! Service API. `memoria sync login` stores the token there, `memoria sync now` (without
-//! `MEMORIA_SYNC_TOKEN`) reads it back, and without the bus the kernel keyring is used —
-//! which has no copy, so the token really was in the Secret Service.
+//! `MEMORIA_SYNC_TOKEN`) reads it back, and without the bus the token file is asked — which
+//! has no copy, so the token really was in the Secret Service.
 //! `scripts/install-test-tools.sh` installs `dbus` and `gnome-keyring`; missing, this fails
 //! saying so.
 
@@ -93,7 +93,8 @@ fn sync_token_round_trips_through_gnome_keyring_over_the_secret_service() {
         );
     }
 
-    // Without the session bus, the kernel keyring is asked: it has no copy.
+    // Without the session bus, the token file is asked: there is none.
+    assert!(!home.join("sync/credentials.json").exists());
     let no_bus = Command::new(&memoria)
         .args(["--home", home.to_str().unwrap(), "sync", "now"])
         .env_remove("MEMORIA_SYNC_TOKEN")

@@ -63,7 +63,8 @@ pub fn test_python_mcp2() -> PathBuf {
 pub mod sync_fixture;
 
 /// The embedding model directory that `scripts/install-model.sh` installs (multilingual-e5-small,
-/// int8): `MEMORIA_TEST_MODEL_DIR`, else the script's default location.
+/// int8): `MEMORIA_TEST_MODEL_DIR`, else `~/.cache/memoria/models/e5-small-int8`, where
+/// `scripts/test.sh` installs it.
 pub fn test_model_dir() -> PathBuf {
     installed_model(
         "MEMORIA_TEST_MODEL_DIR",
@@ -73,8 +74,9 @@ pub fn test_model_dir() -> PathBuf {
     )
 }
 
-/// The f32 model the int8 one is built from (`MEMORIA_TEST_BASE_MODEL_DIR`, else where
-/// `scripts/install-model.sh` puts it).
+/// The f32 model the int8 one is built from (`MEMORIA_TEST_BASE_MODEL_DIR`, else
+/// `~/.cache/memoria/models/e5-small`, where `scripts/test.sh` has `scripts/install-model.sh`
+/// keep it).
 pub fn test_base_model_dir() -> PathBuf {
     installed_model(
         "MEMORIA_TEST_BASE_MODEL_DIR",
@@ -92,7 +94,7 @@ fn installed_model(env: &str, name: &str, marker: &str, what: &str) -> PathBuf {
     let default = memoria_cache(&format!("models/{name}"));
     assert!(
         default.join(marker).exists(),
-        "the {what} is not installed: run scripts/install-model.sh (or set {env})"
+        "the {what} is not installed: run scripts/test.sh, which installs it there (or set {env})"
     );
     default
 }

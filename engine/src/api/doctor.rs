@@ -4,7 +4,9 @@
 use super::Location;
 use crate::error::{Error, Result};
 
-pub use crate::doctor::{BrokenFile, DoctorReport, ProjectInfo, ScopeHealth, SecretNote};
+pub use crate::doctor::{
+    BrokenFile, DoctorReport, ProjectInfo, ScopeHealth, SecretNote, SyncSignIn,
+};
 
 /// What to check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

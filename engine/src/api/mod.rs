@@ -18,6 +18,7 @@ pub mod card;
 pub mod conflicts;
 pub mod doctor;
 pub mod hook;
+pub mod model;
 pub mod notes;
 pub mod projects;
 pub mod search;

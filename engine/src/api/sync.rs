@@ -15,8 +15,8 @@ use crate::vault::Engine;
 pub use crate::sync::settings::Pin;
 pub use crate::sync::{DownloadCounts, PassReport, Pending, SyncError, SyncResult};
 
-/// The token in `MEMORIA_SYNC_TOKEN`, for machines without a keychain: what a front end
-/// hands its session (`SessionOptions::sync_token`).
+/// The token in `MEMORIA_SYNC_TOKEN`, which overrides the stored one: what a front end hands
+/// its session (`SessionOptions::sync_token`).
 pub fn env_token() -> Option<String> {
     std::env::var(token::TOKEN_ENV).ok()
 }
@@ -45,16 +45,17 @@ pub struct SignedIn {
     pub user_id: String,
     /// Cloud sync is on (a sign-in turns it on unless it was turned off).
     pub on: bool,
-    /// Where the token is kept; `None` when the keychain could not be used and the token
-    /// comes from `MEMORIA_SYNC_TOKEN`.
+    /// Where the token is kept: a keychain, or the token file (its path); `None` when neither
+    /// could keep it and the token comes from `MEMORIA_SYNC_TOKEN`.
     pub keychain: Option<String>,
-    /// Why the keychain could not be used, when it could not.
+    /// Why no store could keep the token, when none could.
     pub keychain_error: Option<String>,
 }
 
-/// Signs in: checks the token with the server, keeps it in the OS keychain and turns sync on
-/// unless it was turned off. Without a usable keychain the sign-in stands only when the token
-/// is in `MEMORIA_SYNC_TOKEN`.
+/// Signs in: checks the token with the server, keeps it in the OS keychain (else in the token
+/// file, readable only by the user), reads it back from there, and turns sync on unless it was
+/// turned off. When no store keeps it the sign-in stands only when the token is in
+/// `MEMORIA_SYNC_TOKEN`.
 pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
     let root = engine.home().root();
     let server = req.server.trim().trim_end_matches('/').to_owned();

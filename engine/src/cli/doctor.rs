@@ -9,7 +9,7 @@ use memoria_engine::guard::SECRETS_TAG;
 use super::{Globals, outln, print_json};
 
 /// The one command that installs the semantic model.
-pub const INSTALL_MODEL: &str = "scripts/install-model.sh";
+pub const INSTALL_MODEL: &str = "memoria model install";
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
@@ -69,6 +69,28 @@ fn print(r: &DoctorReport) -> Result<()> {
         }
         (None, Some(e)) => outln!("recall:   ! {e}"),
         (None, None) => {}
+    }
+    match &r.sync {
+        None => outln!("sync:     not signed in"),
+        Some(s) => match (&s.token, &s.token_error) {
+            (Some(place), _) => {
+                outln!(
+                    "sync:     signed in to {}; the token is in {place}",
+                    s.server
+                )
+            }
+            (None, e) => {
+                outln!(
+                    "sync:     ! signed in to {}, but {}",
+                    s.server,
+                    e.as_deref().unwrap_or("no token is kept on this machine")
+                );
+                outln!(
+                    "          sign in again: `memoria sync login --server {}`",
+                    s.server
+                );
+            }
+        },
     }
     match &r.project {
         Some(p) => outln!(

@@ -6,6 +6,7 @@ pub mod backups;
 pub mod doctor;
 pub mod eval;
 pub mod hook;
+pub mod model;
 pub mod notes;
 pub mod projects;
 pub mod search;

@@ -30,6 +30,14 @@ pub fn init(g: &Globals, a: &InitArgs) -> Result<()> {
             "no project: run `memoria init DIR` inside a project folder to give it its own notes"
         ),
     }
+    let model = memoria_engine::api::model::install_dir(&g.location)?;
+    if !model.join("model.onnx").exists() {
+        outln!(
+            "no embedding model in {}: search matches words, not meaning, until you run `{}`",
+            model.display(),
+            super::doctor::INSTALL_MODEL
+        );
+    }
     Ok(())
 }
 

@@ -14,8 +14,9 @@ use super::{Globals, outln, print_json};
 
 #[derive(Subcommand, Debug)]
 pub enum SyncCommand {
-    /// Sign in to a sync server; the token goes to the OS keychain. Turns sync on unless it
-    /// was turned off.
+    /// Sign in to a sync server; the token goes to the OS keychain, else (a headless machine)
+    /// to a file readable only by you in the home's sync folder. Turns sync on unless it was
+    /// turned off.
     Login {
         /// The server's URL, e.g. https://sync.example.com
         #[arg(long)]
@@ -24,7 +25,7 @@ pub enum SyncCommand {
         #[arg(long)]
         token: Option<String>,
     },
-    /// Forget the token and the server (scope pins stay).
+    /// Forget the token (from the keychain and the token file) and the server (scope pins stay).
     Logout,
     /// On/off, last synced, errors, what the last download brought, limits.
     Status,

@@ -209,7 +209,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
     }
     if args.require_model && status.embedder != "onnx" {
         bail!(
-            "--require-model: the embedding model did not load ({}); install it with scripts/install-model.sh",
+            "--require-model: the embedding model did not load ({}); install it with `memoria model install`",
             status
                 .fallback_reason
                 .as_deref()

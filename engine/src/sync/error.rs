@@ -23,14 +23,14 @@ pub enum SyncError {
     /// No server is configured.
     #[error("not signed in to a sync server: sign in with the server's URL and a token")]
     NotSignedIn,
-    /// No token in the keychain nor in `MEMORIA_SYNC_TOKEN`.
+    /// No token in the keychain, the token file, nor `MEMORIA_SYNC_TOKEN`.
     #[error(
-        "no sync token for this server in the keychain: sign in again (or set MEMORIA_SYNC_TOKEN where there is no keychain)"
+        "no sync token for this server on this machine (neither in the keychain nor in the token file): sign in again (or set MEMORIA_SYNC_TOKEN)"
     )]
     NoToken,
-    /// The OS keychain could not be used.
+    /// Neither a keychain nor the token file could keep or give back the token.
     #[error(
-        "the OS keychain is unavailable ({0}): on a headless machine set MEMORIA_SYNC_TOKEN in the environment instead"
+        "cannot keep the sync token on this machine ({0}): set MEMORIA_SYNC_TOKEN in the environment instead"
     )]
     Keychain(String),
     /// The scope is pinned to another account or server; sync of it is paused.

@@ -957,6 +957,26 @@ fn search_explain_prints_numbers_and_words() {
 }
 
 #[test]
+fn init_offers_the_model_install_when_the_default_folder_has_no_model() {
+    let m = Memoria::new();
+    let mut c = m.command();
+    c.env_remove("MEMORIA_MODEL_DIR").arg("init");
+    let text = String::from_utf8(c.output().unwrap().stdout).unwrap();
+    let default = m.home.join("models").join("default");
+    assert!(
+        text.contains(&format!("no embedding model in {}", default.display())),
+        "{text}"
+    );
+    assert!(text.contains("`memoria model install`"), "{text}");
+    std::fs::create_dir_all(&default).unwrap();
+    std::fs::write(default.join("model.onnx"), b"").unwrap();
+    let mut c = m.command();
+    c.env_remove("MEMORIA_MODEL_DIR").arg("init");
+    let text = String::from_utf8(c.output().unwrap().stdout).unwrap();
+    assert!(!text.contains("model install"), "{text}");
+}
+
+#[test]
 fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
     let m = Memoria::new();
     m.ok(&["add", "--summary", "a note", "--body", "text"]);
@@ -967,7 +987,7 @@ fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("no semantic model"), "{text}");
     assert_eq!(
-        text.matches("scripts/install-model.sh").count(),
+        text.matches("memoria model install").count(),
         1,
         "the install command is said once: {text}"
     );
