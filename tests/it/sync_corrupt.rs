@@ -45,6 +45,12 @@ enum Fault {
     EndlessPages,
     /// Answers every request with 200 and an HTML page (a captive portal, a misrouted proxy).
     Html,
+    /// Says it speaks a protocol newer than this build's (a server updated before its clients).
+    NewerProtocol,
+    /// Refuses every commit as too large (413), as a server whose limits were lowered does.
+    CommitTooLarge,
+    /// Refuses every commit as stale (409), as a server whose notes keep changing does.
+    CommitStale,
 }
 
 #[derive(Clone)]
@@ -112,6 +118,27 @@ async fn answer(State(s): State<StandState>, req: Request) -> Response {
         return reply(200, "text/html", page.to_vec());
     }
     let path = req.uri().path().to_owned();
+    if path.ends_with("/commit") {
+        let refusal = match fault {
+            Fault::CommitTooLarge => Some((
+                413,
+                json!({"code": "too_large", "message": "the commit is over this server's limit"}),
+            )),
+            Fault::CommitStale => Some((
+                409,
+                json!({"code": "stale", "message": "notes changed meanwhile",
+                    "stale": [{"id": TARGET, "currentRevision": null}]}),
+            )),
+            _ => None,
+        };
+        if let Some((status, body)) = refusal {
+            return reply(
+                status,
+                "application/json",
+                serde_json::to_vec(&body).unwrap(),
+            );
+        }
+    }
     let mut up = s
         .http
         .request(req.method().clone(), format!("{}{path}", s.upstream));
@@ -128,6 +155,11 @@ async fn answer(State(s): State<StandState>, req: Request) -> Response {
     let mut bytes = resp.bytes().await.unwrap().to_vec();
     if status == 200 && path.ends_with("/snapshot") && fault != Fault::Healthy {
         bytes = damage(fault, &s.pages, bytes);
+    }
+    if status == 200 && path.ends_with("/identity") && fault == Fault::NewerProtocol {
+        let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+        v["protocolVersion"] = json!(memoria_shared::protocol::PROTOCOL_VERSION + 1);
+        bytes = serde_json::to_vec(&v).unwrap();
     }
     reply(status, "application/json", bytes)
 }
@@ -163,7 +195,12 @@ fn damage(fault: Fault, pages: &AtomicUsize, mut bytes: Vec<u8>) -> Vec<u8> {
             }
         }
         Fault::EndlessPages => v["more"] = Value::Bool(true),
-        Fault::Healthy | Fault::Truncated | Fault::Html => {}
+        Fault::Healthy
+        | Fault::Truncated
+        | Fault::Html
+        | Fault::NewerProtocol
+        | Fault::CommitTooLarge
+        | Fault::CommitStale => {}
     }
     serde_json::to_vec(&v).unwrap()
 }
@@ -471,4 +508,44 @@ fn a_commit_whose_body_does_not_match_its_hash_is_refused_naming_the_note() {
             .join(TARGET)
             .exists()
     );
+}
+
+/// The `{code, detail}` of a failed `memoria --json sync now` on `d`.
+fn sync_now_error(d: &Device) -> Value {
+    let err = d.fails(&["--json", "sync", "now"]);
+    let last = err.lines().last().unwrap_or_default();
+    serde_json::from_str::<Value>(last).unwrap_or_else(|e| panic!("{e}: {err}"))["error"].clone()
+}
+
+/// The error codes only a server can cause, each from a server answering so: a newer protocol
+/// is `protocol_too_new`, a commit refused as too large is `too_large`, commits refused as stale
+/// pass after pass are `changed_since`. Nothing is lost: healthy again, the edit arrives.
+#[test]
+fn a_server_newer_lowered_or_always_changing_gives_its_error_code() {
+    let (_w, stand, a, b) = two_machines();
+    stand.set(Fault::NewerProtocol);
+    let e = sync_now_error(&b);
+    assert_eq!(e["code"], "protocol_too_new", "{e}");
+    assert_eq!(
+        e["detail"]["serverProtocol"],
+        memoria_shared::protocol::PROTOCOL_VERSION + 1,
+        "{e}"
+    );
+    assert_eq!(b.note(TARGET), None, "nothing is taken from a newer server");
+
+    stand.set(Fault::Healthy);
+    b.ok(&["sync", "now"]);
+    b.ok(&["edit", TARGET, "--body", "edited on b\n"]);
+    stand.set(Fault::CommitTooLarge);
+    let e = sync_now_error(&b);
+    assert_eq!(e["code"], "too_large", "{e}");
+    assert_eq!(e["detail"]["status"], 413, "{e}");
+    stand.set(Fault::CommitStale);
+    let e = sync_now_error(&b);
+    assert_eq!(e["code"], "changed_since", "{e}");
+
+    stand.set(Fault::Healthy);
+    b.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    assert!(a.note(TARGET).unwrap().contains("edited on b"));
 }
