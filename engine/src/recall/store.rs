@@ -137,6 +137,15 @@ impl DocStore {
     /// Opens (or recreates, when corrupt) `path`. The flag says it was recreated empty.
     pub fn open(path: &Path) -> Result<(Self, bool), Error> {
         let (conn, recreated) = open_or_recreate(path, DOCS_SCHEMA)?;
+        // A store made before recalls were dated gains the column; its rows start undated.
+        let dated: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = 'last_access'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !dated {
+            conn.execute_batch("ALTER TABLE docs ADD COLUMN last_access INTEGER")?;
+        }
         Ok((Self { conn }, recreated))
     }
 
@@ -193,16 +202,26 @@ impl DocStore {
         compact(&self.conn)
     }
 
-    pub fn record_access(&mut self, keys: &[String]) -> Result<(), Error> {
+    /// Counts one recall of each document at `now_ms`.
+    pub fn record_access(&mut self, keys: &[String], now_ms: i64) -> Result<(), Error> {
         let tx = self.conn.transaction()?;
         for k in keys {
             tx.execute(
-                "UPDATE docs SET access_count = access_count + 1 WHERE key = ?1",
-                [k],
+                "UPDATE docs SET access_count = access_count + 1, last_access = ?2 WHERE key = ?1",
+                params![k, now_ms],
             )?;
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// `(scope, id, last recall)` of every document recalled at least once.
+    pub fn last_recalls(&self) -> Result<Vec<(String, String, i64)>, Error> {
+        let mut st = self
+            .conn
+            .prepare("SELECT scope, id, last_access FROM docs WHERE last_access IS NOT NULL")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Every document's ranking facts.
@@ -328,6 +347,30 @@ impl VectorStore {
             .query_row([hash, model], |r| r.get(0))
             .optional()?;
         Ok(blob.and_then(|b| decode(&b)))
+    }
+
+    /// The first passage's vector of each of these content hashes, for every model that has
+    /// one: `(hash, model id, vector)`.
+    pub fn first_vectors(
+        &self,
+        hashes: &[String],
+    ) -> Result<Vec<(String, String, Vec<f32>)>, Error> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT model, substr(vecs, 1, ?2) FROM vectors WHERE hash = ?1")?;
+        let mut out = Vec::new();
+        for h in hashes {
+            let rows = st.query_map(params![h, (DIM * 4) as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })?;
+            for row in rows {
+                let (model, blob) = row?;
+                if let Some(v) = decode(&blob).and_then(|v| v.into_iter().next()) {
+                    out.push((h.clone(), model, v));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Removes the vectors of these content hashes (every model), leaving no copy behind.
