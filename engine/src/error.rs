@@ -304,6 +304,11 @@ pub enum Error {
         "note `{id}` changed since the merge was planned: nothing was merged; plan the merge again to see the current versions"
     )]
     MergeSourceChanged { id: String },
+    /// The notes of a merge plan named by its id changed (or went) since it was made.
+    #[error(
+        "the notes of merge {plan} changed since it was planned: nothing was merged; plan the merge again to see the current versions"
+    )]
+    MergePlanChanged { plan: String },
     /// A merge draft from a model was asked for and none is configured.
     #[error(
         "no model is configured for merge drafts: set `model.url` to an OpenAI-compatible endpoint, or use the manual draft"
@@ -367,7 +372,9 @@ impl Error {
             Error::NotFound(_) | Error::BackupNotFound(_) | Error::FindingNotFound(_) => {
                 ErrorCode::NotFound
             }
-            Error::MergeSourceChanged { .. } => ErrorCode::ChangedSince,
+            Error::MergeSourceChanged { .. } | Error::MergePlanChanged { .. } => {
+                ErrorCode::ChangedSince
+            }
             Error::NoModelConfigured => ErrorCode::Config,
             Error::ModelEndpoint { .. } => ErrorCode::Model,
             Error::Exists(_) | Error::CaseCollision { .. } => ErrorCode::Exists,
@@ -409,6 +416,7 @@ impl Error {
             Error::BackupNotFound(id) => json!({ "backup": id }),
             Error::FindingNotFound(id) => json!({ "finding": id }),
             Error::MergeSourceChanged { id } => json!({ "id": id }),
+            Error::MergePlanChanged { plan } => json!({ "plan": plan }),
             Error::NoModelConfigured => json!({ "setting": "model.url" }),
             Error::ModelEndpoint { url, .. } => json!({ "url": url }),
             Error::CaseCollision { id, existing } => json!({ "id": id, "existing": existing }),

@@ -55,6 +55,18 @@ pub fn merge_plan(
     hygiene::merge::merge_plan(engine, ids, scope.as_ref(), draft)
 }
 
+/// Refused (`changed_since`) unless `plan` (planned just now) is the plan `expected` names:
+/// the notes are as they were when that plan was shown.
+pub fn check_plan(plan: &MergePlan, expected: &str) -> Result<()> {
+    if plan.plan_id == expected.trim() {
+        Ok(())
+    } else {
+        Err(crate::Error::MergePlanChanged {
+            plan: expected.trim().to_owned(),
+        })
+    }
+}
+
 /// Applies a plan with the summary and body settled on: keeps the oldest id, deletes the
 /// others, relinks the scope and backs up every note it changes. Refused with
 /// `changed_since` when a note of the plan changed since.

@@ -8,6 +8,7 @@ pub mod eval;
 pub mod hook;
 pub mod notes;
 pub mod projects;
+pub mod review;
 pub mod search;
 pub mod serve;
 pub mod sync;

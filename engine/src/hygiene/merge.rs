@@ -66,6 +66,9 @@ pub struct LinkingNote {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MergePlan {
+    /// Names this plan: the scope, the notes and their hashes. Planning again over unchanged
+    /// notes gives the same id.
+    pub plan_id: String,
     pub scope: String,
     /// The oldest note's id, which the merged note keeps.
     pub kept_id: String,
@@ -295,7 +298,16 @@ pub fn merge_plan(
             relinked.push(LinkingNote { id, summary });
         }
     }
+    let mut fingerprint = key.clone();
+    for s in &sources {
+        fingerprint.push_str(&format!("\n{}\n{}", s.id, s.hash));
+    }
+    let plan_id = format!(
+        "plan-{}",
+        &memoria_shared::hash::sha256_hex(fingerprint.as_bytes())[..12]
+    );
     Ok(MergePlan {
+        plan_id,
         scope: key,
         kept_id,
         deleted_ids,
