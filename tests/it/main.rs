@@ -5,6 +5,7 @@ mod mcp;
 mod privacy;
 mod privacy_scope;
 mod recall_model;
+mod review;
 mod session;
 mod sync_convergence;
 mod sync_e2e;

@@ -297,46 +297,53 @@ fn body_of(e: &Engine, id: &str) -> String {
 fn a_merge_keeps_the_oldest_id_relinks_the_scope_and_backs_up_every_change() {
     let w = World::new();
     let mut e = w.engine(None);
+    // The oldest note is not the first by id: the kept id is chosen by age.
     w.clock.set(T0 + 5);
-    add(&mut e, "b-note", "Second", "Second text.");
+    add(&mut e, "a-note", "Second", "Second text, see [[b-note]].");
     w.clock.set(T0);
-    add(&mut e, "a-note", "First", "First text, see [[b-note]].");
+    add(&mut e, "b-note", "First", "First text.");
     w.clock.set(T0 + 9);
     add(&mut e, "c-note", "Third", "Third text.");
     add(
         &mut e,
         "reader",
         "Reads them",
-        "Links [[b-note]], [[c-note|the third]] and [[C-Note#part]]; `[[b-note]]` is code.",
+        "Links [[a-note]], [[c-note|the third]] and [[C-Note#part]]; `[[a-note]]` is code.",
     );
-    let ids: Vec<String> = ["c-note", "b-note", "a-note"].map(String::from).into();
+    let ids: Vec<String> = ["c-note", "a-note", "b-note"].map(String::from).into();
     let plan = merge_plan(&e, &ids, None, DraftKind::Manual).unwrap();
-    assert_eq!(plan.kept_id, "a-note");
-    assert_eq!(plan.deleted_ids, ["b-note", "c-note"]);
+    assert_eq!(plan.kept_id, "b-note");
+    assert_eq!(plan.deleted_ids, ["a-note", "c-note"]);
     assert_eq!(plan.draft.summary, "First");
     assert_eq!(
         plan.draft.body,
-        "## First\n\nFirst text, see [[b-note]].\n\n## Second\n\nSecond text.\n\n## Third\n\nThird text.\n"
+        "## First\n\nFirst text.\n\n## Second\n\nSecond text, see [[b-note]].\n\n## Third\n\nThird text.\n"
     );
     assert_eq!(plan.relinked.len(), 1);
     assert_eq!(plan.relinked[0].id, "reader");
-    let merged = merge_apply(&mut e, &plan, "All three", &plan.draft.body).unwrap();
-    assert_eq!(merged.kept.id, "a-note");
-    assert_eq!(merged.deleted, ["b-note", "c-note"]);
+    let replanned = merge_plan(&e, &ids, None, DraftKind::Manual).unwrap();
+    assert_eq!(replanned.plan_id, plan.plan_id, "same notes, same plan id");
+    let body = "All three. Was [[a-note]] and [[c-note]].";
+    let merged = merge_apply(&mut e, &plan, "All three", body).unwrap();
+    assert_eq!(merged.kept.id, "b-note");
+    assert_eq!(merged.deleted, ["a-note", "c-note"]);
     assert_eq!(merged.relinked, ["reader"]);
     assert_eq!(merged.backups.len(), 4, "a, b, c and reader");
     let rows = e.backups(10).unwrap();
     assert_eq!(rows.len(), 4);
     assert!(rows.iter().all(|b| b.reason == "merge"), "{rows:?}");
-    let kept = e.show("a-note", None).unwrap();
+    let kept = e.show("b-note", None).unwrap();
     assert_eq!(kept.indexed.summary, "All three");
-    assert!(kept.note.unwrap().body.contains("see [[a-note]]."));
-    for gone in ["b-note", "c-note"] {
+    assert_eq!(
+        kept.note.unwrap().body,
+        "All three. Was [[b-note]] and [[b-note]].\n"
+    );
+    for gone in ["a-note", "c-note"] {
         assert_eq!(e.show(gone, None).unwrap_err().code(), ErrorCode::NotFound);
     }
     assert_eq!(
         body_of(&e, "reader"),
-        "Links [[a-note]], [[a-note|the third]] and [[a-note#part]]; `[[b-note]]` is code.\n"
+        "Links [[b-note]], [[b-note|the third]] and [[b-note#part]]; `[[a-note]]` is code.\n"
     );
     // No link of the scope is left broken by the merge.
     assert!(of_kind(&review_all(&e), FindingKind::BrokenLink).is_empty());
