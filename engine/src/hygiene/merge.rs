@@ -338,6 +338,20 @@ pub fn merge_apply(
         .iter()
         .find(|s| s.id == plan.kept_id)
         .ok_or_else(|| Error::Invalid("the plan's kept note is not one of its notes".into()))?;
+    let mut others: Vec<&str> = plan
+        .sources
+        .iter()
+        .map(|s| s.id.as_str())
+        .filter(|id| *id != plan.kept_id)
+        .collect();
+    let mut deleted: Vec<&str> = plan.deleted_ids.iter().map(String::as_str).collect();
+    others.sort_unstable();
+    deleted.sort_unstable();
+    if others.is_empty() || others != deleted {
+        return Err(Error::Invalid(
+            "the plan's deleted notes are not its notes other than the kept one: plan the merge again".into(),
+        ));
+    }
     let to: HashMap<String, String> = plan
         .deleted_ids
         .iter()

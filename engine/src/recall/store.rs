@@ -138,13 +138,19 @@ impl DocStore {
     pub fn open(path: &Path) -> Result<(Self, bool), Error> {
         let (conn, recreated) = open_or_recreate(path, DOCS_SCHEMA)?;
         // A store made before recalls were dated gains the column; its rows start undated.
-        let dated: bool = conn.query_row(
-            "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = 'last_access'",
-            [],
-            |r| r.get(0),
-        )?;
-        if !dated {
-            conn.execute_batch("ALTER TABLE docs ADD COLUMN last_access INTEGER")?;
+        // Another process may add it at the same moment: then the column is there either way.
+        let dated = |c: &Connection| -> Result<bool, Error> {
+            Ok(c.query_row(
+                "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = 'last_access'",
+                [],
+                |r| r.get(0),
+            )?)
+        };
+        if !dated(&conn)?
+            && let Err(e) = conn.execute_batch("ALTER TABLE docs ADD COLUMN last_access INTEGER")
+            && !dated(&conn)?
+        {
+            return Err(e.into());
         }
         Ok((Self { conn }, recreated))
     }
@@ -430,6 +436,32 @@ fn decode(b: &[u8]) -> Option<Vec<Vec<f32>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_without_dated_recalls_gains_them_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("docs.sqlite");
+        {
+            let c = Connection::open(&p).unwrap();
+            // The layout before recalls were dated.
+            c.execute_batch(DOCS_SCHEMA).unwrap();
+            c.execute(
+                "INSERT INTO docs (key, scope, id, hash, summary, tags, body, evergreen)
+                 VALUES (?1, 'user', 'a', 'h', 's', '[]', 'b', 0)",
+                [doc_key("user", "a")],
+            )
+            .unwrap();
+        }
+        let (mut store, recreated) = DocStore::open(&p).unwrap();
+        assert!(!recreated);
+        assert!(store.last_recalls().unwrap().is_empty());
+        store.record_access(&[doc_key("user", "a")], 42).unwrap();
+        assert_eq!(
+            store.last_recalls().unwrap(),
+            [("user".to_owned(), "a".to_owned(), 42)]
+        );
+        assert_eq!(store.all_meta().unwrap()[0].access_count, 1);
+    }
 
     #[test]
     fn corrupt_files_are_recreated() {
