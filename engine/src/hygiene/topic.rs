@@ -20,6 +20,8 @@ pub const LEXICAL_ALONE: f64 = 0.50;
 pub const LEXICAL_WITH_COSINE: f64 = 0.30;
 /// See [`LEXICAL_WITH_COSINE`].
 pub const COSINE_WITH_LEXICAL: f32 = 0.95;
+/// Notes a word may be in and still propose candidates (see [`groups`]).
+const COMMON_WORD_NOTES: usize = 200;
 /// The most notes one finding groups: a larger cluster is a broad subject, not one topic.
 pub const MAX_GROUP: usize = 6;
 
@@ -140,7 +142,9 @@ pub fn similarity(a: &TopicDoc, b: &TopicDoc) -> Similarity {
 /// Every pair the rule can accept has a word overlap of at least [`LEXICAL_WITH_COSINE`], so
 /// candidates come from a prefix filter (the set-similarity join's): with each note's words
 /// ordered rarest first, two notes that overlap that much share a word within the first
-/// `n - ceil(t·n) + 1` words of each. Only those pairs are compared; the result is exact.
+/// `n - ceil(t·n) + 1` words of each. Only those pairs are compared, and words in
+/// [`COMMON_WORD_NOTES`] notes or more propose none, so a pair is missed only when every word
+/// it shares in those prefixes is that common.
 pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
     // Words of different scopes are different tokens, so notes of two scopes never meet.
     let mut ids: HashMap<(&str, &str), u32> = HashMap::new();
@@ -192,6 +196,11 @@ pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
         }
         for &t in &a[..prefix(a.len()).min(a.len())] {
             let list = index.entry(t).or_default();
+            // A word in very many notes says little about a topic and would make every pair
+            // a candidate: pairs that share only such words are not compared.
+            if list.len() >= COMMON_WORD_NOTES {
+                continue;
+            }
             for &j in list.iter() {
                 if seen[j] == i {
                     continue;
