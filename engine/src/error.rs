@@ -89,7 +89,8 @@ pub enum ErrorCode {
     Config,
     /// Another process holds the search index's writer; try again in a moment.
     Busy,
-    /// The embedding model could not be loaded or run.
+    /// The embedding model could not be loaded or run, or the configured chat model could
+    /// not draft a merge.
     Model,
     /// A file-system or operating-system operation failed.
     Io,
@@ -301,6 +302,27 @@ pub enum Error {
     /// No backup with this id.
     #[error("backup `{0}` not found")]
     BackupNotFound(String),
+    /// No finding with this id in the review (it may have been resolved).
+    #[error("no finding `{0}` in the review of the visible notes (it may be resolved already)")]
+    FindingNotFound(String),
+    /// A note of a merge plan changed (or went) after the plan was made.
+    #[error(
+        "note `{id}` changed since the merge was planned: nothing was merged; plan the merge again to see the current versions"
+    )]
+    MergeSourceChanged { id: String },
+    /// The notes of a merge plan named by its id changed (or went) since it was made.
+    #[error(
+        "the notes of merge {plan} changed since it was planned: nothing was merged; plan the merge again to see the current versions"
+    )]
+    MergePlanChanged { plan: String },
+    /// A merge draft from a model was asked for and none is configured.
+    #[error(
+        "no model is configured for merge drafts: set `model.url` to an OpenAI-compatible endpoint, or use the manual draft"
+    )]
+    NoModelConfigured,
+    /// The configured chat model failed or answered something unusable.
+    #[error("the model at {url} could not draft the merge: {reason}")]
+    ModelEndpoint { url: String, reason: String },
     /// A value the user passed is not acceptable.
     #[error("{0}")]
     Invalid(String),
@@ -353,7 +375,14 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::InvalidId(_) => ErrorCode::InvalidId,
-            Error::NotFound(_) | Error::BackupNotFound(_) => ErrorCode::NotFound,
+            Error::NotFound(_) | Error::BackupNotFound(_) | Error::FindingNotFound(_) => {
+                ErrorCode::NotFound
+            }
+            Error::MergeSourceChanged { .. } | Error::MergePlanChanged { .. } => {
+                ErrorCode::ChangedSince
+            }
+            Error::NoModelConfigured => ErrorCode::Config,
+            Error::ModelEndpoint { .. } => ErrorCode::Model,
             Error::Exists(_) | Error::CaseCollision { .. } => ErrorCode::Exists,
             Error::BodyTooLarge { .. } | Error::TooLong { .. } => ErrorCode::TooLarge,
             Error::ScopeFull { .. } => ErrorCode::LimitReached,
@@ -391,6 +420,11 @@ impl Error {
         Some(match self {
             Error::NotFound(id) | Error::Exists(id) => json!({ "id": id }),
             Error::BackupNotFound(id) => json!({ "backup": id }),
+            Error::FindingNotFound(id) => json!({ "finding": id }),
+            Error::MergeSourceChanged { id } => json!({ "id": id }),
+            Error::MergePlanChanged { plan } => json!({ "plan": plan }),
+            Error::NoModelConfigured => json!({ "setting": "model.url" }),
+            Error::ModelEndpoint { url, .. } => json!({ "url": url }),
             Error::CaseCollision { id, existing } => json!({ "id": id, "existing": existing }),
             Error::BodyTooLarge { size, limit } => {
                 json!({ "field": "body", "size": size, "limit": limit, "unit": "bytes" })

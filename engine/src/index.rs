@@ -388,6 +388,26 @@ impl Index {
             .optional()?)
     }
 
+    /// Every note of `scopes` with its body, by scope then id (the review reads them all).
+    pub fn notes_with_bodies(&self, scopes: &[String]) -> Result<Vec<IndexedNote>> {
+        let scopes = serde_json::to_string(scopes).unwrap_or_default();
+        self.select(
+            "WHERE scope IN (SELECT value FROM json_each(?1)) ORDER BY scope, id, path",
+            params![scopes],
+        )
+    }
+
+    /// `(scope, id, last_access)` of every note of `scopes` opened on this machine.
+    pub fn last_accesses(&self, scopes: &[String]) -> Result<Vec<(String, String, i64)>> {
+        let scopes = serde_json::to_string(scopes).unwrap_or_default();
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT scope, id, last_access FROM usage WHERE scope IN (SELECT value FROM json_each(?1))",
+        )?;
+        let rows = st.query_map([scopes], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     pub fn backup_ids(&self) -> Result<Vec<String>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached("SELECT backup_id FROM backups")?;

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod api;
 pub mod backup;
+pub mod config;
 pub mod doctor;
 pub mod error;
 /// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.
@@ -16,6 +17,9 @@ pub(crate) mod fsx;
 pub mod guard;
 pub mod home;
 pub mod hook;
+/// Memory hygiene: the review queue's findings, dismissals, merging and decay. Front ends use
+/// [`api::hygiene`]; the pure parts are public for benchmarks.
+pub mod hygiene;
 pub mod import;
 pub(crate) mod index;
 pub mod mcp;

@@ -76,6 +76,14 @@ enum Command {
     Import(cli::transfer::ImportArgs),
     /// Copy every visible note into DIR/<scope>/.
     Export(cli::transfer::ExportArgs),
+    /// The review queue (待整理): same topic, broken links, missing files, unused and too-long
+    /// notes; `review dismiss FINDING_ID` hides one until its notes change.
+    Review(cli::review::ReviewArgs),
+    /// Merge notes of one scope: prints the plan and a draft; --apply keeps the oldest id,
+    /// deletes the others, relinks and backs up every note it changes.
+    Merge(cli::review::MergeArgs),
+    /// Machine-local settings: list, `get KEY`, `set KEY VALUE`, `unset KEY`.
+    Config(cli::review::ConfigArgs),
     /// Paths, counts, files with errors and index health.
     Doctor(cli::doctor::DoctorArgs),
     /// Keep the index in step with edits made outside Memoria until interrupted.
@@ -167,6 +175,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Restore(a) => cli::backups::restore(&g, a)?,
         Command::Import(a) => cli::transfer::import(&g, a)?,
         Command::Export(a) => cli::transfer::export(&g, a)?,
+        Command::Review(a) => cli::review::review(&g, a)?,
+        Command::Merge(a) => cli::review::merge(&g, a)?,
+        Command::Config(a) => cli::review::config(&g, a)?,
         Command::Doctor(a) => cli::doctor::run(&g, a)?,
         Command::Projects { command } => cli::projects::run(&g, command.as_ref())?,
         Command::Model { command } => cli::model::run(&g, command)?,

@@ -315,7 +315,7 @@ impl Engine {
         }
     }
 
-    fn check_text(
+    pub(crate) fn check_text(
         &self,
         summary: &str,
         body: &str,
@@ -500,7 +500,7 @@ impl Engine {
         })
     }
 
-    fn index_file(&mut self, scope: &Scope, abs: &Path, rel: &str) -> Result<()> {
+    pub(crate) fn index_file(&mut self, scope: &Scope, abs: &Path, rel: &str) -> Result<()> {
         let meta = std::fs::metadata(abs).map_err(Error::io("stat", abs))?;
         let found = FoundFile {
             abs: abs.to_path_buf(),
@@ -624,7 +624,7 @@ impl Engine {
     /// [`fsx::replace`]); the old version is backed up under `backup` first. A version another
     /// program wrote meanwhile is never overwritten: it stays in place, or when it was itself
     /// displaced, it is backed up.
-    fn replace_file(
+    pub(crate) fn replace_file(
         &self,
         scope: &Scope,
         row: &IndexedNote,
@@ -669,7 +669,7 @@ impl Engine {
         Ok(())
     }
 
-    fn load_writable(&self, row: &IndexedNote) -> Result<(Note, Vec<u8>)> {
+    pub(crate) fn load_writable(&self, row: &IndexedNote) -> Result<(Note, Vec<u8>)> {
         let broken = |reason: String| Error::Broken {
             id: row.id.clone(),
             path: row.path.clone().into(),
@@ -733,7 +733,7 @@ impl Engine {
     /// Removes a resolved note's file if it still holds what it held when read (under the
     /// caller's scope lock), backing it up under `backup`; a version another program wrote
     /// meanwhile stays, or is backed up when it was displaced. Returns the backup taken.
-    fn remove_checked(
+    pub(crate) fn remove_checked(
         &mut self,
         scope: &Scope,
         row: &IndexedNote,
@@ -1071,7 +1071,7 @@ fn check_importance(importance: Option<f64>) -> Result<()> {
 }
 
 /// Bodies written by Memoria end with a newline, as editors expect; an empty body stays empty.
-fn with_final_newline(mut body: String) -> String {
+pub(crate) fn with_final_newline(mut body: String) -> String {
     if !body.is_empty() && !body.ends_with('\n') {
         body.push('\n');
     }

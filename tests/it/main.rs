@@ -6,6 +6,7 @@ mod model_install;
 mod privacy;
 mod privacy_scope;
 mod recall_model;
+mod review;
 mod session;
 mod sync_convergence;
 mod sync_corrupt;

@@ -15,9 +15,11 @@ pub mod agent {
 }
 pub mod backups;
 pub mod card;
+pub mod config;
 pub mod conflicts;
 pub mod doctor;
 pub mod hook;
+pub mod hygiene;
 pub mod model;
 pub mod notes;
 pub mod projects;

@@ -89,6 +89,18 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::NotFound if detail("conflict").is_some() => {
             "list conflicts with `memoria conflicts`".into()
         }
+        ErrorCode::NotFound if detail("finding").is_some() => {
+            "`memoria review` lists the current findings".into()
+        }
+        ErrorCode::ChangedSince if detail("plan").is_some() || detail("id").is_some() => {
+            "run the same `memoria merge` without --apply to see the notes as they are now".into()
+        }
+        ErrorCode::Config if detail("setting") == Some("model.url") => {
+            "`memoria config set model.url http://HOST:PORT` names an OpenAI-compatible endpoint; `--draft manual` needs none".into()
+        }
+        ErrorCode::Model if detail("url").is_some() => {
+            "check the endpoint `memoria config get model.url` names, or use `--draft manual`".into()
+        }
         ErrorCode::NotFound if detail("scope").is_some() => {
             "`memoria sync status` shows what each scope waits for".into()
         }

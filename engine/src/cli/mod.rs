@@ -9,6 +9,7 @@ pub mod hook;
 pub mod model;
 pub mod notes;
 pub mod projects;
+pub mod review;
 pub mod search;
 pub mod serve;
 pub mod sync;

@@ -954,7 +954,7 @@ impl RecallIndex {
     /// Counts one recall of each note (reinforces it in ranking).
     pub fn record_access(&self, keys: &[(String, String)]) -> Result<(), Error> {
         let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
-        lock(&self.docs).record_access(&keys)?;
+        lock(&self.docs).record_access(&keys, self.clock.now_ms())?;
         {
             let mut meta = write(&self.shared.meta);
             for k in &keys {

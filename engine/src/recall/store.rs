@@ -159,6 +159,21 @@ impl DocStore {
     /// Opens (or recreates, when corrupt) `path`. The flag says it was recreated empty.
     pub fn open(path: &Path) -> Result<(Self, bool), Error> {
         let (conn, recreated) = open_or_recreate(path, DOCS_SCHEMA)?;
+        // A store made before recalls were dated gains the column; its rows start undated.
+        // Another process may add it at the same moment: then the column is there either way.
+        let dated = |c: &Connection| -> Result<bool, Error> {
+            Ok(c.query_row(
+                "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = 'last_access'",
+                [],
+                |r| r.get(0),
+            )?)
+        };
+        if !dated(&conn)?
+            && let Err(e) = conn.execute_batch("ALTER TABLE docs ADD COLUMN last_access INTEGER")
+            && !dated(&conn)?
+        {
+            return Err(e.into());
+        }
         Ok((Self { conn }, recreated))
     }
 
@@ -222,16 +237,26 @@ impl DocStore {
         compact(&self.conn)
     }
 
-    pub fn record_access(&mut self, keys: &[String]) -> Result<(), Error> {
+    /// Counts one recall of each document at `now_ms`.
+    pub fn record_access(&mut self, keys: &[String], now_ms: i64) -> Result<(), Error> {
         let tx = self.conn.transaction()?;
         for k in keys {
             tx.execute(
-                "UPDATE docs SET access_count = access_count + 1 WHERE key = ?1",
-                [k],
+                "UPDATE docs SET access_count = access_count + 1, last_access = ?2 WHERE key = ?1",
+                params![k, now_ms],
             )?;
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// `(scope, id, last recall)` of every document recalled at least once.
+    pub fn last_recalls(&self) -> Result<Vec<(String, String, i64)>, Error> {
+        let mut st = self
+            .conn
+            .prepare("SELECT scope, id, last_access FROM docs WHERE last_access IS NOT NULL")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Every document's ranking facts.
@@ -359,6 +384,30 @@ impl VectorStore {
         Ok(blob.and_then(|b| decode(&b)))
     }
 
+    /// The first passage's vector of each of these content hashes, for every model that has
+    /// one: `(hash, model id, vector)`.
+    pub fn first_vectors(
+        &self,
+        hashes: &[String],
+    ) -> Result<Vec<(String, String, Vec<f32>)>, Error> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT model, substr(vecs, 1, ?2) FROM vectors WHERE hash = ?1")?;
+        let mut out = Vec::new();
+        for h in hashes {
+            let rows = st.query_map(params![h, (DIM * 4) as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })?;
+            for row in rows {
+                let (model, blob) = row?;
+                if let Some(v) = decode(&blob).and_then(|v| v.into_iter().next()) {
+                    out.push((h.clone(), model, v));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Removes the vectors of these content hashes (every model), leaving no copy behind.
     pub fn purge(&self, hashes: &[String]) -> Result<(), Error> {
         for h in hashes {
@@ -416,6 +465,32 @@ fn decode(b: &[u8]) -> Option<Vec<Vec<f32>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_without_dated_recalls_gains_them_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("docs.sqlite");
+        {
+            let c = Connection::open(&p).unwrap();
+            // The layout before recalls were dated.
+            c.execute_batch(DOCS_SCHEMA).unwrap();
+            c.execute(
+                "INSERT INTO docs (key, scope, id, hash, summary, tags, body, evergreen)
+                 VALUES (?1, 'user', 'a', 'h', 's', '[]', 'b', 0)",
+                [doc_key("user", "a")],
+            )
+            .unwrap();
+        }
+        let (mut store, recreated) = DocStore::open(&p).unwrap();
+        assert!(!recreated);
+        assert!(store.last_recalls().unwrap().is_empty());
+        store.record_access(&[doc_key("user", "a")], 42).unwrap();
+        assert_eq!(
+            store.last_recalls().unwrap(),
+            [("user".to_owned(), "a".to_owned(), 42)]
+        );
+        assert_eq!(store.all_meta().unwrap()[0].access_count, 1);
+    }
 
     #[test]
     fn corrupt_files_are_recreated() {

@@ -1,0 +1,80 @@
+//! The review queue (待整理) and merging: findings of the visible notes, dismissing one
+//! against its notes' current versions, and a merge planned, drafted and applied.
+
+use super::scope_arg;
+use crate::error::Result;
+use crate::hygiene;
+use crate::project::Scope;
+use crate::vault::Engine;
+
+pub use crate::hygiene::merge::{
+    DraftKind, LinkingNote, MergeDraft, MergePlan, MergeSource, Merged,
+};
+pub use crate::hygiene::{
+    Dismissed, Finding, FindingDetail, FindingKind, FindingNote, Review, ReviewQuery,
+    TOO_LONG_CHARS, UNUSED_DAYS,
+};
+
+/// The scopes a query names: one, or every visible scope.
+fn scopes(engine: &Engine, scope: Option<&str>) -> Result<Vec<Scope>> {
+    Ok(match scope_arg(engine, scope)? {
+        Some(s) => vec![s],
+        None => engine.visible_scopes(),
+    })
+}
+
+/// The review queue: every finding of the scope (or of every visible scope) that no
+/// dismissal holds for. Computed locally, without a model.
+pub fn review(engine: &Engine, q: &ReviewQuery) -> Result<Review> {
+    let unused_days = match q.unused_days {
+        Some(d) => d,
+        None => crate::config::unused_days(engine.home())?,
+    };
+    hygiene::review(
+        engine,
+        &scopes(engine, q.scope.as_deref())?,
+        unused_days,
+        q.include_dismissed,
+    )
+}
+
+/// Dismisses a finding of the visible notes until one of its notes changes.
+pub fn dismiss(engine: &Engine, finding_id: &str) -> Result<Dismissed> {
+    hygiene::dismiss(engine, &engine.visible_scopes(), finding_id.trim())
+}
+
+/// Plans merging two or more notes of one scope: the notes with their hashes, the kept id
+/// (the oldest note's) and a draft, manual or from the configured model.
+pub fn merge_plan(
+    engine: &Engine,
+    ids: &[String],
+    scope: Option<&str>,
+    draft: DraftKind,
+) -> Result<MergePlan> {
+    let scope = scope_arg(engine, scope)?;
+    hygiene::merge::merge_plan(engine, ids, scope.as_ref(), draft)
+}
+
+/// Refused (`changed_since`) unless `plan` (planned just now) is the plan `expected` names:
+/// the notes are as they were when that plan was shown.
+pub fn check_plan(plan: &MergePlan, expected: &str) -> Result<()> {
+    if plan.plan_id == expected.trim() {
+        Ok(())
+    } else {
+        Err(crate::Error::MergePlanChanged {
+            plan: expected.trim().to_owned(),
+        })
+    }
+}
+
+/// Applies a plan with the summary and body settled on: keeps the oldest id, deletes the
+/// others, relinks the scope and backs up every note it changes. Refused with
+/// `changed_since` when a note of the plan changed since.
+pub fn merge_apply(
+    engine: &mut Engine,
+    plan: &MergePlan,
+    summary: &str,
+    body: &str,
+) -> Result<Merged> {
+    hygiene::merge::merge_apply(engine, plan, summary, body)
+}

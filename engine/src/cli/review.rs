@@ -1,0 +1,287 @@
+//! `review` (the review queue and `review dismiss`), `merge` and `config`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use memoria_engine::api::config;
+use memoria_engine::api::hygiene::{self, DraftKind, FindingDetail, ReviewQuery};
+use memoria_engine::backup::human_utc;
+use memoria_engine::counted;
+
+use super::{Globals, outln, print_json, read_body};
+
+#[derive(Args, Debug)]
+pub struct ReviewArgs {
+    #[command(subcommand)]
+    command: Option<ReviewCommand>,
+    /// user, project or domain (default: every visible scope).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Days without a recall, opening or edit after which a note is unused (default: the
+    /// `review.unusedDays` setting, else 90).
+    #[arg(long, value_name = "DAYS")]
+    unused_days: Option<u32>,
+    /// List dismissed findings too.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReviewCommand {
+    /// Hide a finding until one of its notes changes.
+    Dismiss {
+        /// The finding's id, as `memoria review` shows it.
+        finding_id: String,
+    },
+}
+
+fn kind_label(d: &FindingDetail) -> &'static str {
+    match d {
+        FindingDetail::SameTopic { .. } => "same topic",
+        FindingDetail::BrokenLink { .. } => "broken link",
+        FindingDetail::MissingFile { .. } => "missing file",
+        FindingDetail::Unused { .. } => "unused",
+        FindingDetail::TooLong { .. } => "too long",
+    }
+}
+
+pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
+    let engine = g.location.open()?;
+    if let Some(ReviewCommand::Dismiss { finding_id }) = &a.command {
+        let d = hygiene::dismiss(&engine, finding_id)?;
+        if g.json {
+            return print_json(&d);
+        }
+        outln!(
+            "dismissed {}; it comes back when {} changes",
+            d.finding_id,
+            if d.notes.len() == 1 {
+                "its note".to_owned()
+            } else {
+                "one of its notes".to_owned()
+            }
+        );
+        return Ok(());
+    }
+    let r = hygiene::review(
+        &engine,
+        &ReviewQuery {
+            scope: a.scope.clone(),
+            unused_days: a.unused_days,
+            include_dismissed: a.all,
+        },
+    )?;
+    if g.json {
+        return print_json(&r);
+    }
+    outln!(
+        "{} in {} ({} dismissed; unused after {} days; same topic by {})",
+        counted(r.findings.len(), "finding"),
+        counted(r.notes, "note"),
+        r.dismissed,
+        r.unused_days,
+        if r.vectors {
+            "words and vectors"
+        } else {
+            "words"
+        }
+    );
+    for f in &r.findings {
+        let ids: Vec<&str> = f.notes.iter().map(|n| n.id.as_str()).collect();
+        outln!(
+            "{}  {:<12}  {}  {}",
+            f.id,
+            kind_label(&f.detail),
+            f.scope,
+            ids.join(", ")
+        );
+        outln!("    {}", f.message);
+        if let FindingDetail::SameTopic { .. } = f.detail {
+            outln!("    merge: memoria merge {}", ids.join(" "));
+        }
+    }
+    if !r.findings.is_empty() {
+        outln!("dismiss one with `memoria review dismiss FINDING_ID`");
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DraftArg {
+    /// Every original under its summary as a heading.
+    Manual,
+    /// The configured chat model's merge (`memoria config set model.url URL`).
+    Model,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The notes to merge (two or more, of one scope).
+    #[arg(required = true, num_args = 2.., value_name = "ID")]
+    ids: Vec<String>,
+    /// user, project or domain: where to look the notes up.
+    #[arg(long)]
+    scope: Option<String>,
+    /// Who writes the draft.
+    #[arg(long, value_enum, default_value = "manual")]
+    draft: DraftArg,
+    /// Apply the merge: keep the oldest id, delete the others, relink, back everything up.
+    #[arg(long)]
+    apply: bool,
+    /// With --apply: refuse unless the notes are as they were when this plan was printed.
+    #[arg(long, value_name = "PLAN_ID", requires = "apply")]
+    plan: Option<String>,
+    /// With --apply: the merged body (a file, or `-` for standard input); default: the draft.
+    #[arg(long, value_name = "FILE", requires = "apply")]
+    body_file: Option<PathBuf>,
+    /// With --apply: the merged summary; default: the draft's.
+    #[arg(long, requires = "apply")]
+    summary: Option<String>,
+}
+
+pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
+    let draft = match a.draft {
+        DraftArg::Manual => DraftKind::Manual,
+        DraftArg::Model => DraftKind::Model,
+    };
+    // A body given for the merge is read before the plan, so a bad file changes nothing.
+    let body = match a.body_file.as_deref() {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => read_body(Some("-"))?,
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading the merged body from {}", p.display()))?,
+        ),
+    };
+    let mut engine = g.location.open()?;
+    let plan = hygiene::merge_plan(&engine, &a.ids, a.scope.as_deref(), draft)?;
+    if a.apply {
+        if let Some(expected) = &a.plan {
+            hygiene::check_plan(&plan, expected)?;
+        }
+        let summary = a
+            .summary
+            .clone()
+            .unwrap_or_else(|| plan.draft.summary.clone());
+        let body = body.unwrap_or_else(|| plan.draft.body.clone());
+        let merged = hygiene::merge_apply(&mut engine, &plan, &summary, &body)?;
+        if g.json {
+            return print_json(&merged);
+        }
+        outln!(
+            "merged into {} ({}); deleted {}",
+            merged.kept.id,
+            merged.kept.scope,
+            merged.deleted.join(", ")
+        );
+        if !merged.relinked.is_empty() {
+            outln!(
+                "links now name {} in: {}",
+                merged.kept.id,
+                merged.relinked.join(", ")
+            );
+        }
+        if !merged.not_relinked.is_empty() {
+            outln!(
+                "not relinked (the files do not parse; fix them by hand): {}",
+                merged.not_relinked.join(", ")
+            );
+        }
+        outln!(
+            "{} kept: `memoria backups` lists them, `memoria restore ID` brings one back",
+            counted(merged.backups.len(), "backup")
+        );
+        return Ok(());
+    }
+    if g.json {
+        return print_json(&plan);
+    }
+    outln!(
+        "{}: merge in {} keeps {} (the oldest) and deletes {}",
+        plan.plan_id,
+        plan.scope,
+        plan.kept_id,
+        plan.deleted_ids.join(", ")
+    );
+    for s in &plan.sources {
+        outln!(
+            "  {:<24} {}  (created {})",
+            s.id,
+            s.summary,
+            s.created_at
+                .map(human_utc)
+                .unwrap_or_else(|| "unknown".into())
+        );
+    }
+    if !plan.relinked.is_empty() {
+        let ids: Vec<&str> = plan.relinked.iter().map(|l| l.id.as_str()).collect();
+        outln!(
+            "links to the deleted notes will name {} in: {}",
+            plan.kept_id,
+            ids.join(", ")
+        );
+    }
+    outln!(
+        "--- draft ({}), summary: {}",
+        match plan.draft.kind {
+            DraftKind::Manual => "manual",
+            DraftKind::Model => "model",
+        },
+        plan.draft.summary
+    );
+    outln!("{}", plan.draft.body.trim_end());
+    outln!("---");
+    outln!(
+        "apply: memoria merge {} --apply --plan {} [--body-file FILE] [--summary TEXT]",
+        a.ids.join(" "),
+        plan.plan_id
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    command: Option<ConfigCommand>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print one setting's value in force.
+    Get { key: String },
+    /// Store a setting on this machine.
+    Set { key: String, value: String },
+    /// Remove a setting: back to its default.
+    Unset { key: String },
+}
+
+pub fn config(g: &Globals, a: &ConfigArgs) -> Result<()> {
+    let loc = &g.location;
+    let values = match &a.command {
+        None => config::list(loc)?,
+        Some(ConfigCommand::Get { key }) => vec![config::get(loc, key)?],
+        Some(ConfigCommand::Set { key, value }) => vec![config::set(loc, key, Some(value))?],
+        Some(ConfigCommand::Unset { key }) => vec![config::set(loc, key, None)?],
+    };
+    if g.json {
+        return match &a.command {
+            None => print_json(&values),
+            Some(_) => print_json(&values[0]),
+        };
+    }
+    for v in &values {
+        let source = match v.source {
+            config::Source::Default => "default",
+            config::Source::File => "config.json",
+            config::Source::Env => "environment",
+        };
+        outln!(
+            "{} = {}  ({source}; {})",
+            v.key,
+            v.value.as_deref().unwrap_or("(not set)"),
+            v.about
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Machine-local settings a person sets by name (`model.url`), kept in
+//! `$MEMORIA_HOME/config.json` beside the backup policy and never synced. Each setting has a
+//! default, the file's value over it, and an environment variable (`MEMORIA_MODEL__URL`) over
+//! both. The set of names is closed: an unknown name is refused rather than stored.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::home::Home;
+
+/// What a setting's value must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An `http://` or `https://` address.
+    Url,
+    /// A non-empty line of text.
+    Text,
+    /// A whole number of days, 1 to 36,500.
+    Days,
+}
+
+/// A setting Memoria knows.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// The dotted name, which is also its path in `config.json`.
+    pub key: &'static str,
+    pub about: &'static str,
+    pub default: Option<&'static str>,
+    kind: Kind,
+}
+
+/// Every setting, in the order they are listed.
+pub const SETTINGS: [Setting; 3] = [
+    Setting {
+        key: "model.url",
+        about: "OpenAI-compatible endpoint that drafts merges (…/v1/chat/completions); unset: no model",
+        default: None,
+        kind: Kind::Url,
+    },
+    Setting {
+        key: "model.name",
+        about: "the model name sent to that endpoint",
+        default: Some("default"),
+        kind: Kind::Text,
+    },
+    Setting {
+        key: "review.unusedDays",
+        about: "days without a recall, opening or edit after which a note is reported unused",
+        default: Some("90"),
+        kind: Kind::Days,
+    },
+];
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Default,
+    File,
+    Env,
+}
+
+/// A setting's value in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigValue {
+    pub key: String,
+    pub value: Option<String>,
+    pub source: Source,
+    pub about: String,
+}
+
+fn setting(key: &str) -> Result<&'static Setting> {
+    SETTINGS.iter().find(|s| s.key == key).ok_or_else(|| {
+        let names: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
+        Error::Invalid(format!(
+            "unknown setting {key:?}: the settings are {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// `model.url` → `MEMORIA_MODEL__URL`, `review.unusedDays` → `MEMORIA_REVIEW__UNUSED_DAYS`.
+fn env_name(key: &str) -> String {
+    let mut out = String::from("MEMORIA_");
+    for (i, part) in key.split('.').enumerate() {
+        if i > 0 {
+            out.push_str("__");
+        }
+        for (j, c) in part.chars().enumerate() {
+            if c.is_ascii_uppercase() && j > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_uppercase());
+        }
+    }
+    out
+}
+
+fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
+    let v = value.trim();
+    let ok = match s.kind {
+        Kind::Url => {
+            (v.starts_with("http://") || v.starts_with("https://"))
+                && !v.contains(char::is_whitespace)
+        }
+        Kind::Text => !v.is_empty() && !v.contains('\n'),
+        Kind::Days => v.parse::<u32>().is_ok_and(|d| (1..=36_500).contains(&d)),
+    };
+    if ok {
+        return Ok(v.to_owned());
+    }
+    let want = match s.kind {
+        Kind::Url => "an http:// or https:// address",
+        Kind::Text => "one line of text",
+        Kind::Days => "a whole number of days from 1 to 36500",
+    };
+    Err(Error::Config(format!(
+        "{from} {value:?} is not usable for {}: give {want}",
+        s.key
+    )))
+}
+
+fn file_path(home: &Home) -> PathBuf {
+    home.root().join("config.json")
+}
+
+fn read_file(path: &Path) -> Result<Map<String, Value>> {
+    match std::fs::read(path) {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(damaged(path, "not a JSON object".into())),
+            Err(e) => Err(damaged(path, e.to_string())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(e) => Err(Error::io("read", path)(e)),
+    }
+}
+
+fn damaged(path: &Path, reason: String) -> Error {
+    Error::Damaged {
+        path: path.to_path_buf(),
+        reason,
+        fix: "fix it, or delete it to go back to the default settings",
+    }
+}
+
+fn lookup<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    let mut parts = key.split('.');
+    let mut v = m.get(parts.next()?)?;
+    for p in parts {
+        v = v.as_object()?.get(p)?;
+    }
+    Some(v)
+}
+
+/// The value in force of a setting: the environment's, else the file's, else the default.
+pub fn get(home: &Home, key: &str) -> Result<ConfigValue> {
+    let s = setting(key)?;
+    let about = s.about.to_owned();
+    let var = env_name(key);
+    if let Ok(v) = std::env::var(&var)
+        && !v.is_empty()
+    {
+        return Ok(ConfigValue {
+            key: key.to_owned(),
+            value: Some(check(s, &v, &var)?),
+            source: Source::Env,
+            about,
+        });
+    }
+    let path = file_path(home);
+    let file = read_file(&path)?;
+    if let Some(v) = lookup(&file, key) {
+        let text = match v {
+            Value::String(t) => t.clone(),
+            other => other.to_string(),
+        };
+        return Ok(ConfigValue {
+            key: key.to_owned(),
+            value: Some(check(s, &text, &format!("{} has", path.display()))?),
+            source: Source::File,
+            about,
+        });
+    }
+    Ok(ConfigValue {
+        key: key.to_owned(),
+        value: s.default.map(String::from),
+        source: Source::Default,
+        about,
+    })
+}
+
+/// Every setting's value in force.
+pub fn list(home: &Home) -> Result<Vec<ConfigValue>> {
+    SETTINGS.iter().map(|s| get(home, s.key)).collect()
+}
+
+/// Stores a setting in the file (`None` removes it, back to the default); other keys of the
+/// file are kept as they are.
+pub fn set(home: &Home, key: &str, value: Option<&str>) -> Result<ConfigValue> {
+    let s = setting(key)?;
+    let path = file_path(home);
+    let mut file = read_file(&path)?;
+    let parts: Vec<&str> = key.split('.').collect();
+    let (last, parents) = parts.split_last().expect("a key has a name");
+    let mut at = &mut file;
+    for p in parents {
+        let slot = at
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !slot.is_object() {
+            *slot = Value::Object(Map::new());
+        }
+        at = slot.as_object_mut().expect("made an object above");
+    }
+    match value {
+        Some(v) => {
+            let v = check(s, v, "the value")?;
+            let json = match s.kind {
+                Kind::Days => Value::from(v.parse::<u32>().expect("checked")),
+                _ => Value::String(v),
+            };
+            at.insert(last.to_string(), json);
+        }
+        None => {
+            at.remove(*last);
+        }
+    }
+    home.ensure()?;
+    let bytes = serde_json::to_vec_pretty(&Value::Object(file))
+        .map_err(|e| Error::Internal(format!("settings do not serialize: {e}")))?;
+    fsx::write_atomic(&path, &bytes)?;
+    get(home, key)
+}
+
+/// The "unused" threshold in force.
+pub fn unused_days(home: &Home) -> Result<u32> {
+    Ok(get(home, "review.unusedDays")?
+        .value
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(crate::hygiene::UNUSED_DAYS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_the_file_and_keep_other_keys() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"backups": {"maxAgeDays": 3}}"#,
+        )
+        .unwrap();
+        assert_eq!(get(&home, "model.url").unwrap().value, None);
+        assert_eq!(unused_days(&home).unwrap(), 90);
+        set(&home, "model.url", Some("http://127.0.0.1:9/")).unwrap();
+        set(&home, "review.unusedDays", Some("30")).unwrap();
+        let v = get(&home, "model.url").unwrap();
+        assert_eq!(
+            (v.value.as_deref(), v.source),
+            (Some("http://127.0.0.1:9/"), Source::File)
+        );
+        assert_eq!(unused_days(&home).unwrap(), 30);
+        let text = std::fs::read_to_string(tmp.path().join("config.json")).unwrap();
+        assert!(text.contains("maxAgeDays"), "{text}");
+        set(&home, "model.url", None).unwrap();
+        assert_eq!(get(&home, "model.url").unwrap().source, Source::Default);
+    }
+
+    #[test]
+    fn unknown_names_and_unusable_values_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        let e = set(&home, "model.uri", Some("http://x")).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::InvalidInput);
+        assert!(e.to_string().contains("model.url"), "{e}");
+        let e = set(&home, "model.url", Some("localhost:8080")).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        let e = set(&home, "review.unusedDays", Some("0")).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(!tmp.path().join("config.json").exists());
+    }
+
+    #[test]
+    fn environment_names_follow_the_double_underscore_rule() {
+        assert_eq!(env_name("model.url"), "MEMORIA_MODEL__URL");
+        assert_eq!(env_name("review.unusedDays"), "MEMORIA_REVIEW__UNUSED_DAYS");
+    }
+}

@@ -1,0 +1,299 @@
+//! The review queue and merging through the real `memoria` binary: `review --json`,
+//! `review dismiss`, `merge` (plan, draft, `--apply`), `config set model.url` with a model
+//! draft from a chat endpoint started here.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+
+use memoria_tests::sync_fixture::Device;
+use serde_json::Value;
+
+const PRICING: &str = "Pricing cards on the landing page use filled backgrounds, never borders; \
+    the highlighted plan gets the accent colour and a badge saying popular.";
+const PRICING_AGAIN: &str = "The landing page pricing cards use filled backgrounds and never \
+    borders; the highlighted plan gets the accent colour with a popular badge.";
+
+fn device(tmp: &Path) -> Device {
+    let d = Device::new(tmp.join("home"), "");
+    std::fs::create_dir_all(&d.home).unwrap();
+    d
+}
+
+fn json(d: &Device, args: &[&str]) -> Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = d.ok(&full);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("memoria {args:?}: {e}: {out}"))
+}
+
+/// The error body of a failing `memoria --json ARGS`.
+fn error(d: &Device, args: &[&str]) -> Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = d.run(&full);
+    assert_eq!(out.status.code(), Some(1), "memoria {args:?} should fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    v["error"].clone()
+}
+
+fn add(d: &Device, id: &str, summary: &str, body: &str) {
+    d.ok(&["add", "--id", id, "--summary", summary, "--body", body]);
+}
+
+fn findings<'a>(review: &'a Value, kind: &str) -> Vec<&'a Value> {
+    review["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
+}
+
+fn note_ids(f: &Value) -> Vec<&str> {
+    f["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn review_lists_findings_and_a_dismissal_holds_until_an_edit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "pricing", "Pricing cards", PRICING);
+    add(&d, "pricing-2", "Pricing cards look", PRICING_AGAIN);
+    add(&d, "linker", "Links", "See [[pricing]] and [[nowhere]].");
+    let r = json(&d, &["review"]);
+    assert_eq!(r["notes"], 3, "{r}");
+    let topic = findings(&r, "same_topic");
+    assert_eq!(topic.len(), 1, "{r}");
+    assert_eq!(note_ids(topic[0]), ["pricing", "pricing-2"]);
+    let broken = findings(&r, "broken_link");
+    assert_eq!(broken[0]["targets"], serde_json::json!(["nowhere"]), "{r}");
+    let id = topic[0]["id"].as_str().unwrap().to_owned();
+
+    let text = d.ok(&["review"]);
+    assert!(
+        text.contains(&id) && text.contains("memoria merge pricing pricing-2"),
+        "{text}"
+    );
+    let dismissed = json(&d, &["review", "dismiss", &id]);
+    assert_eq!(dismissed["findingId"], id.as_str());
+    let r = json(&d, &["review"]);
+    assert!(findings(&r, "same_topic").is_empty(), "{r}");
+    assert_eq!(r["dismissed"], 1);
+    assert_eq!(
+        findings(&json(&d, &["review", "--all"]), "same_topic").len(),
+        1
+    );
+
+    d.ok(&["edit", "pricing", "--summary", "Pricing cards, checked"]);
+    let r = json(&d, &["review"]);
+    let back = findings(&r, "same_topic");
+    assert_eq!(back.len(), 1, "the edit brings the finding back: {r}");
+    assert_eq!(back[0]["id"], id.as_str());
+
+    let e = error(&d, &["review", "dismiss", "topic-000000000000"]);
+    assert_eq!(e["code"], "not_found", "{e}");
+}
+
+#[test]
+fn review_of_a_project_reports_paths_missing_from_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    let proj = tmp.path().join("proj");
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join("src/main.rs"), "fn main() {}").unwrap();
+    let p = proj.to_str().unwrap();
+    d.ok(&["init", p]);
+    d.ok(&[
+        "--project",
+        p,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "layout",
+        "--summary",
+        "Layout",
+        "--body",
+        "Start in `src/main.rs`, then `src/gone.rs`.",
+    ]);
+    let r = json(&d, &["--project", p, "review", "--scope", "project"]);
+    let missing = findings(&r, "missing_file");
+    assert_eq!(missing.len(), 1, "{r}");
+    assert_eq!(missing[0]["paths"], serde_json::json!(["src/gone.rs"]));
+    assert!(
+        missing[0]["scope"]
+            .as_str()
+            .unwrap()
+            .starts_with("project:")
+    );
+}
+
+#[test]
+fn merge_prints_a_plan_and_applies_it_with_links_and_backups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "first", "First", "First text.");
+    add(&d, "second", "Second", "Second text.");
+    add(&d, "reader", "Reader", "Reads [[second]].");
+    let plan = json(&d, &["merge", "second", "first"]);
+    assert_eq!(plan["keptId"], "first", "{plan}");
+    assert_eq!(plan["deletedIds"], serde_json::json!(["second"]));
+    assert_eq!(plan["draft"]["kind"], "manual");
+    assert_eq!(
+        plan["draft"]["body"],
+        "## First\n\nFirst text.\n\n## Second\n\nSecond text.\n"
+    );
+    assert_eq!(plan["relinked"][0]["id"], "reader");
+    let plan_id = plan["planId"].as_str().unwrap();
+    let text = d.ok(&["merge", "second", "first"]);
+    assert!(
+        text.contains(&format!("--apply --plan {plan_id}")),
+        "{text}"
+    );
+
+    let body = tmp.path().join("merged.md");
+    std::fs::write(&body, "Both texts, merged. See [[second]].\n").unwrap();
+    let merged = json(
+        &d,
+        &[
+            "merge",
+            "second",
+            "first",
+            "--apply",
+            "--plan",
+            plan_id,
+            "--body-file",
+            body.to_str().unwrap(),
+            "--summary",
+            "First and second",
+        ],
+    );
+    assert_eq!(merged["kept"]["id"], "first", "{merged}");
+    assert_eq!(merged["deleted"], serde_json::json!(["second"]));
+    assert_eq!(merged["relinked"], serde_json::json!(["reader"]));
+    let kept = json(&d, &["show", "first"]);
+    assert_eq!(kept["summary"], "First and second");
+    assert_eq!(kept["body"], "Both texts, merged. See [[first]].\n");
+    assert_eq!(json(&d, &["show", "reader"])["body"], "Reads [[first]].\n");
+    assert_eq!(error(&d, &["show", "second"])["code"], "not_found");
+    let backups = json(&d, &["backups"]);
+    let reasons: Vec<(&str, &str)> = backups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["noteId"].as_str().unwrap(), b["reason"].as_str().unwrap()))
+        .collect();
+    for id in ["first", "second", "reader"] {
+        assert!(reasons.contains(&(id, "merge")), "{reasons:?}");
+    }
+}
+
+#[test]
+fn merge_apply_is_refused_when_a_note_changed_since_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "one", "One", "One text.");
+    add(&d, "two", "Two", "Two text.");
+    let plan = json(&d, &["merge", "one", "two"]);
+    let plan_id = plan["planId"].as_str().unwrap();
+    d.ok(&["edit", "two", "--body", "Two text, edited."]);
+    let e = error(&d, &["merge", "one", "two", "--apply", "--plan", plan_id]);
+    assert_eq!(e["code"], "changed_since", "{e}");
+    assert_eq!(e["detail"]["plan"], plan_id);
+    let human = String::from_utf8_lossy(
+        &d.run(&["merge", "one", "two", "--apply", "--plan", plan_id])
+            .stderr,
+    )
+    .into_owned();
+    assert!(
+        human.contains("hint: run the same `memoria merge`"),
+        "{human}"
+    );
+    assert_eq!(json(&d, &["show", "one"])["body"], "One text.\n");
+    assert_eq!(json(&d, &["show", "two"])["body"], "Two text, edited.\n");
+    assert!(json(&d, &["backups"]).as_array().unwrap().is_empty());
+}
+
+/// A one-request OpenAI-compatible chat endpoint answering `content`; returns its address and
+/// a handle giving back the request line and body.
+fn chat_stub(content: &str) -> (String, std::thread::JoinHandle<(String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let reply = serde_json::json!({
+        "choices": [{"message": {"role": "assistant", "content": content}}]
+    })
+    .to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let mut length = 0;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h).unwrap();
+            if h == "\r\n" || h.is_empty() {
+                break;
+            }
+            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut out = stream;
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+            reply.len()
+        )
+        .unwrap();
+        (line, String::from_utf8(body).unwrap())
+    });
+    (url, handle)
+}
+
+#[test]
+fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "one", "One", "Alpha fact.");
+    add(&d, "two", "Two", "Beta fact.");
+    let e = error(&d, &["merge", "one", "two", "--draft", "model"]);
+    assert_eq!(e["code"], "config", "{e}");
+    assert!(e["message"].as_str().unwrap().contains("model.url"), "{e}");
+
+    let (url, stub) = chat_stub("{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}");
+    let set = json(&d, &["config", "set", "model.url", &url]);
+    assert_eq!(set["value"], url.as_str());
+    assert_eq!(set["source"], "file");
+    let plan = json(&d, &["merge", "one", "two", "--draft", "model"]);
+    assert_eq!(plan["draft"]["kind"], "model", "{plan}");
+    assert_eq!(plan["draft"]["summary"], "Alpha and beta");
+    assert_eq!(plan["draft"]["body"], "Alpha. Beta.");
+    let (line, body) = stub.join().unwrap();
+    assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
+    assert!(
+        body.contains("Alpha fact.") && body.contains("Beta fact."),
+        "{body}"
+    );
+    // The setting is this machine's: it lives in the home's config.json.
+    let config = std::fs::read_to_string(d.home.join("config.json")).unwrap();
+    assert!(config.contains(&url), "{config}");
+    let listed = json(&d, &["config"]);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["key"] == "model.url")
+    );
+}
