@@ -799,15 +799,15 @@ impl RecallIndex {
             l.truncate(opts.candidates);
             l
         };
-        // Notes whose language is clearly another than the query's (gated fusion ignores their
-        // words).
+        // Notes whose language is clearly another than the query's: gated fusion leaves their
+        // words out of a hybrid search (a words-only search keeps them).
         let foreign: HashSet<String> = match analyzer::detect(&query) {
-            analyzer::Detected::Clear(q) => lexical
+            analyzer::Detected::Clear(q) if opts.mode == Mode::Hybrid => lexical
                 .iter()
                 .filter(|h| h.lang.is_some_and(|l| l != q))
                 .map(|h| h.key.clone())
                 .collect(),
-            analyzer::Detected::Unclear => HashSet::new(),
+            _ => HashSet::new(),
         };
         let lexical: Vec<(String, f32)> = lexical.into_iter().map(|h| (h.key, h.score)).collect();
         let vector = if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst)

@@ -99,12 +99,9 @@ pub fn fuse(
     }
     let mut all: Vec<Fused> = Vec::with_capacity(staged.len());
     let gated = matches!(how, Fusion::Gated { .. } | Fusion::Adaptive { .. });
-    let counts = |k: &str| !(gated && foreign.contains(k));
-    let best_bm25 = lexical
-        .iter()
-        .filter(|x| counts(&x.0))
-        .map(|x| x.1)
-        .fold(0f32, f32::max);
+    // Scaled by the best score of all matches, left-out ones included: the words of the notes
+    // that count keep their standing, rather than the best of them rising to 1.
+    let best_bm25 = lexical.iter().map(|x| x.1).fold(0f32, f32::max);
     let (vmin, vmax) = vector
         .iter()
         .map(|x| x.1)
@@ -392,9 +389,9 @@ mod tests {
         assert_eq!(gated[0].key, "b");
         let a = gated.iter().find(|f| f.key == "a").unwrap();
         assert!(a.other_language && a.bm25.is_some());
-        // b's words now count fully: it holds the best BM25 score among the notes that count.
+        // b's words count as they stand beside the best match (a's 10.0), not raised to 1.
         let b = &gated[0];
-        assert!((b.score - (0.7 * 1.0 + 0.3 * 1.0)).abs() < 1e-9, "{b:?}");
+        assert!((b.score - (0.7 * 1.0 + 0.3 * 0.4)).abs() < 1e-6, "{b:?}");
         // Adaptive fusion is gated too.
         let adaptive = Fusion::Adaptive {
             lexical: 0.7,

@@ -696,3 +696,46 @@ fn two_processes_embedding_one_home_share_the_work() {
     assert_eq!(a.status().documents_with_vectors, 80);
     assert_eq!(b.status().documents_with_vectors, 80);
 }
+
+#[test]
+fn the_language_gate_leaves_a_words_only_search_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&[
+        doc(
+            "user",
+            "eiffel",
+            "The Eiffel Tower",
+            "The Eiffel Tower in Paris was finished in 1889 and is the tallest structure in the city.",
+        ),
+        doc(
+            "user",
+            "louvre",
+            "The Louvre",
+            "The Louvre in Paris is the most visited museum in the world and holds the Mona Lisa.",
+        ),
+    ])
+    .unwrap();
+    let q = "¿En qué año se terminó la Torre Eiffel de París?";
+    let bm25 = SearchOptions {
+        mode: Mode::Bm25,
+        ..SearchOptions::default()
+    };
+    let hits = ix.search(q, &bm25).unwrap();
+    assert_eq!(ids(&hits)[0], "user/eiffel", "{hits:?}");
+    assert!(hits[0].score > 0.0, "{hits:?}");
+    // In a hybrid search the English notes' words do not count for a Spanish question.
+    let hybrid = SearchOptions {
+        explain: true,
+        ..SearchOptions::default()
+    };
+    let hits = ix.search(q, &hybrid).unwrap();
+    assert!(
+        hits.iter().filter(|h| h.bm25_rank.is_some()).all(|h| h
+            .explain
+            .as_ref()
+            .unwrap()
+            .other_language),
+        "{hits:?}"
+    );
+}
