@@ -487,7 +487,7 @@ impl RecallIndex {
             if config.background_reembed {
                 me.spawn_reembed(missing);
             } else {
-                embed_missing(&me.shared, &missing, &mut |_, _| {})?;
+                embed_missing(&me.shared, &missing, &mut |_, _| {}, Turn::Bounded)?;
             }
         }
         Ok(me)
@@ -571,7 +571,7 @@ impl RecallIndex {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
                 // A failed batch is retried on the next open; recall keeps working lexically.
-                let _ = embed_missing(&shared, batch, &mut |_, _| {});
+                let _ = embed_missing(&shared, batch, &mut |_, _| {}, Turn::Wait);
                 shared.pending.fetch_sub(batch.len(), Ordering::SeqCst);
                 done += batch.len();
                 if let Some(f) = lock(&shared.on_reembed).as_mut() {
@@ -620,7 +620,7 @@ impl RecallIndex {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<UpsertReport, Error> {
         let (mut report, need) = self.stage(docs)?;
-        report.embedded = embed_missing(&self.shared, &need, progress)?;
+        report.embedded = embed_missing(&self.shared, &need, progress, Turn::Bounded)?;
         Ok(report)
     }
 
@@ -759,7 +759,7 @@ impl RecallIndex {
             } else if self.embed_in_background {
                 self.spawn_reembed(missing);
             } else {
-                embed_missing(&self.shared, &missing, &mut |_, _| {})?;
+                embed_missing(&self.shared, &missing, &mut |_, _| {}, Turn::Bounded)?;
             }
         }
         Ok(())
@@ -1025,6 +1025,7 @@ fn embed_missing(
     shared: &Shared,
     need: &[Need],
     progress: &mut dyn FnMut(usize, usize),
+    turn: Turn,
 ) -> Result<usize, Error> {
     if shared.awaiting_model.load(Ordering::SeqCst) {
         // Embedded once the model is installed: vectors of a stand-in would be wasted.
@@ -1055,7 +1056,7 @@ fn embed_missing(
         // Another process embedding for this home goes on with its batch first; what it
         // cached is then taken instead of embedded twice. (Without a lock file, as on a
         // read-only home, each process embeds for itself.)
-        let _claim = match claim(shared) {
+        let _claim = match claim(shared, turn) {
             Claim::Held(l) => Some(l),
             Claim::Unavailable => None,
             Claim::Stopped => break,
@@ -1100,19 +1101,37 @@ fn embed_missing(
 
 enum Claim {
     Held(crate::fsx::FileLock),
-    /// No lock file can be had (a read-only home): embed without taking turns.
+    /// No lock file can be had (a read-only home), or waiting longer is not worth it: embed
+    /// without taking turns.
     Unavailable,
     /// The index is closing: stop embedding.
     Stopped,
 }
 
+/// How long a caller waits for another process's embedding turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// The background: as long as it takes (it stops when the index closes).
+    Wait,
+    /// A caller someone waits for (a search, a write): [`TURN_PATIENCE`], then it embeds
+    /// without taking turns rather than wait for all of another process's work.
+    Bounded,
+}
+
+/// How long [`Turn::Bounded`] waits for another process's batch.
+const TURN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Waits for this home's embedding turn; a closing index stops waiting (a process that is
 /// exiting never waits for another process's work).
-fn claim(shared: &Shared) -> Claim {
+fn claim(shared: &Shared, turn: Turn) -> Claim {
+    let start = std::time::Instant::now();
     loop {
         match crate::fsx::FileLock::try_acquire(&shared.embed_claim) {
             Ok(Some(l)) => return Claim::Held(l),
             Ok(None) if shared.stop.load(Ordering::SeqCst) => return Claim::Stopped,
+            Ok(None) if turn == Turn::Bounded && start.elapsed() >= TURN_PATIENCE => {
+                return Claim::Unavailable;
+            }
             Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
             Err(_) => return Claim::Unavailable,
         }
