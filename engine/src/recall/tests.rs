@@ -724,9 +724,10 @@ fn the_language_gate_leaves_a_words_only_search_alone() {
     let hits = ix.search(q, &bm25).unwrap();
     assert_eq!(ids(&hits)[0], "user/eiffel", "{hits:?}");
     assert!(hits[0].score > 0.0, "{hits:?}");
-    // In a hybrid search the English notes' words do not count for a Spanish question.
+    // In a gated hybrid search the English notes' words do not count for a Spanish question.
     let hybrid = SearchOptions {
         explain: true,
+        fusion: Fusion::Gated { vector_weight: 0.7 },
         ..SearchOptions::default()
     };
     let hits = ix.search(q, &hybrid).unwrap();
