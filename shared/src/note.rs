@@ -744,18 +744,22 @@ fn yaml_to_map(front: &str) -> Result<Map<String, Value>, ParseError> {
     }
 }
 
+/// The lines of `body` outside fenced code blocks (the fence lines themselves left out).
+pub fn lines_outside_fences(body: &str) -> impl Iterator<Item = &str> {
+    let mut in_fence = false;
+    body.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            return false;
+        }
+        !in_fence
+    })
+}
+
 /// `[[target]]`, `[[target|alias]]` and `[[target#heading]]` links outside code, as written.
 pub fn links_in(body: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut in_fence = false;
-    for line in body.lines() {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
+    for line in lines_outside_fences(body) {
         // Drop inline code spans before looking for links.
         let mut plain = String::with_capacity(line.len());
         for (i, part) in line.split('`').enumerate() {

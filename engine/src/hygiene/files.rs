@@ -23,15 +23,7 @@ pub fn file_refs(body: &str) -> Vec<(String, RefKind)> {
             out.push((p.to_owned(), kind));
         }
     };
-    let mut in_fence = false;
-    for line in body.lines() {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
+    for line in memoria_shared::note::lines_outside_fences(body) {
         let mut prose = String::with_capacity(line.len());
         for (i, part) in line.split('`').enumerate() {
             if i % 2 == 1 {
