@@ -95,6 +95,12 @@ class App:
     def shot(self, name):
         self.n += 1
         path = self.shots / f"{self.n:02d}-{name}.png"
+        # WebKitWebDriver captures the last frame painted, which can lag the page: wait for two
+        # animation frames so the picture shows what the test just checked.
+        self.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));"
+        )
         self.driver.save_screenshot(str(path))
         return path
 
