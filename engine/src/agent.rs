@@ -44,7 +44,12 @@ pub struct AgentHit {
     pub id: String,
     pub summary: String,
     pub snippet: String,
+    /// The ranking score: only its order means something.
     pub score: f64,
+    /// How likely the note is to answer the question, 0 to 1, comparable across questions;
+    /// absent without the semantic model. With several phrasings, the best of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<f64>,
     /// `[CONFIRMED]`, `[INFERRED]`, `[INGESTED]` or `[PEER]`.
     pub trust: &'static str,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
@@ -116,6 +121,7 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     let pool = (limit * 5).max(50);
     // Several phrasings: reciprocal-rank fusion of their hybrid rankings.
     let mut fused: HashMap<(String, String), f64> = HashMap::new();
+    let mut relevance: HashMap<(String, String), f64> = HashMap::new();
     for query in &q.queries {
         let opts = crate::recall::SearchOptions {
             limit: pool,
@@ -127,6 +133,12 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             } else {
                 1.0 / (60.0 + rank as f64 + 1.0)
             };
+            if let Some(r) = hit.relevance {
+                let best = relevance
+                    .entry((hit.scope.clone(), hit.id.clone()))
+                    .or_insert(r);
+                *best = best.max(r);
+            }
             *fused.entry((hit.scope, hit.id)).or_insert(0.0) += single;
         }
     }
@@ -150,8 +162,10 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
         {
             continue;
         }
+        let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
         let scope = crate::Scope::from_key(&scope_key)?;
         hits.push(AgentHit {
+            relevance,
             id: Engine::reference(&scope, &row.id),
             summary: row.summary.clone(),
             snippet: snippet(&row.body, &q.queries),

@@ -266,7 +266,7 @@ impl MemoriaMcp {
     }
 
     #[tool(
-        description = "Search the user's long-term memory (notes they or earlier sessions saved). Use it before answering questions that may depend on past preferences, decisions or project facts. Returns ranked notes with an id (vt:…), summary, a short snippet, a score and a trust label ([CONFIRMED] by the user, [INFERRED] by an agent)."
+        description = "Search the user's long-term memory (notes they or earlier sessions saved). Use it before answering questions that may depend on past preferences, decisions or project facts. Returns ranked notes with an id (vt:…), summary, a short snippet, a relevance (0–1: how likely the note answers the question) and a trust label ([CONFIRMED] by the user, [INFERRED] by an agent)."
     )]
     fn memory_search(
         &self,

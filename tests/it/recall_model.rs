@@ -270,3 +270,125 @@ fn weights_beside_the_graph_are_part_of_the_model() {
     assert_eq!(changed.kind, "onnx", "{:?}", changed.fallback_reason);
     assert_ne!(changed.model_id, installed.model_id);
 }
+
+/// A relevance means the same for every question: a nonsense query's best hit is unlikely, and
+/// a Spanish question over English notes keeps its answer in the recall block, as a Chinese
+/// one over Chinese notes does (a fixed cosine floor dropped cross-lingual answers, and min-max
+/// scaling gave the nonsense query's best hit the score of a true match).
+#[test]
+fn relevance_is_low_for_nonsense_and_keeps_answers_across_languages() {
+    let model = test_model_dir();
+    let home = tempfile::tempdir().unwrap();
+    let model_arg = model.to_str().unwrap().to_owned();
+    let memoria = |args: &[&str]| {
+        let out = std::process::Command::new(memoria_tests::workspace_bin("memoria"))
+            .arg("--home")
+            .arg(home.path())
+            .args(["--model-dir", &model_arg])
+            .args(args)
+            .current_dir(home.path())
+            .env_remove("MEMORIA_MODEL_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let notes = [
+        (
+            "deploy",
+            "The deploy pipeline runs on GitHub Actions and publishes to the staging bucket every night.",
+        ),
+        (
+            "paella",
+            "Grandmother cooks paella with bomba rice and saffron every Sunday.",
+        ),
+        (
+            "quantum",
+            "Quantum computers compute with qubits, which hold superpositions of zero and one.",
+        ),
+        (
+            "cards",
+            "Pricing cards use subtle background fills instead of borders.",
+        ),
+        (
+            "dentist",
+            "The dentist appointment is on the third of March at nine in the morning.",
+        ),
+        ("router", "办公室的路由器在管理页面 192.168.1.1 上重置。"),
+        (
+            "garden",
+            "The vegetable garden gets watered at dawn, before the heat sets in.",
+        ),
+        ("invoice", "发票在每个月的第一个工作日寄出。"),
+    ];
+    for (id, text) in notes {
+        memoria(&[
+            "add",
+            "--id",
+            id,
+            "--type",
+            "reference",
+            "--scope",
+            "user",
+            "--summary",
+            text,
+        ]);
+    }
+    let search = |q: &str| -> Vec<serde_json::Value> {
+        serde_json::from_str::<serde_json::Value>(&memoria(&["--json", "search", q]))
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    for (question, want) in [
+        ("¿Con qué arroz cocina la abuela la paella?", "paella"),
+        (
+            "¿Qué usan los ordenadores cuánticos para calcular?",
+            "quantum",
+        ),
+        ("¿Cuándo es la cita con el dentista?", "dentist"),
+        ("发票什么时候寄出？", "invoice"),
+        ("怎么重置办公室的路由器？", "router"),
+    ] {
+        let hits = search(question);
+        assert_eq!(hits[0]["id"], want, "{question}: {hits:?}");
+        let r = hits[0]["relevance"].as_f64().unwrap();
+        assert!(r >= 0.5, "{question}: relevance {r}");
+        let block = memoria(&["recall", question]);
+        let relevant = block
+            .split("## Relevant to this message")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{question}: no relevant notes in\n{block}"));
+        assert!(
+            relevant.contains(&format!("vt:user/{want}")),
+            "{question}:\n{block}"
+        );
+    }
+    // Made-up words: none is likely to be answered by any note (their min-max scores were as
+    // high as a true match's). The first is the string the problem was reported with; its
+    // block lists no note as relevant.
+    for (i, nonsense) in ["zzqx vvbn plok", "qwfp arst zxcv", "blorft snee gavu"]
+        .into_iter()
+        .enumerate()
+    {
+        let hits = search(nonsense);
+        let best = hits
+            .iter()
+            .filter_map(|h| h["relevance"].as_f64())
+            .fold(0.0, f64::max);
+        assert!(best < 0.25, "{nonsense}: relevance {best} in {hits:?}");
+        if i == 0 {
+            assert!(best < 0.1, "{nonsense}: relevance {best} in {hits:?}");
+            let block = memoria(&["recall", nonsense]);
+            assert!(
+                !block.contains("## Relevant to this message"),
+                "{nonsense}:\n{block}"
+            );
+        }
+    }
+}

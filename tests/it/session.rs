@@ -282,6 +282,36 @@ fn list_show_and_bm25_search_complete_while_a_5000_note_import_runs() {
 }
 
 /// Names of this process's threads (Linux).
+/// With the real model, the notes an import brings are embedded in the background, and the
+/// embedding's progress reaches subscribers to its end; every note then has its vectors.
+#[test]
+fn background_embedding_reports_its_progress_to_the_end() {
+    let (tmp, home) = home();
+    let src = import_source(tmp.path(), 24);
+    let mut opts = options(&home);
+    opts.open.model_dir = Some(memoria_tests::test_model_dir());
+    let mut session = Session::start(opts).unwrap();
+    session.wait_for_model();
+    let events = session.subscribe();
+    let report = session.import(&src, Some(ScopeChoice::User)).unwrap();
+    assert_eq!(report.added, 24, "{report:?}");
+    let (last, _) = expect(
+        &events,
+        "the embedding's last progress",
+        |e| matches!(e, Event::IndexProgress { task: IndexTask::Embedding, done, total } if done == total && *total > 0),
+    );
+    let Event::IndexProgress { total, .. } = last else {
+        unreachable!()
+    };
+    assert!(total >= 1, "{last:?}");
+    let card = memoria_engine::api::card::card(session.reads().engine()).unwrap();
+    assert!(card.semantic, "{card:?}");
+    assert_eq!(card.notes, 24, "{card:?}");
+    assert_eq!(card.notes_with_vectors, 24, "{card:?}");
+    assert_eq!(card.pending_vectors, 0, "{card:?}");
+    session.shutdown();
+}
+
 fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
         .unwrap()

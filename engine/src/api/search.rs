@@ -73,6 +73,10 @@ pub struct ScoreParts {
     pub other_language: bool,
     /// The fused score before the multipliers below.
     pub fused: f64,
+    /// How likely the note is to answer the query, 0 to 1; `None` without a semantic-model
+    /// cosine.
+    #[serde(default)]
+    pub relevance: Option<f64>,
     /// Share of the query's words found in the notes' vocabulary (hybrid fusion).
     pub coverage: Option<f64>,
     /// The vector side's weight in fusion for this query.
@@ -92,6 +96,7 @@ impl From<recall::Explain> for ScoreParts {
             cosine: x.cosine,
             other_language: x.other_language,
             fused: x.fused,
+            relevance: x.relevance,
             coverage: x.coverage,
             vector_weight: x.vector_weight,
             decay: x.decay,
@@ -111,7 +116,13 @@ pub struct SearchHit {
     pub summary: String,
     #[serde(rename = "type")]
     pub note_type: Option<String>,
+    /// The ranking score (words, meaning, trust, age and use together): only its order means
+    /// something.
     pub score: f64,
+    /// How likely the note is to answer the query, 0 to 1, comparable across queries and
+    /// languages; `None` without a semantic-model cosine (the hash embedder, or a note not
+    /// embedded yet).
+    pub relevance: Option<f64>,
     /// Present when the search asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<ScoreParts>,
@@ -141,6 +152,7 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
             summary: h.summary,
             note_type: h.note_type,
             score: h.score,
+            relevance: h.relevance,
             explain: h.explain.map(ScoreParts::from),
         })
         .collect())

@@ -101,12 +101,13 @@ fn search_hits_carry_score_parts_only_when_asked() {
         summary: "s".into(),
         note_type: None,
         score: 0.5,
+        relevance: Some(0.9),
         explain: None,
         snippet: None,
     };
     round_trip(
         &hit,
-        json!({"scope": "user", "id": "tea", "summary": "s", "type": null, "score": 0.5}),
+        json!({"scope": "user", "id": "tea", "summary": "s", "type": null, "score": 0.5, "relevance": 0.9}),
     );
     hit.explain = Some(ScoreParts {
         bm25_rank: Some(1),
@@ -115,6 +116,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
         cosine: None,
         other_language: false,
         fused: 0.25,
+        relevance: None,
         coverage: None,
         vector_weight: Some(0.5),
         decay: 1.0,
@@ -126,7 +128,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
     assert_eq!(
         v["explain"],
         json!({"bm25Rank": 1, "bm25Score": 2.0, "vectorRank": null, "cosine": null,
-            "otherLanguage": false, "fused": 0.25, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
+            "otherLanguage": false, "fused": 0.25, "relevance": null, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
             "importance": 1.0, "access": 1.0})
     );
 }

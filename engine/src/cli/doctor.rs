@@ -50,12 +50,21 @@ fn print(r: &DoctorReport) -> Result<()> {
         );
     }
     match (&r.recall, &r.recall_error) {
-        (Some(s), _) if r.semantic_model => outln!(
-            "recall:   model {} ({}, {} with vectors)",
-            s.model_id,
-            counted(s.documents, "note"),
-            s.documents_with_vectors
-        ),
+        (Some(s), _) if r.semantic_model => {
+            outln!(
+                "recall:   model {} ({}, {} with vectors)",
+                s.model_id,
+                counted(s.documents, "note"),
+                s.documents_with_vectors
+            );
+            let waiting = s.documents.saturating_sub(s.documents_with_vectors);
+            if waiting > 0 {
+                outln!(
+                    "          {} still to embed: search finds them by their words until the app, `memoria watch` or `memoria mcp` has embedded them in the background",
+                    counted(waiting, "note")
+                );
+            }
+        }
         (Some(s), _) => {
             outln!(
                 "recall:   hash embedder: no semantic model is installed, so search matches words, not meaning. Install it with `{INSTALL_MODEL}`."

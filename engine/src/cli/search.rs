@@ -53,7 +53,11 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
     }
     for h in &hits {
         let kind = h.scope.split(':').next().unwrap_or("");
-        outln!("{:>6.3}  vt:{kind}/{:<32} {}", h.score, h.id, h.summary);
+        // How likely the note answers the query, where the semantic model can tell.
+        let relevance = h
+            .relevance
+            .map_or_else(|| "   –".to_owned(), |r| format!("{:>3.0}%", r * 100.0));
+        outln!("{relevance}  vt:{kind}/{:<32} {}", h.id, h.summary);
         if let Some(x) = &h.explain {
             outln!("        {}", explain_line(x));
         }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use memoria_shared::{ContentHash, SystemClock};
 
+pub mod calibration;
 pub mod crossval;
 pub mod metrics;
 
@@ -344,6 +345,9 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
     }
     let mut results = Vec::new();
     let mut ndcg_per_query: Vec<Vec<f64>> = Vec::new();
+    // The first variant's hits, best first: (relevance, judged relevant) per query.
+    let mut judged: Vec<calibration::JudgedQuery> = Vec::new();
+    let fold_count = args.folds.map(usize::from);
     for (i, (name, mode, fusion)) in variants.iter().enumerate() {
         let opts = SearchOptions {
             visible_scopes: None,
@@ -369,6 +373,17 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             times.push(t.elapsed().as_secs_f64() * 1000.0);
             let ranked: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
             per_query.push(metrics::metrics(&ranked, &qrels[qid]));
+            if i == 0 {
+                let fold = fold_count.map_or(0, |k| crossval::fold_of(qid, k));
+                let rel = |id: &String| qrels[qid].get(id).is_some_and(|g| *g > 0);
+                judged.push((
+                    fold,
+                    hits.iter()
+                        .take(10)
+                        .map(|h| (h.relevance, rel(&h.id)))
+                        .collect(),
+                ));
+            }
             if i == 0 && args.run_out.is_some() {
                 for (r, h) in hits.iter().enumerate() {
                     run.push_str(&format!(
@@ -401,6 +416,27 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             query_ms_p50: percentile(&times, 0.5),
         });
     }
+    let calibration = if judged.iter().any(|(_, h)| h.iter().any(|x| x.0.is_some())) {
+        let opts = SearchOptions {
+            visible_scopes: None,
+            limit: 10,
+            mode: variants[0].1,
+            fusion: variants[0].2,
+            candidates: args.candidates,
+            ranking: false,
+            mmr_lambda: None,
+            include_secrets: true,
+            explain: false,
+        };
+        let mut nonsense = Vec::new();
+        for q in calibration::nonsense_queries(100) {
+            let hits = index.search(&q, &opts)?;
+            nonsense.push(hits.iter().map(|h| h.relevance).collect());
+        }
+        Some(calibration::calibrate(&judged, fold_count, &nonsense))
+    } else {
+        None
+    };
     let crossval = args.folds.map(|k| {
         let k = usize::from(k);
         let folds: Vec<usize> = queries
@@ -457,6 +493,11 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         if let Some(cv) = &crossval {
             v = serde_json::json!({ "variants": v, "crossValidation": cv });
         }
+        if let Some(c) = &calibration
+            && let Some(o) = v.as_object_mut()
+        {
+            o.insert("relevance".into(), serde_json::to_value(c)?);
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         writeln!(
@@ -511,6 +552,36 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
                 )?;
             }
         }
+    }
+    if !json && let Some(c) = &calibration {
+        writeln!(
+            out,
+            "relevance of {} (top 10 hits): predicted → judged relevant",
+            results[0].label
+        )?;
+        for b in &c.bands {
+            writeln!(
+                out,
+                "  {:.1}–{:.1}: {:>6} hits, mean {:.3} → {:.3}",
+                b.from, b.to, b.hits, b.predicted, b.observed
+            )?;
+        }
+        let per_fold = c
+            .right_first_kept_per_fold
+            .as_ref()
+            .map_or(String::new(), |f| {
+                let v: Vec<String> = f.iter().map(|x| format!("{x:.3}")).collect();
+                format!(" (per fold {})", v.join(" "))
+            });
+        writeln!(
+            out,
+            "  the block's floor {} keeps {:.3} of {} right first answers{per_fold}; {:.3} of {} nonsense queries get past it",
+            crate::recall::relevance::BLOCK_FLOOR,
+            c.right_first_kept,
+            c.right_first,
+            c.nonsense_through,
+            c.nonsense_queries
+        )?;
     }
     if let Some(floor) = args.min_ndcg
         && results[0].ndcg10 < floor

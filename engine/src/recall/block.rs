@@ -2,6 +2,7 @@
 //! and feedback first), the notes relevant to the message, and the full text of the top two —
 //! all inside a character budget and fenced as data, not instructions.
 
+use super::relevance::BLOCK_FLOOR;
 use super::store::DocMeta;
 use super::{Error, Hit, Mode, RecallIndex, SearchOptions};
 
@@ -138,9 +139,10 @@ fn durable_order(m: &DocMeta) -> (u8, i64) {
     (kind, -m.updated_at_ms.unwrap_or(0))
 }
 
-/// How a result matched, as the block prints it.
-fn match_label(cosine: Option<f64>) -> String {
-    match cosine {
+/// How a result matched, as the block prints it: its relevance (or, without a calibrated one,
+/// its cosine), or "keywords" when only its words matched.
+fn match_label(score: Option<f64>) -> String {
+    match score {
         Some(c) => format!("{c:.2}"),
         None => "keywords".to_owned(),
     }
@@ -258,6 +260,22 @@ pub fn pack(
 }
 
 impl RecallIndex {
+    /// A hit the block lists: likely enough to answer the message by meaning, or among the
+    /// best three by words and not unlikely by meaning. Without a calibrated relevance (the
+    /// hash embedder, or a note not embedded yet) the cosine decides against the embedder's
+    /// own floor.
+    fn relevant_to_the_message(&self, h: &Hit) -> bool {
+        let top_words = h.bm25_rank.is_some_and(|r| r <= 3);
+        match h.relevance {
+            Some(r) => r >= BLOCK_FLOOR || top_words && r >= BLOCK_FLOOR / 2.0,
+            None => {
+                let floor = self.relevance_floor();
+                h.cosine.is_some_and(|c| c >= floor)
+                    || top_words && h.cosine.is_none_or(|c| c >= floor * 0.9)
+            }
+        }
+    }
+
     /// Builds the recall block for `message`.
     pub fn recall_block(&self, message: &str, opts: &RecallOptions) -> Result<RecallBlock, Error> {
         let budget = budget_for(opts);
@@ -276,14 +294,9 @@ impl RecallIndex {
             Err(Error::EmptyQuery) => Vec::new(),
             Err(e) => return Err(e),
         };
-        let floor = self.relevance_floor();
         let relevant: Vec<Hit> = hits
             .into_iter()
-            .filter(|h| {
-                h.cosine.is_some_and(|c| c >= floor)
-                    || h.bm25_rank.is_some_and(|r| r <= 3)
-                        && h.cosine.is_none_or(|c| c >= floor * 0.9)
-            })
+            .filter(|h| self.relevant_to_the_message(h))
             .take(MAX_RESULTS)
             .collect();
         let index: Vec<(String, String)> = {
@@ -306,7 +319,8 @@ impl RecallIndex {
                 (
                     vault_ref(&h.scope, &h.id),
                     h.summary.clone(),
-                    h.cosine.map(f64::from),
+                    // The relevance where the model can tell; else the cosine.
+                    h.relevance.or(h.cosine.map(f64::from)),
                 )
             })
             .collect();

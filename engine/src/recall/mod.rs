@@ -14,6 +14,7 @@ pub mod block;
 pub mod embed;
 pub mod lexical;
 pub mod rank;
+pub mod relevance;
 pub mod store;
 pub mod tokenize;
 pub mod vectors;
@@ -195,6 +196,9 @@ pub struct Explain {
     /// The note is in another language than the query, so its words did not count.
     pub other_language: bool,
     pub fused: f64,
+    /// How likely the note is to answer the query, 0 to 1 ([`relevance`]); `None` without a
+    /// cosine from the semantic model.
+    pub relevance: Option<f64>,
     /// Share of the query's words found in the notes' vocabulary (hybrid adaptive fusion).
     pub coverage: Option<f64>,
     /// The vector side's weight in score fusion for this query.
@@ -213,6 +217,8 @@ pub struct Hit {
     pub summary: String,
     pub note_type: Option<String>,
     pub score: f64,
+    /// See [`Explain::relevance`].
+    pub relevance: Option<f64>,
     pub cosine: Option<f32>,
     pub bm25_rank: Option<usize>,
     pub explain: Option<Explain>,
@@ -305,6 +311,8 @@ struct Shared {
     stop: AtomicBool,
     /// Recent query vectors: an agent's repeated question, or an evaluation's variants, embed once.
     query_cache: Mutex<HashMap<String, Vec<f32>>>,
+    /// The everyday sentences' vectors ([`relevance::EVERYDAY`]) and the model they are for.
+    everyday: Mutex<Option<Everyday>>,
     bulk_sessions: usize,
 }
 
@@ -464,6 +472,7 @@ impl RecallIndex {
             embed_claim: config.dir.join("embed.lock"),
             stop: AtomicBool::new(false),
             query_cache: Mutex::new(HashMap::new()),
+            everyday: Mutex::new(None),
             bulk_sessions: config.bulk_sessions,
         });
         let data_version = docs.data_version()?;
@@ -799,42 +808,56 @@ impl RecallIndex {
             l.truncate(opts.candidates);
             l
         };
-        // Notes whose language is clearly another than the query's: gated fusion leaves their
-        // words out of a hybrid search (a words-only search keeps them).
+        // Notes in another language than the query's: gated fusion leaves their words out of a
+        // hybrid search (a words-only search keeps them). A note too short to tell is taken to
+        // be in the language most of the other candidates clearly are in.
         let foreign: HashSet<String> = match analyzer::detect(&query) {
-            analyzer::Detected::Clear(q) if opts.mode == Mode::Hybrid => lexical
-                .iter()
-                .filter(|h| h.lang.is_some_and(|l| l != q))
-                .map(|h| h.key.clone())
-                .collect(),
+            analyzer::Detected::Clear(q) if opts.mode == Mode::Hybrid => {
+                let usual = most_common(lexical.iter().filter_map(|h| h.lang));
+                lexical
+                    .iter()
+                    .filter(|h| h.lang.or(usual).is_some_and(|l| l != q))
+                    .map(|h| h.key.clone())
+                    .collect()
+            }
             _ => HashSet::new(),
         };
         let lexical: Vec<(String, f32)> = lexical.into_iter().map(|h| (h.key, h.score)).collect();
-        let vector = if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst)
-        {
-            Vec::new()
-        } else {
-            let cached = lock(&self.shared.query_cache).get(&query).cloned();
-            let q = match cached {
-                Some(q) => q,
-                None => {
-                    // A query goes before the background's next batch: it waits for one batch
-                    // at most, and always searches the vectors there are.
-                    self.shared.queries_waiting.fetch_add(1, Ordering::SeqCst);
-                    let mut e = lock(&self.shared.embedder);
-                    self.shared.queries_waiting.fetch_sub(1, Ordering::SeqCst);
-                    let q = e.embed_query(&query)?;
-                    drop(e);
-                    let mut cache = lock(&self.shared.query_cache);
-                    if cache.len() >= QUERY_CACHE {
-                        cache.clear();
+        let (vector, reference) =
+            if opts.mode == Mode::Bm25 || self.shared.awaiting_model.load(Ordering::SeqCst) {
+                (Vec::new(), None)
+            } else {
+                let cached = lock(&self.shared.query_cache).get(&query).cloned();
+                let q = match cached {
+                    Some(q) => q,
+                    None => {
+                        // A query goes before the background's next batch: it waits for one batch
+                        // at most, and always searches the vectors there are.
+                        self.shared.queries_waiting.fetch_add(1, Ordering::SeqCst);
+                        let mut e = lock(&self.shared.embedder);
+                        self.shared.queries_waiting.fetch_sub(1, Ordering::SeqCst);
+                        let q = e.embed_query(&query)?;
+                        drop(e);
+                        let mut cache = lock(&self.shared.query_cache);
+                        if cache.len() >= QUERY_CACHE {
+                            cache.clear();
+                        }
+                        cache.insert(query.clone(), q.clone());
+                        q
                     }
-                    cache.insert(query.clone(), q.clone());
-                    q
-                }
+                };
+                let (hits, mut crowd) =
+                    read(&self.shared.vectors).search_with_crowd(&q, opts.candidates, admit);
+                // A relevance is calibrated for the semantic model only.
+                let reference = if read(&self.shared.choice).kind == "onnx" {
+                    let everyday = self.everyday_vectors()?;
+                    crowd.extend(everyday.iter().map(|v| dot(&q, v)));
+                    relevance::reference(crowd)
+                } else {
+                    None
+                };
+                (hits, reference)
             };
-            read(&self.shared.vectors).search(&q, opts.candidates, admit)
-        };
         let coverage = match (opts.mode, opts.fusion) {
             (Mode::Hybrid, Fusion::Adaptive { .. }) => self.lexical.coverage(&query)?,
             _ => None,
@@ -865,6 +888,10 @@ impl RecallIndex {
                     cosine: f.vector.map(|x| x.1),
                     other_language: f.other_language,
                     fused: f.score,
+                    relevance: f
+                        .vector
+                        .zip(reference)
+                        .map(|((_, c), r)| relevance::relevance(c, r)),
                     coverage,
                     vector_weight,
                     decay,
@@ -914,6 +941,7 @@ impl RecallIndex {
                 summary,
                 note_type: m.note_type.clone(),
                 score: f.score,
+                relevance: e.relevance,
                 cosine: e.cosine,
                 bm25_rank: e.bm25_rank,
                 explain: opts.explain.then_some(e),
@@ -966,8 +994,33 @@ impl RecallIndex {
         Ok(())
     }
 
-    /// Which cosine counts as "relevant" for the recall block with the embedder in use: e5's
-    /// cosines sit in a narrow 0.7–0.9 band; the hash embedder's spread much wider.
+    /// The everyday sentences' vectors for the model in use: from memory, else from the
+    /// vector cache, else embedded now (once per model and home).
+    fn everyday_vectors(&self) -> Result<Arc<Vec<Vec<f32>>>, Error> {
+        let model = read(&self.shared.choice).model_id.clone();
+        if let Some((m, v)) = lock(&self.shared.everyday).as_ref()
+            && *m == model
+        {
+            return Ok(Arc::clone(v));
+        }
+        let cached = lock(&self.shared.cache).get(EVERYDAY_KEY, &model)?;
+        let vecs = match cached.filter(|v| v.len() == relevance::EVERYDAY.len()) {
+            Some(v) => v,
+            None => {
+                let texts: Vec<String> = relevance::EVERYDAY.iter().map(|t| (*t).into()).collect();
+                let v = lock(&self.shared.embedder).embed_passages(&texts)?;
+                lock(&self.shared.cache).put_many(&model, &[(EVERYDAY_KEY.into(), v.clone())])?;
+                v
+            }
+        };
+        let vecs = Arc::new(vecs);
+        *lock(&self.shared.everyday) = Some((model, Arc::clone(&vecs)));
+        Ok(vecs)
+    }
+
+    /// Which cosine counts as "relevant" for the recall block when a hit has no calibrated
+    /// relevance: e5's cosines sit in a narrow 0.7–0.9 band; the hash embedder's spread much
+    /// wider.
     pub fn relevance_floor(&self) -> f32 {
         match read(&self.shared.choice).kind {
             "onnx" => 0.82,
@@ -981,6 +1034,28 @@ impl Drop for RecallIndex {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.wait_for_vectors();
     }
+}
+
+/// The everyday sentences' vectors, and the model they are for.
+type Everyday = (String, Arc<Vec<Vec<f32>>>);
+
+/// The vector cache's row for the everyday sentences (no note's content hash looks like it).
+const EVERYDAY_KEY: &str = "everyday-sentences-1";
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The value that occurs most often; `None` for none, or for a tie at the top.
+fn most_common<T: Copy + Eq + std::hash::Hash>(items: impl Iterator<Item = T>) -> Option<T> {
+    let mut counts: HashMap<T, usize> = HashMap::new();
+    for t in items {
+        *counts.entry(t).or_default() += 1;
+    }
+    let best = counts.values().copied().max()?;
+    let mut top = counts.into_iter().filter(|(_, n)| *n == best);
+    let first = top.next().map(|(t, _)| t);
+    if top.next().is_some() { None } else { first }
 }
 
 fn trust_weight_of(m: &DocMeta) -> Option<f64> {

@@ -740,3 +740,56 @@ fn the_language_gate_leaves_a_words_only_search_alone() {
         "{hits:?}"
     );
 }
+
+#[test]
+fn a_note_too_short_to_tell_takes_the_language_of_the_other_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = open(dir.path());
+    ix.upsert(&[
+        doc(
+            "user",
+            "eiffel",
+            "The Eiffel Tower",
+            "The Eiffel Tower in Paris was finished in 1889 and is the tallest structure in the city.",
+        ),
+        doc(
+            "user",
+            "louvre",
+            "The Louvre in Paris",
+            "The Louvre is the most visited museum in the world and it holds the Mona Lisa.",
+        ),
+        // No word of it tells its language.
+        doc("user", "short", "Eiffel Paris", "Torre 1889"),
+    ])
+    .unwrap();
+    let gated = SearchOptions {
+        explain: true,
+        fusion: Fusion::Gated { vector_weight: 0.7 },
+        ..SearchOptions::default()
+    };
+    let foreign = |q: &str| -> Vec<String> {
+        let mut out: Vec<String> = ix
+            .search(q, &gated)
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.explain.as_ref().unwrap().other_language)
+            .map(|h| h.id)
+            .collect();
+        out.sort();
+        out
+    };
+    // A Spanish question over English notes: the short note is taken to be English too.
+    assert_eq!(
+        foreign("¿En qué año se terminó la Torre Eiffel de París?"),
+        ["eiffel", "short"]
+    );
+    // An English question: nothing is foreign.
+    assert!(foreign("When was the Eiffel Tower in Paris finished?").is_empty());
+}
+
+#[test]
+fn most_common_is_none_for_a_tie_at_the_top() {
+    assert_eq!(most_common([1, 2, 2, 3].into_iter()), Some(2));
+    assert_eq!(most_common([1, 1, 2, 2, 3].into_iter()), None);
+    assert_eq!(most_common(std::iter::empty::<u8>()), None);
+}

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::embed::DIM;
+use super::relevance::CROWD_RANK;
 
 #[derive(Debug, Default)]
 pub struct VectorIndex {
@@ -105,12 +106,23 @@ impl VectorIndex {
         limit: usize,
         admit: impl Fn(&str) -> bool,
     ) -> Vec<(String, f32)> {
+        self.search_with_crowd(query, limit, admit).0
+    }
+
+    /// [`VectorIndex::search`], and the best [`CROWD_RANK`] cosines among every live document
+    /// (admitted or not), best first: the crowd a relevance is measured against.
+    pub fn search_with_crowd(
+        &self,
+        query: &[f32],
+        limit: usize,
+        admit: impl Fn(&str) -> bool,
+    ) -> (Vec<(String, f32)>, Vec<f32>) {
         if query.len() != DIM || limit == 0 {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let (q, qs) = quantize(query);
         if qs == 0.0 {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         // Score every live document by its best chunk; the admission rules (scope, secrets,
         // trust: hash-map lookups) run afterwards on the best few only.
@@ -133,11 +145,11 @@ impl VectorIndex {
             .collect();
         // Take the best candidates in growing rounds until `limit` of them are admitted (or
         // every candidate was looked at).
-        let mut take = (limit * 2).max(64);
+        let mut take = (limit * 2).max(64).max(CROWD_RANK);
         loop {
             let k = take.min(hits.len());
             if k == 0 {
-                return Vec::new();
+                return (Vec::new(), Vec::new());
             }
             hits.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
             hits[..k].sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -148,7 +160,8 @@ impl VectorIndex {
                 .map(|(slot, s)| (self.slots[*slot as usize].0.clone(), *s))
                 .collect();
             if admitted.len() == limit || k == hits.len() {
-                return admitted;
+                let crowd = hits[..k.min(CROWD_RANK)].iter().map(|h| h.1).collect();
+                return (admitted, crowd);
             }
             take = take.saturating_mul(4);
         }
@@ -237,6 +250,24 @@ mod tests {
         let keys: Vec<&str> = hits.iter().map(|h| h.0.as_str()).collect();
         assert_eq!(keys, vec!["seen2", "seen1"]);
         assert!(ix.search(&unit(0), 5, |_| false).is_empty());
+    }
+
+    #[test]
+    fn the_crowd_is_the_best_cosines_of_every_live_note_admitted_or_not() {
+        let mut ix = VectorIndex::default();
+        for i in 0..30 {
+            let angle = 0.05 * i as f32;
+            let mut v = unit(0);
+            v[0] = angle.cos();
+            v[1] = angle.sin();
+            ix.insert(&format!("n{i}"), "h", &[v]);
+        }
+        let (hits, crowd) = ix.search_with_crowd(&unit(0), 3, |k| k == "n29");
+        assert_eq!(hits.len(), 1);
+        assert_eq!(crowd.len(), CROWD_RANK);
+        // Best first, and the hidden nearest notes are in it.
+        assert!(crowd.windows(2).all(|w| w[0] >= w[1]), "{crowd:?}");
+        assert!(crowd[0] > hits[0].1, "{crowd:?} {hits:?}");
     }
 
     #[test]
