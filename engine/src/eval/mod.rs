@@ -114,8 +114,25 @@ pub struct EvalArgs {
     /// (mean ± spread), and the fusion weight chosen on K−1 folds scored on the fold left out.
     #[arg(long, value_parser = clap::value_parser!(u16).range(2..=20))]
     pub folds: Option<u16>,
+    /// Only the queries of one fold, `I/K` (fold I of K, from 0, the split `--folds K` uses):
+    /// a quality gate on queries no constant was chosen on.
+    #[arg(long, value_parser = parse_fold)]
+    pub fold: Option<(usize, usize)>,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+fn parse_fold(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("expected I/K, fold I of K folds (0 ≤ I < K, 2 ≤ K ≤ 20), not {s:?}");
+    let (i, k) = s.split_once('/').ok_or_else(bad)?;
+    let (i, k): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        k.trim().parse().map_err(|_| bad())?,
+    );
+    if !(2..=20).contains(&k) || i >= k {
+        return Err(bad());
+    }
+    Ok((i, k))
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -159,6 +176,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
     let mut queries: Vec<(String, String)> = queries
         .into_iter()
         .filter(|(id, _)| qrels.contains_key(id))
+        .filter(|(id, _)| args.fold.is_none_or(|(i, k)| crossval::fold_of(id, k) == i))
         .collect();
     if let Some(n) = args.max_queries {
         queries.truncate(n);
@@ -1043,4 +1061,18 @@ pub fn installed_model_dir() -> Option<PathBuf> {
     }
     .resolve()?;
     Path::new(&dir).join("model.onnx").exists().then_some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fold;
+
+    #[test]
+    fn a_fold_is_i_of_k() {
+        assert_eq!(parse_fold("0/5"), Ok((0, 5)));
+        assert_eq!(parse_fold(" 4 / 5 "), Ok((4, 5)));
+        for bad in ["5/5", "1/1", "1/21", "a/5", "3", ""] {
+            assert!(parse_fold(bad).is_err(), "{bad}");
+        }
+    }
 }

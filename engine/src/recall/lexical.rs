@@ -288,6 +288,24 @@ impl LexicalIndex {
         Ok(Some(found as f64 / words.len() as f64))
     }
 
+    /// The language most notes are clearly in; `None` when none is, or two tie.
+    pub fn usual_language(&self) -> Result<Option<Lang>, Error> {
+        let searcher = self.reader.searcher();
+        let mut counts = Vec::new();
+        for l in Lang::ALL {
+            counts.push((
+                l,
+                searcher.doc_freq(&Term::from_field_text(self.f.lang, l.code()))?,
+            ));
+        }
+        let best = counts.iter().map(|c| c.1).max().unwrap_or(0);
+        let mut top = counts.iter().filter(|c| c.1 == best && best > 0);
+        Ok(match (top.next(), top.next()) {
+            (Some(c), None) => Some(c.0),
+            _ => None,
+        })
+    }
+
     /// BM25 search: the best `limit` keys with their scores, among documents whose scope is in
     /// `scopes` (all scopes when `None`).
     pub fn search(

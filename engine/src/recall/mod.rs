@@ -810,10 +810,16 @@ impl RecallIndex {
         };
         // Notes in another language than the query's: gated fusion leaves their words out of a
         // hybrid search (a words-only search keeps them). A note too short to tell is taken to
-        // be in the language most of the other candidates clearly are in.
+        // be in the language most of the other candidates clearly are in, or else most notes.
         let foreign: HashSet<String> = match analyzer::detect(&query) {
             analyzer::Detected::Clear(q) if opts.mode == Mode::Hybrid => {
-                let usual = most_common(lexical.iter().filter_map(|h| h.lang));
+                let usual = match most_common(lexical.iter().filter_map(|h| h.lang)) {
+                    Some(l) => Some(l),
+                    None if lexical.iter().any(|h| h.lang.is_none()) => {
+                        self.lexical.usual_language()?
+                    }
+                    None => None,
+                };
                 lexical
                     .iter()
                     .filter(|h| h.lang.or(usual).is_some_and(|l| l != q))

@@ -18,7 +18,8 @@ pub enum Fusion {
     /// Weighted fusion whose vector weight follows the query's lexical coverage (the share of
     /// its words found in the notes' vocabulary): `lexical` when every word occurs, rising
     /// linearly to `cross` when none does — a query in another language than the notes has
-    /// only names and numbers for BM25 to match, so the vectors must carry it.
+    /// only names and numbers for BM25 to match, so the vectors must carry it. Gated by
+    /// language as [`Fusion::Gated`] is.
     Adaptive { lexical: f64, cross: f64 },
     /// Weighted fusion in which a note's words count only when it is in the query's language:
     /// for a note in another language (both detected clearly) the BM25 side is 0, so a Spanish
@@ -29,9 +30,9 @@ pub enum Fusion {
 
 /// Score fusion beat RRF on every set measured (docs/BENCHMARKS.md), and no single weight
 /// suits every set: SciFact, where BM25 is the stronger retriever, wants 0.5; a Spanish
-/// question over English notes wants 0.8 or more. The adaptive weight serves both. Gating it
-/// by language, as [`Fusion::Gated`] does, did worse on the cross-lingual dev folds
-/// (docs/BENCHMARKS.md).
+/// question over English notes wants 0.8 or more. The adaptive weight serves both, and its
+/// language gate keeps a question in another language than its notes ranked as the vectors
+/// rank it.
 impl Default for Fusion {
     fn default() -> Self {
         Fusion::Adaptive {
@@ -96,7 +97,7 @@ pub fn fuse(
         staged.entry(k.clone()).or_insert_with(|| blank(k)).vector = Some((i + 1, *s));
     }
     let mut all: Vec<Fused> = Vec::with_capacity(staged.len());
-    let gated = matches!(how, Fusion::Gated { .. });
+    let gated = matches!(how, Fusion::Gated { .. } | Fusion::Adaptive { .. });
     // Scaled by the best score of all matches, left-out ones included: the words of the notes
     // that count keep their standing, rather than the best of them rising to 1.
     let best_bm25 = lexical.iter().map(|x| x.1).fold(0f32, f32::max);

@@ -758,8 +758,9 @@ fn a_note_too_short_to_tell_takes_the_language_of_the_other_candidates() {
             "The Louvre in Paris",
             "The Louvre is the most visited museum in the world and it holds the Mona Lisa.",
         ),
-        // No word of it tells its language.
+        // No word of these tells their language.
         doc("user", "short", "Eiffel Paris", "Torre 1889"),
+        doc("user", "tesla", "Tesla", "died 1943"),
     ])
     .unwrap();
     let gated = SearchOptions {
@@ -783,6 +784,8 @@ fn a_note_too_short_to_tell_takes_the_language_of_the_other_candidates() {
         foreign("¿En qué año se terminó la Torre Eiffel de París?"),
         ["eiffel", "short"]
     );
+    // The only note the words match cannot tell: most notes are English, so it is taken to be.
+    assert_eq!(foreign("¿Cuándo murió Tesla?"), ["tesla"]);
     // An English question: nothing is foreign.
     assert!(foreign("When was the Eiffel Tower in Paris finished?").is_empty());
 }
