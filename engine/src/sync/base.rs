@@ -222,7 +222,7 @@ impl ScopeDir {
     pub fn for_folder(sync_dir: &Path, scope_key: &str, folder: &Path) -> SyncResult<ScopeDir> {
         let first = ScopeDir::new(sync_dir, scope_key);
         let path = canonical_path(folder).to_string_lossy().into_owned();
-        match first.load_state()?.folder {
+        match first.load_folder()? {
             Some(f) if f.path != path => {
                 let hash = memoria_shared::hash::sha256_hex(path.as_bytes());
                 let name = format!("{}~{}", scope_key.replace(':', "_"), &hash[..16]);
@@ -271,6 +271,17 @@ impl ScopeDir {
     /// The scope's poll lease (one for every folder of the scope, like the pass lock).
     pub fn poll_lease(&self) -> PollLease {
         PollLease(self.primary.join("poll-lease.json"))
+    }
+
+    /// Just the folder of the state (the rest of the file is skipped, not built).
+    fn load_folder(&self) -> SyncResult<Option<FolderIdentity>> {
+        #[derive(Deserialize)]
+        struct FolderOnly {
+            #[serde(default)]
+            folder: Option<FolderIdentity>,
+        }
+        let only: Option<FolderOnly> = read_json(&self.root.join("state.json"))?;
+        Ok(only.and_then(|s| s.folder))
     }
 
     pub fn load_state(&self) -> SyncResult<ScopeState> {

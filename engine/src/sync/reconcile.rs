@@ -29,7 +29,7 @@ use memoria_shared::protocol::{
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
 
-use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir};
+use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir, ScopeState};
 use super::client::SyncClient;
 use super::conflict::{Conflict, ConflictReason};
 use super::error::{SyncError, SyncResult};
@@ -344,7 +344,12 @@ impl Syncer {
     /// is recorded on its first pass. A folder that does not exist yet on a scope never synced
     /// from here (a fresh clone: git keeps no empty `MEMORY/`) is made: with no base, the pass
     /// has nothing it could delete.
-    fn check_folder(&self, sd: &ScopeDir, scope: &Scope, folder: &Path) -> SyncResult<FolderCheck> {
+    fn check_folder(
+        &self,
+        sd: &ScopeDir,
+        scope: &Scope,
+        folder: &Path,
+    ) -> SyncResult<(FolderCheck, ScopeState)> {
         let mut state = sd.load_state()?;
         if state.folder.is_none() && state.base.is_empty() && !folder.exists() {
             std::fs::create_dir_all(folder).map_err(crate::Error::io("create folder", folder))?;
@@ -357,10 +362,11 @@ impl Syncer {
             None if sd.is_primary() => {
                 state.folder = Some(ident.clone());
                 sd.save_state(&state)?;
-                Ok(FolderCheck {
+                let check = FolderCheck {
                     ident,
                     replaced: false,
-                })
+                };
+                Ok((check, state))
             }
             None => {
                 let p = Pending {
@@ -378,10 +384,13 @@ impl Syncer {
                 sd.put_pending(&p)?;
                 Err(p.error())
             }
-            Some(f) => Ok(FolderCheck {
-                replaced: f != &ident,
-                ident,
-            }),
+            Some(f) => {
+                let check = FolderCheck {
+                    replaced: f != &ident,
+                    ident,
+                };
+                Ok((check, state))
+            }
         }
     }
 
@@ -392,13 +401,15 @@ impl Syncer {
         sd: &ScopeDir,
         folder: &Path,
     ) -> SyncResult<PassReport> {
-        let check = self.check_folder(sd, scope, folder)?;
+        let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
         let mut last = None;
+        let mut state = Some(state);
         for attempt in 0..STALE_RETRIES {
             // After a 409, or a list of changes that lacks a body, the whole manifest is read
             // again, not only what changed.
-            match self.pass(engine, scope, &wire, sd, &check, folder, attempt > 0) {
+            let full = attempt > 0;
+            match self.pass(engine, scope, &wire, sd, &check, folder, full, state.take()) {
                 Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
                 other => return other,
             }
@@ -416,13 +427,18 @@ impl Syncer {
         check: &FolderCheck,
         folder: &Path,
         full: bool,
+        state: Option<ScopeState>,
     ) -> SyncResult<PassReport> {
         let mut report = PassReport {
             scope: scope.key(),
             ..PassReport::default()
         };
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
-        let mut state = sd.load_state()?;
+        // As `check_folder` read it, for the first attempt.
+        let mut state = match state {
+            Some(s) => s,
+            None => sd.load_state()?,
+        };
         // Fingerprints first, reads after: an edit in between is seen by the next pass.
         let walk = local::walk(folder)?;
         let mut cache = LocalCache::load(sd.root());
