@@ -139,11 +139,15 @@ fn settle() {
 }
 
 fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: usize) {
+    let root = root.join(format!(
+        "{}-{notes}",
+        store_name.split(' ').next().unwrap_or("x")
+    ));
     let server = ServerProcess::start(store, env);
     let user = format!("bench{notes}");
     let token = create_token(store, &user, env);
     let proxy = Proxy::start(&server.url(""));
-    let mut a = Machine::new(root.join(format!("a-{notes}")), &proxy.url, &token);
+    let mut a = Machine::new(root.join("a"), &proxy.url, &token);
     let total = write_notes(&a.dir(), notes);
     let first = measure(&proxy, || a.pass());
     print(
@@ -164,7 +168,7 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     print(store_name, notes, "one change here", local);
 
     // Another machine, downloading everything once, then changing one note.
-    let mut b = Machine::new(root.join(format!("b-{notes}")), &server.url(""), &token);
+    let mut b = Machine::new(root.join("b"), &server.url(""), &token);
     b.pass();
     settle();
     b.pass();
@@ -235,7 +239,7 @@ fn main() {
     println!("| store | notes | pass | requests | bytes up | bytes down | time | files read |");
     println!("|---|---|---|---|---|---|---|---|");
     for &n in &sizes {
-        let fs = format!("fs:{}", root.join(format!("store-{n}")).display());
+        let fs = format!("fs:{}", root.join(format!("fs-store-{n}")).display());
         run("fs", &fs, &[], &root, n);
         run("S3 (moto)", &moto.store_url(), &env, &root, n);
         rclone(&moto, &root, n);
