@@ -18,6 +18,15 @@ use crate::note::{FileContext, Note};
 /// metadata that syncs (a version-1 client could not check those hashes).
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// Optional capabilities a server announces in `features` of `GET /v1/memory/identity`. An
+/// addition a version-2 client can ignore is a feature, not a new version: old clients keep
+/// working, and a client uses a feature only when the server names it.
+pub const FEATURES: &[&str] = &[FEATURE_MANIFEST_DELTA];
+
+/// `since` in a snapshot request: the server lists only the entries changed after that
+/// manifest generation (`delta: true`), when it can tell them.
+pub const FEATURE_MANIFEST_DELTA: &str = "manifest-delta";
+
 /// Response header that carries the server's quotas on every response, as
 /// `notes=5000, changes=500, body=131072, response=16777216, tombstone-days=90`.
 pub const QUOTAS_HEADER: &str = "memoria-quotas";
@@ -156,6 +165,16 @@ pub struct IdentityResponse {
     pub user_id: String,
     pub protocol_version: u32,
     pub quotas: Quotas,
+    /// The [`FEATURES`] this server supports; absent from servers that predate them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+impl IdentityResponse {
+    /// Whether the server announced `feature`.
+    pub fn supports(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
+    }
 }
 
 /// One note's current state in a scope's manifest: live, or a tombstone.
@@ -198,6 +217,11 @@ pub struct SnapshotRequest {
     /// whether the server applied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<String>,
+    /// The `generation` of the client's last complete snapshot (feature `manifest-delta`):
+    /// when the manifest moved on, the response lists only the entries changed since, with
+    /// `delta: true`, if the server can tell them; otherwise every entry, as without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
 }
 
 /// A note body in a snapshot response.
@@ -239,6 +263,14 @@ pub struct SnapshotResponse {
     /// A new revision of the note replaces the damaged one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<DamagedNote>,
+    /// The manifest's generation (it grows with every commit), to send back as `since`;
+    /// absent in an `unchanged` answer and from servers without `manifest-delta`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// True when `notes` lists only the entries changed after the request's `since` (live
+    /// notes and tombstones); the client keeps its copy of the others.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delta: bool,
 }
 
 /// Why a note file is not the note a change or a manifest entry says it is.
@@ -364,6 +396,11 @@ pub struct CommitResponse {
     pub manifest_version: String,
     /// One entry per change, in request order.
     pub applied: Vec<Applied>,
+    /// The manifest's generation after this commit (feature `manifest-delta`); absent when
+    /// the reply repeats an earlier one. One more than the generation a client last saw means
+    /// the manifest is that one with this commit's changes and nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 /// A note whose `baseRevision` was not its current revision (in a 409 `stale` error).

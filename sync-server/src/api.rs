@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use memoria_shared::ContentHash;
 use memoria_shared::protocol::{
     Applied, ChangeOp, CommitRequest, CommitResponse, DamagedNote, EraseRequest, EraseResponse,
-    IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Scope, ScopeError,
+    FEATURES, IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Scope, ScopeError,
     SnapshotRequest, SnapshotResponse, valid_commit_id, verify_note_file,
 };
 use serde::de::DeserializeOwned;
@@ -77,6 +77,7 @@ pub async fn identity(
         user_id: user.to_string(),
         protocol_version: PROTOCOL_VERSION,
         quotas: st.quotas,
+        features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
     })
 }
 
@@ -115,16 +116,28 @@ pub async fn snapshot(
         more: false,
         receipt: None,
         damaged: Vec::new(),
+        generation: None,
+        delta: false,
     };
     let Some((mut manifest, etag)) = load_manifest(store, &key, known.as_ref()).await? else {
         return Ok(Json(empty(req.known_manifest, true)));
     };
     let version = etag.map(|e| e.0);
-    manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
+    let pruned = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
+    // Only the entries changed since the client's generation, when the manifest can tell them
+    // (a tombstone dropped just now for this answer is a change it cannot list).
+    let delta = match req.since {
+        Some(since) if !pruned => manifest.changed_since(since),
+        _ => None,
+    };
     let have: HashSet<&ContentHash> = req.have.iter().collect();
     let budget = u64::from(st.quotas.response_body_bytes);
     let (mut wanted, mut used, mut more) = (Vec::new(), 0u64, false);
-    for e in manifest.notes.values().filter(|e| !e.deleted) {
+    let listed: Vec<&memoria_shared::protocol::ManifestEntry> = match &delta {
+        Some(entries) => entries.iter().collect(),
+        None => manifest.notes.values().collect(),
+    };
+    for e in listed.into_iter().filter(|e| !e.deleted) {
         let Some(hash) = &e.hash else { continue };
         if have.contains(hash) {
             continue;
@@ -197,12 +210,17 @@ pub async fn snapshot(
     bodies.sort_by(|a, b| a.id.cmp(&b.id));
     damaged.sort_by(|a: &DamagedNote, b| a.id.cmp(&b.id));
     let mut resp = empty(version, false);
+    resp.generation = Some(manifest.generation);
+    resp.delta = delta.is_some();
     resp.receipt = req
         .receipt
         .as_deref()
         .and_then(|c| manifest.receipt(c))
         .map(<[_]>::to_vec);
-    resp.notes = manifest.notes.into_values().collect();
+    resp.notes = match delta {
+        Some(entries) => entries,
+        None => manifest.notes.into_values().collect(),
+    };
     resp.bodies = bodies;
     resp.more = more;
     resp.damaged = damaged;
@@ -348,6 +366,7 @@ async fn accepted(
     mut written: Vec<String>,
     etag: ETag,
     applied: Vec<Applied>,
+    generation: Option<u64>,
 ) -> Result<Json<CommitResponse>, ApiError> {
     let store = st.store.as_ref();
     // An erase that began after this request was authenticated wrote its marker before
@@ -362,6 +381,7 @@ async fn accepted(
         quotas: st.quotas,
         manifest_version: etag.0,
         applied,
+        generation,
     }))
 }
 
@@ -392,16 +412,27 @@ pub async fn commit(
             && let Some(applied) = current.receipt(id)
         {
             // Applied before (its reply was lost, or this is a retry): the same answer again.
-            return accepted(&st, &user, &key, written, etag.clone(), applied.to_vec()).await;
+            return accepted(
+                &st,
+                &user,
+                &key,
+                written,
+                etag.clone(),
+                applied.to_vec(),
+                None,
+            )
+            .await;
         }
         if let (Some(revs), Some(etag)) = (&tried, &etag)
             && landed(&current, &req.changes, &revisions)
         {
             // A write reported as lost took effect after all (a retry below the store, or a
             // reply that went astray): it is this commit's success, not a race to redo.
-            return accepted(&st, &user, &key, written, etag.clone(), revs.clone()).await;
+            return accepted(&st, &user, &key, written, etag.clone(), revs.clone(), None).await;
         }
-        current.prune_tombstones(&st.quotas, now);
+        if current.prune_tombstones(&st.quotas, now) {
+            current.pruned_at = current.generation + 1;
+        }
         let plan = match plan_commit(&current, &req.changes, &puts, &revisions, &st.quotas, now) {
             Ok(plan) => plan,
             Err(refusal) => {
@@ -451,6 +482,7 @@ pub async fn commit(
             next.add_receipt(id, applied.clone());
         }
         let bytes = next.to_bytes();
+        let generation = next.generation;
         tried = Some(applied.clone());
         let swapped = match &etag {
             Some(etag) => store.put_if_match(&key, bytes, etag).await,
@@ -458,7 +490,16 @@ pub async fn commit(
         };
         match swapped {
             Ok(new_etag) => {
-                return accepted(&st, &user, &key, written, new_etag, applied).await;
+                return accepted(
+                    &st,
+                    &user,
+                    &key,
+                    written,
+                    new_etag,
+                    applied,
+                    Some(generation),
+                )
+                .await;
             }
             Err(StoreError::PreconditionFailed) => {
                 // Lost the race: re-read the manifest and validate again; never overwrite.
@@ -476,7 +517,7 @@ pub async fn commit(
                 if let Ok(Some((m, Some(etag)))) = load_manifest(store, &key, None).await
                     && landed(&m, &req.changes, &revisions)
                 {
-                    return accepted(&st, &user, &key, written, etag, applied).await;
+                    return accepted(&st, &user, &key, written, etag, applied, None).await;
                 }
                 return Err(e.into());
             }

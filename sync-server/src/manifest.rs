@@ -27,6 +27,14 @@ pub struct Manifest {
     /// Incremented by every commit.
     pub generation: u64,
     pub notes: BTreeMap<NoteId, ManifestEntry>,
+    /// The generation of each note's last change, for the notes changed after `tracked_from`.
+    pub changed: BTreeMap<NoteId, u64>,
+    /// `changed` is complete for every change after this generation. A manifest written by a
+    /// server that did not track changes starts tracking at the generation it had.
+    pub tracked_from: u64,
+    /// The generation of the commit that last dropped expired tombstones: a client that saw an
+    /// older generation may still hold them, so it gets the whole list.
+    pub pruned_at: u64,
     /// The last commits that carried a `commitId`, newest first. Written in the same
     /// compare-and-swap as the notes, so a receipt exists exactly when its commit applied.
     pub receipts: Vec<Receipt>,
@@ -48,6 +56,13 @@ struct Stored {
     notes: Vec<ManifestEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     receipts: Vec<Receipt>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    changed: BTreeMap<NoteId, u64>,
+    /// Absent in a manifest written without change tracking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracked_from: Option<u64>,
+    #[serde(default)]
+    pruned_at: u64,
 }
 
 impl Manifest {
@@ -56,10 +71,19 @@ impl Manifest {
         if s.format != MANIFEST_FORMAT {
             return Err(format!("manifest format {} is not supported", s.format));
         }
+        // Without `trackedFrom`, nothing is known about changes up to this generation (also
+        // when a server that does not track them rewrote a tracked manifest: it drops both).
+        let (changed, tracked_from) = match s.tracked_from {
+            Some(from) => (s.changed, from),
+            None => (BTreeMap::new(), s.generation),
+        };
         Ok(Manifest {
             generation: s.generation,
             notes: s.notes.into_iter().map(|e| (e.id.clone(), e)).collect(),
             receipts: s.receipts,
+            changed,
+            tracked_from,
+            pruned_at: s.pruned_at,
         })
     }
 
@@ -69,8 +93,28 @@ impl Manifest {
             generation: self.generation,
             notes: self.notes.values().cloned().collect(),
             receipts: self.receipts.clone(),
+            changed: self.changed.clone(),
+            tracked_from: Some(self.tracked_from),
+            pruned_at: self.pruned_at,
         };
         serde_json::to_vec(&s).expect("manifest serializes")
+    }
+
+    /// The entries changed after generation `since` (live notes and tombstones), when this
+    /// manifest can tell them exactly; `None` when the client must get the whole list: `since`
+    /// is from before changes were tracked or before tombstones were dropped, or from a
+    /// generation this manifest never had.
+    pub fn changed_since(&self, since: u64) -> Option<Vec<ManifestEntry>> {
+        if since < self.tracked_from || since < self.pruned_at || since > self.generation {
+            return None;
+        }
+        Some(
+            self.changed
+                .iter()
+                .filter(|&(_, &g)| g > since)
+                .filter_map(|(id, _)| self.notes.get(id).cloned())
+                .collect(),
+        )
     }
 
     /// What the commit `commit_id` applied, if this manifest remembers it.
@@ -114,6 +158,8 @@ impl Manifest {
         let before = self.notes.len();
         self.notes
             .retain(|_, e| !(e.deleted && now_ms.saturating_sub(e.updated_at) > window));
+        let notes = &self.notes;
+        self.changed.retain(|id, _| notes.contains_key(id));
         self.notes.len() != before
     }
 }
@@ -184,6 +230,7 @@ pub fn plan_commit(
     }
     let mut next = current.clone();
     next.generation += 1;
+    let generation = next.generation;
     let mut out = Vec::with_capacity(changes.len());
     for ((change, put), rev) in changes.iter().zip(puts).zip(revisions) {
         let prev = current.notes.get(&change.id);
@@ -202,6 +249,7 @@ pub fn plan_commit(
                         updated_at: now_ms,
                     },
                 );
+                next.changed.insert(change.id.clone(), generation);
                 out.push(NewRevision {
                     id: change.id.clone(),
                     revision: rev.clone(),
@@ -227,6 +275,7 @@ pub fn plan_commit(
                             updated_at: now_ms,
                         },
                     );
+                    next.changed.insert(change.id.clone(), generation);
                     out.push(NewRevision {
                         id: change.id.clone(),
                         revision: rev.clone(),

@@ -10,6 +10,7 @@ mod review;
 mod session;
 mod sync_convergence;
 mod sync_corrupt;
+mod sync_cost;
 mod sync_e2e;
 mod sync_integrity;
 mod sync_keychain;

@@ -301,6 +301,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 have: vec![hash_a],
                 known_manifest: None,
                 receipt: None,
+                since: None,
             },
         )
         .await;
@@ -316,6 +317,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 have: vec![],
                 known_manifest: s.manifest_version.clone(),
                 receipt: None,
+                since: None,
             },
         )
         .await;
@@ -329,6 +331,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 have: vec![],
                 known_manifest: Some("\"old\"".into()),
                 receipt: None,
+                since: None,
             },
         )
         .await;
@@ -628,6 +631,7 @@ async fn snapshot_pages_bodies_under_the_response_limit() {
                     have: have.clone(),
                     known_manifest: None,
                     receipt: None,
+                    since: None,
                 },
             )
             .await;
@@ -785,6 +789,7 @@ async fn tenant_isolation_on_every_endpoint() {
                     have: vec![],
                     known_manifest: Some(ca.manifest_version.clone()),
                     receipt: None,
+                    since: None,
                 },
             )
             .await;
@@ -1008,6 +1013,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
                 have: first.bodies.iter().map(|b| b.hash.clone()).collect(),
                 known_manifest: None,
                 receipt: None,
+                since: None,
             },
         )
         .await;
@@ -1024,6 +1030,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
             have: vec![],
             known_manifest: first.manifest_version.clone(),
             receipt: None,
+            since: None,
         },
     )
     .await;

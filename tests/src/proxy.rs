@@ -9,7 +9,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,6 +34,9 @@ struct Shared {
     /// The pattern whose replies are lost, and how many more to lose.
     drop_reply: Mutex<Option<(String, usize)>>,
     dropped: AtomicUsize,
+    /// Bytes of requests forwarded (head and body) and of replies passed back.
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -66,6 +69,8 @@ impl Proxy {
             abandoned: AtomicUsize::new(0),
             drop_reply: Mutex::new(None),
             dropped: AtomicUsize::new(0),
+            bytes_up: AtomicU64::new(0),
+            bytes_down: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -114,6 +119,16 @@ impl Proxy {
     /// each is forwarded, the server answers, and the client's connection is closed instead.
     pub fn drop_replies(&self, pattern: &str, count: usize) {
         *self.shared.drop_reply.lock().unwrap() = Some((pattern.to_owned(), count));
+    }
+
+    /// Requests forwarded, bytes sent to the server and bytes passed back, so far (HTTP
+    /// heads included: what crossed the wire).
+    pub fn traffic(&self) -> (usize, u64, u64) {
+        (
+            self.shared.forwarded.lock().unwrap().len(),
+            self.shared.bytes_up.load(Ordering::SeqCst),
+            self.shared.bytes_down.load(Ordering::SeqCst),
+        )
     }
 
     /// Replies lost so far.
@@ -232,6 +247,7 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
                 if gone.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
                     break;
                 }
+                shared.bytes_down.fetch_add(n as u64, Ordering::SeqCst);
             }
             let _ = to.shutdown(Shutdown::Write);
         })
@@ -253,6 +269,9 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
             lose_reply.store(true, Ordering::SeqCst);
         }
         upstream.write_all(&request)?;
+        shared
+            .bytes_up
+            .fetch_add(request.len() as u64, Ordering::SeqCst);
         shared.forwarded.lock().unwrap().push(line.clone());
         if matches!(hold, Hold::Reply(_)) {
             reply_held.store(true, Ordering::SeqCst);

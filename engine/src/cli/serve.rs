@@ -83,8 +83,8 @@ fn print_watch_event(event: &Event, json: bool) -> Result<()> {
 
 /// `memoria watch`: keeps the index in step with edits made elsewhere, and syncs, until stopped.
 pub fn watch(g: &Globals) -> Result<()> {
-    let session = Session::start(session_options(g)?)?;
-    let events = session.subscribe();
+    // Subscribed from the start: the first sync pass can end before `start` returns.
+    let (session, events) = Session::start_subscribed(session_options(g)?)?;
     for (scope, dir) in session.watched() {
         if !g.json {
             outln!("watching {scope} in {}", dir.display());

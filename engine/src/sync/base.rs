@@ -101,6 +101,10 @@ pub struct ScopeState {
     /// The server's manifest as last seen.
     #[serde(default)]
     pub remote: Vec<ManifestEntry>,
+    /// The manifest generation `remote` is from: the next snapshot asks only for what
+    /// changed since (`None`: the whole list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
     /// A commit sent whose outcome is not known yet (no reply arrived).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingCommit>,
@@ -145,6 +149,55 @@ pub struct ScopeStatus {
     pub held_back: Vec<String>,
 }
 
+/// Which process polls a scope for every process on the home. Processes sharing a home share
+/// its vault and sync state, so one poll serves them all: the process that polls holds the
+/// lease until a little after its next poll is due, renewing it with every poll; the others
+/// defer their polls to it while it holds it (they still send their own local changes). A
+/// process that stops or is killed stops renewing, and the lease lapses on its own.
+#[derive(Debug, Clone)]
+pub struct PollLease(PathBuf);
+
+/// The lease as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseHolder {
+    /// The holder's id (its process id and a random part).
+    pub holder: String,
+    pub until_ms: i64,
+}
+
+impl PollLease {
+    /// The holder, while the lease runs (an unreadable lease is no lease).
+    pub fn holder(&self, now_ms: i64) -> Option<LeaseHolder> {
+        read_json::<LeaseHolder>(&self.0)
+            .ok()
+            .flatten()
+            .filter(|l| l.until_ms > now_ms)
+    }
+
+    /// Takes or renews the lease for `holder` until `until_ms`.
+    pub fn hold(&self, holder: &str, until_ms: i64) -> SyncResult<()> {
+        write_json(
+            &self.0,
+            &LeaseHolder {
+                holder: holder.to_owned(),
+                until_ms,
+            },
+        )
+    }
+
+    /// Gives the lease up, if `holder` has it.
+    pub fn release(&self, holder: &str) {
+        if read_json::<LeaseHolder>(&self.0)
+            .ok()
+            .flatten()
+            .is_some_and(|l| l.holder == holder)
+        {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
 /// The folder of one scope's sync state (for one folder of that scope).
 #[derive(Debug, Clone)]
 pub struct ScopeDir {
@@ -169,7 +222,7 @@ impl ScopeDir {
     pub fn for_folder(sync_dir: &Path, scope_key: &str, folder: &Path) -> SyncResult<ScopeDir> {
         let first = ScopeDir::new(sync_dir, scope_key);
         let path = canonical_path(folder).to_string_lossy().into_owned();
-        match first.load_state()?.folder {
+        match first.load_folder()? {
             Some(f) if f.path != path => {
                 let hash = memoria_shared::hash::sha256_hex(path.as_bytes());
                 let name = format!("{}~{}", scope_key.replace(':', "_"), &hash[..16]);
@@ -215,6 +268,22 @@ impl ScopeDir {
         Ok(fsx::FileLock::acquire(&self.primary.join("pass.lock"))?)
     }
 
+    /// The scope's poll lease (one for every folder of the scope, like the pass lock).
+    pub fn poll_lease(&self) -> PollLease {
+        PollLease(self.primary.join("poll-lease.json"))
+    }
+
+    /// Just the folder of the state (the rest of the file is skipped, not built).
+    fn load_folder(&self) -> SyncResult<Option<FolderIdentity>> {
+        #[derive(Deserialize)]
+        struct FolderOnly {
+            #[serde(default)]
+            folder: Option<FolderIdentity>,
+        }
+        let only: Option<FolderOnly> = read_json(&self.root.join("state.json"))?;
+        Ok(only.and_then(|s| s.folder))
+    }
+
     pub fn load_state(&self) -> SyncResult<ScopeState> {
         read_json(&self.root.join("state.json")).map(Option::unwrap_or_default)
     }
@@ -235,6 +304,11 @@ impl ScopeDir {
 
     fn body_path(&self, id: &str, hash: &str) -> PathBuf {
         self.root.join("base").join(id).join(format!("{hash}.md"))
+    }
+
+    /// Whether the base body of `id` with `hash` is stored.
+    pub fn has_body(&self, id: &str, hash: &str) -> bool {
+        self.body_path(id, hash).is_file()
     }
 
     /// Stores a base body (the note file as synced) under its hash.

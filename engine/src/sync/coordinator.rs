@@ -35,6 +35,11 @@ use crate::vault::{Engine, OpenOptions};
 /// The longest an idle coordinator goes without re-reading the settings.
 pub const SETTINGS_CHECK_MS: i64 = 2_000;
 
+/// How long past its next poll a process holds a scope's poll lease: its poll may start a
+/// little late (a pass of another scope, a slow server), and another process takes over only
+/// once it is clearly not coming.
+pub const LEASE_GRACE_MS: i64 = 30_000;
+
 /// What the host tells the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Signal {
@@ -119,6 +124,11 @@ impl SyncNotifier {
 pub trait PassRunner: Send {
     /// One pass over `scope`: its result and the requests it sent.
     fn run(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64);
+    /// A pass while another process on the home polls `scope`: only what changed here needs
+    /// sending (nothing at all when nothing did).
+    fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        self.run(scope)
+    }
     /// The settings changed (signed in again, another server): drop cached connections.
     fn reset(&mut self) {}
     /// A flag that, once set, makes the pass in flight stop at its next check (the process is
@@ -191,6 +201,8 @@ pub struct Driver<R> {
     clock: Arc<dyn Clock>,
     on_start: Option<OnStart>,
     on_pass: OnPass,
+    /// This driver's name in poll leases.
+    lease_id: String,
 }
 
 impl<R> std::fmt::Debug for Driver<R> {
@@ -231,6 +243,16 @@ impl<R: PassRunner> Driver<R> {
             clock,
             on_start: None,
             on_pass,
+            lease_id: format!("{}-{}", std::process::id(), crate::fsx::random_hex(4)),
+        }
+    }
+
+    /// Gives up every poll lease this driver holds (the process is stopping).
+    fn release_leases(&self) {
+        for key in self.scopes.keys() {
+            ScopeDir::new(&self.dir, key)
+                .poll_lease()
+                .release(&self.lease_id);
         }
     }
 
@@ -281,18 +303,32 @@ impl<R: PassRunner> Driver<R> {
         if let Some(f) = self.on_start.as_mut() {
             f(&scope);
         }
-        let (result, requests) = self.run_guarded(&scope);
+        let lease = ScopeDir::new(&self.dir, &key).poll_lease();
+        let polled_elsewhere = lease.holder(now).is_some_and(|l| l.holder != self.lease_id);
+        let (result, requests) = self.run_guarded(&scope, polled_elsewhere);
         let after = self.clock.now_ms();
         self.schedule.record_requests(requests, after);
         self.schedule.done(&key, outcome_of(&result), after);
+        if !polled_elsewhere {
+            // This process polls the scope for the home until a little after its next poll.
+            match self.schedule.next_poll(&key, after) {
+                Some(next) if result.is_ok() => {
+                    let _ = lease.hold(&self.lease_id, next + LEASE_GRACE_MS);
+                }
+                _ => lease.release(&self.lease_id),
+            }
+        }
         (self.on_pass)(&scope, &result);
         Step::Ran
     }
 
     /// Runs a pass; a panic in it (a bug) becomes an error in the scope's status, and the
     /// coordinator — and its host — go on.
-    fn run_guarded(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.runner.run(scope)));
+    fn run_guarded(&mut self, scope: &Scope, deferred: bool) -> (SyncResult<PassReport>, u64) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match deferred {
+            true => self.runner.run_deferred(scope),
+            false => self.runner.run(scope),
+        }));
         run.unwrap_or_else(|panic| {
             self.runner.reset();
             let why = panic
@@ -334,6 +370,7 @@ impl Coordinator {
                 loop {
                     let (signals, stop) = thread_inbox.take();
                     if stop {
+                        driver.release_leases();
                         return;
                     }
                     for s in signals {
@@ -469,6 +506,23 @@ impl PassRunner for EngineRunner {
         let result = syncer.sync_scope(engine, scope);
         let requests = syncer.client().traffic.snapshot().0 - before;
         (result, requests)
+    }
+
+    fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        let quiet = match self.prepare() {
+            Ok((engine, syncer)) => syncer.has_local_changes(engine, scope).ok() == Some(false),
+            Err(_) => false,
+        };
+        if !quiet {
+            return self.run(scope);
+        }
+        let report = PassReport {
+            scope: scope.key(),
+            unchanged: true,
+            deferred: true,
+            ..PassReport::default()
+        };
+        (Ok(report), 0)
     }
 
     fn reset(&mut self) {

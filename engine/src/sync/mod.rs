@@ -12,6 +12,7 @@ pub mod client;
 pub mod conflict;
 pub mod coordinator;
 pub mod error;
+pub mod local;
 pub mod pending;
 pub mod reconcile;
 pub mod resolve;

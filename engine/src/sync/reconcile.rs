@@ -23,16 +23,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memoria_shared::merge::{MergeOutcome, merge};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{
-    Change, ChangeOp, CommitRequest, ManifestEntry, NoteBody, ProjectId, Quotas,
-    Scope as WireScope, SnapshotRequest, verify_note_file,
+    Change, ChangeOp, CommitRequest, FEATURE_MANIFEST_DELTA, ManifestEntry, NoteBody, ProjectId,
+    Quotas, Scope as WireScope, SnapshotRequest, verify_note_file,
 };
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
 
-use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir};
+use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir, ScopeState};
 use super::client::SyncClient;
 use super::conflict::{Conflict, ConflictReason};
 use super::error::{SyncError, SyncResult};
+use super::local::{self, LocalCache};
 use super::pending::{Pending, PendingReason, too_many_deletes};
 use super::settings::{Settings, sync_dir};
 use crate::backup::BackupReason;
@@ -59,6 +60,12 @@ pub struct PassReport {
     pub new_conflicts: Vec<String>,
     /// Notes held back (conflicts, refused ids), with the reason.
     pub held_back: Vec<(String, String)>,
+    /// Note files and base copies the pass read (files unchanged since they were last read
+    /// are known without reading them).
+    pub files_read: usize,
+    /// Not a pass of this process's own: another process on the home polls the scope, and
+    /// nothing changed here since the last pass, so nothing was sent.
+    pub deferred: bool,
 }
 
 impl PassReport {
@@ -92,9 +99,6 @@ pub fn synced_scopes(engine: &Engine) -> Vec<Scope> {
         .collect()
 }
 
-/// Each synced note's base entry and, when its body is at hand, the note as last synced.
-type BaseNotes = BTreeMap<String, (BaseEntry, Option<(Note, String)>)>;
-
 /// The scope's folder as the pass found it.
 #[derive(Debug, Clone)]
 struct FolderCheck {
@@ -103,13 +107,43 @@ struct FolderCheck {
     replaced: bool,
 }
 
-/// A note file of this machine, as read at the start of the pass.
+/// A note file of this machine: its sync hash, known from the file or from the local cache
+/// while the file is unchanged, and its text and note once read.
 #[derive(Debug, Clone)]
 struct LocalNote {
     rel: String,
-    text: String,
-    note: Note,
+    path: PathBuf,
+    id: String,
     hash: String,
+    /// The file's fingerprint, taken before it was read.
+    fp: Option<local::Fingerprint>,
+    body: Option<(String, Note)>,
+}
+
+impl LocalNote {
+    /// Reads the file (a file that cannot be read, or no longer parses, is held back with
+    /// the reason). Its hash is then the text's.
+    fn load(&mut self) -> Result<(), String> {
+        let text = read_text(&self.path).map_err(|e| {
+            unreadable(
+                &self.path.to_string_lossy(),
+                &format!("cannot be read: {e}"),
+            )
+        })?;
+        let note = parse_note(&text, &self.rel)?;
+        self.hash = synced_hash(&note);
+        self.body = Some((text, note));
+        Ok(())
+    }
+
+    /// The text and note, once [`LocalNote::load`]ed.
+    fn loaded(&self) -> (&str, &Note) {
+        let (text, note) = self
+            .body
+            .as_ref()
+            .expect("the note was read before its text is used");
+        (text, note)
+    }
 }
 
 /// Runs sync passes for one home against one server.
@@ -120,6 +154,8 @@ pub struct Syncer {
     client: SyncClient,
     clock: Arc<dyn Clock>,
     user: Option<String>,
+    /// The server lists what changed since a generation (`manifest-delta`).
+    delta: bool,
     cancel: Arc<AtomicBool>,
 }
 
@@ -136,6 +172,7 @@ impl Syncer {
             client,
             clock,
             user: None,
+            delta: false,
             cancel: Arc::default(),
         }
     }
@@ -207,8 +244,24 @@ impl Syncer {
         }
         self.check_on()?;
         let id = self.client.identity()?;
+        self.delta = id.supports(FEATURE_MANIFEST_DELTA);
         self.user = Some(id.user_id.clone());
         Ok(id.user_id)
+    }
+
+    /// The scope's notes as they are now: the index brought up to date, then each file read
+    /// unless `cache` knows it unchanged.
+    #[allow(clippy::type_complexity)]
+    fn read_scope(
+        &self,
+        engine: &mut Engine,
+        scope: &Scope,
+        walk: &local::Walk,
+        cache: &LocalCache,
+        report: &mut PassReport,
+    ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
+        engine.refresh_scope(scope)?;
+        read_local(engine, scope, walk, cache, &mut report.files_read)
     }
 
     /// Syncs every synced scope of `engine`; one scope's failure does not stop the others.
@@ -257,6 +310,22 @@ impl Syncer {
         Ok(report)
     }
 
+    /// Whether this machine has anything for `scope` that the last pass (of any process on
+    /// the home) did not leave in sync: a note file changed since, or a pass left unfinished.
+    /// Reads no note file; waits for a pass in flight.
+    pub fn has_local_changes(&self, engine: &Engine, scope: &Scope) -> SyncResult<bool> {
+        // After a pass in flight elsewhere, which may be sending this very change.
+        let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
+        let sd = ScopeDir::of(engine, scope)?;
+        let state = sd.load_state()?;
+        let folder = engine.scope_dir(scope)?;
+        if state.pending.is_some() || !folder.exists() {
+            return Ok(true);
+        }
+        let walk = local::walk(&folder)?;
+        Ok(!LocalCache::load(sd.root()).is_clean(&walk, state.manifest_version.as_deref()))
+    }
+
     /// What every request to the server for `scope` needs first: sync on, an identity, and the
     /// scope pinned to this server and account. Returns the scope's name on the wire.
     fn admit(&mut self, scope: &Scope) -> SyncResult<WireScope> {
@@ -275,7 +344,12 @@ impl Syncer {
     /// is recorded on its first pass. A folder that does not exist yet on a scope never synced
     /// from here (a fresh clone: git keeps no empty `MEMORY/`) is made: with no base, the pass
     /// has nothing it could delete.
-    fn check_folder(&self, sd: &ScopeDir, scope: &Scope, folder: &Path) -> SyncResult<FolderCheck> {
+    fn check_folder(
+        &self,
+        sd: &ScopeDir,
+        scope: &Scope,
+        folder: &Path,
+    ) -> SyncResult<(FolderCheck, ScopeState)> {
         let mut state = sd.load_state()?;
         if state.folder.is_none() && state.base.is_empty() && !folder.exists() {
             std::fs::create_dir_all(folder).map_err(crate::Error::io("create folder", folder))?;
@@ -288,10 +362,11 @@ impl Syncer {
             None if sd.is_primary() => {
                 state.folder = Some(ident.clone());
                 sd.save_state(&state)?;
-                Ok(FolderCheck {
+                let check = FolderCheck {
                     ident,
                     replaced: false,
-                })
+                };
+                Ok((check, state))
             }
             None => {
                 let p = Pending {
@@ -309,10 +384,13 @@ impl Syncer {
                 sd.put_pending(&p)?;
                 Err(p.error())
             }
-            Some(f) => Ok(FolderCheck {
-                replaced: f != &ident,
-                ident,
-            }),
+            Some(f) => {
+                let check = FolderCheck {
+                    replaced: f != &ident,
+                    ident,
+                };
+                Ok((check, state))
+            }
         }
     }
 
@@ -323,11 +401,15 @@ impl Syncer {
         sd: &ScopeDir,
         folder: &Path,
     ) -> SyncResult<PassReport> {
-        let check = self.check_folder(sd, scope, folder)?;
+        let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
         let mut last = None;
-        for _ in 0..STALE_RETRIES {
-            match self.pass(engine, scope, &wire, sd, &check) {
+        let mut state = Some(state);
+        for attempt in 0..STALE_RETRIES {
+            // After a 409, or a list of changes that lacks a body, the whole manifest is read
+            // again, not only what changed.
+            let full = attempt > 0;
+            match self.pass(engine, scope, &wire, sd, &check, folder, full, state.take()) {
                 Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
                 other => return other,
             }
@@ -335,6 +417,7 @@ impl Syncer {
         Err(last.unwrap_or(SyncError::Stale(Vec::new())))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn pass(
         &mut self,
         engine: &mut Engine,
@@ -342,40 +425,85 @@ impl Syncer {
         wire: &WireScope,
         sd: &ScopeDir,
         check: &FolderCheck,
+        folder: &Path,
+        full: bool,
+        state: Option<ScopeState>,
     ) -> SyncResult<PassReport> {
         let mut report = PassReport {
             scope: scope.key(),
             ..PassReport::default()
         };
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
-        let mut state = sd.load_state()?;
-        engine.refresh_scope(scope)?;
-        let (local, refused) = read_local(engine, scope)?;
-        let load_base = |state: &super::base::ScopeState| {
-            state
-                .base
-                .iter()
-                .map(|(id, e)| (id.clone(), (e.clone(), sd.note(id, e))))
-                .collect::<BaseNotes>()
+        // As `check_folder` read it, for the first attempt.
+        let mut state = match state {
+            Some(s) => s,
+            None => sd.load_state()?,
         };
-        let mut base = load_base(&state);
+        // Fingerprints first, reads after: an edit in between is seen by the next pass.
+        let walk = local::walk(folder)?;
+        let mut cache = LocalCache::load(sd.root());
+        // Nothing changed here since a pass that left nothing to do: unless the server moved
+        // on too, there is nothing to read.
+        let quiet = !full
+            && !check.replaced
+            && state.pending.is_none()
+            && cache.is_clean(&walk, state.manifest_version.as_deref());
+        let since = match (self.delta, full, &state.pending) {
+            (true, false, None) => state.generation,
+            _ => None,
+        };
+        let mut read = None;
+        if !quiet {
+            read = Some(self.read_scope(engine, scope, &walk, &cache, &mut report)?);
+        }
         let conflicts: BTreeMap<String, Conflict> = sd
             .conflicts()?
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
 
-        // Every body this machine holds, by hash: the server need not send them.
-        let mut texts: HashMap<String, String> = HashMap::new();
-        for (e, b) in base.values() {
-            if let Some((_, text)) = b {
-                texts.insert(e.hash.clone(), text.clone());
+        // The hashes whose bodies the server need not send. Against a full list: every body
+        // this machine holds. Against the changes since `since`: those of its own uploads
+        // since then and of its local edits, the only ones it can hold among them.
+        let local_hashes: BTreeMap<&str, &str> = match &read {
+            Some((local, _)) => local
+                .iter()
+                .map(|(id, l)| (id.as_str(), l.hash.as_str()))
+                .collect(),
+            None => cache
+                .files
+                .values()
+                .map(|c| (c.id.as_str(), c.hash.as_str()))
+                .collect(),
+        };
+        let mut have: BTreeSet<String> = match since {
+            None => state
+                .base
+                .iter()
+                .filter(|(id, e)| sd.has_body(id, &e.hash))
+                .map(|(_, e)| e.hash.as_str())
+                .chain(local_hashes.values().copied())
+                .map(str::to_owned)
+                .collect(),
+            Some(_) => {
+                let seen: HashMap<&str, &str> = state
+                    .remote
+                    .iter()
+                    .map(|e| (e.id.as_str(), e.revision.as_str()))
+                    .collect();
+                let uploaded = state
+                    .base
+                    .iter()
+                    .filter(|(id, e)| seen.get(id.as_str()) != Some(&e.revision.as_str()))
+                    .map(|(_, e)| e.hash.as_str());
+                let edited = local_hashes
+                    .iter()
+                    .filter(|(id, h)| state.base.get(**id).is_none_or(|e| e.hash != **h))
+                    .map(|(_, h)| *h);
+                uploaded.chain(edited).map(str::to_owned).collect()
             }
-        }
-        for l in local.values() {
-            texts.insert(l.hash.clone(), l.text.clone());
-        }
-        let mut have: BTreeSet<String> = texts.keys().cloned().collect();
+        };
+        drop(local_hashes);
 
         self.check_on()?;
         let pending = state.pending.clone();
@@ -388,7 +516,16 @@ impl Syncer {
                 None => state.manifest_version.clone(),
             },
             receipt: pending.as_ref().map(|p| p.commit_id.clone()),
+            since,
         })?;
+        if quiet && resp.unchanged {
+            report.unchanged = true;
+            return Ok(report);
+        }
+        let (mut local, refused) = match read {
+            Some(r) => r,
+            None => self.read_scope(engine, scope, &walk, &cache, &mut report)?,
+        };
         if let Some(p) = pending {
             // Applied: its notes' bases are what it sent. Not applied (or forgotten): the
             // bases stay, and the merge below decides as if it had never been sent.
@@ -411,15 +548,24 @@ impl Syncer {
             }
             state.pending = None;
             sd.save_state(&state)?;
-            base = load_base(&state);
         }
+        let base_before = state.base.clone();
+        let base = &base_before;
         let quotas: Quotas = resp.quotas;
+        // Bodies the server sent, by hash; bodies it left out are this machine's own (its
+        // base, or its local note).
+        let mut texts: HashMap<String, String> = HashMap::new();
         // Notes of the reply that failed verification, with the reason: never written, and
         // the pass is not recorded complete, so the next one asks for them again.
         let mut corrupt: BTreeMap<String, String> = BTreeMap::new();
-        let (remote, manifest_version) = if resp.unchanged {
+        let mut delta = false;
+        let (remote, manifest_version, generation) = if resp.unchanged {
             report.unchanged = true;
-            (state.remote.clone(), state.manifest_version.clone())
+            (
+                state.remote.clone(),
+                state.manifest_version.clone(),
+                state.generation,
+            )
         } else {
             loop {
                 let page: HashMap<&str, &ManifestEntry> =
@@ -463,20 +609,57 @@ impl Syncer {
                     have: hashes(&have),
                     known_manifest: None,
                     receipt: None,
+                    since,
                 })?;
             }
-            (resp.notes, resp.manifest_version)
+            let notes = if resp.delta {
+                // The entries changed since `since`, on top of the manifest as it was then.
+                let mut all: BTreeMap<String, ManifestEntry> = state
+                    .remote
+                    .iter()
+                    .map(|e| (e.id.as_str().to_owned(), e.clone()))
+                    .collect();
+                for e in resp.notes {
+                    all.insert(e.id.as_str().to_owned(), e);
+                }
+                all.into_values().collect()
+            } else {
+                resp.notes
+            };
+            delta = resp.delta;
+            (notes, resp.manifest_version, resp.generation)
         };
         let remote_map: BTreeMap<String, ManifestEntry> = remote
             .iter()
             .map(|e| (e.id.as_str().to_owned(), e.clone()))
             .collect();
 
+        // A list of changes brings the bodies of those only. A note it did not change whose
+        // cloud version this machine never took (held back until now, e.g. a conflict just
+        // resolved) needs its body too: the pass starts over with the whole list.
+        if delta {
+            let lacking = remote_map.iter().any(|(id, e)| {
+                let Some(h) = e.hash.as_ref().filter(|_| !e.deleted) else {
+                    return false;
+                };
+                let b = base.get(id);
+                !(refused.contains_key(id)
+                    || conflicts.contains_key(id)
+                    || b.is_some_and(|b| b.revision == e.revision || b.hash == h.as_str())
+                    || local.get(id).is_some_and(|l| l.hash == h.as_str())
+                    || texts.contains_key(h.as_str())
+                    || sd.has_body(id, h.as_str()))
+            });
+            if lacking {
+                return Err(SyncError::Stale(Vec::new()));
+            }
+        }
+
         self.guard_deletes(
             sd,
             scope,
             check,
-            &base,
+            base,
             &local,
             &refused,
             &conflicts,
@@ -503,22 +686,85 @@ impl Syncer {
                 continue;
             }
             let b = base.get(&id);
-            let base_note = b.and_then(|(_, n)| n.as_ref());
+            let rem = remote_map.get(&id);
+            let remote_same = match (b, rem) {
+                (Some(e), Some(r)) => e.revision == r.revision && !r.deleted,
+                (None, None) => true,
+                (None, Some(r)) => r.deleted,
+                (Some(_), None) => false,
+            };
+            if remote_same && local.get(&id).map(|l| &l.hash) == b.map(|e| &e.hash) {
+                // In sync: nothing of it is read.
+                continue;
+            }
+            let base_note = b.and_then(|e| {
+                report.files_read += 1;
+                sd.note(&id, e)
+            });
             if b.is_some() && base_note.is_none() {
                 // The base body is gone: merge without it (a both-sided change conflicts).
                 incomplete = true;
             }
+            if let Some(l) = local.get_mut(&id)
+                && l.body.is_none()
+            {
+                report.files_read += 1;
+                if let Err(why) = l.load() {
+                    report.held_back.push((id, why));
+                    continue;
+                }
+            }
             let loc = local.get(&id);
-            let rem = remote_map.get(&id);
+            let base_hash = b.map(|e| synced_base_hash(e, base_note.as_ref()));
+            let local_hash = loc.map(|l| l.hash.clone());
+            if remote_same && local_hash == base_hash {
+                if let (Some(e), Some((_, text)), Some(hash)) = (b, &base_note, &base_hash)
+                    && e.hash != *hash
+                {
+                    // Recorded in the text form: kept in the sync form from now on, so the
+                    // next pass finds it in sync without reading it.
+                    sd.put_body(&id, hash, text)?;
+                    state.base.insert(
+                        id.clone(),
+                        BaseEntry {
+                            revision: e.revision.clone(),
+                            hash: hash.clone(),
+                        },
+                    );
+                }
+                continue;
+            }
             let theirs: Option<(Note, String)> = match rem {
                 Some(e) if !e.deleted => {
-                    let held = e
-                        .hash
-                        .as_ref()
-                        .and_then(|h| texts.get(h.as_str()).map(|t| (h, t)));
+                    // A body the server left out is one this machine named in `have`: sent
+                    // before, its local note, or a base copy (kept by hash until the pass ends,
+                    // so also one a receipt has just replaced).
+                    let held = e.hash.as_ref().and_then(|h| {
+                        let text = texts
+                            .get(h.as_str())
+                            .cloned()
+                            .or_else(|| {
+                                loc.filter(|l| l.hash == h.as_str())
+                                    .map(|l| l.loaded().0.to_owned())
+                            })
+                            .or_else(|| {
+                                b.filter(|b| b.hash == h.as_str())
+                                    .and(base_note.as_ref())
+                                    .map(|(_, t)| t.clone())
+                            })
+                            .or_else(|| {
+                                report.files_read += 1;
+                                let entry = BaseEntry {
+                                    revision: String::new(),
+                                    hash: h.as_str().to_owned(),
+                                };
+                                sd.note(&id, &entry).map(|(_, t)| t)
+                            })?;
+                        Some((h, text))
+                    });
                     match held {
-                        Some((h, text)) => match verify_note_file(&e.id, h, text) {
-                            Ok(n) => Some((n, text.clone())),
+                        Some((h, text)) => match verify_note_file(&e.id, h, &text) {
+                            Ok(n) => Some((n, text)),
                             Err(_) => {
                                 incomplete = true;
                                 continue;
@@ -543,17 +789,6 @@ impl Syncer {
                 }
                 _ => None,
             };
-            let base_hash = b.map(|(e, n)| synced_base_hash(e, n.as_ref()));
-            let local_hash = loc.map(|l| l.hash.clone());
-            let remote_same = match (b, rem) {
-                (Some((e, _)), Some(r)) => e.revision == r.revision && !r.deleted,
-                (None, None) => true,
-                (None, Some(r)) => r.deleted,
-                (Some(_), None) => false,
-            };
-            if remote_same && local_hash == base_hash {
-                continue;
-            }
             if let Some(l) = loc
                 && b.is_some()
                 && rem.is_none()
@@ -567,8 +802,8 @@ impl Syncer {
                     found_at_ms: self.clock.now_ms(),
                     cloud_revision: None,
                     cloud: None,
-                    local: Some(l.text.clone()),
-                    base: base_note.map(|(_, t)| t.clone()),
+                    local: Some(l.loaded().0.to_owned()),
+                    base: base_note.as_ref().map(|(_, t)| t.clone()),
                 };
                 sd.put_conflict(&c)?;
                 report.new_conflicts.push(id.clone());
@@ -576,8 +811,8 @@ impl Syncer {
                 continue;
             }
             let outcome = merge(
-                base_note.map(|(n, _)| n),
-                loc.map(|l| &l.note),
+                base_note.as_ref().map(|(n, _)| n),
+                loc.map(|l| l.loaded().1),
                 theirs.as_ref().map(|(n, _)| n),
                 quotas.body_bytes as usize,
             );
@@ -590,8 +825,8 @@ impl Syncer {
                         found_at_ms: self.clock.now_ms(),
                         cloud_revision: rem.map(|r| r.revision.clone()),
                         cloud: theirs.as_ref().map(|(_, t)| t.clone()),
-                        local: loc.map(|l| l.text.clone()),
-                        base: base_note.map(|(_, t)| t.clone()),
+                        local: loc.map(|l| l.loaded().0.to_owned()),
+                        base: base_note.as_ref().map(|(_, t)| t.clone()),
                     };
                     sd.put_conflict(&c)?;
                     report.new_conflicts.push(id.clone());
@@ -704,8 +939,14 @@ impl Syncer {
             }
         }
         // Downloads are in the vault; remember them before uploading.
-        sd.save_state(&state)?;
+        if state.base != *base {
+            sd.save_state(&state)?;
+        }
 
+        // While every commit's generation follows the one before, the manifest after them is
+        // the one this pass saw plus its own changes: known without asking again.
+        let mut chained = generation.map(|g| (g, remote_map.clone()));
+        let mut last_version = None;
         let per_commit = (quotas.changes_per_commit as usize).max(1);
         for chunk in uploads.chunks(per_commit) {
             self.check_on()?;
@@ -748,14 +989,44 @@ impl Syncer {
                     }
                 }
             }
+            chained =
+                chained
+                    .filter(|(g, _)| resp.generation == Some(g + 1))
+                    .map(|(g, mut notes)| {
+                        for (applied, (change, file)) in resp.applied.iter().zip(chunk) {
+                            let prior = notes.get(applied.id.as_str());
+                            let entry = ManifestEntry {
+                                id: applied.id.clone(),
+                                revision: applied.revision.clone(),
+                                hash: change.hash.clone(),
+                                size: file.as_ref().map(|(text, _)| text.len() as u64),
+                                deleted: file.is_none(),
+                                created_at: prior.map_or(0, |p| p.created_at),
+                                updated_at: prior.map_or(0, |p| p.updated_at),
+                            };
+                            notes.insert(applied.id.as_str().to_owned(), entry);
+                        }
+                        (g + 1, notes)
+                    });
+            last_version = Some(resp.manifest_version.clone());
             report.uploaded += chunk.len();
-            // Others may have committed too: the next pass takes a full snapshot.
+            // Others may have committed too: the next pass asks what changed since the
+            // manifest last seen whole (this commit included).
             state.manifest_version = None;
             sd.save_state(&state)?;
         }
-        if uploads.is_empty() && !incomplete && corrupt.is_empty() {
+        let (remote, manifest_version, generation, known) = match (uploads.is_empty(), chained) {
+            (true, _) => (remote, manifest_version, generation, true),
+            (false, Some((g, notes))) => {
+                (notes.into_values().collect(), last_version, Some(g), true)
+            }
+            (false, None) => (remote, None, None, false),
+        };
+        let complete = known && !incomplete && corrupt.is_empty();
+        if complete {
             state.manifest_version = manifest_version;
             state.remote = remote;
+            state.generation = generation;
         } else {
             state.manifest_version = None;
         }
@@ -763,7 +1034,36 @@ impl Syncer {
         state.folder = Some(check.ident.clone());
         sd.save_state(&state)?;
         sd.clear_pending()?;
-        sd.prune_bodies(&state)?;
+        if state.base != *base || !uploads.is_empty() {
+            sd.prune_bodies(&state)?;
+        }
+        // What this pass read, for the next one; and whether it left nothing to do.
+        let now = local::now_ns();
+        let files: BTreeMap<String, local::CachedFile> = local
+            .values()
+            .filter_map(|l| {
+                let fp = l.fp.filter(|fp| fp.settled(now))?;
+                Some((
+                    l.rel.clone(),
+                    local::CachedFile {
+                        fp,
+                        id: l.id.clone(),
+                        hash: l.hash.clone(),
+                    },
+                ))
+            })
+            .collect();
+        let clean = (complete
+            && report.held_back.is_empty()
+            && report.download == DownloadCounts::default()
+            && report.merged == 0)
+            .then(|| state.manifest_version.clone())
+            .flatten();
+        if cache.files != files || cache.clean != clean {
+            cache.files = files;
+            cache.clean = clean;
+            cache.save(sd.root())?;
+        }
         if !corrupt.is_empty() {
             return Err(SyncError::CorruptReply {
                 scope: scope.key(),
@@ -782,7 +1082,7 @@ impl Syncer {
         sd: &ScopeDir,
         scope: &Scope,
         check: &FolderCheck,
-        base: &BaseNotes,
+        base: &BTreeMap<String, BaseEntry>,
         local: &BTreeMap<String, LocalNote>,
         refused: &BTreeMap<String, String>,
         conflicts: &BTreeMap<String, Conflict>,
@@ -794,7 +1094,7 @@ impl Syncer {
         };
         let mut local_deletes = Vec::new();
         let mut cloud_deletes = Vec::new();
-        for (id, (entry, _)) in base {
+        for (id, entry) in base {
             if refused.contains_key(id) || conflicts.contains_key(id) || confirmed.contains(id) {
                 continue;
             }
@@ -870,12 +1170,21 @@ impl Syncer {
         let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
         let sd = ScopeDir::of(engine, scope)?;
         let mut state = sd.load_state()?;
+        let walk = local::walk(&engine.scope_dir(scope)?)?;
         engine.refresh_scope(scope)?;
-        let (local, refused) = read_local(engine, scope)?;
+        let (mut local, mut refused) =
+            read_local(engine, scope, &walk, &LocalCache::load(sd.root()), &mut 0)?;
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
         let mut changes = Vec::new();
         for ch in batch {
             let id = ch.id();
+            if let Some(l) = local.get_mut(id)
+                && l.body.is_none()
+                && let Err(why) = l.load()
+            {
+                local.remove(id);
+                refused.insert(id.to_owned(), why);
+            }
             if let BatchChange::Put(n) = ch
                 && !include_secrets
                 && guard::holds_secret(n)
@@ -1010,11 +1319,15 @@ fn check_body(b: &NoteBody, entry: Option<&ManifestEntry>) -> Result<(), String>
         .map_err(|e| format!("{e}, as the server sent it"))
 }
 
-/// The scope's notes, and the ids refused before upload (with the reason).
+/// The scope's notes, and the ids refused before upload (with the reason). A file whose
+/// fingerprint in `walk` is the one `cache` knows is not read: its hash is the cache's.
 #[allow(clippy::type_complexity)]
 fn read_local(
     engine: &Engine,
     scope: &Scope,
+    walk: &local::Walk,
+    cache: &LocalCache,
+    files_read: &mut usize,
 ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
     let rows = engine.index().list(&ListFilter {
         scopes: vec![scope.key()],
@@ -1048,37 +1361,39 @@ fn read_local(
             refused.insert(id, why);
             continue;
         }
-        let read = crate::scan::read_note_bytes(Path::new(&row.path))
-            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other));
-        let text = match read {
-            Ok(text) => text,
-            Err(e) => {
-                // Absent from this pass would read as deleted: it is held back instead.
-                refused.insert(id, unreadable(&row.path, &format!("cannot be read: {e}")));
-                continue;
+        let mut note = LocalNote {
+            rel: row.rel_path.clone(),
+            path: PathBuf::from(&row.path),
+            id: id.clone(),
+            hash: String::new(),
+            fp: walk.get(&row.rel_path).copied(),
+            body: None,
+        };
+        match cache.hash_of(walk, &row.rel_path, &id) {
+            Some(hash) => note.hash = hash.to_owned(),
+            None => {
+                *files_read += 1;
+                if let Err(why) = note.load() {
+                    // Absent from this pass would read as deleted: it is held back instead.
+                    refused.insert(id, why);
+                    continue;
+                }
             }
-        };
-        let Ok(note) = Note::parse(
-            &text,
-            FileContext {
-                relative_path: &row.rel_path,
-            },
-        ) else {
-            refused.insert(id, "the file does not parse: fix it".into());
-            continue;
-        };
-        let hash = synced_hash(&note);
-        local.insert(
-            id,
-            LocalNote {
-                rel: row.rel_path.clone(),
-                text,
-                note,
-                hash,
-            },
-        );
+        }
+        local.insert(id, note);
     }
     Ok((local, refused))
+}
+
+/// A note file's text (a regular file only, as a scan reads it).
+fn read_text(path: &Path) -> std::io::Result<String> {
+    crate::scan::read_note_bytes(path)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+}
+
+fn parse_note(text: &str, rel: &str) -> Result<Note, String> {
+    Note::parse(text, FileContext { relative_path: rel })
+        .map_err(|_| "the file does not parse: fix it".to_owned())
 }
 
 /// Why a note file that cannot be read is held back.
@@ -1099,9 +1414,14 @@ fn write_local(
 ) -> SyncResult<bool> {
     let _lock = engine.lock_scope(scope)?;
     let written = match current {
-        Some(l) => {
-            engine.swap_note_file(scope, id, &l.rel, Some(l.text.as_bytes()), new, reason)?
-        }
+        Some(l) => engine.swap_note_file(
+            scope,
+            id,
+            &l.rel,
+            Some(l.loaded().0.as_bytes()),
+            new,
+            reason,
+        )?,
         None => engine.swap_note_file(scope, id, &format!("{id}.md"), None, new, reason)?,
     };
     Ok(written)
@@ -1157,7 +1477,14 @@ mod tests {
         let file = engine.scope_dir(&Scope::User).unwrap().join("a.md");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(home.path().join("gone.md"), &file).unwrap();
-        let (local, refused) = read_local(&engine, &Scope::User).unwrap();
+        let (local, refused) = read_local(
+            &engine,
+            &Scope::User,
+            &local::Walk::new(),
+            &LocalCache::default(),
+            &mut 0,
+        )
+        .unwrap();
         assert!(local.contains_key("b"));
         assert!(!local.contains_key("a"));
         let why = &refused["a"];
@@ -1169,7 +1496,14 @@ mod tests {
         engine.refresh_scope(&Scope::User).unwrap();
         let row = engine.index().find("user", "a").unwrap().remove(0);
         assert!(crate::scan::is_unreadable(&row));
-        let (_, refused) = read_local(&engine, &Scope::User).unwrap();
+        let (_, refused) = read_local(
+            &engine,
+            &Scope::User,
+            &local::Walk::new(),
+            &LocalCache::default(),
+            &mut 0,
+        )
+        .unwrap();
         assert!(refused["a"].contains("cannot be read"), "{}", refused["a"]);
     }
 

@@ -120,6 +120,14 @@ impl Schedule {
         REQUESTS_PER_MINUTE.saturating_sub(self.requests.len())
     }
 
+    /// When `key`'s next poll is due, if it polls at all (not stopped, and in use if a project).
+    pub fn next_poll(&self, key: &str, now: i64) -> Option<i64> {
+        self.scopes
+            .get(key)
+            .filter(|t| !t.stopped && Self::active(t, now) && t.next_poll != i64::MAX)
+            .map(|t| t.next_poll)
+    }
+
     /// Counts requests a pass made (for the per-minute limit).
     pub fn record_requests(&mut self, n: u64, now: i64) {
         for _ in 0..n {

@@ -18,6 +18,8 @@ const M: i64 = 60 * S;
 struct Recorder {
     clock: Arc<FixedClock>,
     passes: Arc<Mutex<Vec<(String, i64)>>>,
+    /// Passes deferred to another process's poll.
+    deferred: Arc<Mutex<Vec<(String, i64)>>>,
     script: Arc<Mutex<VecDeque<SyncResult<PassReport>>>>,
 }
 
@@ -26,6 +28,7 @@ impl Recorder {
         Recorder {
             clock,
             passes: Arc::default(),
+            deferred: Arc::default(),
             script: Arc::default(),
         }
     }
@@ -62,6 +65,18 @@ impl PassRunner for Recorder {
             .pop_front()
             .unwrap_or_else(|| Ok(PassReport::default()));
         (r, 1)
+    }
+
+    fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        self.deferred
+            .lock()
+            .unwrap()
+            .push((scope.key(), self.clock.now_ms() - T0));
+        let report = PassReport {
+            deferred: true,
+            ..PassReport::default()
+        };
+        (Ok(report), 0)
     }
 }
 
@@ -352,4 +367,65 @@ fn the_engine_runner_reports_a_missing_token_in_the_scope_status() {
     assert!(e.starts_with("user: "), "{e}");
     assert!(e.contains("MEMORIA_SYNC_TOKEN"), "{e}");
     assert_eq!(st.last_download, DownloadCounts::default());
+}
+
+/// Steps `d` until it is idle.
+fn settle(d: &mut Driver<Recorder>) {
+    while d.step() == Step::Ran {}
+}
+
+#[test]
+fn one_process_polls_for_the_home_and_another_takes_over_once_it_stops() {
+    let home = signed_in_home();
+    let clock = Arc::new(FixedClock::new(T0));
+    let driver = |rec: &Recorder| {
+        Driver::new(
+            home.path(),
+            vec![Scope::User],
+            rec.clone(),
+            clock.clone(),
+            Box::new(|_, _| {}),
+        )
+    };
+    let (ra, rb) = (Recorder::new(clock.clone()), Recorder::new(clock.clone()));
+    let (mut a, mut b) = (driver(&ra), driver(&rb));
+    // A polls first and takes the lease; B, started after it, defers to it.
+    settle(&mut a);
+    settle(&mut b);
+    assert_eq!(ra.passes.lock().unwrap().len(), 1);
+    assert!(rb.passes.lock().unwrap().is_empty());
+    assert_eq!(rb.deferred.lock().unwrap().len(), 1);
+    let lease = ScopeDir::new(&sync_dir(home.path()), "user").poll_lease();
+    assert_eq!(lease.holder(T0).unwrap().holder, a.lease_id);
+
+    // An hour of both running: every poll is A's, as often as one process alone polls.
+    for _ in 0..3_600 {
+        clock.advance(S);
+        settle(&mut a);
+        settle(&mut b);
+    }
+    let polls = ra.passes.lock().unwrap().len();
+    assert!((12..=20).contains(&polls), "{polls} polls in an hour");
+    assert!(rb.passes.lock().unwrap().is_empty());
+
+    // A is killed (it never gives the lease up): the lease lapses, and B polls from then on.
+    let held_until = lease.holder(clock.now_ms()).unwrap().until_ms;
+    assert!(held_until <= clock.now_ms() + crate::sync::schedule::POLL_MAX_MS + LEASE_GRACE_MS);
+    drop(a);
+    for _ in 0..3_600 {
+        clock.advance(S);
+        settle(&mut b);
+    }
+    let took_over = rb.passes.lock().unwrap().clone();
+    assert!(!took_over.is_empty());
+    assert!(took_over[0].1 <= held_until - T0 + crate::sync::schedule::POLL_MAX_MS);
+    assert_eq!(
+        lease.holder(clock.now_ms()).unwrap().holder,
+        b.lease_id,
+        "B holds the lease now"
+    );
+
+    // A process that stops as it should gives its lease up at once.
+    b.release_leases();
+    assert!(lease.holder(clock.now_ms()).is_none());
 }
