@@ -172,10 +172,24 @@ def bench_start(home, out, starts, env):
             "session_median_s": statistics.median(session)}
 
 
+def until_indexed(r, notes, timeout=900):
+    """Waits until recall holds every note with its vector (a first start indexes in the
+    background, and searches meanwhile see only part of the notes); returns the engine card."""
+    deadline = time.monotonic() + timeout
+    card = {}
+    while time.monotonic() < deadline:
+        card = (r.app.invoke("overview").get("ok") or {}).get("engine") or {}
+        if card.get("documents", 0) >= notes and card.get("pendingEmbeddings") == 0:
+            return card
+        time.sleep(1)
+    raise RuntimeError(f"recall did not index {notes} notes in {timeout} s: {card}")
+
+
 def bench_keys(home, out, env):
     r = Running(home, out / "keys", env)
     try:
         r.until_listed()
+        card = until_indexed(r, int((home.path / ".bench-notes").read_text()))
         r.app.one("search-input").click()
         lat = []
         for q in QUERIES:
@@ -186,7 +200,7 @@ def bench_keys(home, out, env):
                     lat.append(ms)
                 time.sleep(0.15)
             r.app.shot("results-" + q.replace(" ", "-"))
-        return {"notes": int((home.path / ".bench-notes").read_text()), "keystrokes": len(lat),
+        return {"notes": card.get("documents"), "embedder": card.get("embedder"), "keystrokes": len(lat),
                 "p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95), "max_ms": max(lat)}
     finally:
         r.stop()
@@ -196,13 +210,7 @@ def bench_rss(home, out, model):
     r = Running(home, out / "rss", {"MEMORIA_MODEL_DIR": str(model)})
     try:
         r.until_listed()
-        deadline = time.monotonic() + 900
-        card = {}
-        while time.monotonic() < deadline:
-            card = (r.app.invoke("overview").get("ok") or {}).get("engine") or {}
-            if card.get("embedder") == "onnx" and card.get("pendingEmbeddings") == 0:
-                break
-            time.sleep(1)
+        card = until_indexed(r, 1000)
         kib = rss_kib(os.path.realpath(conftest.APP))
         return {"notes": card.get("documents"), "embedder": card.get("embedder"),
                 "with_vectors": card.get("documentsWithVectors"),
