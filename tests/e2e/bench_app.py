@@ -172,14 +172,16 @@ def bench_start(home, out, starts, env):
             "session_median_s": statistics.median(session)}
 
 
-def until_indexed(r, notes, timeout=900):
-    """Waits until recall holds every note with its vector (a first start indexes in the
-    background, and searches meanwhile see only part of the notes); returns the engine card."""
+def until_indexed(r, notes, vectors=False, timeout=900):
+    """Waits until recall holds every note (a first start indexes in the background, and
+    searches meanwhile see only part of the notes) and, with `vectors`, every note has its
+    vector; returns the engine card."""
     deadline = time.monotonic() + timeout
     card = {}
     while time.monotonic() < deadline:
         card = (r.app.invoke("overview").get("ok") or {}).get("engine") or {}
-        if card.get("documents", 0) >= notes and card.get("pendingEmbeddings") == 0:
+        done = card.get("documentsWithVectors", 0) if vectors else card.get("documents", 0)
+        if done >= notes and card.get("pendingEmbeddings") == 0:
             return card
         time.sleep(1)
     raise RuntimeError(f"recall did not index {notes} notes in {timeout} s: {card}")
@@ -210,7 +212,7 @@ def bench_rss(home, out, model):
     r = Running(home, out / "rss", {"MEMORIA_MODEL_DIR": str(model)})
     try:
         r.until_listed()
-        card = until_indexed(r, 1000)
+        card = until_indexed(r, 1000, vectors=True)
         kib = rss_kib(os.path.realpath(conftest.APP))
         return {"notes": card.get("documents"), "embedder": card.get("embedder"),
                 "with_vectors": card.get("documentsWithVectors"),
