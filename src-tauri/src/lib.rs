@@ -10,36 +10,47 @@ pub mod error;
 pub mod events;
 pub mod shell;
 
+use std::path::PathBuf;
+
+use memoria_engine::api::{self, Location};
 use memoria_engine::{OpenOptions, Session, SessionOptions};
 use tauri::Manager;
 
 pub use error::UiError;
 pub use shell::Shell;
 
-/// How the app opens its engine: the home from `MEMORIA_HOME` (else the platform data folder),
+/// The folder of the app's resources that holds the embedding model and ONNX Runtime in an
+/// installed package (`scripts/bundle.sh` puts them there).
+pub const BUNDLED_MODEL: &str = "model";
+
+/// How the app opens its engine: the home from `MEMORIA_HOME` (else the platform data folder);
 /// the model from `MEMORIA_MODEL_DIR`, else the folder chosen in Settings, else the home's
-/// `models/default`; and no project — the app sees the user's own scope, not the folder it
-/// was started from.
-pub fn open_options() -> OpenOptions {
-    let chosen = memoria_engine::api::Location::default()
+/// `models/default` when a model is installed there, else the first of `bundled` (the model
+/// the package ships) that holds one; and no project — the app sees the user's own scope, not
+/// the folder it was started from.
+pub fn open_options(bundled: &[PathBuf]) -> OpenOptions {
+    let here = Location::default();
+    let chosen = here
         .home()
         .ok()
         .and_then(|h| commands::settings::load(h.root()).model_dir)
         .filter(|_| std::env::var_os("MEMORIA_MODEL_DIR").is_none());
-    OpenOptions {
+    let here = Location {
         model_dir: chosen.map(Into::into),
+        ..here
+    };
+    OpenOptions {
+        model_dir: api::model::choose_dir(&here, bundled).ok(),
         ..OpenOptions::default()
     }
 }
 
 /// Builds and runs the app until its last window closes.
 pub fn run() {
-    let opts = open_options();
-    let here = memoria_engine::api::Location {
-        home: opts.home.clone(),
-        ..Default::default()
-    };
-    let logs = here.home().map(|h| h.root().join("logs")).ok();
+    let logs = Location::default()
+        .home()
+        .map(|h| h.root().join("logs"))
+        .ok();
     let mut log = tauri_plugin_log::Builder::new()
         .level(log::LevelFilter::Info)
         .max_file_size(1_000_000)
@@ -68,7 +79,13 @@ pub fn run() {
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(log.build())
         .setup(move |app| {
-            let mut options = SessionOptions::new(opts);
+            let bundled: Vec<PathBuf> = app
+                .path()
+                .resource_dir()
+                .map(|d| d.join(BUNDLED_MODEL))
+                .into_iter()
+                .collect();
+            let mut options = SessionOptions::new(open_options(&bundled));
             options.sync_token = memoria_engine::api::sync::env_token();
             let (session, events) = Session::start_subscribed(options)?;
             events::start(app.handle(), events);

@@ -216,3 +216,40 @@ def test_a_conflict_from_two_homes_is_resolved_in_the_app(tmp_root, launch, sync
     bodies = str([b.cli("show", n["id"]) for n in b.cli("list") if n["summary"] == "keep-both"])
     assert "TWO from a" in bodies and "TWO from b" in bodies, bodies
     app.shot("resolved")
+
+
+def test_a_review_finding_is_merged_in_the_app(home, launch):
+    # Two notes that share most of their words: the engine's same-topic rule groups them on
+    # word overlap alone (no model needed).
+    older = home.cli("add", "--summary", "Deploys go out on Tuesdays", "--type", "user",
+                     "--body", "Production deploys go out on Tuesdays after the staging smoke tests pass.")
+    newer = home.cli("add", "--summary", "Deploys go out on Tuesday", "--type", "user",
+                     "--body", "Production deploys go out on Tuesday, after the staging smoke tests pass.")
+    topic = [f for f in home.cli("review")["findings"] if f["kind"] == "same_topic"]
+    assert [sorted(n["id"] for n in f["notes"]) for f in topic] == [
+        sorted([older["id"], newer["id"]])], topic
+    app = launch(home)
+    app.wait_text("review-count", "1")
+    app.click("nav-review")
+    finding = app.wait_text("review-finding", "Deploys go out on Tuesday")
+    assert_styled(app)
+    app.shot("review-page")
+    finding.find_element(By.CSS_SELECTOR, "[data-testid='review-merge']").click()
+    app.wait_text("merge-body", "## Deploys go out on Tuesdays")
+    app.wait_text("merge-draft-model", "no model is configured")
+    app.shot("merge-editor")
+    app.click("merge-preview-open")
+    app.wait_text("merge-kept", older["id"])
+    app.wait_text("merge-deleted", newer["id"])
+    app.wait_text("merge-backups", "2")
+    app.shot("merge-preview")
+    app.click("merge-apply")
+    app.wait_text("review-merged", f"Merged into {older['id']}")
+    app.shot("merged")
+    listed = home.cli("list")
+    assert [n["id"] for n in listed] == [older["id"]], listed
+    kept = home.cli("show", older["id"])
+    assert "## Deploys go out on Tuesday" in str(kept) and "## Deploys go out on Tuesdays" in str(kept), kept
+    merges = [b for b in home.cli("backups") if b["reason"] == "merge"]
+    assert sorted(b["noteId"] for b in merges) == sorted([older["id"], newer["id"]]), merges
+    assert [f for f in home.cli("review")["findings"] if f["kind"] == "same_topic"] == []

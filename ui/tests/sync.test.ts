@@ -36,6 +36,22 @@ describe('Sync page', () => {
     expect(screen.getByRole('switch', { name: 'Sync memoria' })).toBeChecked();
   });
 
+  it('while cloud sync is off each scope switch is disabled, dimmed, and says why', async () => {
+    const { user } = await renderApp(demoSeed({ syncEnabled: false }));
+    await goTo(user, 'sync');
+    const scopes = await screen.findAllByTestId('sync-scope');
+    const sw = screen.getByRole('switch', { name: 'Sync memoria' });
+    expect(sw).toBeDisabled();
+    expect(sw).toHaveAccessibleDescription('Paused while cloud sync is off');
+    expect(scopes[1]).toHaveClass('paused');
+
+    await user.click(screen.getByTestId('sync-toggle'));
+    await waitFor(() => expect(screen.getByRole('switch', { name: 'Sync memoria' })).toBeEnabled());
+    expect(screen.getByRole('switch', { name: 'Sync memoria' })).not.toHaveAccessibleDescription();
+    expect(screen.queryAllByTestId('sync-scope-paused')).toHaveLength(0);
+    expect(screen.getAllByTestId('sync-scope')[1]).not.toHaveClass('paused');
+  });
+
   it('signs in with a server URL and token, and out again', async () => {
     const { be, user } = await renderApp(demoSeed({ signedIn: false }));
     await goTo(user, 'sync');

@@ -43,6 +43,14 @@ pub fn dismiss(engine: &Engine, finding_id: &str) -> Result<Dismissed> {
     hygiene::dismiss(engine, &engine.visible_scopes(), finding_id.trim())
 }
 
+/// Whether a chat model is configured for merge drafts (`model.url`): a front end offers the
+/// model's draft (生成合并建议) only then.
+pub fn model_configured(engine: &Engine) -> Result<bool> {
+    Ok(crate::config::get(engine.home(), "model.url")?
+        .value
+        .is_some())
+}
+
 /// Plans merging two or more notes of one scope: the notes with their hashes, the kept id
 /// (the oldest note's) and a draft, manual or from the configured model.
 pub fn merge_plan(

@@ -94,6 +94,25 @@ impl Location {
     }
 }
 
+/// The folders an engine works in, for a front end to show and to keep its own files beside
+/// the engine's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Folders {
+    /// The home folder (`MEMORIA_HOME`).
+    pub home: PathBuf,
+    /// The embedding model folder the engine looks in, when it has one.
+    pub model_dir: Option<PathBuf>,
+}
+
+/// The folders `engine` works in.
+pub fn folders(engine: &Engine) -> Folders {
+    Folders {
+        home: engine.home().root().to_path_buf(),
+        model_dir: engine.model_dir().map(Path::to_path_buf),
+    }
+}
+
 /// A note named by its scope key and id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -129,8 +148,10 @@ pub(crate) fn scope_arg(engine: &Engine, arg: Option<&str>) -> Result<Option<Sco
     Ok(Some(scope))
 }
 
-/// Like [`scope_arg`], as the choice a write takes (`user`, `project` or `domain`).
-pub(crate) fn scope_choice(engine: &Engine, arg: Option<&str>) -> Result<Option<ScopeChoice>> {
+/// The scope a front end named (as for [`scope_arg`]: `user`, `project`, `domain`, or a visible
+/// scope's key), as the choice a write or an import takes; `None` leaves the choice to the
+/// engine. A key of a scope not visible here is refused.
+pub fn scope_choice(engine: &Engine, arg: Option<&str>) -> Result<Option<ScopeChoice>> {
     Ok(scope_arg(engine, arg)?.map(|s| match s {
         Scope::User => ScopeChoice::User,
         Scope::Project(_) => ScopeChoice::Project,

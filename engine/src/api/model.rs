@@ -47,6 +47,31 @@ pub fn install_dir(loc: &Location) -> Result<PathBuf> {
         .ok_or_else(|| Error::Internal("no model folder for this home".into()))
 }
 
+/// Whether `dir` holds a model the engine can load: its `model.onnx` and `tokenizer.json`.
+pub fn holds_model(dir: &Path) -> bool {
+    dir.join("model.onnx").is_file() && dir.join("tokenizer.json").is_file()
+}
+
+/// The model folder to open the engine with: the one given (`--model-dir`, a setting), else
+/// `MEMORIA_MODEL_DIR`, else the home's `models/default` when a model is installed there, else
+/// the first of `bundled` (folders an installed package ships a model in) that holds one, else
+/// the home's `models/default` (where the installer puts it). A package's model thus serves
+/// until one is installed in the home.
+pub fn choose_dir(loc: &Location, bundled: &[PathBuf]) -> Result<PathBuf> {
+    let dir = install_dir(loc)?;
+    if loc.model_dir.is_some()
+        || std::env::var_os("MEMORIA_MODEL_DIR").is_some_and(|v| !v.is_empty())
+        || holds_model(&dir)
+    {
+        return Ok(dir);
+    }
+    Ok(bundled
+        .iter()
+        .find(|b| holds_model(b))
+        .cloned()
+        .unwrap_or(dir))
+}
+
 /// Writes the installer's files into `dir`; returns the script to run.
 pub fn write_installer(dir: &Path) -> Result<PathBuf> {
     for (name, text) in INSTALLER_FILES {
@@ -59,6 +84,47 @@ pub fn write_installer(dir: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bundled_model_serves_until_one_is_installed_in_the_home() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fake_model = |dir: &Path| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("model.onnx"), b"m").unwrap();
+            std::fs::write(dir.join("tokenizer.json"), b"{}").unwrap();
+        };
+        let loc = Location {
+            home: Some(tmp.path().join("home")),
+            ..Default::default()
+        };
+        let home_model = tmp.path().join("home/models/default");
+        let empty = tmp.path().join("empty");
+        let bundled = tmp.path().join("usr/lib/Memoria/model");
+        let both = [empty.clone(), bundled.clone()];
+        assert_eq!(
+            choose_dir(&loc, &both).unwrap(),
+            home_model,
+            "no model anywhere"
+        );
+        fake_model(&bundled);
+        assert!(holds_model(&bundled) && !holds_model(&empty));
+        assert_eq!(choose_dir(&loc, &both).unwrap(), bundled);
+        fake_model(&home_model);
+        assert_eq!(
+            choose_dir(&loc, &both).unwrap(),
+            home_model,
+            "the home's model wins"
+        );
+        let given = Location {
+            model_dir: Some(empty.clone()),
+            ..loc
+        };
+        assert_eq!(
+            choose_dir(&given, &both).unwrap(),
+            empty,
+            "a folder given is used as is"
+        );
+    }
 
     /// Every file the script reads from its own folder is in the installer.
     #[test]

@@ -479,3 +479,32 @@ fn the_sync_server_is_chosen_without_signing_in_and_a_blank_one_is_refused() {
     let e = sync::login(&engine, &blank).unwrap_err();
     assert_eq!(e.code(), crate::ErrorCode::InvalidInput, "{e:?}");
 }
+
+#[test]
+fn a_front_end_reads_the_engines_folders_and_a_scope_choice_through_the_api() {
+    use crate::vault::ScopeChoice;
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = here(&tmp).open().unwrap();
+    let f = super::folders(&engine);
+    assert_eq!(f.home, tmp.path().join("home"));
+    assert_eq!(f.model_dir, Some(tmp.path().join("no-model")));
+    assert_eq!(super::scope_choice(&engine, None).unwrap(), None);
+    assert_eq!(
+        super::scope_choice(&engine, Some("user")).unwrap(),
+        Some(ScopeChoice::User)
+    );
+    let e = super::scope_choice(&engine, Some("project:elsewhere")).unwrap_err();
+    assert_eq!(e.code(), crate::ErrorCode::InvalidInput, "{e:?}");
+    assert!(super::scope_choice(&engine, Some("nonsense")).is_err());
+}
+
+#[test]
+fn the_model_draft_is_offered_only_when_a_chat_model_is_configured() {
+    use super::hygiene;
+    let tmp = tempfile::tempdir().unwrap();
+    let loc = here(&tmp);
+    let engine = loc.open().unwrap();
+    assert!(!hygiene::model_configured(&engine).unwrap());
+    super::config::set(&loc, "model.url", Some("http://127.0.0.1:9")).unwrap();
+    assert!(hygiene::model_configured(&engine).unwrap());
+}

@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use memoria_engine::api::transfer::ImportReport;
-use memoria_engine::{Scope, ScopeChoice};
+use memoria_engine::api::{self, transfer::ImportReport};
 use serde::Deserialize;
 use tauri::State;
 
@@ -16,20 +15,14 @@ pub struct ImportRequest {
     pub scope: Option<String>,
 }
 
-fn choice(scope: Option<&str>) -> Result<Option<ScopeChoice>, UiError> {
-    Ok(match scope.map(Scope::from_key).transpose()? {
-        None => None,
-        Some(Scope::User) => Some(ScopeChoice::User),
-        Some(Scope::Project(_)) => Some(ScopeChoice::Project),
-        Some(Scope::Domain(_)) => Some(ScopeChoice::Domain),
-    })
-}
-
 #[tauri::command]
 pub async fn import_folder(
     shell: State<'_, Shell>,
     request: ImportRequest,
 ) -> Result<ImportReport, UiError> {
-    let scope = choice(request.scope.as_deref())?;
+    let scope = request.scope.clone();
+    let scope = shell
+        .read(move |e| Ok(api::scope_choice(e, scope.as_deref())?))
+        .await?;
     shell.import(PathBuf::from(&request.path), scope).await
 }

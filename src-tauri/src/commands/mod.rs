@@ -8,6 +8,7 @@ pub mod conflicts;
 pub mod import;
 pub mod notes;
 pub mod overview;
+pub mod review;
 pub mod search;
 pub mod settings;
 pub mod sync;
@@ -33,6 +34,10 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         conflicts::list_conflicts,
         conflicts::resolve_conflict,
         overview::overview,
+        review::review_queue,
+        review::review_dismiss,
+        review::merge_plan,
+        review::merge_apply,
         import::import_folder,
         settings::get_settings,
         settings::set_settings,

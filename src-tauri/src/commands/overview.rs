@@ -68,8 +68,8 @@ pub struct Overview {
 const BUCKETS: usize = 10;
 
 /// What the engine card says to do when recall runs without the semantic model.
-const FALLBACK_FIX: &str = "Install the embedding model (scripts/install-model.sh) and put it in \
-    the home's models/default folder, or choose its folder in Settings, then restart Memoria.";
+const FALLBACK_FIX: &str = "Install the embedding model with `memoria model install` (it goes \
+    into the home's models/default folder), or choose its folder in Settings, then restart Memoria.";
 
 pub fn build(engine: &Engine) -> Result<Overview, UiError> {
     let rows = notes::list(engine, &notes::ListQuery::default())?;
@@ -162,7 +162,9 @@ mod tests {
         assert_eq!(o.by_scope[0].count, 2);
         assert_eq!(o.relevance.iter().sum::<usize>(), 2);
         assert_eq!(o.engine.embedder, "hash");
-        assert!(o.engine.fallback_fix.is_some());
+        let fix = o.engine.fallback_fix.as_deref().unwrap();
+        assert!(fix.contains("memoria model install"), "{fix}");
+        assert!(!fix.contains(".sh"), "{fix}");
         let json = serde_json::to_value(&o).unwrap();
         assert!(json["byType"][0]["noteType"].is_string());
     }

@@ -82,23 +82,23 @@ pub fn load(home_root: &Path) -> DesktopFile {
 }
 
 pub fn get(engine: &Engine) -> Result<Settings, UiError> {
-    let root = engine.home().root();
-    let f = load(root);
+    let folders = api::folders(engine);
+    let f = load(&folders.home);
     Ok(Settings {
         language: f.language,
         theme: f.theme.unwrap_or_else(|| "system".into()),
         sync_server: sync::server(engine)?,
         model_dir: f
             .model_dir
-            .or_else(|| engine.model_dir().map(|p| p.display().to_string())),
-        home: root.display().to_string(),
+            .or_else(|| folders.model_dir.map(|p| p.display().to_string())),
+        home: folders.home.display().to_string(),
         system_language: system_language(),
     })
 }
 
 pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
-    let root = engine.home().root();
-    let mut f = load(root);
+    let root = api::folders(engine).home;
+    let mut f = load(&root);
     if let Some(l) = patch.language {
         if let Some(l) = l.as_deref().filter(|l| !["en", "zh", "es"].contains(l)) {
             return Err(UiError::invalid(format!(
@@ -125,7 +125,7 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
         sync::set_server(engine, server.as_deref())?;
     }
     let bytes = serde_json::to_vec_pretty(&f).map_err(|e| UiError::internal(e.to_string()))?;
-    api::write_file_atomically(&file_path(root), &bytes)?;
+    api::write_file_atomically(&file_path(&root), &bytes)?;
     get(engine)
 }
 

@@ -10,15 +10,21 @@ import type {
   BackupRow,
   Conflict,
   CreateNote,
+  DraftKind,
   Explain,
+  Finding,
+  FindingNote,
   ImportReport,
   ListFilter,
+  MergePlan,
+  MergeSource,
   NoteDetail,
   NotePatch,
   NoteRow,
   NoteType,
   Overview,
   Resolution,
+  ReviewQueue,
   ScopeInfo,
   ScopeKey,
   SearchHit,
@@ -56,6 +62,8 @@ export interface FakeSeed {
   settings?: Partial<Settings>;
   /** Earlier versions already in the backups, newest last. */
   backups?: { note: FakeNote; reason: BackupReason }[];
+  /** A chat model is configured for merge drafts (生成合并建议). */
+  chatModel?: boolean;
 }
 
 /** Every call the fake received, for tests that check what a page asked for. */
@@ -104,6 +112,36 @@ function linksOf(body: string): string[] {
   }
   return out;
 }
+
+/** A short stable fingerprint of a text (the fake's content hashes and ids). */
+function digest(text: string): string {
+  let h = 5381;
+  for (let i = 0; i < text.length; i++) h = ((h * 33) ^ text.charCodeAt(i)) >>> 0;
+  return h.toString(16).padStart(8, '0');
+}
+
+const STOP = new Set(['the', 'and', 'for', 'are', 'but', 'not', 'you', 'with', 'this', 'that', 'from', 'have', 'has', 'was', 'were', 'its', 'into', 'than', 'then', 'they', 'what', 'when', 'will', 'can', 'also', 'only', 'very', 'more', 'some', 'any', 'all', 'each', 'after', 'before']);
+
+/** The words the engine's same-topic rule compares: summary, body and `#tags`. */
+function topicWords(n: FakeNote): Set<string> {
+  const out = new Set<string>();
+  for (const w of `${n.summary} ${n.body}`.toLowerCase().split(/[^\p{L}\p{N}]+/u)) {
+    if ([...w].length >= 3 && !STOP.has(w)) out.add(w);
+  }
+  for (const t of n.tags) out.add(`#${t.toLowerCase()}`);
+  return out;
+}
+
+function jaccard(a: Set<string>, b: Set<string>): number {
+  let shared = 0;
+  for (const w of a) if (b.has(w)) shared += 1;
+  const union = a.size + b.size - shared;
+  return union ? shared / union : 0;
+}
+
+/** Notes this much alike in words are the same topic (the engine's words-only rule). */
+const SAME_TOPIC = 0.5;
+const TOO_LONG = 8000;
 
 export const DEMO_SCOPES: ScopeInfo[] = [
   { key: 'user', kind: 'user', label: 'User', root: null, count: 0 },
@@ -165,12 +203,34 @@ export function demoConflicts(now = Date.now()): Conflict[] {
   ];
 }
 
+/** Two notes that say much the same (a same-topic finding) and one with a broken link: the
+ * Review page's demo and test data. */
+export function reviewNotes(now = Date.now()): FakeNote[] {
+  const n = (id: string, summary: string, body: string, ageDays: number, tags: string[] = []): FakeNote => ({
+    scope: 'user',
+    id,
+    summary,
+    noteType: 'user',
+    tags,
+    body,
+    createdAt: now - ageDays * DAY,
+    updatedAt: now - ageDays * DAY,
+    trust: 'owner',
+    importance: 0.5,
+  });
+  return [
+    n('deploys-tuesdays-0a1', 'Deploys go out on Tuesdays', 'Production deploys go out on Tuesdays after the staging smoke tests pass.\n', 30, ['ops']),
+    n('deploys-on-tuesday-5c2', 'Deploys go out on Tuesday', 'Production deploys go out on Tuesday, after the staging smoke tests pass.\n', 4, ['ops']),
+    n('release-checklist-9d3', 'Release checklist', 'Before a deploy, read [[deploys-on-tuesday-5c2]] and [[rollback-plan-000]].\n', 8),
+  ];
+}
+
 /** A fake with the demo data (the browser dev mode). */
 export function demoBackend(settings: Partial<Settings> = {}): FakeBackend {
   return createFakeBackend({
     settings,
     scopes: DEMO_SCOPES,
-    notes: demoNotes(),
+    notes: [...demoNotes(), ...reviewNotes()],
     conflicts: demoConflicts(),
     signedIn: true,
     syncEnabled: true,
@@ -256,6 +316,93 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     return backupId;
   };
   for (const b of seed.backups ?? []) backup(b.note, b.reason);
+
+  // The review queue, computed from the notes the way the engine does (same topic by words,
+  // broken links, too long); dismissals hold for the notes' current versions.
+  const dismissals = new Map<string, Record<string, string>>();
+  const hashOf = (n: FakeNote) => digest(fileText(n));
+  const findingNote = (n: FakeNote): FindingNote => ({ scope: n.scope, id: n.id, summary: n.summary, hash: hashOf(n), path: `${n.id}.md`, updatedAt: n.updatedAt });
+  const findingId = (kind: string, group: FakeNote[]) => `${kind}-${digest(`${kind}\n${group.map((n) => `${n.scope}/${n.id}`).sort().join('\n')}`)}`;
+  const findings = (): Finding[] => {
+    const ok = [...notes.values()].filter((n) => !n.error);
+    const out: Finding[] = [];
+    const words = new Map(ok.map((n) => [n, topicWords(n)]));
+    const seen = new Set<FakeNote>();
+    for (const n of ok) {
+      if (seen.has(n)) continue;
+      const group = [n];
+      let weakest = 1;
+      for (let i = 0; i < group.length; i++) {
+        for (const o of ok) {
+          if (group.includes(o) || o.scope !== n.scope) continue;
+          const j = jaccard(words.get(group[i])!, words.get(o)!);
+          if (j >= SAME_TOPIC) {
+            group.push(o);
+            weakest = Math.min(weakest, j);
+          }
+        }
+      }
+      if (group.length < 2) continue;
+      for (const g of group) seen.add(g);
+      out.push({
+        kind: 'same_topic',
+        id: findingId('topic', group),
+        scope: n.scope,
+        notes: group.map(findingNote),
+        message: `${group.length} notes look like the same topic`,
+        lexical: weakest,
+        cosine: null,
+      });
+    }
+    const ids = new Set(ok.map((n) => n.id));
+    for (const n of ok) {
+      const targets = linksOf(n.body).filter((t) => !ids.has(t));
+      if (targets.length) out.push({ kind: 'broken_link', id: findingId('link', [n]), scope: n.scope, notes: [findingNote(n)], message: `links to ${targets.join(', ')}, which is not a note`, targets });
+    }
+    for (const n of ok) {
+      if (n.body.length > TOO_LONG) out.push({ kind: 'too_long', id: findingId('long', [n]), scope: n.scope, notes: [findingNote(n)], message: 'the body is very long', chars: n.body.length, limit: TOO_LONG });
+    }
+    return out;
+  };
+  const holds = (f: Finding) => {
+    const d = dismissals.get(f.id);
+    return !!d && f.notes.every((n) => d[`${n.scope}/${n.id}`] === n.hash);
+  };
+  const plan = (ids: string[], scope: ScopeKey | null, draft: DraftKind): MergePlan => {
+    if (ids.length < 2) throw fail('invalid_input', 'a merge needs two or more notes: name every note to merge');
+    const found = ids.map((id) => {
+      const n = [...notes.values()].find((x) => x.id === id && (!scope || x.scope === scope));
+      if (!n) throw fail('not_found', `There is no note "${id}".`);
+      return n;
+    });
+    if (found.some((n) => n.scope !== found[0].scope)) throw fail('invalid_input', 'only notes of one scope can be merged');
+    const sources: MergeSource[] = found
+      .map((n) => ({ id: n.id, summary: n.summary, tags: [...n.tags], hash: hashOf(n), createdAt: n.createdAt, updatedAt: n.updatedAt, path: `${n.id}.md`, body: n.body }))
+      .sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id));
+    const keptId = sources[0].id;
+    const deletedIds = sources.slice(1).map((x) => x.id);
+    if (draft === 'model' && !seed.chatModel) {
+      throw fail('config', 'no model is configured for merge drafts: set `model.url` to an OpenAI-compatible endpoint, or use the manual draft');
+    }
+    const body =
+      draft === 'model'
+        ? `${sources.map((x) => x.body.trim()).join('\n\n')}\n`
+        : sources.map((x) => `## ${x.summary}\n\n${x.body.trim()}\n`).join('\n');
+    const sc = found[0].scope;
+    const relinked = [...notes.values()]
+      .filter((o) => o.scope === sc && !ids.includes(o.id) && linksOf(o.body).some((l) => deletedIds.includes(l)))
+      .map((o) => ({ id: o.id, summary: o.summary }));
+    return {
+      planId: `plan-${digest(`${sc}\n${sources.map((x) => `${x.id}\n${x.hash}`).join('\n')}`)}`,
+      scope: sc,
+      keptId,
+      deletedIds,
+      sources,
+      tags: [...new Set(sources.flatMap((x) => x.tags))],
+      draft: { kind: draft, summary: sources[0].summary, body },
+      relinked,
+    };
+  };
   const guardSecret = (text: string) => {
     if (/AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|password\s*[:=]\s*\S+/i.test(text)) {
       throw fail('credential_refused', 'This looks like a credential (an API key, a private key, a token or a password), so it was not saved.');
@@ -595,6 +742,62 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           ],
         },
       };
+    },
+
+    async reviewQueue(): Promise<ReviewQueue> {
+      record('reviewQueue', []);
+      await tick();
+      const all = findings();
+      const shown = all.filter((f) => !holds(f));
+      return { findings: shown, dismissed: all.length - shown.length, notes: notes.size, unusedDays: 90, vectors: false, modelConfigured: !!seed.chatModel };
+    },
+
+    async dismissFinding(findingId) {
+      record('dismissFinding', [findingId]);
+      await tick();
+      const f = findings().find((x) => x.id === findingId);
+      if (!f) throw fail('not_found', `There is no finding "${findingId}" among the notes visible here.`);
+      const held = Object.fromEntries(f.notes.map((n) => [`${n.scope}/${n.id}`, n.hash]));
+      dismissals.set(findingId, held);
+      return { findingId, notes: held, dismissedAt: Date.now() };
+    },
+
+    async mergePlan(ids, scope, draft) {
+      record('mergePlan', [ids, scope, draft]);
+      await tick();
+      return plan(ids, scope, draft);
+    },
+
+    async mergeApply(req) {
+      record('mergeApply', [req]);
+      await tick();
+      const p = plan(req.ids, req.scope, 'manual');
+      if (p.planId !== req.planId) {
+        throw fail('changed_since', `the notes of merge ${req.planId} changed since it was planned: nothing was merged; plan the merge again to see the current versions`);
+      }
+      const made: string[] = [];
+      const kept = find(p.scope, p.keptId);
+      made.push(backup(kept, 'merge'));
+      kept.summary = req.summary.trim();
+      kept.body = req.body.endsWith('\n') ? req.body : `${req.body}\n`;
+      kept.tags = [...p.tags];
+      kept.updatedAt = Date.now();
+      const relinked: string[] = [];
+      for (const l of p.relinked) {
+        const n = find(p.scope, l.id);
+        made.push(backup(n, 'merge'));
+        n.body = n.body.replace(/\[\[([^\]|#]+)([|#][^\]]*)?\]\]/g, (m, id: string, rest: string | undefined) => (p.deletedIds.includes(id.trim()) ? `[[${p.keptId}${rest ?? ''}]]` : m));
+        n.updatedAt = Date.now();
+        relinked.push(n.id);
+        emit({ kind: 'noteChanged', scope: p.scope, id: n.id });
+      }
+      for (const id of p.deletedIds) {
+        made.push(backup(find(p.scope, id), 'merge'));
+        notes.delete(key(p.scope, id));
+        emit({ kind: 'noteRemoved', scope: p.scope, id });
+      }
+      emit({ kind: 'noteChanged', scope: p.scope, id: p.keptId });
+      return { kept: { scope: p.scope, id: p.keptId, path: `${p.keptId}.md` }, deleted: [...p.deletedIds], relinked, notRelinked: [], backups: made };
     },
 
     async importFolder(req) {

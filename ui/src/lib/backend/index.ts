@@ -14,10 +14,15 @@ import type {
   BackupRow,
   Conflict,
   CreateNote,
+  Dismissed,
+  DraftKind,
   Forgotten,
   ImportReport,
   ImportRequest,
   ListFilter,
+  Merged,
+  MergePlan,
+  MergeRequest,
   NoteDetail,
   NotePatch,
   NoteRow,
@@ -25,6 +30,7 @@ import type {
   Resolution,
   Resolved,
   Restored,
+  ReviewQueue,
   ScopeInfo,
   ScopeKey,
   SearchHit,
@@ -146,6 +152,22 @@ export const resolveConflict = (scope: ScopeKey, id: string, resolution: Resolut
 /** `overview()` → `Overview`. */
 export const overview = (): Promise<Overview> => call('overview');
 
+/** `review_queue()` → `ReviewQueue`: every finding of the visible notes no dismissal holds
+ * for, computed on this machine without a model. */
+export const reviewQueue = (): Promise<ReviewQueue> => call('review_queue');
+
+/** `review_dismiss({findingId: string})` → `Dismissed`: hidden until one of its notes changes. */
+export const dismissFinding = (findingId: string): Promise<Dismissed> => call('review_dismiss', { findingId });
+
+/** `merge_plan({ids: string[], scope: string | null, draft: "manual" | "model"})` →
+ * `MergePlan`. The model draft rejects with `config` when no chat model is configured. */
+export const mergePlan = (ids: string[], scope: ScopeKey | null, draft: DraftKind): Promise<MergePlan> =>
+  call('merge_plan', { ids, scope, draft });
+
+/** `merge_apply({request: MergeRequest})` → `Merged`. Rejects with `changed_since` unless the
+ * notes are as they were in the plan `request.planId` names. */
+export const mergeApply = (request: MergeRequest): Promise<Merged> => call('merge_apply', { request });
+
 /** `import_folder({request: ImportRequest})` → `ImportReport`; emits `indexProgress` events
  * with `task: "import"` while it runs. */
 export const importFolder = (request: ImportRequest): Promise<ImportReport> =>
@@ -182,6 +204,10 @@ export const tauriBackend: Backend = {
   listConflicts,
   resolveConflict,
   overview,
+  reviewQueue,
+  dismissFinding,
+  mergePlan,
+  mergeApply,
   importFolder,
   getSettings,
   setSettings,

@@ -318,6 +318,112 @@ export interface Settings {
 
 export type SettingsPatch = Partial<Omit<Settings, 'home' | 'systemLanguage'>>;
 
+export type FindingKind = 'same_topic' | 'broken_link' | 'missing_file' | 'unused' | 'too_long';
+/** The order the Review page groups findings in. */
+export const FINDING_KINDS: readonly FindingKind[] = ['same_topic', 'broken_link', 'missing_file', 'unused', 'too_long'];
+
+/** A note a finding is about, as it is now. */
+export interface FindingNote {
+  scope: ScopeKey;
+  id: string;
+  summary: string;
+  /** The note's content hash: a dismissal holds for this version only. */
+  hash: string;
+  path: string;
+  updatedAt: number | null;
+}
+
+interface FindingBase {
+  /** Stable: the same kind over the same notes has the same id. */
+  id: string;
+  scope: ScopeKey;
+  notes: FindingNote[];
+  /** The engine's sentence for it (English). */
+  message: string;
+}
+
+/** One entry of the review queue (待整理), with the facts of its kind. */
+export type Finding = FindingBase &
+  (
+    | { kind: 'same_topic'; /** Word overlap, 0..1. */ lexical: number; /** Vector cosine, when both notes have one. */ cosine: number | null }
+    | { kind: 'broken_link'; targets: string[] }
+    | { kind: 'missing_file'; paths: string[] }
+    | { kind: 'unused'; lastUsedAt: number; idleDays: number; unusedDays: number }
+    | { kind: 'too_long'; chars: number; limit: number }
+  );
+
+export interface ReviewQueue {
+  /** Same topic first. */
+  findings: Finding[];
+  /** Findings hidden by a dismissal that still holds. */
+  dismissed: number;
+  /** Notes reviewed. */
+  notes: number;
+  unusedDays: number;
+  /** The same-topic rule had embedding vectors (else words only). */
+  vectors: boolean;
+  /** A chat model is configured: 生成合并建议 can ask it for a draft. */
+  modelConfigured: boolean;
+}
+
+export interface Dismissed {
+  findingId: string;
+  /** `scope/id` → the content hash the dismissal holds for. */
+  notes: Record<string, string>;
+  dismissedAt: number;
+}
+
+/** Who writes a merge draft: 手动合并 (every note under its summary) or 生成合并建议 (the model). */
+export type DraftKind = 'manual' | 'model';
+
+/** A note of a merge plan, as it was when planned. */
+export interface MergeSource {
+  id: string;
+  summary: string;
+  tags: string[];
+  hash: string;
+  createdAt: number | null;
+  updatedAt: number | null;
+  path: string;
+  body: string;
+}
+
+export interface MergePlan {
+  /** Names the plan: the scope, the notes and their hashes. */
+  planId: string;
+  scope: ScopeKey;
+  /** The oldest note's id, which the merged note keeps. */
+  keptId: string;
+  deletedIds: string[];
+  /** Oldest first. */
+  sources: MergeSource[];
+  /** The merged note's tags: every source's, once. */
+  tags: string[];
+  draft: { kind: DraftKind; summary: string; body: string };
+  /** Notes of the scope whose `[[links]]` to a deleted id will name the kept id. */
+  relinked: { id: string; summary: string }[];
+}
+
+/** Applies a plan with the text the person settled on. */
+export interface MergeRequest {
+  ids: string[];
+  scope: ScopeKey | null;
+  planId: string;
+  summary: string;
+  body: string;
+}
+
+export interface Merged {
+  kept: { scope: ScopeKey; id: string; path: string };
+  deleted: string[];
+  /** Notes whose links now name the kept id. */
+  relinked: string[];
+  /** Notes linking to a deleted id that do not parse, left as they are. */
+  notRelinked: string[];
+  /** A backup of every note changed or deleted. */
+  backups: string[];
+}
+
 /** The payload of the single Tauri event channel `memoria://event`. */
 export type BackendEvent =
   | { kind: 'noteAdded'; scope: ScopeKey; id: string }
@@ -369,6 +475,11 @@ export interface Backend {
   listConflicts(): Promise<Conflict[]>;
   resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
   overview(): Promise<Overview>;
+  reviewQueue(): Promise<ReviewQueue>;
+  dismissFinding(findingId: string): Promise<Dismissed>;
+  mergePlan(ids: string[], scope: ScopeKey | null, draft: DraftKind): Promise<MergePlan>;
+  /** Rejects with `changed_since` when a note of the plan changed since it was planned. */
+  mergeApply(req: MergeRequest): Promise<Merged>;
   importFolder(req: ImportRequest): Promise<ImportReport>;
   getSettings(): Promise<Settings>;
   setSettings(patch: SettingsPatch): Promise<Settings>;

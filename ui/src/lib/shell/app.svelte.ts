@@ -1,9 +1,10 @@
-// The state the shell shares with the pages: the current page, the conflict badge, toasts and
+// The state the shell shares with the pages: the current page, the conflict badge and the review
+// count, toasts and
 // the keyboard commands a page registers.
 
 import { getContext, setContext } from 'svelte';
 
-export type Page = 'notes' | 'conflicts' | 'sync' | 'backups' | 'overview' | 'import' | 'settings';
+export type Page = 'notes' | 'review' | 'conflicts' | 'sync' | 'backups' | 'overview' | 'import' | 'settings';
 
 export interface Toast {
   id: number;
@@ -14,6 +15,8 @@ export interface Toast {
 export class AppState {
   page = $state<Page>('notes');
   conflictCount = $state(0);
+  /** Findings in the review queue (the Review page's count in the navigation). */
+  reviewCount = $state(0);
   toasts = $state<Toast[]>([]);
   /** Set by Ctrl/Cmd+K; the notes page focuses its search box and clears it. */
   wantSearch = $state(false);

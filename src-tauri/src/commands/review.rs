@@ -1,0 +1,179 @@
+//! The Review page (待整理): the review queue, dismissing a finding, and merging the notes of a
+//! same-topic finding — a plan with its draft, then an apply of the text the person settled
+//! on. The shapes are the API's (`Finding`, `MergePlan`, `Merged`, `Dismissed`).
+
+use memoria_engine::Engine;
+use memoria_engine::api::hygiene::{
+    self, Dismissed, DraftKind, MergePlan, Merged, Review, ReviewQuery,
+};
+use serde::{Deserialize, Serialize};
+use tauri::State;
+
+use crate::{Shell, UiError};
+
+/// The queue as the page shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewQueue {
+    #[serde(flatten)]
+    pub review: Review,
+    /// A chat model is configured, so 生成合并建议 can ask it for a draft.
+    pub model_configured: bool,
+}
+
+/// An apply: the notes, the plan the person saw and the text they settled on.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeRequest {
+    pub ids: Vec<String>,
+    pub scope: Option<String>,
+    pub plan_id: String,
+    pub summary: String,
+    pub body: String,
+}
+
+pub fn queue(engine: &Engine) -> Result<ReviewQueue, UiError> {
+    Ok(ReviewQueue {
+        review: hygiene::review(engine, &ReviewQuery::default())?,
+        model_configured: hygiene::model_configured(engine)?,
+    })
+}
+
+/// Plans the merge again with the manual draft (no model is asked: the text is the person's),
+/// refuses it with `changed_since` unless it is the plan they saw, then applies it.
+pub fn apply(engine: &mut Engine, req: &MergeRequest) -> Result<Merged, UiError> {
+    let plan = hygiene::merge_plan(engine, &req.ids, req.scope.as_deref(), DraftKind::Manual)?;
+    hygiene::check_plan(&plan, &req.plan_id)?;
+    Ok(hygiene::merge_apply(
+        engine,
+        &plan,
+        &req.summary,
+        &req.body,
+    )?)
+}
+
+#[tauri::command]
+pub async fn review_queue(shell: State<'_, Shell>) -> Result<ReviewQueue, UiError> {
+    shell.read(queue).await
+}
+
+#[tauri::command]
+pub async fn review_dismiss(
+    shell: State<'_, Shell>,
+    finding_id: String,
+) -> Result<Dismissed, UiError> {
+    shell
+        .call(move |e| Ok(hygiene::dismiss(e, &finding_id)?))
+        .await
+}
+
+#[tauri::command]
+pub async fn merge_plan(
+    shell: State<'_, Shell>,
+    ids: Vec<String>,
+    scope: Option<String>,
+    draft: DraftKind,
+) -> Result<MergePlan, UiError> {
+    shell
+        .read(move |e| Ok(hygiene::merge_plan(e, &ids, scope.as_deref(), draft)?))
+        .await
+}
+
+#[tauri::command]
+pub async fn merge_apply(
+    shell: State<'_, Shell>,
+    request: MergeRequest,
+) -> Result<Merged, UiError> {
+    shell.call(move |e| apply(e, &request)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use memoria_engine::api::backups;
+    use memoria_engine::{NewNote, OpenOptions};
+
+    use super::*;
+
+    fn engine(tmp: &tempfile::TempDir) -> Engine {
+        Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn add(engine: &mut Engine, summary: &str, body: &str) -> String {
+        engine
+            .add(NewNote {
+                summary: summary.into(),
+                body: body.into(),
+                ..Default::default()
+            })
+            .unwrap()
+            .id
+    }
+
+    #[test]
+    fn a_same_topic_finding_is_merged_and_a_stale_plan_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut engine = engine(&tmp);
+        let a = add(
+            &mut engine,
+            "Pricing cards use filled backgrounds, never borders",
+            "On the landing page the pricing cards use filled backgrounds and never borders.",
+        );
+        let b = add(
+            &mut engine,
+            "Pricing cards: filled backgrounds, not borders",
+            "The landing page pricing cards use filled backgrounds, never borders.",
+        );
+        let q = queue(&engine).unwrap();
+        assert!(!q.model_configured);
+        let json = serde_json::to_value(&q).unwrap();
+        assert_eq!(json["modelConfigured"], false);
+        let finding = &json["findings"][0];
+        assert_eq!(finding["kind"], "same_topic", "{json}");
+        assert!(finding["lexical"].is_number());
+        let mut ids: Vec<String> = q.review.findings[0]
+            .notes
+            .iter()
+            .map(|n| n.id.clone())
+            .collect();
+        ids.sort();
+        let mut want = vec![a.clone(), b.clone()];
+        want.sort();
+        assert_eq!(ids, want);
+
+        let plan = hygiene::merge_plan(&engine, &ids, Some("user"), DraftKind::Manual).unwrap();
+        let req = |plan_id: &str| MergeRequest {
+            ids: ids.clone(),
+            scope: Some("user".into()),
+            plan_id: plan_id.into(),
+            summary: "Pricing cards have fills, not borders".into(),
+            body: "Filled backgrounds, never borders.\n".into(),
+        };
+        let stale = apply(&mut engine, &req("plan-000000000000")).unwrap_err();
+        assert_eq!(stale.code, "changed_since");
+        let merged = apply(&mut engine, &req(&plan.plan_id)).unwrap();
+        assert_eq!(merged.kept.id, plan.kept_id);
+        assert_eq!(merged.deleted, plan.deleted_ids);
+        assert_eq!(merged.backups.len(), 2, "{merged:?}");
+        let listed = backups::list(&engine, 10).unwrap();
+        assert!(listed.iter().all(|b| b.reason == "merge"), "{listed:?}");
+        assert!(queue(&engine).unwrap().review.findings.is_empty());
+        let again = apply(&mut engine, &req(&plan.plan_id)).unwrap_err();
+        assert_eq!(again.code, "not_found", "{again:?}");
+    }
+
+    #[test]
+    fn a_merge_request_reads_the_contract_shape() {
+        let r: MergeRequest = serde_json::from_value(serde_json::json!({
+            "ids": ["a", "b"], "scope": null, "planId": "plan-1", "summary": "s", "body": "b"
+        }))
+        .unwrap();
+        assert_eq!((r.plan_id.as_str(), r.scope), ("plan-1", None));
+        let d: DraftKind = serde_json::from_value(serde_json::json!("model")).unwrap();
+        assert_eq!(d, DraftKind::Model);
+    }
+}
