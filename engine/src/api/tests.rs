@@ -101,6 +101,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
         summary: "s".into(),
         note_type: None,
         score: 0.5,
+        archived: false,
         explain: None,
         snippet: None,
     };

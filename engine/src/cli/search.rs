@@ -34,6 +34,9 @@ pub struct SearchArgs {
     explain: bool,
     #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
     mode: ModeArg,
+    /// Search archived notes too (notes nobody recalled, opened or edited for long).
+    #[arg(long)]
+    archived: bool,
 }
 
 pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
@@ -43,6 +46,7 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         mode: a.mode.into(),
         explain: a.explain,
         snippets: false,
+        archived: a.archived,
     };
     let hits = search::search(&g.location.open()?, &req)?;
     if g.json {
@@ -53,7 +57,13 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
     }
     for h in &hits {
         let kind = h.scope.split(':').next().unwrap_or("");
-        outln!("{:>6.3}  vt:{kind}/{:<32} {}", h.score, h.id, h.summary);
+        let archived = if h.archived { "  (archived)" } else { "" };
+        outln!(
+            "{:>6.3}  vt:{kind}/{:<32} {}{archived}",
+            h.score,
+            h.id,
+            h.summary
+        );
         if let Some(x) = &h.explain {
             outln!("        {}", explain_line(x));
         }

@@ -354,6 +354,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             ranking: false,
             mmr_lambda: None,
             include_secrets: true,
+            include_archived: true,
             explain: false,
         };
         let mut per_query: Vec<Metrics> = Vec::with_capacity(queries.len());

@@ -319,14 +319,19 @@ fn trust_weight_and_decay_show_in_explain() {
             "standup",
             &SearchOptions {
                 explain: true,
+                // A year unused: its importance decayed below the archive threshold.
+                include_archived: true,
                 ..SearchOptions::default()
             },
         )
         .unwrap();
+    assert!(hits[0].archived);
     let e = hits[0].explain.clone().unwrap();
     assert_eq!(e.trust, 0.6);
     assert!((e.decay - 0.5).abs() < 1e-6);
-    assert!((hits[0].score - e.fused * 0.6 * 0.5).abs() < 1e-9);
+    // The importance floor (0.05) gives the factor 0.75 + 0.5 · 0.05.
+    assert!((e.importance - 0.775).abs() < 1e-9);
+    assert!((hits[0].score - e.fused * 0.6 * 0.5 * 0.775).abs() < 1e-9);
 }
 
 #[test]
