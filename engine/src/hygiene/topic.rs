@@ -11,7 +11,9 @@
 //! fewer words, and there the vector decides, above every related pair's cosine.
 //! `docs/BENCHMARKS.md` has the study's figures.
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::LazyLock;
 
 /// Word overlap (Jaccard of the word sets) that makes two notes the same topic on its own.
 pub const LEXICAL_ALONE: f64 = 0.50;
@@ -37,13 +39,20 @@ const STOP_WORDS: &[&str] = &[
 /// The words of a text that carry its topic: lowercase runs of letters and digits of three
 /// or more characters, stop words left out.
 pub fn words(text: &str, out: &mut BTreeSet<String>) {
+    static STOP: LazyLock<HashSet<&'static str>> =
+        LazyLock::new(|| STOP_WORDS.iter().copied().collect());
     for w in text
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
+        .filter(|w| w.chars().nth(2).is_some())
     {
-        let w = w.to_lowercase();
-        if !STOP_WORDS.contains(&w.as_str()) {
-            out.insert(w);
+        // Most words are already lowercase ASCII: no copy until a new word is kept.
+        let w: Cow<'_, str> = if w.is_ascii() && !w.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Borrowed(w)
+        } else {
+            Cow::Owned(w.to_lowercase())
+        };
+        if !STOP.contains(w.as_ref()) && !out.contains(w.as_ref()) {
+            out.insert(w.into_owned());
         }
     }
 }
