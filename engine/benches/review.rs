@@ -127,6 +127,33 @@ fn cache_vectors(home: &Path, engine: &Engine) {
     store.put_many("bench-model-384", &items).unwrap();
 }
 
+/// This thread's CPU time (user and system) in milliseconds, from `/proc` (0 where there is
+/// none): on a busy machine the wall time criterion reports measures the load too.
+fn cpu_ms() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
+        return 0;
+    };
+    let Some(end) = stat.rfind(')') else { return 0 };
+    let fields: Vec<&str> = stat[end + 2..].split(' ').collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime, in clock ticks of 10 ms.
+    (ticks(11) + ticks(12)) * 10
+}
+
+/// The mean CPU time of `runs` calls of `f`, in milliseconds.
+fn cpu_per_call<T>(runs: u64, mut f: impl FnMut() -> T) -> u64 {
+    let start = cpu_ms();
+    for _ in 0..runs {
+        std::hint::black_box(f());
+    }
+    (cpu_ms() - start) / runs
+}
+
 fn bench(c: &mut Criterion) {
     let n: usize = std::env::var("MEMORIA_BENCH_NOTES")
         .ok()
@@ -166,6 +193,12 @@ fn bench(c: &mut Criterion) {
             })
             .collect()
     };
+    eprintln!(
+        "CPU time per call: full review {} ms, same-topic groups {} ms",
+        cpu_per_call(5, || hygiene::review(&engine, &ReviewQuery::default())
+            .unwrap()),
+        cpu_per_call(5, || topic::groups(&docs))
+    );
     group.bench_function(format!("same-topic groups, {n} notes"), |b| {
         b.iter(|| topic::groups(&docs))
     });

@@ -21,6 +21,8 @@ enum Kind {
     Text,
     /// A whole number of days, 1 to 36,500.
     Days,
+    /// A number above 0 and below 1.
+    Fraction,
 }
 
 /// A setting Memoria knows.
@@ -34,7 +36,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are listed.
-pub const SETTINGS: [Setting; 3] = [
+pub const SETTINGS: [Setting; 5] = [
     Setting {
         key: "model.url",
         about: "OpenAI-compatible endpoint that drafts merges (…/v1/chat/completions); unset: no model",
@@ -52,6 +54,18 @@ pub const SETTINGS: [Setting; 3] = [
         about: "days without a recall, opening or edit after which a note is reported unused",
         default: Some("90"),
         kind: Kind::Days,
+    },
+    Setting {
+        key: "decay.halfLifeDays",
+        about: "days after which the importance of a note nobody recalls, opens or edits is halved in ranking",
+        default: Some("90"),
+        kind: Kind::Days,
+    },
+    Setting {
+        key: "decay.archiveBelow",
+        about: "importance (0 to 1) below which a note is archived: left out of recall and search unless asked for",
+        default: Some("0.1"),
+        kind: Kind::Fraction,
     },
 ];
 
@@ -110,6 +124,7 @@ fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
         }
         Kind::Text => !v.is_empty() && !v.contains('\n'),
         Kind::Days => v.parse::<u32>().is_ok_and(|d| (1..=36_500).contains(&d)),
+        Kind::Fraction => v.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0),
     };
     if ok {
         return Ok(v.to_owned());
@@ -118,6 +133,7 @@ fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
         Kind::Url => "an http:// or https:// address",
         Kind::Text => "one line of text",
         Kind::Days => "a whole number of days from 1 to 36500",
+        Kind::Fraction => "a number between 0 and 1, such as 0.1",
     };
     Err(Error::Config(format!(
         "{from} {value:?} is not usable for {}: give {want}",
@@ -223,6 +239,7 @@ pub fn set(home: &Home, key: &str, value: Option<&str>) -> Result<ConfigValue> {
             let v = check(s, v, "the value")?;
             let json = match s.kind {
                 Kind::Days => Value::from(v.parse::<u32>().expect("checked")),
+                Kind::Fraction => Value::from(v.parse::<f64>().expect("checked")),
                 _ => Value::String(v),
             };
             at.insert(last.to_string(), json);
@@ -244,6 +261,24 @@ pub fn unused_days(home: &Home) -> Result<u32> {
         .value
         .and_then(|v| v.parse().ok())
         .unwrap_or(crate::hygiene::UNUSED_DAYS))
+}
+
+/// How importance decays and when a note is archived, by the settings in force.
+pub fn decay_rule(home: &Home) -> Result<crate::hygiene::decay::DecayRule> {
+    let mut rule = crate::hygiene::decay::DecayRule::default();
+    if let Some(d) = get(home, "decay.halfLifeDays")?
+        .value
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        rule.half_life_days = f64::from(d);
+    }
+    if let Some(f) = get(home, "decay.archiveBelow")?
+        .value
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        rule.archive_below = f;
+    }
+    Ok(rule)
 }
 
 #[cfg(test)]

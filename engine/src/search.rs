@@ -92,6 +92,10 @@ impl Engine {
     /// [`Self::recall`], bringing the index in step with `vectors` for the notes that changed.
     fn recall_with(&self, vectors: Vectors) -> Result<&RecallIndex> {
         let shared = self.shared_recall()?;
+        // The settings are read at every use, so a change applies to the next search.
+        shared
+            .index
+            .set_decay_rule(crate::config::decay_rule(self.home())?);
         if self.recall_follows_reads {
             self.sync_recall_with(&mut |_, _| {}, vectors)?;
         }
@@ -174,6 +178,22 @@ impl Engine {
             touched += recall.retain(&keep).map_err(recall_err)?;
         }
         Ok(touched)
+    }
+
+    /// Counts an opening of a note in the recall index's usage (this machine's, never
+    /// synced): it reinforces the note's importance and brings it back from the archive. The
+    /// recall index's own file is updated when this engine has not opened it.
+    pub(crate) fn record_recall_use(&self, scope: &str, id: &str) -> Result<()> {
+        let key = (scope.to_owned(), id.to_owned());
+        match self.recall_index.get() {
+            Some(shared) => shared.index.record_access(&[key]),
+            None => recall::store::DocStore::record_access_at(
+                &recall::default_dir(self.home().root()).join("docs.sqlite"),
+                &[recall::store::doc_key(scope, id)],
+                self.now_ms(),
+            ),
+        }
+        .map_err(recall_err)
     }
 
     /// Hybrid search over the visible scopes.

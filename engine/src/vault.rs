@@ -554,6 +554,9 @@ impl Engine {
         let backlinks = self.index.backlinks(&self.visible_keys(), &indexed.id)?;
         self.index
             .record_access(&scope.key(), &indexed.id, self.clock.now_ms())?;
+        // Ranking's count of uses only re-ranks: an opening is not refused when the recall
+        // index's file cannot take it (the index above has counted it).
+        let _ = self.record_recall_use(&scope.key(), &indexed.id);
         Ok(NoteView {
             scope,
             indexed,

@@ -1,5 +1,6 @@
 //! The review queue (待整理) and merging: findings of the visible notes, dismissing one
-//! against its notes' current versions, and a merge planned, drafted and applied.
+//! against its notes' current versions, a merge planned, drafted and applied, and the
+//! archive tier (notes whose importance decayed below the threshold).
 
 use super::scope_arg;
 use crate::error::Result;
@@ -7,12 +8,13 @@ use crate::hygiene;
 use crate::project::Scope;
 use crate::vault::Engine;
 
+pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
 pub use crate::hygiene::merge::{
     DraftKind, LinkingNote, MergeDraft, MergePlan, MergeSource, Merged,
 };
 pub use crate::hygiene::{
-    Dismissed, Finding, FindingDetail, FindingKind, FindingNote, Review, ReviewQuery,
-    TOO_LONG_CHARS, UNUSED_DAYS,
+    Archive, ArchivedNote, Dismissed, Finding, FindingDetail, FindingKind, FindingNote, Review,
+    ReviewQuery, TOO_LONG_CHARS, UNUSED_DAYS,
 };
 
 /// The scopes a query names: one, or every visible scope.
@@ -49,6 +51,13 @@ pub fn model_configured(engine: &Engine) -> Result<bool> {
     Ok(crate::config::get(engine.home(), "model.url")?
         .value
         .is_some())
+}
+
+/// The archive tier of the scope (user, project or domain; `None`: every visible scope):
+/// notes whose importance decayed below the threshold (`decay.archiveBelow`), left out of
+/// recall and search unless asked for. A use or an edit brings a note back.
+pub fn archived(engine: &Engine, scope: Option<&str>) -> Result<Archive> {
+    hygiene::archived(engine, &scopes(engine, scope)?)
 }
 
 /// Plans merging two or more notes of one scope: the notes with their hashes, the kept id

@@ -44,6 +44,9 @@ pub struct SearchRequest {
     pub explain: bool,
     /// Include a piece of each hit's body around the query's words.
     pub snippets: bool,
+    /// Include archived notes (importance decayed below the archive threshold), which are
+    /// otherwise left out.
+    pub archived: bool,
 }
 
 impl Default for SearchRequest {
@@ -54,6 +57,7 @@ impl Default for SearchRequest {
             mode: SearchMode::Hybrid,
             explain: false,
             snippets: false,
+            archived: false,
         }
     }
 }
@@ -123,6 +127,9 @@ pub struct SearchHit {
     /// languages; `None` without a semantic-model cosine (the hash embedder, or a note not
     /// embedded yet).
     pub relevance: Option<f64>,
+    /// The note is archived (only found when archived notes were asked for).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
     /// Present when the search asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<ScoreParts>,
@@ -137,6 +144,7 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         limit: req.limit.clamp(1, 1000),
         mode: req.mode.into(),
         explain: req.explain,
+        include_archived: req.archived,
         ..Default::default()
     };
     let hits = engine.hybrid_search(&req.query, opts)?;
@@ -153,6 +161,7 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
             note_type: h.note_type,
             score: h.score,
             relevance: h.relevance,
+            archived: h.archived,
             explain: h.explain.map(ScoreParts::from),
         })
         .collect())

@@ -102,6 +102,7 @@ fn search_hits_carry_score_parts_only_when_asked() {
         note_type: None,
         score: 0.5,
         relevance: Some(0.9),
+        archived: false,
         explain: None,
         snippet: None,
     };

@@ -2,12 +2,17 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use memoria_engine::eval::growth::{GrowthArgs, run_growth};
 use memoria_engine::eval::{BenchArgs, EvalArgs, run_bench, run_eval};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
     /// Index a BEIR corpus into a temporary home and report nDCG@10, Recall@100, MRR@10.
     Beir(EvalArgs),
+    /// Index a BEIR corpus as notes, add five near-duplicate variants of every document
+    /// relevant to the queries, and report nDCG@10 and top-1 clean, polluted and after the
+    /// review's same-topic merges, with the same-topic rule's precision and recall.
+    Growth(GrowthArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -19,6 +24,7 @@ pub enum BenchCommand {
 pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
     match command {
         EvalCommand::Beir(args) => Ok(run_eval(args, json)?),
+        EvalCommand::Growth(args) => Ok(run_growth(args, json)?),
     }
 }
 

@@ -34,6 +34,10 @@ pub enum ReviewCommand {
         /// The finding's id, as `memoria review` shows it.
         finding_id: String,
     },
+    /// List the archived notes: importance decayed below the threshold, so left out of
+    /// recall and search (`memoria search --archived` finds them); opening or editing one
+    /// brings it back.
+    Archived,
 }
 
 fn kind_label(d: &FindingDetail) -> &'static str {
@@ -62,6 +66,35 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
                 "one of its notes".to_owned()
             }
         );
+        return Ok(());
+    }
+    if let Some(ReviewCommand::Archived) = &a.command {
+        let archive = hygiene::archived(&engine, a.scope.as_deref())?;
+        if g.json {
+            return print_json(&archive);
+        }
+        outln!(
+            "{} archived (importance below {}; it halves every {} days without a recall, opening or edit)",
+            counted(archive.notes.len(), "note"),
+            archive.archive_below,
+            archive.half_life_days
+        );
+        for n in &archive.notes {
+            let last = n
+                .last_used_at
+                .into_iter()
+                .chain(n.updated_at)
+                .max()
+                .map(human_utc)
+                .unwrap_or_else(|| "never".into());
+            outln!(
+                "{:<24} {}  {}  importance {:.3}, last used {last}",
+                n.id,
+                n.scope,
+                n.summary,
+                n.importance
+            );
+        }
         return Ok(());
     }
     let r = hygiene::review(

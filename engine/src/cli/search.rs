@@ -34,6 +34,9 @@ pub struct SearchArgs {
     explain: bool,
     #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
     mode: ModeArg,
+    /// Search archived notes too (notes nobody recalled, opened or edited for long).
+    #[arg(long)]
+    archived: bool,
 }
 
 pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
@@ -43,6 +46,7 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         mode: a.mode.into(),
         explain: a.explain,
         snippets: false,
+        archived: a.archived,
     };
     let hits = search::search(&g.location.open()?, &req)?;
     if g.json {
@@ -57,7 +61,12 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         let relevance = h
             .relevance
             .map_or_else(|| "   –".to_owned(), |r| format!("{:>3.0}%", r * 100.0));
-        outln!("{relevance}  vt:{kind}/{:<32} {}", h.id, h.summary);
+        let archived = if h.archived { "  (archived)" } else { "" };
+        outln!(
+            "{relevance}  vt:{kind}/{:<32} {}{archived}",
+            h.id,
+            h.summary
+        );
         if let Some(x) = &h.explain {
             outln!("        {}", explain_line(x));
         }

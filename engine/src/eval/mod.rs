@@ -1,5 +1,6 @@
 //! The retrieval evaluation and benchmark harness: `memoria eval beir` (nDCG@10, Recall@100,
-//! MRR@10 over a BEIR set) and `memoria bench recall` (latency, throughput, memory), their
+//! MRR@10 over a BEIR set), `memoria eval growth` (recall as near-duplicates pile up, and after
+//! the review's merges) and `memoria bench recall` (latency, throughput, memory), their
 //! arguments and runners. It drives [`crate::recall`] from outside and is built only with the
 //! `eval` feature: the library's core never depends on it.
 
@@ -15,6 +16,7 @@ use memoria_shared::{ContentHash, SystemClock};
 
 pub mod calibration;
 pub mod crossval;
+pub mod growth;
 pub mod metrics;
 
 use self::metrics::Metrics;
@@ -193,19 +195,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         Some(n) => {
             let judged: HashSet<&String> =
                 queries.iter().flat_map(|(q, _)| qrels[q].keys()).collect();
-            // A fixed sample: the documents whose id hashes lowest, independent of file order.
-            let mut others: Vec<(String, &metrics::CorpusDoc)> = corpus
-                .iter()
-                .filter(|d| !judged.contains(&d.id))
-                .map(|d| (memoria_shared::hash::sha256_hex(d.id.as_bytes()), d))
-                .collect();
-            others.sort_by(|a, b| a.0.cmp(&b.0));
-            let keep: HashSet<&String> = others.iter().take(n).map(|(_, d)| &d.id).collect();
-            corpus
-                .iter()
-                .filter(|d| judged.contains(&d.id) || keep.contains(&d.id))
-                .cloned()
-                .collect()
+            sample_corpus(&corpus, &judged, n)
         }
     };
 
@@ -376,6 +366,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             ranking: false,
             mmr_lambda: None,
             include_secrets: true,
+            include_archived: true,
             explain: false,
         };
         let mut per_query: Vec<Metrics> = Vec::with_capacity(queries.len());
@@ -444,6 +435,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             ranking: false,
             mmr_lambda: None,
             include_secrets: true,
+            include_archived: true,
             explain: false,
         };
         let mut nonsense = Vec::new();
@@ -610,6 +602,27 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The judged documents of `corpus` plus `n` others, a fixed sample: the documents whose id
+/// hashes lowest, independent of file order.
+fn sample_corpus(
+    corpus: &[metrics::CorpusDoc],
+    judged: &HashSet<&String>,
+    n: usize,
+) -> Vec<metrics::CorpusDoc> {
+    let mut others: Vec<(String, &metrics::CorpusDoc)> = corpus
+        .iter()
+        .filter(|d| !judged.contains(&d.id))
+        .map(|d| (memoria_shared::hash::sha256_hex(d.id.as_bytes()), d))
+        .collect();
+    others.sort_by(|a, b| a.0.cmp(&b.0));
+    let keep: HashSet<&String> = others.iter().take(n).map(|(_, d)| &d.id).collect();
+    corpus
+        .iter()
+        .filter(|d| judged.contains(&d.id) || keep.contains(&d.id))
+        .cloned()
+        .collect()
 }
 
 /// Fusion weights `--folds` chooses among (on the folds a score is not reported for).

@@ -474,6 +474,87 @@ pub(crate) fn review(
     })
 }
 
+/// A note in the archive tier: its importance decayed below the threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchivedNote {
+    pub scope: String,
+    pub id: String,
+    pub summary: String,
+    /// Its importance now (0..1), after reinforcement by its uses and decay since the last.
+    pub importance: f64,
+    /// The importance the note states (`None`: the default).
+    pub stated_importance: Option<f64>,
+    /// Recalls and openings on this machine.
+    pub uses: i64,
+    /// The last recall or opening on this machine (milliseconds since the epoch).
+    pub last_used_at: Option<i64>,
+    /// The last edit (milliseconds since the epoch).
+    pub updated_at: Option<i64>,
+}
+
+/// The archive tier: notes left out of recall and search unless asked for, still listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Archive {
+    pub notes: Vec<ArchivedNote>,
+    /// The importance below which a note is archived.
+    pub archive_below: f64,
+    /// Days after which an unused note's importance is halved.
+    pub half_life_days: f64,
+}
+
+/// The archived notes of `scopes`, by the decay rule in force. This machine's uses are read
+/// from the recall index's documents (so no model loads) and each note's dates and importance
+/// from the index as they are now (an edit the recall index has not seen yet still brings a
+/// note back); a note the recall index has never seen is not archived.
+pub(crate) fn archived(engine: &Engine, scopes: &[Scope]) -> Result<Archive> {
+    let rule = crate::config::decay_rule(engine.home())?;
+    let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
+    let docs_path = recall::default_dir(engine.home().root()).join("docs.sqlite");
+    let mut notes = Vec::new();
+    if docs_path.exists() {
+        let mut facts: HashMap<(String, String), recall::RankFacts> = HashMap::new();
+        for s in engine.index().note_states()? {
+            if s.recallable {
+                facts.entry((s.scope, s.id)).or_insert(s.facts);
+            }
+        }
+        let (docs, _) = recall::store::DocStore::open(&docs_path)?;
+        let metas: Vec<recall::store::DocMeta> = docs
+            .all_meta()?
+            .into_iter()
+            .filter_map(|mut m| {
+                let f = facts.get(&(m.scope.clone(), m.id.clone()))?;
+                m.updated_at_ms = f.updated_at_ms;
+                m.trust = f.trust;
+                m.importance = f.importance;
+                m.evergreen = f.evergreen;
+                Some(m)
+            })
+            .collect();
+        let found = recall::archived_docs(metas, Some(&keys), &rule, engine.now_ms());
+        for (m, live) in found {
+            let summary = docs.get(&m.key)?.map(|d| d.summary).unwrap_or_default();
+            notes.push(ArchivedNote {
+                scope: m.scope,
+                id: m.id,
+                summary,
+                importance: live,
+                stated_importance: m.importance,
+                uses: m.access_count,
+                last_used_at: m.last_access_ms,
+                updated_at: m.updated_at_ms,
+            });
+        }
+    }
+    Ok(Archive {
+        notes,
+        archive_below: rule.archive_below,
+        half_life_days: rule.half_life_days,
+    })
+}
+
 /// Dismisses a finding of the current review against its notes' current versions.
 pub(crate) fn dismiss(engine: &Engine, scopes: &[Scope], finding_id: &str) -> Result<Dismissed> {
     // Only "unused" depends on the threshold; with none, every note is a candidate, so any

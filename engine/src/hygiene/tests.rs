@@ -184,6 +184,9 @@ fn a_note_neither_opened_recalled_nor_edited_for_the_threshold_is_unused() {
         "Recalled fact",
         "Quokka releases are cut on Fridays.",
     );
+    // Recall sees the notes when they are written (as a session's indexer does).
+    e.hybrid_search("fact", crate::recall::SearchOptions::default())
+        .unwrap();
     w.clock.set(T0 + 89 * DAY);
     assert!(of_kind(&review_all(&e), FindingKind::Unused).is_empty());
     e.show("read", None).unwrap();
@@ -492,4 +495,120 @@ fn a_model_that_answers_nonsense_is_a_model_error() {
     stub.join().unwrap();
     assert_eq!(err.code(), ErrorCode::Model);
     assert!(err.to_string().contains(&url), "{err}");
+}
+
+/// Ids of the notes matching `q` by their words, archived ones only when asked for.
+fn found(e: &Engine, q: &str, archived: bool) -> Vec<(String, bool)> {
+    let opts = crate::recall::SearchOptions {
+        mode: crate::recall::Mode::Bm25,
+        include_archived: archived,
+        ..Default::default()
+    };
+    e.hybrid_search(q, opts)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.id, h.archived))
+        .collect()
+}
+
+fn archived_ids(e: &Engine) -> Vec<String> {
+    crate::api::hygiene::archived(e, None)
+        .unwrap()
+        .notes
+        .into_iter()
+        .map(|n| n.id)
+        .collect()
+}
+
+#[test]
+fn an_unused_note_is_archived_and_comes_back_when_opened_or_edited() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    add(
+        &mut e,
+        "tern",
+        "Staging database",
+        "The staging database is called tern.",
+    );
+    add(
+        &mut e,
+        "quokka",
+        "Release day",
+        "Quokka releases are cut on Fridays.",
+    );
+    let tern = || vec![("tern".to_owned(), false)];
+    assert_eq!(found(&e, "staging database tern", false), tern());
+    // The default importance (0.5) halves every 90 days: still above 0.1 at 200 days.
+    w.clock.set(T0 + 200 * DAY);
+    assert_eq!(found(&e, "staging database tern", false), tern());
+    assert!(archived_ids(&e).is_empty());
+    // Below it at 210: out of search, still found when archived notes are asked for.
+    w.clock.set(T0 + 210 * DAY);
+    assert!(found(&e, "staging database tern", false).is_empty());
+    assert_eq!(
+        found(&e, "staging database tern", true),
+        [("tern".to_owned(), true)]
+    );
+    let archive = crate::api::hygiene::archived(&e, None).unwrap();
+    assert_eq!(archive.archive_below, 0.1);
+    let ids: Vec<&str> = archive.notes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["quokka", "tern"]);
+    assert!(archive.notes[1].importance < 0.1 && archive.notes[1].uses == 0);
+    // Still listed.
+    assert_eq!(e.list(None, None, None).unwrap().len(), 2);
+    // Opening it is a use: back in search, reinforced.
+    e.show("tern", None).unwrap();
+    assert_eq!(found(&e, "staging database tern", false), tern());
+    assert_eq!(archived_ids(&e), ["quokka"]);
+    // An edit brings the other back.
+    e.edit(
+        "quokka",
+        None,
+        NoteEdit {
+            body: Some("Quokka releases are cut on Thursdays.".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(archived_ids(&e).is_empty());
+    assert_eq!(
+        found(&e, "quokka releases", false),
+        [("quokka".to_owned(), false)]
+    );
+    // A shorter half-life from the settings archives sooner.
+    crate::config::set(e.home(), "decay.halfLifeDays", Some("2")).unwrap();
+    w.clock.set(T0 + 220 * DAY);
+    assert_eq!(archived_ids(&e), ["quokka", "tern"]);
+    assert!(found(&e, "quokka releases", false).is_empty());
+}
+
+#[test]
+fn a_note_used_long_ago_ranks_below_an_equal_one_used_recently() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let body = "Invoices are numbered per year and never reused.";
+    add(&mut e, "old-use", "Invoice numbers", body);
+    add(&mut e, "recent-use", "Invoice numbers", body);
+    let opts = crate::recall::SearchOptions {
+        mode: crate::recall::Mode::Bm25,
+        explain: true,
+        ..Default::default()
+    };
+    assert_eq!(e.hybrid_search("invoice", opts.clone()).unwrap().len(), 2);
+    // One use each: the first now, the second 100 days later.
+    e.show("old-use", None).unwrap();
+    w.clock.set(T0 + 100 * DAY);
+    e.show("recent-use", None).unwrap();
+    let hits = e.hybrid_search("invoice numbers reused", opts).unwrap();
+    let order: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(order, ["recent-use", "old-use"], "{hits:#?}");
+    let importance = |i: usize| hits[i].explain.as_ref().unwrap().importance;
+    // Reinforced once (0.6), and for the older one a little more than a half-life since.
+    assert!(
+        (importance(0) - (0.75 + 0.5 * 0.6)).abs() < 1e-9,
+        "{hits:#?}"
+    );
+    assert!(importance(1) < 0.75 + 0.5 * 0.3, "{hits:#?}");
+    // Decay re-ranks, never deletes: both are still there.
+    assert_eq!(e.list(None, None, None).unwrap().len(), 2);
 }

@@ -11,7 +11,9 @@
 //! fewer words, and there the vector decides, above every related pair's cosine.
 //! `docs/BENCHMARKS.md` has the study's figures.
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::LazyLock;
 
 /// Word overlap (Jaccard of the word sets) that makes two notes the same topic on its own.
 pub const LEXICAL_ALONE: f64 = 0.50;
@@ -20,8 +22,6 @@ pub const LEXICAL_ALONE: f64 = 0.50;
 pub const LEXICAL_WITH_COSINE: f64 = 0.30;
 /// See [`LEXICAL_WITH_COSINE`].
 pub const COSINE_WITH_LEXICAL: f32 = 0.95;
-/// Notes a word may be in and still propose candidates (see [`groups`]).
-const COMMON_WORD_NOTES: usize = 200;
 /// The most notes one finding groups: a larger cluster is a broad subject, not one topic.
 pub const MAX_GROUP: usize = 6;
 
@@ -39,13 +39,20 @@ const STOP_WORDS: &[&str] = &[
 /// The words of a text that carry its topic: lowercase runs of letters and digits of three
 /// or more characters, stop words left out.
 pub fn words(text: &str, out: &mut BTreeSet<String>) {
+    static STOP: LazyLock<HashSet<&'static str>> =
+        LazyLock::new(|| STOP_WORDS.iter().copied().collect());
     for w in text
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
+        .filter(|w| w.chars().nth(2).is_some())
     {
-        let w = w.to_lowercase();
-        if !STOP_WORDS.contains(&w.as_str()) {
-            out.insert(w);
+        // Most words are already lowercase ASCII: no copy until a new word is kept.
+        let w: Cow<'_, str> = if w.is_ascii() && !w.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Borrowed(w)
+        } else {
+            Cow::Owned(w.to_lowercase())
+        };
+        if !STOP.contains(w.as_ref()) && !out.contains(w.as_ref()) {
+            out.insert(w.into_owned());
         }
     }
 }
@@ -91,26 +98,6 @@ pub struct TopicGroup {
     pub weakest: Similarity,
 }
 
-/// Jaccard of two sets given as sorted ranks.
-fn jaccard_sorted(a: &[u32], b: &[u32]) -> f64 {
-    if a.is_empty() || b.is_empty() {
-        return 0.0;
-    }
-    let (mut i, mut j, mut shared) = (0, 0, 0usize);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    shared as f64 / (a.len() + b.len() - shared) as f64
-}
-
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -136,25 +123,45 @@ pub fn similarity(a: &TopicDoc, b: &TopicDoc) -> Similarity {
     }
 }
 
-/// Groups of 2 to [`MAX_GROUP`] notes of one scope linked by same-topic pairs (connected
-/// components; a larger component is dropped), ordered by their first member.
-///
-/// Every pair the rule can accept has a word overlap of at least [`LEXICAL_WITH_COSINE`], so
-/// candidates come from a prefix filter (the set-similarity join's): with each note's words
-/// ordered rarest first, two notes that overlap that much share a word within the first
-/// `n - ceil(t·n) + 1` words of each. Only those pairs are compared, and words in
-/// [`COMMON_WORD_NOTES`] notes or more propose none, so a pair is missed only when every word
-/// it shares in those prefixes is that common.
-pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
-    // Words of different scopes are different tokens, so notes of two scopes never meet.
-    let mut ids: HashMap<(&str, &str), u32> = HashMap::new();
+/// FNV-1a: words are short and not chosen by an adversary who could gain by colliding them,
+/// so a simpler hash than the standard library's suits the word table.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type BuildFnv = std::hash::BuildHasherDefault<Fnv>;
+
+/// Each note's words as token ranks, rarest first (ties by first appearance), so that two
+/// notes' sorted rank lists share exactly the words they share. Words of different scopes are
+/// different tokens, so notes of two scopes never meet.
+fn ranked_tokens(docs: &[TopicDoc]) -> Vec<Vec<u32>> {
+    // One word table per scope.
+    let mut tables: HashMap<&str, HashMap<&str, u32, BuildFnv>> = HashMap::new();
     let mut df: Vec<u32> = Vec::new();
     let mut tokens: Vec<Vec<u32>> = Vec::with_capacity(docs.len());
     for d in docs {
+        let ids = tables.entry(&d.scope).or_default();
         let mut t = Vec::with_capacity(d.words.len());
         for w in &d.words {
-            let next = ids.len() as u32;
-            let id = *ids.entry((&d.scope, w)).or_insert(next);
+            let next = df.len() as u32;
+            let id = *ids.entry(w).or_insert(next);
             if id as usize == df.len() {
                 df.push(0);
             }
@@ -163,7 +170,6 @@ pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
         }
         tokens.push(t);
     }
-    // Rank tokens rarest first; each note's tokens become sorted ranks.
     let mut order: Vec<u32> = (0..df.len() as u32).collect();
     order.sort_unstable_by_key(|&t| (df[t as usize], t));
     let mut rank = vec![0u32; df.len()];
@@ -176,11 +182,176 @@ pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
         }
         t.sort_unstable();
     }
-    let threshold = LEXICAL_WITH_COSINE;
-    let prefix = |n: usize| n - (threshold * n as f64).ceil() as usize + 1;
-    let mut index: HashMap<u32, Vec<usize>> = HashMap::new();
-    let mut seen = vec![usize::MAX; docs.len()];
-    let mut uf: Vec<usize> = (0..docs.len()).collect();
+    tokens
+}
+
+/// The overlap (shared tokens) two sets of sizes `a` and `b` need for a Jaccard of `t`; a
+/// small tolerance keeps a boundary pair whose exact ratio rounds below `t`.
+fn needed(t: f64, a: usize, b: usize) -> usize {
+    ((t / (1.0 + t) * (a + b) as f64) - 1e-9).ceil() as usize
+}
+
+/// `counted` plus how many tokens two sorted lists share; `None` as soon as the tokens left
+/// cannot bring it to `need`.
+fn overlap_from(a: &[u32], b: &[u32], counted: usize, need: usize) -> Option<usize> {
+    let (mut i, mut j, mut shared) = (0, 0, counted);
+    while i < a.len() && j < b.len() {
+        if shared + (a.len() - i).min(b.len() - j) < need {
+            return None;
+        }
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (shared >= need).then_some(shared)
+}
+
+/// Every pair `(i, j)`, `i < j`, whose word overlap (Jaccard) reaches the pair's own
+/// threshold `threshold(i, j)` (never below `t`), with that overlap: the set-similarity
+/// self-join with the prefix, length and position filters (PPJoin). With each note's tokens
+/// ordered rarest first and the notes taken from the smallest, two notes that overlap by `t`
+/// share a token within the first `n - ceil(t·n) + 1` tokens of the larger and the first
+/// `n - ceil(2t/(1+t)·n) + 1` of the smaller; only the notes found that way are candidates, a
+/// candidate is dropped as soon as the tokens left to either note cannot make up the overlap
+/// needed, and a comparison counts only the tokens past those prefixes. Exact: it finds every
+/// pair a comparison of all pairs finds.
+fn overlapping_pairs(
+    tokens: &[Vec<u32>],
+    t: f64,
+    threshold: impl Fn(usize, usize) -> f64,
+) -> Vec<(usize, usize, f64)> {
+    let mut by_size: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !tokens[i].is_empty())
+        .collect();
+    by_size.sort_by_key(|&i| (tokens[i].len(), i));
+    let probe_prefix = |n: usize| (n - ((t * n as f64) - 1e-9).ceil() as usize + 1).min(n);
+    let index_prefix =
+        |n: usize| (n - ((2.0 * t / (1.0 + t) * n as f64) - 1e-9).ceil() as usize + 1).min(n);
+    // Token → (note, position) of the notes already indexed, smallest first; `start` skips the
+    // notes every later (larger) note is too large to pair with.
+    let vocabulary = tokens.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+    let mut postings: Vec<(usize, Vec<(u32, u32)>)> = vec![(0, Vec::new()); vocabulary];
+    // Shared prefix tokens counted per candidate; `PRUNED` once it cannot reach the overlap.
+    const PRUNED: i32 = -1;
+    let mut count: Vec<i32> = vec![0; tokens.len()];
+    let mut touched: Vec<usize> = Vec::new();
+    // Per note, side by side: its size, its indexed prefix's length and last token (read for
+    // every candidate, so kept out of the notes' own token lists).
+    let sizes: Vec<usize> = tokens.iter().map(Vec::len).collect();
+    let indexed: Vec<usize> = sizes.iter().map(|&n| index_prefix(n)).collect();
+    let last_indexed: Vec<u32> = tokens
+        .iter()
+        .zip(&indexed)
+        .map(|(t, &k)| if k == 0 { 0 } else { t[k - 1] })
+        .collect();
+    let mut out = Vec::new();
+    for &x in &by_size {
+        let a = &tokens[x];
+        let n = a.len();
+        let min_size = (t * n as f64 - 1e-9).ceil() as usize;
+        let probed = probe_prefix(n);
+        for (i, tok) in a[..probed].iter().enumerate() {
+            let (start, list) = &mut postings[*tok as usize];
+            while *start < list.len() && sizes[list[*start].0 as usize] < min_size {
+                *start += 1;
+            }
+            for &(y, j) in &list[*start..] {
+                let y = y as usize;
+                let c = count[y];
+                if c == PRUNED {
+                    continue;
+                }
+                if c == 0 {
+                    touched.push(y);
+                }
+                let b_len = sizes[y];
+                let bound = 1 + (n - i - 1).min(b_len - j as usize - 1);
+                count[y] = if c as usize + bound >= needed(t, n, b_len) {
+                    c + 1
+                } else {
+                    PRUNED
+                };
+            }
+        }
+        // Counted: the shared tokens up to the commoner of the two prefixes' last tokens.
+        // The rest lie past it in both notes, and only those are compared.
+        for &y in &touched {
+            let c = count[y];
+            count[y] = 0;
+            if c <= 0 {
+                continue;
+            }
+            let c = c as usize;
+            let (a_last, b_last) = (a[probed - 1], last_indexed[y]);
+            let left = if a_last <= b_last {
+                n - probed
+            } else {
+                sizes[y] - indexed[y]
+            };
+            if c + left < needed(t, n, sizes[y]) {
+                continue;
+            }
+            let b = &tokens[y];
+            let upto = a_last.min(b_last);
+            let (a_rest, b_rest) = (
+                &a[a.partition_point(|&v| v <= upto)..],
+                &b[b.partition_point(|&v| v <= upto)..],
+            );
+            let (i, j) = (x.min(y), x.max(y));
+            let need = needed(threshold(i, j).max(t), n, b.len());
+            if let Some(shared) = overlap_from(a_rest, b_rest, c, need) {
+                out.push((i, j, shared as f64 / (n + b.len() - shared) as f64));
+            }
+        }
+        touched.clear();
+        for (i, tok) in a[..indexed[x]].iter().enumerate() {
+            postings[*tok as usize].1.push((x as u32, i as u32));
+        }
+    }
+    out
+}
+
+/// Groups of 2 to [`MAX_GROUP`] notes of one scope linked by same-topic pairs (connected
+/// components; a larger component is dropped), ordered by their first member.
+///
+/// Every pair the rule can accept has a word overlap of at least [`LEXICAL_WITH_COSINE`], and
+/// of [`LEXICAL_ALONE`] unless their vectors are that close: candidates come from an exact
+/// set-similarity join at the overlap each pair needs, and only the pairs found are judged by
+/// the rule.
+pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
+    let tokens = ranked_tokens(docs);
+    let threshold = |i: usize, j: usize| {
+        if vector_cosine(&docs[i], &docs[j]).is_some_and(|c| c >= COSINE_WITH_LEXICAL) {
+            LEXICAL_WITH_COSINE
+        } else {
+            LEXICAL_ALONE
+        }
+    };
+    let mut pairs: Vec<(usize, usize, Similarity)> = Vec::new();
+    for (i, j, lexical) in overlapping_pairs(&tokens, LEXICAL_WITH_COSINE, threshold) {
+        let s = Similarity {
+            lexical,
+            cosine: vector_cosine(&docs[i], &docs[j]),
+        };
+        if same_topic(s) {
+            pairs.push((i, j, s));
+        }
+    }
+    components(docs.len(), pairs)
+}
+
+/// The connected components of 2 to [`MAX_GROUP`] notes over same-topic pairs `(i, j, s)`,
+/// `i < j`, each with its weakest pair (least word overlap; the first such pair in (i, j)
+/// order), ordered by their first member.
+fn components(n: usize, mut pairs: Vec<(usize, usize, Similarity)>) -> Vec<TopicGroup> {
+    pairs.sort_by_key(|&(i, j, _)| (i, j));
+    let mut uf: Vec<usize> = (0..n).collect();
     fn root(uf: &mut [usize], mut i: usize) -> usize {
         while uf[i] != i {
             uf[i] = uf[uf[i]];
@@ -188,52 +359,25 @@ pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
         }
         i
     }
-    let mut pairs: Vec<(usize, usize, Similarity)> = Vec::new();
-    for i in 0..docs.len() {
-        let a = &tokens[i];
-        if a.is_empty() {
-            continue;
-        }
-        for &t in &a[..prefix(a.len()).min(a.len())] {
-            let list = index.entry(t).or_default();
-            // A word in very many notes says little about a topic and would make every pair
-            // a candidate: pairs that share only such words are not compared.
-            if list.len() >= COMMON_WORD_NOTES {
-                continue;
-            }
-            for &j in list.iter() {
-                if seen[j] == i {
-                    continue;
-                }
-                seen[j] = i;
-                let b = &tokens[j];
-                let (small, large) = (a.len().min(b.len()), a.len().max(b.len()));
-                if (small as f64) < threshold * large as f64 {
-                    continue;
-                }
-                let s = Similarity {
-                    lexical: jaccard_sorted(a, b),
-                    cosine: vector_cosine(&docs[i], &docs[j]),
-                };
-                if same_topic(s) {
-                    pairs.push((j, i, s));
-                    let (x, y) = (root(&mut uf, i), root(&mut uf, j));
-                    if x != y {
-                        uf[x.max(y)] = x.min(y);
-                    }
-                }
-            }
-            list.push(i);
+    for &(i, j, _) in &pairs {
+        let (x, y) = (root(&mut uf, i), root(&mut uf, j));
+        if x != y {
+            uf[x.max(y)] = x.min(y);
         }
     }
     let mut members: HashMap<usize, Vec<usize>> = HashMap::new();
-    for &(i, j, _) in &pairs {
+    let mut weakest: HashMap<usize, Similarity> = HashMap::new();
+    for &(i, j, s) in &pairs {
+        let r = root(&mut uf, i);
+        let m = members.entry(r).or_default();
         for k in [i, j] {
-            let r = root(&mut uf, k);
-            let m = members.entry(r).or_default();
             if !m.contains(&k) {
                 m.push(k);
             }
+        }
+        let w = weakest.entry(r).or_insert(s);
+        if s.lexical < w.lexical {
+            *w = s;
         }
     }
     let mut out: Vec<TopicGroup> = members
@@ -241,20 +385,33 @@ pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
         .filter(|(_, m)| m.len() <= MAX_GROUP)
         .map(|(r, mut m)| {
             m.sort_unstable();
-            let weakest = pairs
-                .iter()
-                .filter(|(i, _, _)| root(&mut uf, *i) == r)
-                .map(|(_, _, s)| *s)
-                .min_by(|a, b| a.lexical.total_cmp(&b.lexical))
-                .expect("a group has a pair");
             TopicGroup {
                 members: m,
-                weakest,
+                weakest: weakest[&r],
             }
         })
         .collect();
     out.sort_by_key(|g| g.members[0]);
     out
+}
+
+/// [`groups`] by comparing every pair of notes of one scope: the reference the fast path is
+/// tested against.
+#[cfg(test)]
+pub(crate) fn groups_by_every_pair(docs: &[TopicDoc]) -> Vec<TopicGroup> {
+    let mut pairs = Vec::new();
+    for i in 0..docs.len() {
+        for j in i + 1..docs.len() {
+            if docs[i].scope != docs[j].scope {
+                continue;
+            }
+            let s = similarity(&docs[i], &docs[j]);
+            if same_topic(s) {
+                pairs.push((i, j, s));
+            }
+        }
+    }
+    components(docs.len(), pairs)
 }
 
 #[cfg(test)]
@@ -315,6 +472,106 @@ mod tests {
             lexical: 0.2,
             cosine: Some(0.99)
         }));
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn unit(v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / n).collect()
+    }
+
+    /// Notes over a small skewed vocabulary (so common words are in most notes), with
+    /// rewordings of every strength (words dropped, added, swapped) and vectors near or far
+    /// from their source's, in two scopes, some without a vector.
+    fn vault(seed: u64, n: usize) -> Vec<TopicDoc> {
+        let mut rng = Rng(seed);
+        let mut docs: Vec<TopicDoc> = Vec::with_capacity(n);
+        for i in 0..n {
+            let scope = if rng.below(5) == 0 {
+                "project:p"
+            } else {
+                "user"
+            };
+            let (words, vector) = if i > 0 && rng.below(3) == 0 {
+                let src = &docs[rng.below(i as u64) as usize];
+                let keep = 40 + rng.below(61);
+                let mut w: BTreeSet<String> = src
+                    .words
+                    .iter()
+                    .filter(|_| rng.below(100) < keep)
+                    .cloned()
+                    .collect();
+                for _ in 0..rng.below(12) {
+                    w.insert(format!("w{}", rng.below(400)));
+                }
+                let noise = [0.01f32, 0.1, 0.2, 0.3, 0.6][rng.below(5) as usize];
+                let v = src.vector.as_ref().map(|v| {
+                    unit(
+                        v.iter()
+                            .map(|x| x + noise * ((rng.below(2001) as f32 / 1000.0) - 1.0) / 4.0)
+                            .collect(),
+                    )
+                });
+                (w, v)
+            } else {
+                let len = 3 + rng.below(40);
+                let w: BTreeSet<String> = (0..len)
+                    .map(|_| {
+                        let r = rng.below(1000) as f64 / 1000.0;
+                        format!("w{}", (r * r * r * 400.0) as u64)
+                    })
+                    .collect();
+                let v = (rng.below(6) != 0).then(|| {
+                    unit(
+                        (0..16)
+                            .map(|_| rng.below(2001) as f32 / 1000.0 - 1.0)
+                            .collect(),
+                    )
+                });
+                (w, v)
+            };
+            docs.push(TopicDoc {
+                scope: scope.into(),
+                words,
+                vector,
+            });
+        }
+        docs
+    }
+
+    #[test]
+    fn the_join_finds_the_groups_a_comparison_of_every_pair_finds() {
+        let mut grouped = 0;
+        let mut tipped_by_vector = 0;
+        for seed in 1..=12u64 {
+            let docs = vault(seed * 0x9e37_79b9, 400);
+            let fast = groups(&docs);
+            assert_eq!(fast, groups_by_every_pair(&docs), "seed {seed}");
+            grouped += fast.len();
+            tipped_by_vector += fast
+                .iter()
+                .filter(|g| g.weakest.lexical < LEXICAL_ALONE)
+                .count();
+        }
+        // The vaults exercise both halves of the rule.
+        assert!(
+            grouped > 100 && tipped_by_vector > 10,
+            "{grouped} {tipped_by_vector}"
+        );
     }
 
     #[test]

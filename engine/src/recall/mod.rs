@@ -27,6 +27,8 @@ use std::thread::JoinHandle;
 
 use memoria_shared::{Clock, ContentHash, Trust};
 
+use crate::hygiene::decay::DecayRule;
+
 pub use block::{RecallBlock, RecallOptions};
 pub use embed::{Embedder, EmbedderChoice, HashEmbedder};
 pub use rank::Fusion;
@@ -167,6 +169,9 @@ pub struct SearchOptions {
     /// MMR's λ, when diversity re-ranking is wanted (0.7 is the usual choice).
     pub mmr_lambda: Option<f64>,
     pub include_secrets: bool,
+    /// Include archived notes (importance decayed below the archive threshold), which are
+    /// otherwise left out.
+    pub include_archived: bool,
     pub explain: bool,
 }
 
@@ -181,6 +186,7 @@ impl Default for SearchOptions {
             ranking: true,
             mmr_lambda: None,
             include_secrets: false,
+            include_archived: false,
             explain: false,
         }
     }
@@ -221,6 +227,8 @@ pub struct Hit {
     pub relevance: Option<f64>,
     pub cosine: Option<f32>,
     pub bm25_rank: Option<usize>,
+    /// The note is in the archive tier (found because archived notes were asked for).
+    pub archived: bool,
     pub explain: Option<Explain>,
 }
 
@@ -373,6 +381,8 @@ pub struct RecallIndex {
     /// (`RecallConfig::background_reembed`), else before the call returns.
     embed_in_background: bool,
     rebuilt: bool,
+    /// How importance decays and when a note is archived.
+    decay_rule: RwLock<DecayRule>,
 }
 
 /// A document that needs vectors: key, content hash, the chunks to embed.
@@ -485,6 +495,7 @@ impl RecallIndex {
             background: Mutex::new(Vec::new()),
             embed_in_background: config.background_reembed,
             rebuilt: docs_recreated || lexical_rebuilt,
+            decay_rule: RwLock::new(DecayRule::default()),
         };
         let all_docs_needed = lexical_rebuilt || me.lexical.num_docs() == 0;
         if all_docs_needed && !docs_recreated {
@@ -668,12 +679,16 @@ impl RecallIndex {
         report.indexed = changed.len();
         let changed: Vec<RecallDoc> = changed.into_iter().cloned().collect();
         self.lexical.apply(&changed, &[])?;
-        lock(&self.docs).upsert(docs)?;
+        let now = self.clock.now_ms();
+        lock(&self.docs).upsert(docs, now)?;
         {
             let mut meta = write(&self.shared.meta);
             for d in docs {
-                let count = meta.get(&d.key()).map_or(0, |m| m.access_count);
-                meta.insert(d.key(), meta_of(d, count));
+                // A note first seen now counts as used now, as the store records it.
+                let used = meta
+                    .get(&d.key())
+                    .map_or((0, Some(now)), |m| (m.access_count, m.last_access_ms));
+                meta.insert(d.key(), meta_of(d, used));
             }
         }
         let vectors = read(&self.shared.vectors);
@@ -695,11 +710,14 @@ impl RecallIndex {
     /// BM25-only evaluation, where embedding would be wasted work.
     pub fn upsert_lexical_only(&self, docs: &[RecallDoc]) -> Result<UpsertReport, Error> {
         self.lexical.apply(docs, &[])?;
-        lock(&self.docs).upsert(docs)?;
+        let now = self.clock.now_ms();
+        lock(&self.docs).upsert(docs, now)?;
         let mut meta = write(&self.shared.meta);
         for d in docs {
-            let count = meta.get(&d.key()).map_or(0, |m| m.access_count);
-            meta.insert(d.key(), meta_of(d, count));
+            let used = meta
+                .get(&d.key())
+                .map_or((0, Some(now)), |m| (m.access_count, m.last_access_ms));
+            meta.insert(d.key(), meta_of(d, used));
         }
         Ok(UpsertReport {
             indexed: docs.len(),
@@ -782,6 +800,7 @@ impl RecallIndex {
         }
         self.refresh_if_changed()?;
         let now = self.clock.now_ms();
+        let rule = *read(&self.decay_rule);
         let meta = read(&self.shared.meta);
         let visible: Option<HashSet<&str>> = opts
             .visible_scopes
@@ -794,6 +813,7 @@ impl RecallIndex {
                 .is_none_or(|v| v.contains(m.scope.as_str()))
                 && (opts.include_secrets || !m.secret)
                 && trust_weight_of(m).is_some()
+                && (opts.include_archived || !rank::archived(m, &rule, now))
         };
         let lexical = if opts.mode == Mode::Vector {
             Vec::new()
@@ -881,7 +901,7 @@ impl RecallIndex {
                     (
                         rank::decay(m, now),
                         trust_weight_of(m)?,
-                        rank::importance_factor(m.importance),
+                        rank::importance_factor(Some(rank::live_importance(m, &rule, now))),
                         rank::access_factor(m.access_count),
                     )
                 } else {
@@ -950,6 +970,7 @@ impl RecallIndex {
                 relevance: e.relevance,
                 cosine: e.cosine,
                 bm25_rank: e.bm25_rank,
+                archived: rank::archived(m, &rule, now),
                 explain: opts.explain.then_some(e),
             });
         }
@@ -970,8 +991,7 @@ impl RecallIndex {
     pub fn visible_meta(&self, scopes: Option<&[String]>) -> Vec<DocMeta> {
         read(&self.shared.meta)
             .values()
-            .filter(|m| scopes.is_none_or(|s| s.contains(&m.scope)))
-            .filter(|m| !m.secret && trust_weight_of(m).is_some())
+            .filter(|m| listed(m, scopes))
             .cloned()
             .collect()
     }
@@ -985,19 +1005,27 @@ impl RecallIndex {
             .collect()
     }
 
-    /// Counts one recall of each note (reinforces it in ranking).
+    /// Counts one recall or opening of each note: it reinforces the note's importance in
+    /// ranking and brings an archived note back.
     pub fn record_access(&self, keys: &[(String, String)]) -> Result<(), Error> {
         let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
-        lock(&self.docs).record_access(&keys, self.clock.now_ms())?;
+        let now = self.clock.now_ms();
+        lock(&self.docs).record_access(&keys, now)?;
         {
             let mut meta = write(&self.shared.meta);
             for k in &keys {
                 if let Some(m) = meta.get_mut(k) {
                     m.access_count += 1;
+                    m.last_access_ms = Some(now);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Sets how importance decays and when a note is archived (the machine's settings).
+    pub fn set_decay_rule(&self, rule: DecayRule) {
+        *write(&self.decay_rule) = rule;
     }
 
     /// The everyday sentences' vectors for the model in use: from memory, else from the
@@ -1064,11 +1092,39 @@ fn most_common<T: Copy + Eq + std::hash::Hash>(items: impl Iterator<Item = T>) -
     if top.next().is_some() { None } else { first }
 }
 
+/// Whether a document of `scopes` (`None`: every scope) may be shown: not holding secrets,
+/// not quarantined.
+fn listed(m: &DocMeta, scopes: Option<&[String]>) -> bool {
+    scopes.is_none_or(|s| s.contains(&m.scope)) && !m.secret && trust_weight_of(m).is_some()
+}
+
+/// The documents among `metas` of `scopes` (`None`: every scope) in the archive tier now by
+/// `rule`, hidden ones left out, each with its importance now, by scope and id.
+pub fn archived_docs(
+    metas: Vec<DocMeta>,
+    scopes: Option<&[String]>,
+    rule: &DecayRule,
+    now_ms: i64,
+) -> Vec<(DocMeta, f64)> {
+    let mut out: Vec<(DocMeta, f64)> = metas
+        .into_iter()
+        .filter(|m| listed(m, scopes) && rank::archived(m, rule, now_ms))
+        .map(|m| {
+            let live = rank::live_importance(&m, rule, now_ms);
+            (m, live)
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.0.scope, &a.0.id).cmp(&(&b.0.scope, &b.0.id)));
+    out
+}
+
 fn trust_weight_of(m: &DocMeta) -> Option<f64> {
     rank::trust_weight(m.trust)
 }
 
-fn meta_of(d: &RecallDoc, access_count: i64) -> DocMeta {
+/// `used`: the document's (access count, last access) so far.
+fn meta_of(d: &RecallDoc, used: (i64, Option<i64>)) -> DocMeta {
+    let (access_count, last_access_ms) = used;
     DocMeta {
         key: d.key(),
         scope: d.scope.clone(),
@@ -1081,6 +1137,7 @@ fn meta_of(d: &RecallDoc, access_count: i64) -> DocMeta {
         evergreen: d.evergreen,
         secret: d.tags.iter().any(|t| t == SECRETS_TAG),
         access_count,
+        last_access_ms,
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use memoria_shared::Trust;
 
 use super::store::DocMeta;
+use crate::hygiene::decay::DecayRule;
 
 /// How BM25 and vector candidates are combined.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -169,6 +170,28 @@ pub fn decay(meta: &DocMeta, now_ms: i64) -> f64 {
         .max(DECAY_FLOOR)
 }
 
+/// A note's importance now, by `rule`: its own, reinforced by each recall or opening on this
+/// machine and decayed since the last of them or its last edit. Kinds that never decay by age
+/// ([`half_life_days`] `None`: pinned, evergreen, who the user is) keep it undecayed.
+pub fn live_importance(meta: &DocMeta, rule: &DecayRule, now_ms: i64) -> f64 {
+    let last_used = match (meta.updated_at_ms, meta.last_access_ms) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    rule.live(
+        meta.importance,
+        meta.access_count,
+        last_used,
+        half_life_days(meta).is_some(),
+        now_ms,
+    )
+}
+
+/// Whether a note is in the archive tier: out of recall and search unless asked for.
+pub fn archived(meta: &DocMeta, rule: &DecayRule, now_ms: i64) -> bool {
+    rule.archives(live_importance(meta, rule, now_ms))
+}
+
 /// Trust weight; `None` means never recalled.
 pub fn trust_weight(trust: Option<Trust>) -> Option<f64> {
     match trust {
@@ -238,6 +261,7 @@ mod tests {
             evergreen: false,
             secret: false,
             access_count: 0,
+            last_access_ms: None,
         }
     }
 

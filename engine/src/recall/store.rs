@@ -27,7 +27,10 @@ pub struct DocMeta {
     pub importance: Option<f64>,
     pub evergreen: bool,
     pub secret: bool,
+    /// Recalls and openings on this machine.
     pub access_count: i64,
+    /// The last of them (milliseconds since the epoch).
+    pub last_access_ms: Option<i64>,
 }
 
 impl DocMeta {
@@ -184,13 +187,16 @@ impl DocStore {
             .query_row("PRAGMA data_version", [], |r| r.get(0))?)
     }
 
-    pub fn upsert(&mut self, docs: &[RecallDoc]) -> Result<(), Error> {
+    /// Adds or updates documents. A document this machine sees for the first time counts as
+    /// used at `now_ms`: a note imported with an old date starts its decay here, not at its
+    /// date.
+    pub fn upsert(&mut self, docs: &[RecallDoc], now_ms: i64) -> Result<(), Error> {
         let tx = self.conn.transaction()?;
         {
             let mut st = tx.prepare_cached(
                 "INSERT INTO docs (key, scope, id, hash, summary, tags, body, note_type,
-                   updated_at, trust, importance, evergreen)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                   updated_at, trust, importance, evergreen, last_access)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT(key) DO UPDATE SET hash = excluded.hash,
                    summary = excluded.summary, tags = excluded.tags, body = excluded.body,
                    note_type = excluded.note_type, updated_at = excluded.updated_at,
@@ -211,6 +217,7 @@ impl DocStore {
                     d.trust.map(trust_name),
                     d.importance,
                     d.evergreen,
+                    now_ms,
                 ])?;
             }
         }
@@ -250,6 +257,17 @@ impl DocStore {
         Ok(())
     }
 
+    /// Counts one use of each document at `now_ms` in the store at `path`, when there is one,
+    /// without opening it for recall (no schema check): for a process that has not opened
+    /// the recall index. A store that does not exist yet, or lacks a document, counts nothing.
+    pub fn record_access_at(path: &Path, keys: &[String], now_ms: i64) -> Result<(), Error> {
+        if !path.exists() {
+            return Ok(());
+        }
+        let mut store = Self { conn: open(path)? };
+        store.record_access(keys, now_ms)
+    }
+
     /// `(scope, id, last recall)` of every document recalled at least once.
     pub fn last_recalls(&self) -> Result<Vec<(String, String, i64)>, Error> {
         let mut st = self
@@ -263,7 +281,7 @@ impl DocStore {
     pub fn all_meta(&self) -> Result<Vec<DocMeta>, Error> {
         let mut st = self.conn.prepare(
             "SELECT key, scope, id, hash, note_type, updated_at, trust, importance, evergreen,
-                    access_count, tags FROM docs",
+                    access_count, tags, last_access FROM docs",
         )?;
         let rows = st.query_map([], |r| {
             let tags: String = r.get(10)?;
@@ -279,6 +297,7 @@ impl DocStore {
                 importance: r.get(7)?,
                 evergreen: r.get(8)?,
                 access_count: r.get(9)?,
+                last_access_ms: r.get(11)?,
                 secret: tags.iter().any(|t| t == super::SECRETS_TAG),
             })
         })?;

@@ -323,9 +323,13 @@ fn trust_weight_and_decay_show_in_explain() {
             },
         )
         .unwrap();
+    // Dated a year ago but first seen on this machine now (an imported note): its age decays
+    // its rank, but its importance starts from now, so it is not archived.
+    assert!(!hits[0].archived);
     let e = hits[0].explain.clone().unwrap();
     assert_eq!(e.trust, 0.6);
     assert!((e.decay - 0.5).abs() < 1e-6);
+    assert!((e.importance - 1.0).abs() < 1e-9);
     assert!((hits[0].score - e.fused * 0.6 * 0.5).abs() < 1e-9);
 }
 
