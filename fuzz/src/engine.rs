@@ -54,7 +54,7 @@ pub fn tokenize(data: &[u8]) {
     let mut longest: Vec<i64> = Vec::new();
     for (t, &max_len) in tokenizers().iter().zip(&MAX_LENS).rev() {
         let ids = t.encode(text);
-        assert!(ids.len() >= 2 && ids.len() <= max_len, "{} ids", ids.len());
+        assert!((2..=max_len).contains(&ids.len()), "{} ids", ids.len());
         assert_eq!(ids.first(), Some(&BOS));
         assert_eq!(ids.last(), Some(&EOS));
         assert!(ids.iter().all(|id| (0..VOCAB_LEN).contains(id)), "{ids:?}");
