@@ -85,7 +85,10 @@ pub fn analyzer(data: &[u8]) {
     assert_eq!(detect(text), detected);
     for lang in [detected, Detected::Unclear] {
         let terms = analyze_doc(text, lang);
-        assert!(terms.iter().all(|t| !t.is_empty()), "empty term in {terms:?}");
+        assert!(
+            terms.iter().all(|t| !t.is_empty()),
+            "empty term in {terms:?}"
+        );
         assert_eq!(analyze_doc(text, lang), terms);
     }
     let words = analyze_query_words(text);
@@ -95,6 +98,12 @@ pub fn analyzer(data: &[u8]) {
         assert!(!words[..i].contains(g), "repeated group in {words:?}");
     }
     let groups = analyze_query_groups(text);
-    assert!(groups.starts_with(&words), "{groups:?} does not start with {words:?}");
-    assert!(groups.iter().all(|g| !g.is_empty()), "empty group in {groups:?}");
+    assert!(
+        groups.starts_with(&words),
+        "{groups:?} does not start with {words:?}"
+    );
+    assert!(
+        groups.iter().all(|g| !g.is_empty()),
+        "empty group in {groups:?}"
+    );
 }

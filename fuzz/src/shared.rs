@@ -37,7 +37,10 @@ pub fn note_roundtrip(data: &[u8]) {
     let written = note.serialize();
     let back = Note::parse(&written, ctx())
         .unwrap_or_else(|e| panic!("the canonical form does not parse ({e}):\n{written}"));
-    assert_eq!(back, note, "the canonical form reads as another note:\n{written}");
+    assert_eq!(
+        back, note,
+        "the canonical form reads as another note:\n{written}"
+    );
     assert_eq!(back.serialize(), written, "writing is not stable");
     assert_eq!(back.content_hash(), note.content_hash());
 }
@@ -58,10 +61,19 @@ pub fn merge(data: &[u8]) {
     let y = next().unwrap_or_else(|| b.clone());
 
     let clean = |n: &Note| MergeOutcome::Clean(Some(n.clone()));
-    assert_eq!(merge::merge(Some(&b), Some(&x), Some(&b), MAX_BODY), clean(&x));
-    assert_eq!(merge::merge(Some(&b), Some(&b), Some(&x), MAX_BODY), clean(&x));
+    assert_eq!(
+        merge::merge(Some(&b), Some(&x), Some(&b), MAX_BODY),
+        clean(&x)
+    );
+    assert_eq!(
+        merge::merge(Some(&b), Some(&b), Some(&x), MAX_BODY),
+        clean(&x)
+    );
     assert_eq!(merge::merge(None, Some(&x), None, MAX_BODY), clean(&x));
-    assert_eq!(merge::merge(Some(&b), None, None, MAX_BODY), MergeOutcome::Clean(None));
+    assert_eq!(
+        merge::merge(Some(&b), None, None, MAX_BODY),
+        MergeOutcome::Clean(None)
+    );
     assert_eq!(
         merge::merge(Some(&b), Some(&x), Some(&y), MAX_BODY),
         merge::merge(Some(&b), Some(&y), Some(&x), MAX_BODY),

@@ -12,7 +12,9 @@ mod engine_checks;
 
 /// Runs `check` on every file of one target's corpus and fails naming each file it panics on.
 fn replay(target: &str, check: fn(&[u8])) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read the corpus {}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -27,7 +29,10 @@ fn replay(target: &str, check: fn(&[u8])) {
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(failed.is_empty(), "{target}: the check fails on {failed:#?}");
+    assert!(
+        failed.is_empty(),
+        "{target}: the check fails on {failed:#?}"
+    );
 }
 
 #[test]
