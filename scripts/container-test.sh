@@ -50,9 +50,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# What a run that was stopped half way may have left behind.
 cleanup_before() {
-  podman rm -f -t 5 "$name" >/dev/null 2>&1 || true
-  podman volume rm -f "$volume" >/dev/null 2>&1 || true
+  podman rm -f -t 5 "$name" "${project}_sync_1" >/dev/null 2>&1 || true
+  podman volume rm -f "$volume" "${project}_sync-data" >/dev/null 2>&1 || true
 }
 cleanup_before
 
