@@ -120,7 +120,7 @@ run_server() {
 url=http://127.0.0.1:$port
 step "container $name on $url, store on volume $volume"
 run_server
-token=$(podman exec "$name" memoria-sync token create --user alice | tail -1) ||
+token=$(podman exec "$name" memoria-sync token create --user alice | grep "^msync_") ||
   fail "token create inside the container failed"
 [[ $token == msync_* ]] || fail "token create inside the container printed \"$token\""
 
@@ -164,7 +164,7 @@ compose up -d --no-build sync >"$work/compose.log" 2>&1 ||
   fail "podman-compose up failed: $(tail -5 "$work/compose.log")"
 service=${project}_sync_1
 wait_listening "$service" "$url"
-token=$(compose exec -T sync memoria-sync token create --user bob | tail -1) ||
+token=$(compose exec -T sync memoria-sync token create --user bob | grep "^msync_") ||
   fail "token create in the compose service failed"
 [[ $token == msync_* ]] || fail "token create in the compose service printed \"$token\""
 m e sync login --server "$url" --token "$token" >/dev/null
