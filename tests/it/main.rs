@@ -1,6 +1,7 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
 mod errors;
+mod fuzz_corpus;
 mod mcp;
 mod model_install;
 mod privacy;
