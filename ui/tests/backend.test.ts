@@ -41,6 +41,10 @@ describe('backend module', () => {
     ['importFolder', () => be.importFolder({ path: '/v', scope: null }), 'import_folder', { request: { path: '/v', scope: null } }],
     ['getSettings', () => be.getSettings(), 'get_settings', undefined],
     ['setSettings', () => be.setSettings({ theme: 'dark' }), 'set_settings', { patch: { theme: 'dark' } }],
+    ['reviewQueue', () => be.reviewQueue(), 'review_queue', undefined],
+    ['dismissFinding', () => be.dismissFinding('f1'), 'review_dismiss', { findingId: 'f1' }],
+    ['mergePlan', () => be.mergePlan(['a', 'b'], 'user', 'manual'), 'merge_plan', { ids: ['a', 'b'], scope: 'user', draft: 'manual' }],
+    ['mergeApply', () => be.mergeApply({ planId: 'p', ids: ['a', 'b'], scope: 'user', body: 'x', summary: 's' } as never), 'merge_apply', { request: { planId: 'p', ids: ['a', 'b'], scope: 'user', body: 'x', summary: 's' } }],
   ];
 
   for (const [name, run, command, args] of cases) {

@@ -141,6 +141,10 @@ function jaccard(a: Set<string>, b: Set<string>): number {
 
 /** Notes this much alike in words are the same topic (the engine's words-only rule). */
 const SAME_TOPIC = 0.5;
+/** A same-topic finding holds 2 to 6 notes. */
+const MAX_GROUP = 6;
+/** A word in more notes than this proposes no pair. */
+const COMMON_WORD = 50;
 const TOO_LONG = 8000;
 
 export const DEMO_SCOPES: ScopeInfo[] = [
@@ -327,18 +331,36 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     const ok = [...notes.values()].filter((n) => !n.error);
     const out: Finding[] = [];
     const words = new Map(ok.map((n) => [n, topicWords(n)]));
+    // Candidates share a word that few notes have, as the engine's join finds them: a vault of
+    // thousands of notes stays cheap to review.
+    const byWord = new Map<string, FakeNote[]>();
+    for (const n of ok) {
+      for (const w of words.get(n)!) {
+        const list = byWord.get(w);
+        if (list) list.push(n);
+        else byWord.set(w, [n]);
+      }
+    }
     const seen = new Set<FakeNote>();
     for (const n of ok) {
       if (seen.has(n)) continue;
       const group = [n];
+      const inGroup = new Set(group);
       let weakest = 1;
-      for (let i = 0; i < group.length; i++) {
-        for (const o of ok) {
-          if (group.includes(o) || o.scope !== n.scope) continue;
+      for (let i = 0; i < group.length && group.length < MAX_GROUP; i++) {
+        const candidates = new Set<FakeNote>();
+        for (const w of words.get(group[i])!) {
+          const list = byWord.get(w)!;
+          if (list.length <= COMMON_WORD) for (const c of list) candidates.add(c);
+        }
+        for (const o of candidates) {
+          if (inGroup.has(o) || seen.has(o) || o.scope !== n.scope) continue;
           const j = jaccard(words.get(group[i])!, words.get(o)!);
           if (j >= SAME_TOPIC) {
             group.push(o);
+            inGroup.add(o);
             weakest = Math.min(weakest, j);
+            if (group.length >= MAX_GROUP) break;
           }
         }
       }
