@@ -31,6 +31,27 @@ fn sample(path: &std::path::Path, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Runs the real CLI on `home` with `first` then `args` (no model from the environment), and
+/// returns its standard output; a failure fails the test with its standard error.
+fn run_memoria(home: &std::path::Path, first: &[&str], args: &[&str]) -> String {
+    let out = std::process::Command::new(memoria_tests::workspace_bin("memoria"))
+        .arg("--home")
+        .arg(home)
+        .args(first)
+        .args(args)
+        .current_dir(home)
+        .env_remove("MEMORIA_MODEL_DIR")
+        .env_remove("ORT_DYLIB_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn tokenizer_matches_the_reference_implementation() {
     let model = test_model_dir();
@@ -154,23 +175,7 @@ fn real_model_ranks_the_matching_passage_first_across_languages() {
 fn model_dir_flag_loads_the_model_and_doctor_reports_the_embedder() {
     let model = test_model_dir();
     let home = tempfile::tempdir().unwrap();
-    let memoria = |args: &[&str]| {
-        let out = std::process::Command::new(memoria_tests::workspace_bin("memoria"))
-            .arg("--home")
-            .arg(home.path())
-            .args(args)
-            .current_dir(home.path())
-            .env_remove("MEMORIA_MODEL_DIR")
-            .env_remove("ORT_DYLIB_PATH")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let memoria = |args: &[&str]| run_memoria(home.path(), &[], args);
     memoria(&[
         "add",
         "--type",
@@ -280,23 +285,7 @@ fn relevance_is_low_for_nonsense_and_keeps_answers_across_languages() {
     let model = test_model_dir();
     let home = tempfile::tempdir().unwrap();
     let model_arg = model.to_str().unwrap().to_owned();
-    let memoria = |args: &[&str]| {
-        let out = std::process::Command::new(memoria_tests::workspace_bin("memoria"))
-            .arg("--home")
-            .arg(home.path())
-            .args(["--model-dir", &model_arg])
-            .args(args)
-            .current_dir(home.path())
-            .env_remove("MEMORIA_MODEL_DIR")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let memoria = |args: &[&str]| run_memoria(home.path(), &["--model-dir", &model_arg], args);
     let notes = [
         (
             "deploy",

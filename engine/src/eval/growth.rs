@@ -14,19 +14,18 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use memoria_shared::{ContentHash, SystemClock};
+use memoria_shared::ContentHash;
 use regex::Regex;
 
 use super::metrics::{self, CorpusDoc};
-use super::{ModelArgs, default_cache_dir, sample_corpus};
+use super::{ModelArgs, default_cache_dir, open_index, sample_corpus};
 use crate::hygiene::merge::{MergeSource, manual_draft};
 use crate::hygiene::topic::{self, TopicDoc};
 use crate::recall::store::VectorStore;
-use crate::recall::{Error, Mode, RecallConfig, RecallDoc, RecallIndex, SearchOptions};
+use crate::recall::{Error, Mode, RecallDoc, RecallIndex, SearchOptions};
 
 /// `memoria eval growth`.
 #[derive(Debug, Clone, clap::Args)]
@@ -364,31 +363,8 @@ pub fn run_growth(args: &GrowthArgs, json: bool) -> anyhow::Result<()> {
 
     let home = tempfile::tempdir().context("creating a temporary home")?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
-    std::fs::create_dir_all(&cache_dir)
-        .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
     let cache_path = cache_dir.join("vectors.sqlite");
-    let config = RecallConfig {
-        dir: crate::recall::default_dir(home.path()),
-        model_dir: args.model.resolve(),
-        vector_cache: Some(cache_path.clone()),
-        threads: args.model.threads,
-        bulk_sessions: args.model.bulk_sessions(),
-        background_reembed: false,
-    };
-    let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
-    let status = index.status();
-    if let Some(reason) = &status.fallback_reason {
-        eprintln!("note: using the hash embedder ({reason})");
-    }
-    if args.require_model && status.embedder != "onnx" {
-        bail!(
-            "--require-model: the embedding model did not load ({})",
-            status
-                .fallback_reason
-                .as_deref()
-                .unwrap_or("unknown reason")
-        );
-    }
+    let (index, status) = open_index(home.path(), &cache_dir, &args.model, args.require_model)?;
     let upsert = |docs: &[RecallDoc], what: &str| -> anyhow::Result<()> {
         let started = Instant::now();
         let mut last = Instant::now();

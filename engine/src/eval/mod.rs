@@ -201,30 +201,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
 
     let home = tempfile::tempdir().context("creating a temporary home")?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
-    std::fs::create_dir_all(&cache_dir)
-        .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
-    let config = RecallConfig {
-        dir: crate::recall::default_dir(home.path()),
-        model_dir: args.model.resolve(),
-        vector_cache: Some(cache_dir.join("vectors.sqlite")),
-        threads: args.model.threads,
-        bulk_sessions: args.model.bulk_sessions(),
-        background_reembed: false,
-    };
-    let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
-    let status = index.status();
-    if let Some(reason) = &status.fallback_reason {
-        eprintln!("note: using the hash embedder ({reason})");
-    }
-    if args.require_model && status.embedder != "onnx" {
-        bail!(
-            "--require-model: the embedding model did not load ({}); install it with `memoria model install`",
-            status
-                .fallback_reason
-                .as_deref()
-                .unwrap_or("unknown reason")
-        );
-    }
+    let (index, status) = open_index(home.path(), &cache_dir, &args.model, args.require_model)?;
     let docs: Vec<RecallDoc> = corpus
         .iter()
         .map(|d| RecallDoc {
@@ -623,6 +600,41 @@ fn sample_corpus(
         .filter(|d| judged.contains(&d.id) || keep.contains(&d.id))
         .cloned()
         .collect()
+}
+
+/// A recall index for an evaluation in `home`, its vectors cached in `cache_dir`; with
+/// `require_model`, an error unless the semantic model loaded.
+pub(crate) fn open_index(
+    home: &Path,
+    cache_dir: &Path,
+    model: &ModelArgs,
+    require_model: bool,
+) -> anyhow::Result<(RecallIndex, crate::recall::RecallStatus)> {
+    std::fs::create_dir_all(cache_dir)
+        .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
+    let config = RecallConfig {
+        dir: crate::recall::default_dir(home),
+        model_dir: model.resolve(),
+        vector_cache: Some(cache_dir.join("vectors.sqlite")),
+        threads: model.threads,
+        bulk_sessions: model.bulk_sessions(),
+        background_reembed: false,
+    };
+    let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
+    let status = index.status();
+    if let Some(reason) = &status.fallback_reason {
+        eprintln!("note: using the hash embedder ({reason})");
+    }
+    if require_model && status.embedder != "onnx" {
+        bail!(
+            "--require-model: the embedding model did not load ({}); install it with `memoria model install`",
+            status
+                .fallback_reason
+                .as_deref()
+                .unwrap_or("unknown reason")
+        );
+    }
+    Ok((index, status))
 }
 
 /// Fusion weights `--folds` chooses among (on the folds a score is not reported for).
