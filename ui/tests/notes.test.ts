@@ -50,6 +50,9 @@ describe('Notes page', () => {
     expect(last).toMatchObject({ query: 'pricing', explain: true });
     expect(screen.queryByTestId('search-explain')).toBeNull();
     expect(screen.getAllByTestId('search-ranks')[0]).toHaveTextContent(/BM25 #1 · vectors #\d+/);
+    // Each result says how likely it answers the search.
+    expect(screen.getAllByTestId('search-relevance')[0]).toHaveTextContent('100% likely');
+    expect(screen.getAllByTestId('search-relevance')[0]).toHaveAttribute('title', 'How likely this note answers the search');
 
     const first = screen.getAllByTestId('search-result')[0];
     await user.click(within(first).getByRole('button', { name: 'Why this result?' }));

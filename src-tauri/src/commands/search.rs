@@ -26,6 +26,8 @@ pub struct SearchHit {
     pub summary: String,
     pub note_type: Option<String>,
     pub score: f64,
+    /// How likely the note answers the query, 0 to 1; `None` without the semantic model.
+    pub relevance: Option<f64>,
     pub snippet: Option<String>,
     pub explain: Option<ScoreParts>,
 }
@@ -47,6 +49,7 @@ pub fn search(engine: &Engine, q: SearchQuery) -> Result<Vec<SearchHit>, UiError
             summary: h.summary,
             note_type: h.note_type,
             score: h.score,
+            relevance: h.relevance,
             snippet: h.snippet,
             explain: h.explain,
         })

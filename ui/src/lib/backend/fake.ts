@@ -594,6 +594,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           summary: n.summary,
           noteType: n.noteType,
           score: explain.fused * explain.decay * explain.trust,
+          // The share of the query's words the note holds stands in for the model's relevance.
+          relevance: words.filter((w) => `${n.summary} ${n.body}`.toLowerCase().includes(w)).length / words.length,
           snippet: idx >= 0 ? n.body.slice(Math.max(0, idx - 30), idx + 60).trim() : n.body.slice(0, 90).trim() || null,
           explain: q.explain ? explain : null,
         };

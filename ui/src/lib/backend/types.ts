@@ -118,7 +118,10 @@ export interface SearchHit {
   id: string;
   summary: string;
   noteType: NoteType | null;
+  /** The ranking score: only its order means something. */
   score: number;
+  /** How likely the note answers the query, 0–1; null without the semantic model. */
+  relevance: number | null;
   /** A short piece of the body around the match, plain text. */
   snippet: string | null;
   explain: Explain | null;

@@ -64,6 +64,8 @@ export const en = {
   'search.none': 'Nothing found for “{q}”.',
   'search.vectorShort': 'vectors',
   'search.why': 'Why this result?',
+  'search.relevance': '{n}% likely',
+  'search.relevanceTitle': 'How likely this note answers the search',
   'search.hideWhy': 'Hide explanation',
   'search.clear': 'Clear search',
   'explain.title': 'How this result was ranked',

@@ -64,6 +64,8 @@ export const es: Dict = {
   'search.none': 'No se encontró nada para «{q}».',
   'search.vectorShort': 'vectores',
   'search.why': '¿Por qué este resultado?',
+  'search.relevance': '{n} % probable',
+  'search.relevanceTitle': 'Qué probabilidad hay de que esta nota responda a la búsqueda',
   'search.hideWhy': 'Ocultar explicación',
   'search.clear': 'Borrar búsqueda',
   'explain.title': 'Cómo se ordenó este resultado',

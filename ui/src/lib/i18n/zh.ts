@@ -64,6 +64,8 @@ export const zh: Dict = {
   'search.none': '没有找到“{q}”。',
   'search.vectorShort': '向量',
   'search.why': '为什么是这条？',
+  'search.relevance': '可能性 {n}%',
+  'search.relevanceTitle': '这条笔记回答这次搜索的可能性',
   'search.hideWhy': '隐藏说明',
   'search.clear': '清除搜索',
   'explain.title': '这条结果的排序依据',
