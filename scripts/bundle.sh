@@ -60,7 +60,11 @@ echo "bundle: model from $model ($(du -sh "$stage" | cut -f1) with ONNX Runtime)
 
 conf=$CARGO_TARGET_DIR/bundle-resources/tauri.bundle.json
 printf '{"bundle": {"resources": {"%s/*": "model/"}}}\n' "$stage" > "$conf"
-"$repo/scripts/tauri.sh" build --bundles deb,rpm --config "$conf" "${args[@]}"
+"$repo/scripts/tauri.sh" build --no-bundle --config "$conf" "${args[@]}"
+# The release profile keeps line tables for the CLI's backtraces; in the app's package they
+# would be most of its size. Symbols stay, so a crash report still names its functions.
+strip --strip-debug "$CARGO_TARGET_DIR/release/memoria-desktop"
+"$repo/scripts/tauri.sh" bundle --bundles deb,rpm --config "$conf"
 
 deb=$(ls -t "$CARGO_TARGET_DIR"/release/bundle/deb/*.deb | head -1)
 rpm=$(ls -t "$CARGO_TARGET_DIR"/release/bundle/rpm/*.rpm | head -1)

@@ -16,7 +16,8 @@
 # defaults to ~/.local/share/memoria on Linux, as for `memoria`). `memoria model install` runs
 # this script. MEMORIA_MODEL_BASE_DIR keeps the f32 model there too (the tests compare the two);
 # without it the f32 model is built in a temporary folder and removed.
-# Needs bash, python3 (3.10 or newer, with venv) and access to PyPI. Idempotent: a DEST whose
+# Needs bash, Python 3.11, 3.12 or 3.13 with venv (the pinned wheels exist for those) and access
+# to PyPI; on macOS, an Apple silicon Mac (ONNX Runtime 1.24.4 has no wheel for Intel Macs). Idempotent: a DEST whose
 # MANIFEST.txt names the current recipe and whose files match it is left alone. 1-3 minutes
 # cold. Progress goes to standard error; the last line on standard output is DEST.
 set -euo pipefail
@@ -26,6 +27,7 @@ fail() { say "$*"; exit 1; }
 
 case "$(uname -s)-$(uname -m)" in
   Linux-*) runtime=libonnxruntime.so.1.24.4 runtime_link=libonnxruntime.so ;;
+  Darwin-x86_64) fail "ONNX Runtime 1.24.4 publishes no build for Intel Macs on PyPI, so the model cannot be built here; Memoria still works, with recall by keywords only" ;;
   Darwin-*) runtime=libonnxruntime.1.24.4.dylib runtime_link=libonnxruntime.dylib ;;
   *) fail "$(uname -s) is not supported by this script (Linux and macOS are)" ;;
 esac
@@ -81,11 +83,23 @@ if [[ -f $dest/MANIFEST.txt ]] && grep -qxF "$recipe" "$dest/MANIFEST.txt"; then
 fi
 
 # Prerequisites, named when missing.
-command -v python3 >/dev/null || fail "python3 is not installed: install Python 3.10 or newer (Debian/Ubuntu: sudo apt install python3 python3-venv) and run this again"
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-  || fail "python3 is $(python3 -c 'import platform; print(platform.python_version())'); 3.10 or newer is needed"
-python3 -c 'import ensurepip, venv' 2>/dev/null \
-  || fail "python3-venv is not installed (python3 cannot make a virtual environment): install it (Debian/Ubuntu: sudo apt install python3-venv) and run this again"
+# The pinned wheels exist for CPython 3.11 to 3.13 only (onnxruntime 1.24.4 has none for 3.10,
+# numpy 2.2.6 and onnx 1.19.1 none for 3.14): the first such interpreter on PATH is used.
+python=""
+for p in python3 python3.13 python3.12 python3.11; do
+  if command -v "$p" >/dev/null \
+    && "$p" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
+    python=$p
+    break
+  fi
+done
+if [[ -z $python ]]; then
+  command -v python3 >/dev/null \
+    || fail "python3 is not installed: install Python 3.11, 3.12 or 3.13 (Debian/Ubuntu: sudo apt install python3 python3-venv) and run this again"
+  fail "python3 is $(python3 -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "of an unknown version"); the model's pinned packages need Python 3.11, 3.12 or 3.13: install one of those (its python3.X on PATH is found) and run this again"
+fi
+"$python" -c 'import ensurepip, venv' 2>/dev/null \
+  || fail "python3-venv is not installed ($python cannot make a virtual environment): install it (Debian/Ubuntu: sudo apt install python3-venv) and run this again"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/memoria-model.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -95,7 +109,7 @@ venv=${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/model-venv
 want="numpy==2.2.6 onnx==1.19.1 onnxruntime==1.24.4 tokenizers==0.23.3"
 if [[ ! -f $venv/.memoria-installed || "$(cat "$venv/.memoria-installed")" != "$want" ]]; then
   rm -rf "$venv"
-  python3 -m venv "$venv" >&2 || fail "python3 -m venv $venv failed (see above)"
+  "$python" -m venv "$venv" >&2 || fail "$python -m venv $venv failed (see above)"
   # shellcheck disable=SC2086
   "$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: $want >&2 \
     || fail "pip could not install $want (is PyPI reachable?)"

@@ -93,11 +93,17 @@ fn tools_without_python(dir: &Path, python3: Option<&str>) -> PathBuf {
         std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
     }
     if let Some(body) = python3 {
-        let p = bin.join("python3");
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        write_tool(&bin, "python3", body);
     }
     bin
+}
+
+/// An executable shell script `name` in `bin`, in place of any tool of that name.
+fn write_tool(bin: &Path, name: &str, body: &str) {
+    let p = bin.join(name);
+    let _ = std::fs::remove_file(&p);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
 #[test]
@@ -110,18 +116,42 @@ fn a_missing_prerequisite_is_named() {
         .output()
         .expect("python3 on PATH");
     let real = String::from_utf8(real.stdout).unwrap().trim().to_owned();
+    // A machine as `uname -s` and `uname -m` describe it.
+    let uname = |system: &str, machine: &str| {
+        format!("#!/bin/sh\ncase \"$1\" in -s) echo {system};; -m) echo {machine};; esac\n")
+    };
     let cases = [
-        (None, "python3 is not installed"),
+        (None, None, "python3 is not installed"),
         (
             Some(format!(
                 "#!/bin/sh\ncase \"$*\" in *ensurepip*) exit 1;; esac\nexec {} \"$@\"\n",
                 real
             )),
+            None,
             "python3-venv is not installed",
         ),
+        // The pinned onnxruntime has no wheel for Python 3.10: said before pip is tried.
+        (
+            Some(format!(
+                "#!/bin/sh\ncase \"$*\" in *version_info*) exit 1;; *python_version*) echo 3.10.12;; \
+                 *) exec {real} \"$@\";; esac\n"
+            )),
+            None,
+            "python3 is 3.10.12; the model's pinned packages need Python 3.11, 3.12 or 3.13",
+        ),
+        // An Apple silicon Mac gets as far as Linux does; an Intel Mac is told why not.
+        (None, Some(uname("Darwin", "arm64")), "python3 is not installed"),
+        (
+            None,
+            Some(uname("Darwin", "x86_64")),
+            "ONNX Runtime 1.24.4 publishes no build for Intel Macs",
+        ),
     ];
-    for (i, (python3, says)) in cases.iter().enumerate() {
+    for (i, (python3, uname, says)) in cases.iter().enumerate() {
         let bin = tools_without_python(&tmp.path().join(i.to_string()), python3.as_deref());
+        if let Some(body) = uname {
+            write_tool(&bin, "uname", body);
+        }
         let out = memoria(&home)
             .args(["model", "install"])
             .env("PATH", &bin)

@@ -1,9 +1,10 @@
-//! The Overview page: counts by scope and type, the relevance distribution, the engine card.
+//! The Overview page: counts by scope, type and tier, the relevance distribution, the engine
+//! card.
 
 use std::collections::BTreeMap;
 
 use memoria_engine::Engine;
-use memoria_engine::api::{card, notes};
+use memoria_engine::api::{card, hygiene, notes};
 use serde::Serialize;
 use tauri::State;
 
@@ -93,6 +94,17 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
         let v = r.importance.unwrap_or(0.5).clamp(0.0, 1.0);
         relevance[((v * BUCKETS as f64) as usize).min(BUCKETS - 1)] += 1;
     }
+    // Tiers: the archive (importance decayed below the threshold, out of recall) and the vault
+    // notes still in recall. A note whose file does not parse is in neither.
+    let archived = hygiene::archived(engine, None)?.notes.len();
+    let readable = rows.iter().filter(|r| r.error.is_none()).count();
+    let by_tier = [("vault", readable.saturating_sub(archived)), ("archive", archived)]
+        .into_iter()
+        .map(|(tier, count)| TierCount {
+            tier: tier.into(),
+            count,
+        })
+        .collect();
     let c = card::card(engine)?;
     Ok(Overview {
         total_notes: rows.len(),
@@ -101,7 +113,7 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
             .into_iter()
             .map(|(note_type, count)| TypeCount { note_type, count })
             .collect(),
-        by_tier: Vec::new(),
+        by_tier,
         relevance,
         broken_notes: rows.iter().filter(|r| r.error.is_some()).count(),
         engine: EngineCard {
@@ -161,11 +173,52 @@ mod tests {
         assert_eq!(o.total_notes, 2);
         assert_eq!(o.by_scope[0].count, 2);
         assert_eq!(o.relevance.iter().sum::<usize>(), 2);
+        let tiers: Vec<(&str, usize)> = o
+            .by_tier
+            .iter()
+            .map(|t| (t.tier.as_str(), t.count))
+            .collect();
+        assert_eq!(tiers, [("vault", 2), ("archive", 0)]);
         assert_eq!(o.engine.embedder, "hash");
         let fix = o.engine.fallback_fix.as_deref().unwrap();
         assert!(fix.contains("memoria model install"), "{fix}");
         assert!(!fix.contains(".sh"), "{fix}");
         let json = serde_json::to_value(&o).unwrap();
         assert!(json["byType"][0]["noteType"].is_string());
+    }
+
+    #[test]
+    fn a_note_unused_for_long_counts_in_the_archive_tier() {
+        const DAY: i64 = 86_400_000;
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(1_700_000_000_000));
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        for s in ["Staging database", "Release day"] {
+            engine
+                .add(NewNote {
+                    summary: s.into(),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        let tiers = |e: &Engine| -> Vec<(String, usize)> {
+            build(e)
+                .unwrap()
+                .by_tier
+                .into_iter()
+                .map(|t| (t.tier, t.count))
+                .collect()
+        };
+        assert_eq!(tiers(&engine), [("vault".into(), 2), ("archive".into(), 0)]);
+        // The default importance halves every 90 days and falls below the archive line
+        // after about 210 days unused.
+        clock.set(1_700_000_000_000 + 300 * DAY);
+        assert_eq!(tiers(&engine), [("vault".into(), 0), ("archive".into(), 2)]);
     }
 }
