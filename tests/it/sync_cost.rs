@@ -3,7 +3,8 @@
 //! nothing new on either side is one small request and reads no note file; one change costs
 //! a few requests and about its own size; and no change is ever missed for it — a note
 //! edited on another machine, one edited here that keeps its size and modification time (so
-//! the index's scan does not see it either), a new note and a deleted one.
+//! the index's scan does not see it either), a new note and a deleted one. Twenty projects in
+//! use on one home, each with a process of its own, keep to the scheduler's limits.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
