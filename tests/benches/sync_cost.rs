@@ -9,8 +9,8 @@
 //! ```
 //!
 //! The engine runs in this process, as a long-running process (`memoria watch`, `memoria mcp`)
-//! runs it: one engine and one syncer kept across passes. Each row is one pass; the poll row is
-//! the median of five.
+//! runs it: one engine and one syncer kept across passes. Each row is one pass (the round: one
+//! pass of each scope); the poll rows are the median of five.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use memoria_engine::project::Scope;
+use memoria_engine::project::{Project, Scope};
 use memoria_engine::sync::{PassReport, Settings, Syncer, sync_dir};
 use memoria_engine::vault::{Engine, OpenOptions};
 use memoria_shared::{Note, NoteId, SystemClock};
@@ -26,14 +26,28 @@ use memoria_tests::moto::{self, MotoServer};
 use memoria_tests::proxy::Proxy;
 use memoria_tests::sync_server::{ServerProcess, create_token};
 
+/// A process on a home: its engine and syncer, and the scope it syncs.
 struct Machine {
     home: PathBuf,
     engine: Engine,
     syncer: Syncer,
+    scope: Scope,
 }
 
 impl Machine {
+    /// A home signed in to `url`, syncing the user scope.
     fn new(home: PathBuf, url: &str, token: &str) -> Machine {
+        Self::open(home, None, url, token)
+    }
+
+    /// A process in the project at `root` (made a project if it is not one) on `home`,
+    /// syncing the project's scope.
+    fn project(home: PathBuf, root: &Path, url: &str, token: &str) -> Machine {
+        Project::init(root, None).unwrap();
+        Self::open(home, Some(root), url, token)
+    }
+
+    fn open(home: PathBuf, project: Option<&Path>, url: &str, token: &str) -> Machine {
         std::fs::create_dir_all(home.join("memory/user")).unwrap();
         Settings::update(&sync_dir(&home), |s| {
             s.enabled = Some(true);
@@ -42,9 +56,11 @@ impl Machine {
         .unwrap();
         let engine = Engine::open(OpenOptions {
             home: Some(home.clone()),
+            project_dir: project.map(Path::to_path_buf),
             ..Default::default()
         })
         .unwrap();
+        let scope = engine.project().map_or(Scope::User, Project::scope);
         let syncer = Syncer::from_settings(
             &home,
             Some(token.to_owned()),
@@ -56,28 +72,55 @@ impl Machine {
             home,
             engine,
             syncer,
+            scope,
         }
     }
 
+    /// The folder of the scope's notes.
     fn dir(&self) -> PathBuf {
-        self.home.join("memory/user")
+        match self.engine.project() {
+            Some(p) => p.memory_dir(),
+            None => self.home.join("memory/user"),
+        }
     }
 
     fn pass(&mut self) -> PassReport {
         self.syncer
-            .sync_scope(&mut self.engine, &Scope::User)
+            .sync_scope(&mut self.engine, &self.scope)
             .unwrap()
     }
 }
 
+/// Every note file's size: 5,000 notes make 20 MB (20,480,000 bytes).
+const NOTE_BYTES: usize = 4096;
+
+/// A note file of exactly [`NOTE_BYTES`]: whole lines of ordinary sentences, the last one cut
+/// to fill.
 fn note_text(id: &str, i: usize, salt: &str) -> String {
-    // About 4 KB: 20 MB at 5,000 notes.
-    let body: String = (0..60)
-        .map(|l| format!("{salt}Line {l} of note {i}: a sentence of ordinary length.\n"))
-        .collect();
-    Note::new(NoteId::new(id).unwrap(), format!("Note {i}"), body).serialize()
+    let note =
+        |body: &str| Note::new(NoteId::new(id).unwrap(), format!("Note {i}"), body).serialize();
+    let line = |l: usize| format!("{salt}Line {l} of note {i}: a sentence of ordinary length.\n");
+    let head = note(&line(0)).len() - line(0).len();
+    let mut body = String::new();
+    for l in 0.. {
+        let room = NOTE_BYTES - head - body.len();
+        let next = line(l);
+        if next.len() <= room {
+            body.push_str(&next);
+        } else {
+            if room > 0 {
+                body.push_str(&next[..room - 1]);
+                body.push('\n');
+            }
+            break;
+        }
+    }
+    let text = note(&body);
+    assert_eq!(text.len(), NOTE_BYTES, "the bench's note size");
+    text
 }
 
+/// Writes `n` notes into `dir`; returns their total size in bytes.
 fn write_notes(dir: &Path, n: usize) -> u64 {
     let mut bytes = 0;
     for i in 0..n {
@@ -98,10 +141,12 @@ struct Row {
     read: usize,
 }
 
-fn measure(proxy: &Proxy, f: impl FnOnce() -> PassReport) -> Row {
+/// What `passes` cost through `proxy`: their requests, bytes each way, time, and the files
+/// they read.
+fn measure(proxy: &Proxy, passes: impl FnOnce() -> Vec<PassReport>) -> Row {
     let (r0, u0, d0) = proxy.traffic();
     let t = Instant::now();
-    let report = f();
+    let reports = passes();
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     let (r1, u1, d1) = proxy.traffic();
     Row {
@@ -109,8 +154,15 @@ fn measure(proxy: &Proxy, f: impl FnOnce() -> PassReport) -> Row {
         up: u1 - u0,
         down: d1 - d0,
         ms,
-        read: report.files_read,
+        read: reports.iter().map(|r| r.files_read).sum(),
     }
+}
+
+/// The median of five rows of `passes`, by time.
+fn median_of_five(proxy: &Proxy, mut passes: impl FnMut() -> Vec<PassReport>) -> Row {
+    let mut rows: Vec<Row> = (0..5).map(|_| measure(proxy, &mut passes)).collect();
+    rows.sort_by(|x, y| x.ms.total_cmp(&y.ms));
+    rows[2]
 }
 
 fn bytes(n: u64) -> String {
@@ -149,22 +201,21 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     let proxy = Proxy::start(&server.url(""));
     let mut a = Machine::new(root.join("a"), &proxy.url, &token);
     let total = write_notes(&a.dir(), notes);
-    let first = measure(&proxy, || a.pass());
+    let first = measure(&proxy, || vec![a.pass()]);
     print(
         store_name,
         notes,
-        &format!("first upload ({})", bytes(total)),
+        &format!("first upload ({total} bytes)"),
         first,
     );
     settle();
     a.pass();
-    let mut polls: Vec<Row> = (0..5).map(|_| measure(&proxy, || a.pass())).collect();
-    polls.sort_by(|x, y| x.ms.total_cmp(&y.ms));
-    print(store_name, notes, "poll, nothing new", polls[2]);
+    let poll = median_of_five(&proxy, || vec![a.pass()]);
+    print(store_name, notes, "poll, nothing new", poll);
 
     let path = a.dir().join("note-00007.md");
     std::fs::write(&path, note_text("note-00007", 7, "Edited. ")).unwrap();
-    let local = measure(&proxy, || a.pass());
+    let local = measure(&proxy, || vec![a.pass()]);
     print(store_name, notes, "one change here", local);
 
     // Another machine, downloading everything once, then changing one note.
@@ -179,8 +230,62 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     )
     .unwrap();
     b.pass();
-    let remote = measure(&proxy, || a.pass());
+    let remote = measure(&proxy, || vec![a.pass()]);
     print(store_name, notes, "one change elsewhere", remote);
+    server.stop();
+}
+
+/// Project scopes in the twenty-projects round, beside the user scope.
+const PROJECTS: usize = 20;
+/// Notes in each scope of the twenty-projects round.
+const PROJECT_NOTES: usize = 100;
+
+/// Twenty projects in use on one home: the user scope and twenty project scopes, each synced by
+/// a process of its own (an agent session in each project), all uploaded and settled; then the
+/// round of polls that finds nothing new, one pass of each scope.
+fn twenty_projects(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path) {
+    let root = root.join(format!(
+        "projects-{}",
+        store_name.split(' ').next().unwrap_or("x")
+    ));
+    // Rounds back to back send more than a server's default rate limit lets one account send
+    // in a minute; a round is measured, not the limit.
+    let mut env = env.to_vec();
+    env.extend([
+        ("MEMORIA_SYNC_RATE_LIMIT__BURST", "100000"),
+        ("MEMORIA_SYNC_RATE_LIMIT__PER_MINUTE", "100000"),
+    ]);
+    let server = ServerProcess::start(store, &env);
+    let token = create_token(store, "bench-projects", &env);
+    let proxy = Proxy::start(&server.url(""));
+    let home = root.join("home");
+    let mut machines = vec![Machine::new(home.clone(), &proxy.url, &token)];
+    for p in 0..PROJECTS {
+        let dir = root.join(format!("p{p:02}"));
+        machines.push(Machine::project(home.clone(), &dir, &proxy.url, &token));
+    }
+    let mut total = 0;
+    for m in &machines {
+        total += write_notes(&m.dir(), PROJECT_NOTES);
+    }
+    let mut round = || machines.iter_mut().map(Machine::pass).collect::<Vec<_>>();
+    let scopes = PROJECTS + 1;
+    let first = measure(&proxy, &mut round);
+    print(
+        store_name,
+        scopes * PROJECT_NOTES,
+        &format!("{scopes} scopes: first upload ({total} bytes)"),
+        first,
+    );
+    settle();
+    round();
+    let poll = median_of_five(&proxy, &mut round);
+    print(
+        store_name,
+        scopes * PROJECT_NOTES,
+        &format!("{scopes} scopes: poll round, nothing new"),
+        poll,
+    );
     server.stop();
 }
 
@@ -244,4 +349,7 @@ fn main() {
         run("S3 (moto)", &moto.store_url(), &env, &root, n);
         rclone(&moto, &root, n);
     }
+    let fs = format!("fs:{}", root.join("fs-store-projects").display());
+    twenty_projects("fs", &fs, &[], &root);
+    twenty_projects("S3 (moto)", &moto.store_url(), &env, &root);
 }
