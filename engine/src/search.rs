@@ -43,6 +43,11 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
             .tags
             .iter()
             .any(|t| EVERGREEN_TAGS.contains(&t.as_str())),
+        standing: recall::Standing {
+            consolidated: row.status.as_deref() == Some("consolidated"),
+            // Read from the other notes' relations: the caller sets it (see `sync_recall`).
+            superseded: false,
+        },
         hash,
     }
 }
@@ -160,7 +165,8 @@ impl Engine {
             }
             // Changed or new: its text, or only what ranking reads of it.
             if let Some(row) = self.index().by_path(&state.path)? {
-                let doc = recall_doc(&row);
+                let mut doc = recall_doc(&row);
+                doc.standing.superseded = state.facts.standing.superseded;
                 if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
                     changed.push(doc);
                 }

@@ -297,3 +297,69 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
             .any(|v| v["key"] == "model.url")
     );
 }
+
+const PRICING_THIRD: &str = "Landing page pricing cards: filled backgrounds, never borders; the \
+    highlighted plan gets the accent colour and a popular badge.";
+
+#[test]
+fn consolidate_previews_with_dry_run_then_folds_the_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "pricing", "Pricing cards", PRICING);
+    add(&d, "pricing-2", "Pricing cards look", PRICING_AGAIN);
+    add(&d, "pricing-3", "Pricing card style", PRICING_THIRD);
+    add(&d, "deploys", "Deploy days", "Deploys go out on Tuesdays.");
+    let user = d.home.join("memory").join("user");
+    let files = || {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(&user)
+            .unwrap()
+            .flatten()
+            .map(|f| {
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(f.path()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files();
+    let dry = json(&d, &["consolidate", "--dry-run"]);
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    let clusters = dry["plan"]["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{dry}");
+    assert_eq!(clusters[0]["basis"], "similar");
+    let ids: Vec<&str> = clusters[0]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["pricing", "pricing-2", "pricing-3"]);
+    assert_eq!(dry["plan"]["vectors"], false, "no model here: words only");
+    assert_eq!(files(), before, "a dry run writes nothing");
+    let text = d.ok(&["consolidate", "--dry-run"]);
+    assert!(text.contains("nothing written"), "{text}");
+
+    let into = clusters[0]["intoId"].as_str().unwrap().to_owned();
+    let done = json(&d, &["consolidate"]);
+    assert_eq!(done["applied"][0]["into"]["id"], into.as_str(), "{done}");
+    let body = json(&d, &["show", &into])["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        body.contains("[[pricing]]") && body.contains("[[pricing-3]]"),
+        "{body}"
+    );
+    for id in ["pricing", "pricing-2", "pricing-3"] {
+        let file = std::fs::read_to_string(user.join(format!("{id}.md"))).unwrap();
+        assert!(file.contains("\"status\":\"consolidated\""), "{file}");
+    }
+    assert_eq!(files().len(), before.len() + 1, "nothing deleted");
+    let again = d.ok(&["consolidate"]);
+    assert!(again.starts_with("0 clusters"), "{again}");
+    let bad = error(&d, &["consolidate", "--min-size", "1"]);
+    assert_eq!(bad["code"], "invalid_input", "{bad}");
+}

@@ -89,6 +89,13 @@ pub struct ScoreParts {
     pub trust: f64,
     pub importance: f64,
     pub access: f64,
+    /// Below 1 for a note consolidated into another or superseded by another.
+    #[serde(default = "one")]
+    pub standing: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl From<recall::Explain> for ScoreParts {
@@ -107,6 +114,7 @@ impl From<recall::Explain> for ScoreParts {
             trust: x.trust,
             importance: x.importance,
             access: x.access,
+            standing: x.standing,
         }
     }
 }

@@ -124,13 +124,14 @@ fn search_hits_carry_score_parts_only_when_asked() {
         trust: 1.0,
         importance: 1.0,
         access: 1.0,
+        standing: 1.0,
     });
     let v = serde_json::to_value(&hit).unwrap();
     assert_eq!(
         v["explain"],
         json!({"bm25Rank": 1, "bm25Score": 2.0, "vectorRank": null, "cosine": null,
             "otherLanguage": false, "fused": 0.25, "relevance": null, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
-            "importance": 1.0, "access": 1.0})
+            "importance": 1.0, "access": 1.0, "standing": 1.0})
     );
 }
 

@@ -97,8 +97,14 @@ pub fn explain_line(x: &ScoreParts) -> String {
         (Some(w), None) => format!(" (meaning weighs {w:.2})"),
         _ => String::new(),
     };
+    // Shown only for a note something else replaced, as most notes stand at 1.
+    let standing = if x.standing < 1.0 {
+        format!(" × replaced {:.2}", x.standing)
+    } else {
+        String::new()
+    };
     format!(
-        "{bm25} · {vector} · fused {:.3}{fusion} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
+        "{bm25} · {vector} · fused {:.3}{fusion} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}{standing}",
         x.fused, x.decay, x.trust, x.importance, x.access
     )
 }
