@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 
-use memoria_tests::sync_fixture::Device;
+use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 
 const PRICING: &str = "Pricing cards on the landing page use filled backgrounds, never borders; \
@@ -362,4 +362,100 @@ fn consolidate_previews_with_dry_run_then_folds_the_cluster() {
     assert!(again.starts_with("0 clusters"), "{again}");
     let bad = error(&d, &["consolidate", "--min-size", "1"]);
     assert_eq!(bad["code"], "invalid_input", "{bad}");
+}
+
+/// Two homes signed in to a real `memoria-sync` on a filesystem store.
+fn synced_pair(root: &Path) -> (SyncServer, Device, Device) {
+    let server = SyncServer::start(Backend::Fs, root, &[]);
+    let token = server.token("alice");
+    let dev = |name: &str| {
+        let d = device(&root.join(name));
+        d.ok(&["sync", "login", "--server", &server.url, "--token", &token]);
+        d
+    };
+    let (a, b) = (dev("a"), dev("b"));
+    (server, a, b)
+}
+
+#[test]
+fn with_sync_on_a_merge_goes_to_the_cloud_first_and_a_change_elsewhere_refuses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (_server, a, b) = synced_pair(&root);
+    add(&a, "first", "First", "First text.");
+    add(&a, "second", "Second", "Second text.");
+    add(&a, "reader", "Reader", "Reads [[second]].");
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    // b changes a note of the merge; a has not synced since.
+    b.ok(&["edit", "second", "--body", "Second text, from b."]);
+    b.ok(&["sync", "now"]);
+    let before: Vec<Option<String>> = ["first", "second", "reader"]
+        .iter()
+        .map(|id| a.note(id))
+        .collect();
+    let err = error(&a, &["merge", "second", "first", "--apply"]);
+    assert_eq!(err["code"], "conflict", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("another device changed"),
+        "{err}"
+    );
+    let after: Vec<Option<String>> = ["first", "second", "reader"]
+        .iter()
+        .map(|id| a.note(id))
+        .collect();
+    assert_eq!(after, before, "nothing written here");
+    // Synced, the merge goes up first and reaches the other home with b's edit in it.
+    a.ok(&["sync", "now"]);
+    let merged = json(&a, &["merge", "second", "first", "--apply"]);
+    assert_eq!(merged["kept"]["id"], "first", "{merged}");
+    assert!(merged["backups"].as_array().unwrap().len() >= 3, "{merged}");
+    assert!(a.note("second").is_none());
+    b.ok(&["sync", "now"]);
+    assert!(b.note("second").is_none());
+    assert_eq!(b.note("first"), a.note("first"));
+    assert!(b.note("first").unwrap().contains("Second text, from b."));
+    assert_eq!(json(&b, &["show", "reader"])["body"], "Reads [[first]].\n");
+}
+
+#[test]
+fn with_sync_on_a_consolidation_goes_to_the_cloud_first_and_waits_for_a_change_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (_server, a, b) = synced_pair(&root);
+    add(&a, "pricing", "Pricing cards", PRICING);
+    add(&a, "pricing-2", "Pricing cards look", PRICING_AGAIN);
+    add(&a, "pricing-3", "Pricing card style", PRICING_THIRD);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    b.ok(&[
+        "edit",
+        "pricing-2",
+        "--summary",
+        "Pricing cards, edited on b",
+    ]);
+    b.ok(&["sync", "now"]);
+    let before = a.note("pricing-2");
+    let done = json(&a, &["consolidate"]);
+    assert!(done["applied"].as_array().unwrap().is_empty(), "{done}");
+    let reason = done["skipped"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("another device changed"), "{done}");
+    assert_eq!(a.note("pricing-2"), before);
+    assert!(!a.note("pricing").unwrap().contains("consolidated"));
+    a.ok(&["sync", "now"]);
+    let done = json(&a, &["consolidate"]);
+    let into = done["applied"][0]["into"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.ok(&["sync", "now"]);
+    assert_eq!(b.note(&into), a.note(&into));
+    assert!(
+        b.note("pricing-2")
+            .unwrap()
+            .contains("\"status\":\"consolidated\"")
+    );
 }

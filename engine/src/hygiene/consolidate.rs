@@ -618,7 +618,18 @@ pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Cons
                 new: Box::new(n),
             });
         }
-        backups.extend(merge::write_batch(engine, &scope, &writes)?);
+        match merge::write_batch(engine, &scope, &writes) {
+            Ok(taken) => backups.extend(taken),
+            // Another device changed a note of the cluster: this cluster waits, the others go on.
+            Err(Error::Sync(e)) if matches!(*e, crate::sync::SyncError::BatchRefused(_)) => {
+                skipped.push(SkippedCluster {
+                    cluster_id: c.cluster_id.clone(),
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         applied.push(ConsolidatedCluster {
             cluster_id: c.cluster_id.clone(),
             into: into_written,
