@@ -225,10 +225,23 @@ impl Engine {
         budget_chars: Option<usize>,
         window_tokens: Option<usize>,
     ) -> Result<RecallBlock> {
+        self.recall_block_with(message, budget_chars, window_tokens, false)
+    }
+
+    /// [`Self::recall_block`], with archived notes recalled too when `include_archived` (a
+    /// note recalled that way is used, so it leaves the archive).
+    pub fn recall_block_with(
+        &self,
+        message: &str,
+        budget_chars: Option<usize>,
+        window_tokens: Option<usize>,
+        include_archived: bool,
+    ) -> Result<RecallBlock> {
         let opts = RecallOptions {
             visible_scopes: Some(self.visible_scopes().iter().map(|s| s.key()).collect()),
             budget_chars,
             window_tokens,
+            include_archived,
         };
         self.recall_with(Vectors::Later)?
             .recall_block(message, &opts)

@@ -191,6 +191,8 @@ pub struct RecallRequest {
     pub budget: Option<usize>,
     /// The model's context window in tokens.
     pub window: Option<usize>,
+    /// Recall archived notes too (left out otherwise); one recalled leaves the archive.
+    pub archived: bool,
 }
 
 /// The recall block for one agent turn and what went into it.
@@ -206,7 +208,7 @@ pub struct Recalled {
 
 /// The recall block an agent turn gets for `message`.
 pub fn recall(engine: &mut Engine, req: &RecallRequest) -> Result<Recalled> {
-    let block = engine.recall_block(&req.message, req.budget, req.window)?;
+    let block = engine.recall_block_with(&req.message, req.budget, req.window, req.archived)?;
     Ok(Recalled {
         shown: block.shown.iter().map(NoteRef::from_pair).collect(),
         text: block.text,

@@ -118,6 +118,10 @@ pub struct RecallArgs {
     /// The model's context window in tokens (default 100,000).
     #[arg(long)]
     window: Option<usize>,
+    /// Recall archived notes too (notes nobody recalled, opened or edited for long); one
+    /// recalled this way leaves the archive.
+    #[arg(long)]
+    archived: bool,
 }
 
 pub fn recall(g: &Globals, a: &RecallArgs) -> Result<()> {
@@ -125,6 +129,7 @@ pub fn recall(g: &Globals, a: &RecallArgs) -> Result<()> {
         message: a.message.clone(),
         budget: a.budget,
         window: a.window,
+        archived: a.archived,
     };
     let block = search::recall(&mut g.location.open()?, &req)?;
     if g.json {

@@ -1012,3 +1012,36 @@ fn a_status_change_reaches_recall_as_a_ranking_factor() {
     let rate1 = again.iter().find(|(id, _)| id == "rate-1").unwrap();
     assert_eq!(rate1.1, 1.0, "{again:?}");
 }
+
+#[test]
+fn recall_leaves_archived_notes_out_unless_asked_and_one_recalled_leaves_the_archive() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    add(
+        &mut e,
+        "tern",
+        "Staging database",
+        "The staging database is called tern.",
+    );
+    let recall = |e: &mut Engine, archived: bool| {
+        crate::api::search::recall(
+            e,
+            &crate::api::search::RecallRequest {
+                message: "what is the staging database called".into(),
+                archived,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    assert!(recall(&mut e, false).text.contains("tern"));
+    w.clock.set(T0 + 300 * DAY);
+    assert_eq!(archived_ids(&e), ["tern"]);
+    let block = recall(&mut e, false);
+    assert!(!block.text.contains("called tern"), "{}", block.text);
+    assert!(archived_ids(&e) == ["tern"], "left out, so not used");
+    let block = recall(&mut e, true);
+    assert!(block.text.contains("called tern"), "{}", block.text);
+    assert!(archived_ids(&e).is_empty(), "recalled, so used");
+    assert!(recall(&mut e, false).text.contains("called tern"));
+}
