@@ -246,15 +246,21 @@ pub(crate) fn compute(input: &ReviewInput) -> Vec<Finding> {
         }
     }
     let mut out = Vec::new();
-    let docs: Vec<topic::TopicDoc> = reviewed
+    let mut vocabulary = topic::Vocabulary::default();
+    let tokens: Vec<Vec<u32>> = reviewed
         .iter()
-        .map(|r| topic::TopicDoc {
-            scope: r.scope.clone(),
-            words: topic::note_words(&r.summary, &r.tags, &r.body),
-            vector: r.hash.as_ref().and_then(|h| input.vectors.get(h).cloned()),
+        .map(|r| vocabulary.note_tokens(&r.scope, &r.summary, &r.tags, &r.body))
+        .collect();
+    let vectors: Vec<Option<&[f32]>> = reviewed
+        .iter()
+        .map(|r| {
+            r.hash
+                .as_ref()
+                .and_then(|h| input.vectors.get(h))
+                .map(Vec::as_slice)
         })
         .collect();
-    for g in topic::groups(&docs) {
+    for g in topic::groups_of(tokens, &vectors) {
         let rows: Vec<&IndexedNote> = g.members.iter().map(|&i| reviewed[i]).collect();
         let keys: Vec<(String, String)> = rows
             .iter()
