@@ -459,3 +459,131 @@ fn with_sync_on_a_consolidation_goes_to_the_cloud_first_and_waits_for_a_change_e
             .contains("\"status\":\"consolidated\"")
     );
 }
+
+/// A session over `home` at `clock`'s time, without sync; the daily consolidation runs as it
+/// does in the app.
+fn session(
+    home: &Path,
+    clock: &std::sync::Arc<memoria_shared::FixedClock>,
+) -> memoria_engine::Session {
+    let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
+        home: Some(home.to_path_buf()),
+        model_dir: Some(home.join("no-model")),
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    o.sync = false;
+    memoria_engine::Session::start(o).unwrap()
+}
+
+#[test]
+fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
+    use memoria_engine::{Event, NewNote, ScopeChoice};
+    const T0: i64 = 1_789_000_000_000;
+    const DAY: i64 = 86_400_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().canonicalize().unwrap().join("home");
+    let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(T0));
+    {
+        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
+            home: Some(home.clone()),
+            model_dir: Some(home.join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        for (id, body) in [
+            ("pricing", PRICING),
+            ("pricing-2", PRICING_AGAIN),
+            ("pricing-3", PRICING_THIRD),
+        ] {
+            e.add(NewNote {
+                id: Some(id.into()),
+                summary: "Pricing cards".into(),
+                body: body.into(),
+                scope: Some(ScopeChoice::User),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+    }
+    let user = home.join("memory").join("user");
+    let files = || {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&user)
+            .unwrap()
+            .flatten()
+            .map(|f| {
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(f.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    clock.set(T0 + 3_600_000);
+    let (s, events) = {
+        let s = session(&home, &clock);
+        let rx = s.subscribe();
+        (s, rx)
+    };
+    // The consolidated note arrives as the watcher's event; the session served reads meanwhile.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let into = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match events.recv_timeout(left) {
+            Ok(Event::NoteAdded { id, .. })
+                if !["pricing", "pricing-2", "pricing-3"].contains(&id.as_str()) =>
+            {
+                break id;
+            }
+            Ok(Event::Error { message, .. }) => panic!("{message}"),
+            Ok(_) => {}
+            Err(e) => panic!("no consolidated note: {e}"),
+        }
+    };
+    drop(s);
+    let note = std::fs::read_to_string(user.join(format!("{into}.md"))).unwrap();
+    assert!(note.contains("[[pricing-2]]"), "{note}");
+    let original = std::fs::read_to_string(user.join("pricing.md")).unwrap();
+    assert!(
+        original.contains("\"status\":\"consolidated\""),
+        "{original}"
+    );
+
+    // The same day, three new rewordings wait: the pass ran today. Dropping the session
+    // waits for its threads, so the pass has had its turn.
+    {
+        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
+            home: Some(home.clone()),
+            model_dir: Some(home.join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        for (id, body) in [
+            ("again-1", PRICING),
+            ("again-2", PRICING_AGAIN),
+            ("again-3", PRICING_THIRD),
+        ] {
+            e.add(NewNote {
+                id: Some(id.into()),
+                summary: "Pricing cards".into(),
+                body: body.into(),
+                scope: Some(ScopeChoice::User),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+    }
+    let before = files();
+    clock.set(T0 + DAY - 1);
+    drop(session(&home, &clock));
+    assert_eq!(files(), before, "a second pass the same day does nothing");
+    // The next day it runs again.
+    clock.set(T0 + 3_600_000 + DAY);
+    drop(session(&home, &clock));
+    let again = std::fs::read_to_string(user.join("again-1.md")).unwrap();
+    assert!(again.contains("\"status\":\"consolidated\""), "{again}");
+}
