@@ -38,6 +38,7 @@ fn note_dtos_are_camel_case_and_round_trip() {
             source: None,
             importance: Some(0.5),
             error: None,
+            status: None,
         },
         json!({"scope": "user", "id": "tea", "path": "/h/memory/user/tea.md", "relPath": "tea.md",
             "summary": "Green tea", "type": "user", "tags": ["drink"], "createdAt": 1,

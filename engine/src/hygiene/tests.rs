@@ -737,6 +737,14 @@ fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
         assert_eq!(back, [("user".to_owned(), into.id.clone())]);
     }
     assert_eq!(status_of(&e, &into.id), None, "the new note is working");
+    // The notes' list tells the app which are consolidated.
+    let listed = crate::api::notes::list(&e, &Default::default()).unwrap();
+    let consolidated: Vec<&str> = listed
+        .iter()
+        .filter(|r| r.status.as_deref() == Some("consolidated"))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(consolidated, ["rate-1", "rate-2", "rate-3"]);
     // The related note is left alone; nothing is deleted; each original was backed up.
     assert_eq!(status_of(&e, "timeouts"), None);
     let after = file_bytes(&e);
