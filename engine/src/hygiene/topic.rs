@@ -304,8 +304,9 @@ fn overlapping_pairs(
     let need_alone: Vec<usize> = (0..=2 * longest).map(|s| needed(alone, s, 0)).collect();
     // Token → (note, position, note's size) of the notes already indexed, smallest first;
     // `start` skips the notes every later (larger) note is too large to pair with.
+    type Posting = (u32, u32, u32);
     let vocabulary = tokens.iter().flatten().max().map_or(0, |&m| m as usize + 1);
-    let mut postings: Vec<(usize, Vec<(u32, u32, u32)>)> = vec![(0, Vec::new()); vocabulary];
+    let mut postings: Vec<(usize, Vec<Posting>)> = vec![(0, Vec::new()); vocabulary];
     // Shared prefix tokens counted per candidate; `PRUNED` once it cannot reach the overlap.
     const PRUNED: i32 = -1;
     let mut count: Vec<i32> = vec![0; tokens.len()];
