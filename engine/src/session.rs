@@ -47,7 +47,8 @@ pub struct SessionOptions {
     pub sync_token: Option<String>,
     /// Run the daily consolidation pass ([`crate::api::hygiene::consolidate_if_due`]) on a
     /// thread of its own after start: at most once a day on this machine, never in the way of
-    /// start-up or of the session's reads and writes.
+    /// start-up or of the session's reads and writes. Off unless the front end turns it on:
+    /// the pass rewrites notes (their status) and adds consolidated ones.
     pub consolidate: bool,
 }
 
@@ -59,7 +60,7 @@ impl SessionOptions {
             watch: true,
             sync: true,
             sync_token: None,
-            consolidate: true,
+            consolidate: false,
         }
     }
 }

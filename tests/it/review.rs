@@ -460,8 +460,7 @@ fn with_sync_on_a_consolidation_goes_to_the_cloud_first_and_waits_for_a_change_e
     );
 }
 
-/// A session over `home` at `clock`'s time, without sync; the daily consolidation runs as it
-/// does in the app.
+/// A session over `home` at `clock`'s time, without sync, that runs the daily consolidation.
 fn session(
     home: &Path,
     clock: &std::sync::Arc<memoria_shared::FixedClock>,
@@ -473,6 +472,7 @@ fn session(
         ..Default::default()
     });
     o.sync = false;
+    o.consolidate = true;
     memoria_engine::Session::start(o).unwrap()
 }
 
