@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS notes(
     trust TEXT,
     source TEXT,
     importance REAL,
+    status TEXT,
     mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL,
     error TEXT,
@@ -41,6 +42,9 @@ CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag);
 CREATE TABLE IF NOT EXISTS links(path TEXT NOT NULL, target TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS links_path ON links(path);
 CREATE INDEX IF NOT EXISTS links_target ON links(target);
+CREATE TABLE IF NOT EXISTS relations(path TEXT NOT NULL, kind TEXT NOT NULL, target TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS relations_path ON relations(path);
+CREATE INDEX IF NOT EXISTS relations_target ON relations(target);
 CREATE TABLE IF NOT EXISTS usage(
     scope TEXT NOT NULL, id TEXT NOT NULL, access_count INTEGER NOT NULL, last_access INTEGER NOT NULL,
     PRIMARY KEY(scope, id)
@@ -93,6 +97,8 @@ pub struct IndexedNote<B = String> {
     pub trust: Option<String>,
     pub source: Option<String>,
     pub importance: Option<f64>,
+    /// The life-cycle state (`working`, `consolidated`, `archived`), as written.
+    pub status: Option<String>,
     #[serde(skip)]
     pub mtime_ns: i64,
     #[serde(skip)]
@@ -103,6 +109,10 @@ pub struct IndexedNote<B = String> {
     /// Link targets as written, for backlinks.
     #[serde(skip)]
     pub links: Vec<String>,
+    /// Typed relations `(kind, target)`, targets slugged as link targets are; written to the
+    /// index, not read back with a row ([`Index::relations`] reads them).
+    #[serde(skip)]
+    pub relations: Vec<(String, String)>,
 }
 
 /// A row of [`Index::list`]: everything but the body, which a listing does not read (bodies
@@ -179,7 +189,7 @@ impl Index {
             // Derived data: an older or newer layout is simply rebuilt.
             conn.execute_batch(
                 "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS tags; DROP TABLE IF EXISTS links;
-                 DROP TABLE IF EXISTS notes_fts; DROP TABLE IF EXISTS backups;",
+                 DROP TABLE IF EXISTS relations; DROP TABLE IF EXISTS notes_fts; DROP TABLE IF EXISTS backups;",
             )?;
         }
         conn.execute_batch(SCHEMA)?;
@@ -231,11 +241,12 @@ impl Index {
             tx.execute("DELETE FROM notes WHERE path = ?1", [path])?;
             tx.execute("DELETE FROM tags WHERE path = ?1", [path])?;
             tx.execute("DELETE FROM links WHERE path = ?1", [path])?;
+            tx.execute("DELETE FROM relations WHERE path = ?1", [path])?;
         }
         for n in upserts {
             tx.execute(
-                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                 params![
                     n.path,
                     n.scope,
@@ -253,7 +264,8 @@ impl Index {
                     n.mtime_ns,
                     n.size,
                     n.error,
-                    n.body
+                    n.body,
+                    n.status
                 ],
             )?;
             for t in &n.tags {
@@ -266,6 +278,12 @@ impl Index {
                 tx.execute(
                     "INSERT INTO links(path, target) VALUES (?1, ?2)",
                     params![n.path, l],
+                )?;
+            }
+            for (kind, target) in &n.relations {
+                tx.execute(
+                    "INSERT INTO relations(path, kind, target) VALUES (?1, ?2, ?3)",
+                    params![n.path, kind, target],
                 )?;
             }
         }
@@ -331,6 +349,22 @@ impl Index {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Every typed relation of the parsable notes of `scopes`: `(scope, id, kind, target)`, by
+    /// scope, id, kind and target.
+    pub fn relations(&self, scopes: &[String]) -> Result<Vec<(String, String, String, String)>> {
+        let scopes = serde_json::to_string(scopes).unwrap_or_default();
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT n.scope, n.id, r.kind, r.target FROM relations r JOIN notes n ON n.path = r.path
+             WHERE n.scope IN (SELECT value FROM json_each(?1)) AND n.error IS NULL
+             ORDER BY n.scope, n.id, r.kind, r.target",
+        )?;
+        let rows = st.query_map([scopes], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every indexed file's [`NoteState`], without reading bodies: what the recall index is
     /// compared against before each search. For an id claimed twice, the parsable file comes
     /// first. Whether an agent may see the note is the rule of [`crate::agent::recallable`]
@@ -344,7 +378,11 @@ impl Index {
                     AND NOT EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path AND t.tag = ?1),
                     coalesce(updated_at, created_at), trust, importance,
                     EXISTS (SELECT 1 FROM tags t WHERE t.path = notes.path
-                            AND t.tag IN (SELECT value FROM json_each(?2)))
+                            AND t.tag IN (SELECT value FROM json_each(?2))),
+                    coalesce(status, '') = 'consolidated',
+                    EXISTS (SELECT 1 FROM relations r JOIN notes o ON o.path = r.path
+                            WHERE r.kind = 'supersedes' AND r.target = notes.id
+                              AND o.scope = notes.scope AND o.error IS NULL AND o.id != notes.id)
              FROM notes ORDER BY scope, id, error IS NOT NULL, path",
         )?;
         let evergreen = serde_json::to_string(&crate::search::EVERGREEN_TAGS).unwrap_or_default();
@@ -360,6 +398,10 @@ impl Index {
                     trust: r.get::<_, Option<String>>(6)?.as_deref().and_then(trust_of),
                     importance: r.get(7)?,
                     evergreen: r.get(8)?,
+                    standing: crate::recall::Standing {
+                        consolidated: r.get(9)?,
+                        superseded: r.get(10)?,
+                    },
                 },
             })
         })?;
@@ -480,7 +522,7 @@ impl Index {
         p: impl rusqlite::Params,
     ) -> Result<Vec<IndexedNote<B>>> {
         let sql = format!(
-            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}, status
              FROM notes {tail}"
         );
         let conn = self.conn();
@@ -505,7 +547,9 @@ impl Index {
                 size: r.get(14)?,
                 error: r.get(15)?,
                 body: body(r)?,
+                status: r.get(17)?,
                 links: Vec::new(),
+                relations: Vec::new(),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -535,7 +579,9 @@ mod tests {
             size: 4,
             error: None,
             body: format!("the text of {id}\n"),
+            status: None,
             links: Vec::new(),
+            relations: Vec::new(),
         }
     }
 

@@ -82,6 +82,9 @@ enum Command {
     /// Merge notes of one scope: prints the plan and a draft; --apply keeps the oldest id,
     /// deletes the others, relinks and backs up every note it changes.
     Merge(cli::review::MergeArgs),
+    /// Fold clusters of recent working notes that say the same thing, and the notes that
+    /// achieved a closed goal, into one note each; the originals are marked consolidated.
+    Consolidate(cli::consolidate::ConsolidateArgs),
     /// Machine-local settings: list, `get KEY`, `set KEY VALUE`, `unset KEY`.
     Config(cli::review::ConfigArgs),
     /// Paths, counts, files with errors and index health.
@@ -177,6 +180,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(a) => cli::transfer::export(&g, a)?,
         Command::Review(a) => cli::review::review(&g, a)?,
         Command::Merge(a) => cli::review::merge(&g, a)?,
+        Command::Consolidate(a) => cli::consolidate::run(&g, a)?,
         Command::Config(a) => cli::review::config(&g, a)?,
         Command::Doctor(a) => cli::doctor::run(&g, a)?,
         Command::Projects { command } => cli::projects::run(&g, command.as_ref())?,

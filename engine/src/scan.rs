@@ -212,6 +212,7 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 trust: note.trust.map(|t| enum_name(&t)),
                 source: note.source.map(|s| enum_name(&s)),
                 importance: note.importance,
+                status: note.status.map(|s| enum_name(&s)),
                 mtime_ns: f.mtime_ns,
                 size: f.size,
                 error: None,
@@ -219,6 +220,11 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                     .links()
                     .iter()
                     .map(|l| slugify(l).to_string())
+                    .collect(),
+                relations: note
+                    .relations
+                    .iter()
+                    .map(|r| (enum_name(&r.kind), slugify(&r.target).to_string()))
                     .collect(),
                 body: note.body,
             }
@@ -257,10 +263,12 @@ fn error_row(scope: &str, f: &FoundFile, text: String, error: String) -> Indexed
         trust: None,
         source: None,
         importance: None,
+        status: None,
         mtime_ns: f.mtime_ns,
         size: f.size,
         error: Some(error),
         links: Vec::new(),
+        relations: Vec::new(),
         body: text,
     }
 }

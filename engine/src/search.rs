@@ -43,6 +43,11 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
             .tags
             .iter()
             .any(|t| EVERGREEN_TAGS.contains(&t.as_str())),
+        standing: recall::Standing {
+            consolidated: row.status.as_deref() == Some("consolidated"),
+            // Read from the other notes' relations: the caller sets it (see `sync_recall`).
+            superseded: false,
+        },
         hash,
     }
 }
@@ -160,7 +165,8 @@ impl Engine {
             }
             // Changed or new: its text, or only what ranking reads of it.
             if let Some(row) = self.index().by_path(&state.path)? {
-                let doc = recall_doc(&row);
+                let mut doc = recall_doc(&row);
+                doc.standing.superseded = state.facts.standing.superseded;
                 if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
                     changed.push(doc);
                 }
@@ -219,10 +225,23 @@ impl Engine {
         budget_chars: Option<usize>,
         window_tokens: Option<usize>,
     ) -> Result<RecallBlock> {
+        self.recall_block_with(message, budget_chars, window_tokens, false)
+    }
+
+    /// [`Self::recall_block`], with archived notes recalled too when `include_archived` (a
+    /// note recalled that way is used, so it leaves the archive).
+    pub fn recall_block_with(
+        &self,
+        message: &str,
+        budget_chars: Option<usize>,
+        window_tokens: Option<usize>,
+        include_archived: bool,
+    ) -> Result<RecallBlock> {
         let opts = RecallOptions {
             visible_scopes: Some(self.visible_scopes().iter().map(|s| s.key()).collect()),
             budget_chars,
             window_tokens,
+            include_archived,
         };
         self.recall_with(Vectors::Later)?
             .recall_block(message, &opts)

@@ -45,6 +45,11 @@ pub struct SessionOptions {
     pub sync: bool,
     /// A sync token given by the environment, used instead of the keychain's.
     pub sync_token: Option<String>,
+    /// Run the daily consolidation pass ([`crate::api::hygiene::consolidate_if_due`]) on a
+    /// thread of its own after start: at most once a day on this machine, never in the way of
+    /// start-up or of the session's reads and writes. Off unless the front end turns it on:
+    /// the pass rewrites notes (their status) and adds consolidated ones.
+    pub consolidate: bool,
 }
 
 impl SessionOptions {
@@ -55,6 +60,7 @@ impl SessionOptions {
             watch: true,
             sync: true,
             sync_token: None,
+            consolidate: false,
         }
     }
 }
@@ -263,6 +269,7 @@ pub struct Session {
     kick: Arc<Kick>,
     indexer: Option<JoinHandle<()>>,
     model: Option<JoinHandle<()>>,
+    consolidation: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -405,6 +412,37 @@ impl Session {
                 .map_err(|e| Error::Invalid(format!("cannot start the model thread: {e}")))?
         };
 
+        // An engine of its own, so the pass holds neither the writer nor the readers; what it
+        // writes reaches the session as the watcher's events.
+        let consolidation = if options.consolidate {
+            let (open, bus) = (options.open.clone(), bus.clone());
+            Some(
+                std::thread::Builder::new()
+                    .name("memoria-consolidate".into())
+                    .spawn(move || {
+                        let pass = || -> Result<()> {
+                            let mut engine = Engine::open(open)?;
+                            crate::api::hygiene::consolidate_if_due(
+                                &mut engine,
+                                &Default::default(),
+                            )?;
+                            Ok(())
+                        };
+                        if let Err(e) = pass() {
+                            bus.publish(Event::Error {
+                                scope: None,
+                                message: format!("the daily consolidation failed: {e}"),
+                            });
+                        }
+                    })
+                    .map_err(|e| {
+                        Error::Invalid(format!("cannot start the consolidation thread: {e}"))
+                    })?,
+            )
+        } else {
+            None
+        };
+
         Ok(Session {
             sync,
             watch,
@@ -416,6 +454,7 @@ impl Session {
             kick,
             indexer: Some(indexer),
             model: Some(model),
+            consolidation,
         })
     }
 
@@ -490,9 +529,13 @@ impl Drop for Session {
         drop(self.sync.take());
         drop(self.watch.take());
         self.kick.stop();
-        for t in [self.indexer.take(), self.model.take()]
-            .into_iter()
-            .flatten()
+        for t in [
+            self.indexer.take(),
+            self.model.take(),
+            self.consolidation.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let _ = t.join();
         }

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 
-use memoria_tests::sync_fixture::Device;
+use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 
 const PRICING: &str = "Pricing cards on the landing page use filled backgrounds, never borders; \
@@ -296,4 +296,294 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
             .iter()
             .any(|v| v["key"] == "model.url")
     );
+}
+
+const PRICING_THIRD: &str = "Landing page pricing cards: filled backgrounds, never borders; the \
+    highlighted plan gets the accent colour and a popular badge.";
+
+#[test]
+fn consolidate_previews_with_dry_run_then_folds_the_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    add(&d, "pricing", "Pricing cards", PRICING);
+    add(&d, "pricing-2", "Pricing cards look", PRICING_AGAIN);
+    add(&d, "pricing-3", "Pricing card style", PRICING_THIRD);
+    add(&d, "deploys", "Deploy days", "Deploys go out on Tuesdays.");
+    let user = d.home.join("memory").join("user");
+    let files = || {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(&user)
+            .unwrap()
+            .flatten()
+            .map(|f| {
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(f.path()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files();
+    let dry = json(&d, &["consolidate", "--dry-run"]);
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    let clusters = dry["plan"]["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{dry}");
+    assert_eq!(clusters[0]["basis"], "similar");
+    let ids: Vec<&str> = clusters[0]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["pricing", "pricing-2", "pricing-3"]);
+    assert_eq!(dry["plan"]["vectors"], false, "no model here: words only");
+    assert_eq!(files(), before, "a dry run writes nothing");
+    let text = d.ok(&["consolidate", "--dry-run"]);
+    assert!(text.contains("nothing written"), "{text}");
+
+    let into = clusters[0]["intoId"].as_str().unwrap().to_owned();
+    let done = json(&d, &["consolidate"]);
+    assert_eq!(done["applied"][0]["into"]["id"], into.as_str(), "{done}");
+    let body = json(&d, &["show", &into])["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        body.contains("[[pricing]]") && body.contains("[[pricing-3]]"),
+        "{body}"
+    );
+    for id in ["pricing", "pricing-2", "pricing-3"] {
+        let file = std::fs::read_to_string(user.join(format!("{id}.md"))).unwrap();
+        assert!(file.contains("\"status\":\"consolidated\""), "{file}");
+    }
+    assert_eq!(files().len(), before.len() + 1, "nothing deleted");
+    let again = d.ok(&["consolidate"]);
+    assert!(again.starts_with("0 clusters"), "{again}");
+    let bad = error(&d, &["consolidate", "--min-size", "1"]);
+    assert_eq!(bad["code"], "invalid_input", "{bad}");
+}
+
+/// Two homes signed in to a real `memoria-sync` on a filesystem store.
+fn synced_pair(root: &Path) -> (SyncServer, Device, Device) {
+    let server = SyncServer::start(Backend::Fs, root, &[]);
+    let token = server.token("alice");
+    let dev = |name: &str| {
+        let d = device(&root.join(name));
+        d.ok(&["sync", "login", "--server", &server.url, "--token", &token]);
+        d
+    };
+    let (a, b) = (dev("a"), dev("b"));
+    (server, a, b)
+}
+
+#[test]
+fn with_sync_on_a_merge_goes_to_the_cloud_first_and_a_change_elsewhere_refuses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (_server, a, b) = synced_pair(&root);
+    add(&a, "first", "First", "First text.");
+    add(&a, "second", "Second", "Second text.");
+    add(&a, "reader", "Reader", "Reads [[second]].");
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    // b changes a note of the merge; a has not synced since.
+    b.ok(&["edit", "second", "--body", "Second text, from b."]);
+    b.ok(&["sync", "now"]);
+    let before: Vec<Option<String>> = ["first", "second", "reader"]
+        .iter()
+        .map(|id| a.note(id))
+        .collect();
+    let err = error(&a, &["merge", "second", "first", "--apply"]);
+    assert_eq!(err["code"], "conflict", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("another device changed"),
+        "{err}"
+    );
+    let after: Vec<Option<String>> = ["first", "second", "reader"]
+        .iter()
+        .map(|id| a.note(id))
+        .collect();
+    assert_eq!(after, before, "nothing written here");
+    // Synced, the merge goes up first and reaches the other home with b's edit in it.
+    a.ok(&["sync", "now"]);
+    let merged = json(&a, &["merge", "second", "first", "--apply"]);
+    assert_eq!(merged["kept"]["id"], "first", "{merged}");
+    assert!(merged["backups"].as_array().unwrap().len() >= 3, "{merged}");
+    assert!(a.note("second").is_none());
+    b.ok(&["sync", "now"]);
+    assert!(b.note("second").is_none());
+    assert_eq!(b.note("first"), a.note("first"));
+    assert!(b.note("first").unwrap().contains("Second text, from b."));
+    assert_eq!(json(&b, &["show", "reader"])["body"], "Reads [[first]].\n");
+}
+
+#[test]
+fn with_sync_on_a_consolidation_goes_to_the_cloud_first_and_waits_for_a_change_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (_server, a, b) = synced_pair(&root);
+    add(&a, "pricing", "Pricing cards", PRICING);
+    add(&a, "pricing-2", "Pricing cards look", PRICING_AGAIN);
+    add(&a, "pricing-3", "Pricing card style", PRICING_THIRD);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    b.ok(&[
+        "edit",
+        "pricing-2",
+        "--summary",
+        "Pricing cards, edited on b",
+    ]);
+    b.ok(&["sync", "now"]);
+    let before = a.note("pricing-2");
+    let done = json(&a, &["consolidate"]);
+    assert!(done["applied"].as_array().unwrap().is_empty(), "{done}");
+    let reason = done["skipped"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("another device changed"), "{done}");
+    assert_eq!(a.note("pricing-2"), before);
+    assert!(!a.note("pricing").unwrap().contains("consolidated"));
+    a.ok(&["sync", "now"]);
+    let done = json(&a, &["consolidate"]);
+    let into = done["applied"][0]["into"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.ok(&["sync", "now"]);
+    assert_eq!(b.note(&into), a.note(&into));
+    assert!(
+        b.note("pricing-2")
+            .unwrap()
+            .contains("\"status\":\"consolidated\"")
+    );
+}
+
+/// A session over `home` at `clock`'s time, without sync, that runs the daily consolidation.
+fn session(
+    home: &Path,
+    clock: &std::sync::Arc<memoria_shared::FixedClock>,
+) -> memoria_engine::Session {
+    let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
+        home: Some(home.to_path_buf()),
+        model_dir: Some(home.join("no-model")),
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    o.sync = false;
+    o.consolidate = true;
+    memoria_engine::Session::start(o).unwrap()
+}
+
+#[test]
+fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
+    use memoria_engine::{Event, NewNote, ScopeChoice};
+    const T0: i64 = 1_789_000_000_000;
+    const DAY: i64 = 86_400_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().canonicalize().unwrap().join("home");
+    let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(T0));
+    {
+        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
+            home: Some(home.clone()),
+            model_dir: Some(home.join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        for (id, body) in [
+            ("pricing", PRICING),
+            ("pricing-2", PRICING_AGAIN),
+            ("pricing-3", PRICING_THIRD),
+        ] {
+            e.add(NewNote {
+                id: Some(id.into()),
+                summary: "Pricing cards".into(),
+                body: body.into(),
+                scope: Some(ScopeChoice::User),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+    }
+    let user = home.join("memory").join("user");
+    let files = || {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&user)
+            .unwrap()
+            .flatten()
+            .map(|f| {
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(f.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    clock.set(T0 + 3_600_000);
+    let (s, events) = {
+        let s = session(&home, &clock);
+        let rx = s.subscribe();
+        (s, rx)
+    };
+    // The consolidated note arrives as the watcher's event; the session served reads meanwhile.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let into = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match events.recv_timeout(left) {
+            Ok(Event::NoteAdded { id, .. })
+                if !["pricing", "pricing-2", "pricing-3"].contains(&id.as_str()) =>
+            {
+                break id;
+            }
+            Ok(Event::Error { message, .. }) => panic!("{message}"),
+            Ok(_) => {}
+            Err(e) => panic!("no consolidated note: {e}"),
+        }
+    };
+    drop(s);
+    let note = std::fs::read_to_string(user.join(format!("{into}.md"))).unwrap();
+    assert!(note.contains("[[pricing-2]]"), "{note}");
+    let original = std::fs::read_to_string(user.join("pricing.md")).unwrap();
+    assert!(
+        original.contains("\"status\":\"consolidated\""),
+        "{original}"
+    );
+
+    // The same day, three new rewordings wait: the pass ran today. Dropping the session
+    // waits for its threads, so the pass has had its turn.
+    {
+        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
+            home: Some(home.clone()),
+            model_dir: Some(home.join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        for (id, body) in [
+            ("again-1", PRICING),
+            ("again-2", PRICING_AGAIN),
+            ("again-3", PRICING_THIRD),
+        ] {
+            e.add(NewNote {
+                id: Some(id.into()),
+                summary: "Pricing cards".into(),
+                body: body.into(),
+                scope: Some(ScopeChoice::User),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+    }
+    let before = files();
+    clock.set(T0 + DAY - 1);
+    drop(session(&home, &clock));
+    assert_eq!(files(), before, "a second pass the same day does nothing");
+    // The next day it runs again.
+    clock.set(T0 + 3_600_000 + DAY);
+    drop(session(&home, &clock));
+    let again = std::fs::read_to_string(user.join("again-1.md")).unwrap();
+    assert!(again.contains("\"status\":\"consolidated\""), "{again}");
 }

@@ -1,6 +1,7 @@
 //! The review queue (待整理) and merging: findings of the visible notes, dismissing one
 //! against its notes' current versions, a merge planned, drafted and applied, and the
-//! archive tier (notes whose importance decayed below the threshold).
+//! archive tier (notes whose importance decayed below the threshold), and consolidation
+//! (clusters of recent working notes folded into one, previewed or applied).
 
 use super::scope_arg;
 use crate::error::Result;
@@ -8,6 +9,10 @@ use crate::hygiene;
 use crate::project::Scope;
 use crate::vault::Engine;
 
+pub use crate::hygiene::consolidate::{
+    COSINE_CUT, ClusterBasis, ConsolidateQuery, ConsolidatedCluster, Consolidation,
+    ConsolidationCluster, ConsolidationPlan, MAX_AGE_DAYS, MIN_CLUSTER, SkippedCluster,
+};
 pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
 pub use crate::hygiene::merge::{
     DraftKind, LinkingNote, MergeDraft, MergePlan, MergeSource, Merged,
@@ -94,4 +99,33 @@ pub fn merge_apply(
     body: &str,
 ) -> Result<Merged> {
     hygiene::merge::merge_apply(engine, plan, summary, body)
+}
+
+/// Plans a consolidation pass without writing anything: the clusters of recent working notes
+/// that say the same thing, and the goals a note closed, each with its draft.
+pub fn consolidation_preview(engine: &Engine, q: &ConsolidateQuery) -> Result<ConsolidationPlan> {
+    hygiene::consolidate::plan(engine, &scopes(engine, q.scope.as_deref())?, q)
+}
+
+/// Applies a preview: per cluster, writes the consolidated note and marks its sources
+/// `consolidated` (backed up, never deleted). A cluster whose notes changed since the preview
+/// is skipped and reported.
+pub fn consolidation_apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
+    hygiene::consolidate::apply(engine, plan)
+}
+
+/// A consolidation pass now: planned and, unless `q.dry_run`, applied.
+pub fn consolidate(engine: &mut Engine, q: &ConsolidateQuery) -> Result<Consolidation> {
+    let scopes = scopes(engine, q.scope.as_deref())?;
+    hygiene::consolidate::consolidate(engine, &scopes, q)
+}
+
+/// The daily pass: [`consolidate`] when none ran on this machine in the last day (by the
+/// engine's clock), else nothing (`None`).
+pub fn consolidate_if_due(
+    engine: &mut Engine,
+    q: &ConsolidateQuery,
+) -> Result<Option<Consolidation>> {
+    let scopes = scopes(engine, q.scope.as_deref())?;
+    hygiene::consolidate::consolidate_if_due(engine, &scopes, q)
 }

@@ -164,6 +164,10 @@ pub struct NoteRow {
     pub importance: Option<f64>,
     /// Why the file does not parse, when it does not.
     pub error: Option<String>,
+    /// The life-cycle state as written (`working`, `consolidated`, `archived`); absent when
+    /// the note states none (a working note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 impl<B> From<IndexedNote<B>> for NoteRow {
@@ -183,6 +187,7 @@ impl<B> From<IndexedNote<B>> for NoteRow {
             source: r.source,
             importance: r.importance,
             error: r.error,
+            status: r.status,
         }
     }
 }

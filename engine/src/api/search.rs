@@ -89,6 +89,13 @@ pub struct ScoreParts {
     pub trust: f64,
     pub importance: f64,
     pub access: f64,
+    /// Below 1 for a note consolidated into another or superseded by another.
+    #[serde(default = "one")]
+    pub standing: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl From<recall::Explain> for ScoreParts {
@@ -107,6 +114,7 @@ impl From<recall::Explain> for ScoreParts {
             trust: x.trust,
             importance: x.importance,
             access: x.access,
+            standing: x.standing,
         }
     }
 }
@@ -183,6 +191,8 @@ pub struct RecallRequest {
     pub budget: Option<usize>,
     /// The model's context window in tokens.
     pub window: Option<usize>,
+    /// Recall archived notes too (left out otherwise); one recalled leaves the archive.
+    pub archived: bool,
 }
 
 /// The recall block for one agent turn and what went into it.
@@ -198,7 +208,7 @@ pub struct Recalled {
 
 /// The recall block an agent turn gets for `message`.
 pub fn recall(engine: &mut Engine, req: &RecallRequest) -> Result<Recalled> {
-    let block = engine.recall_block(&req.message, req.budget, req.window)?;
+    let block = engine.recall_block_with(&req.message, req.budget, req.window, req.archived)?;
     Ok(Recalled {
         shown: block.shown.iter().map(NoteRef::from_pair).collect(),
         text: block.text,

@@ -38,6 +38,7 @@ fn note_dtos_are_camel_case_and_round_trip() {
             source: None,
             importance: Some(0.5),
             error: None,
+            status: None,
         },
         json!({"scope": "user", "id": "tea", "path": "/h/memory/user/tea.md", "relPath": "tea.md",
             "summary": "Green tea", "type": "user", "tags": ["drink"], "createdAt": 1,
@@ -124,13 +125,14 @@ fn search_hits_carry_score_parts_only_when_asked() {
         trust: 1.0,
         importance: 1.0,
         access: 1.0,
+        standing: 1.0,
     });
     let v = serde_json::to_value(&hit).unwrap();
     assert_eq!(
         v["explain"],
         json!({"bm25Rank": 1, "bm25Score": 2.0, "vectorRank": null, "cosine": null,
             "otherLanguage": false, "fused": 0.25, "relevance": null, "coverage": null, "vectorWeight": 0.5, "decay": 1.0, "trust": 1.0,
-            "importance": 1.0, "access": 1.0})
+            "importance": 1.0, "access": 1.0, "standing": 1.0})
     );
 }
 

@@ -3,6 +3,7 @@
 //! `--json` the API's DTO as it is.
 
 pub mod backups;
+pub mod consolidate;
 pub mod doctor;
 pub mod eval;
 pub mod hook;

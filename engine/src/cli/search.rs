@@ -97,8 +97,14 @@ pub fn explain_line(x: &ScoreParts) -> String {
         (Some(w), None) => format!(" (meaning weighs {w:.2})"),
         _ => String::new(),
     };
+    // Shown only for a note something else replaced, as most notes stand at 1.
+    let standing = if x.standing < 1.0 {
+        format!(" × replaced {:.2}", x.standing)
+    } else {
+        String::new()
+    };
     format!(
-        "{bm25} · {vector} · fused {:.3}{fusion} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}",
+        "{bm25} · {vector} · fused {:.3}{fusion} × decay {:.2} × trust {:.2} × importance {:.2} × access {:.2}{standing}",
         x.fused, x.decay, x.trust, x.importance, x.access
     )
 }
@@ -112,6 +118,10 @@ pub struct RecallArgs {
     /// The model's context window in tokens (default 100,000).
     #[arg(long)]
     window: Option<usize>,
+    /// Recall archived notes too (notes nobody recalled, opened or edited for long); one
+    /// recalled this way leaves the archive.
+    #[arg(long)]
+    archived: bool,
 }
 
 pub fn recall(g: &Globals, a: &RecallArgs) -> Result<()> {
@@ -119,6 +129,7 @@ pub fn recall(g: &Globals, a: &RecallArgs) -> Result<()> {
         message: a.message.clone(),
         budget: a.budget,
         window: a.window,
+        archived: a.archived,
     };
     let block = search::recall(&mut g.location.open()?, &req)?;
     if g.json {

@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::project::Scope;
+use crate::sync::{BatchChange, Settings as SyncSettings, Syncer, sync_dir};
 use crate::vault::{Engine, Written, with_final_newline};
+use memoria_shared::note::Note;
 
 /// Who writes the draft.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,14 +100,14 @@ pub struct Merged {
 }
 
 /// Age order: created, else updated, else never; ties by id.
-fn age_key(s: &MergeSource) -> (i64, String) {
+pub(crate) fn age_key(s: &MergeSource) -> (i64, String) {
     (
         s.created_at.or(s.updated_at).unwrap_or(i64::MAX),
         s.id.clone(),
     )
 }
 
-fn source_of(row: &IndexedNote) -> Result<MergeSource> {
+pub(crate) fn source_of(row: &IndexedNote) -> Result<MergeSource> {
     if let Some(reason) = &row.error {
         return Err(Error::Broken {
             id: row.id.clone(),
@@ -211,6 +213,37 @@ fn model_settings(engine: &Engine) -> Result<ModelSettings> {
     Ok(ModelSettings { url, name, api_key })
 }
 
+/// Whether a chat model is configured for drafts (`model.url`).
+pub(crate) fn model_configured(engine: &Engine) -> Result<bool> {
+    Ok(config::get(engine.home(), "model.url")?.value.is_some())
+}
+
+/// The draft of `sources` (oldest first) of the kind asked for: the manual draft, or the
+/// configured model's (an error when none is configured or it fails). The caller keeps notes
+/// holding secrets from the model.
+pub(crate) fn draft(
+    engine: &Engine,
+    sources: &[MergeSource],
+    kind: DraftKind,
+) -> Result<MergeDraft> {
+    Ok(match kind {
+        DraftKind::Manual => manual_draft(sources),
+        DraftKind::Model => {
+            let settings = model_settings(engine)?;
+            let notes: Vec<(String, String)> = sources
+                .iter()
+                .map(|s| (s.summary.clone(), s.body.clone()))
+                .collect();
+            let (summary, body) = model::draft(&settings, &notes)?;
+            MergeDraft {
+                kind: DraftKind::Model,
+                summary,
+                body,
+            }
+        }
+    })
+}
+
 /// Plans merging `ids` (two or more notes of one scope; `scope` narrows where they are
 /// looked up) with a draft of the kind asked for.
 pub fn merge_plan(
@@ -257,31 +290,19 @@ pub fn merge_plan(
             }
         }
     }
-    let draft = match draft {
-        DraftKind::Manual => manual_draft(&sources),
-        DraftKind::Model => {
-            let settings = model_settings(engine)?;
-            if let Some(r) = rows
-                .iter()
-                .find(|r| r.tags.iter().any(|t| t == SECRETS_TAG))
-            {
-                return Err(Error::Invalid(format!(
-                    "note `{}` looks like it holds a secret, so it is not sent to a model: use the manual draft",
-                    r.id
-                )));
-            }
-            let notes: Vec<(String, String)> = sources
-                .iter()
-                .map(|s| (s.summary.clone(), s.body.clone()))
-                .collect();
-            let (summary, body) = model::draft(&settings, &notes)?;
-            MergeDraft {
-                kind: DraftKind::Model,
-                summary,
-                body,
-            }
+    if draft == DraftKind::Model {
+        model_settings(engine)?;
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.tags.iter().any(|t| t == SECRETS_TAG))
+        {
+            return Err(Error::Invalid(format!(
+                "note `{}` looks like it holds a secret, so it is not sent to a model: use the manual draft",
+                r.id
+            )));
         }
-    };
+    }
+    let draft = self::draft(engine, &sources, draft)?;
     let key = scope.key();
     let mut relinked: Vec<LinkingNote> = Vec::new();
     for d in &deleted_ids {
@@ -318,8 +339,106 @@ pub fn merge_plan(
     })
 }
 
+/// One write of a batch.
+pub(crate) enum Write {
+    /// A note that is not there yet.
+    Create(Note),
+    /// A note as it was read (its index row and bytes) replaced by another version.
+    Replace {
+        row: IndexedNote,
+        bytes: Vec<u8>,
+        new: Box<Note>,
+    },
+    /// A note deleted.
+    Delete(IndexedNote),
+}
+
+/// The syncer a batch change of `scope` is committed through: `Some` when sync is on for the
+/// scope (domain scopes never sync).
+fn cloud_first(engine: &Engine, scope: &Scope) -> Result<Option<Syncer>> {
+    if matches!(scope, Scope::Domain(_)) {
+        return Ok(None);
+    }
+    let root = engine.home().root();
+    if !SyncSettings::load(&sync_dir(root))?.scope_on(&scope.key()) {
+        return Ok(None);
+    }
+    Ok(Some(Syncer::from_settings(
+        root,
+        crate::api::sync::env_token(),
+        engine.clock(),
+        Default::default(),
+    )?))
+}
+
+/// Writes a batch of changes to notes of `scope` (a merge, a consolidation), each changed or
+/// deleted note backed up first (reason `merge`); returns the backups' ids. A write is made
+/// only over the bytes the batch read: a version written meanwhile is kept, backed up. With
+/// sync on for the scope, the batch is committed to the cloud first (commitFirst): a change
+/// from another device since this machine last synced refuses the whole batch, and nothing
+/// is written here.
+pub(crate) fn write_batch(
+    engine: &mut Engine,
+    scope: &Scope,
+    writes: &[Write],
+) -> Result<Vec<String>> {
+    let mut backups = Vec::new();
+    if let Some(mut syncer) = cloud_first(engine, scope)? {
+        let before: std::collections::HashSet<String> =
+            engine.index().backup_ids()?.into_iter().collect();
+        let batch: Vec<BatchChange> = writes
+            .iter()
+            .map(|w| match w {
+                Write::Create(n) => BatchChange::Put(Box::new(n.clone())),
+                Write::Replace { new, .. } => BatchChange::Put(new.clone()),
+                Write::Delete(row) => BatchChange::Delete(row.id.clone()),
+            })
+            .collect();
+        syncer.commit_first(engine, scope, &batch)?;
+        let mut taken: Vec<String> = engine
+            .index()
+            .backup_ids()?
+            .into_iter()
+            .filter(|b| !before.contains(b))
+            .collect();
+        taken.sort();
+        return Ok(taken);
+    }
+    let _lock = engine.lock_scope(scope)?;
+    let dir = engine.scope_dir(scope)?;
+    for w in writes {
+        match w {
+            Write::Replace { row, bytes, new } => {
+                let taken = engine.replace_file(
+                    scope,
+                    row,
+                    bytes,
+                    new.serialize().as_bytes(),
+                    Some(BackupReason::Merge),
+                );
+                engine.index_file(scope, Path::new(&row.path), &row.rel_path)?;
+                backups.extend(taken?.map(|b| b.backup_id));
+            }
+            Write::Create(n) => {
+                let rel = n.id.file_name();
+                let abs = dir.join(&rel);
+                if !crate::fsx::create_new(&abs, n.serialize().as_bytes())? {
+                    return Err(Error::Exists(n.id.to_string()));
+                }
+                engine.index_file(scope, &abs, &rel)?;
+            }
+            Write::Delete(row) => {
+                let taken = engine.remove_checked(scope, row, Some(BackupReason::Merge))?;
+                backups.extend(taken.map(|b| b.backup_id));
+            }
+        }
+    }
+    Ok(backups)
+}
+
 /// Applies `plan` with the merged `summary` and `body` the person settled on. Refused
 /// (`changed_since`) when any source changed or went since the plan; nothing is written then.
+/// With sync on for the scope the merge is committed to the cloud first ([`write_batch`]).
 pub fn merge_apply(
     engine: &mut Engine,
     plan: &MergePlan,
@@ -380,7 +499,6 @@ pub fn merge_apply(
         }
         current.push((row, note, bytes));
     }
-    let mut backups = Vec::new();
     let (kept_row, mut kept_note, kept_bytes) = current
         .iter()
         .find(|(r, _, _)| r.id == kept_source.id)
@@ -396,17 +514,13 @@ pub fn merge_apply(
         &kept_note.relations,
     )?;
     kept_note.updated_at = Some(engine.now_ms());
-    let taken = engine.replace_file(
-        &scope,
-        &kept_row,
-        &kept_bytes,
-        kept_note.serialize().as_bytes(),
-        Some(BackupReason::Merge),
-    );
-    engine.index_file(&scope, Path::new(&kept_row.path), &kept_row.rel_path)?;
-    backups.extend(taken?.map(|b| b.backup_id));
-    // Links elsewhere in the scope, then the deletions: a failure midway leaves every source's
-    // content in place or in a backup.
+    // Every write, in order: the kept note, links elsewhere in the scope, then the deletions,
+    // so a failure midway leaves every source's content in place or in a backup.
+    let mut writes: Vec<Write> = vec![Write::Replace {
+        row: kept_row.clone(),
+        bytes: kept_bytes,
+        new: Box::new(kept_note),
+    }];
     let (mut relinked, mut not_relinked) = (Vec::new(), Vec::new());
     let mut linking: Vec<String> = Vec::new();
     for d in &plan.deleted_ids {
@@ -429,23 +543,24 @@ pub fn merge_apply(
         };
         note.body = new_body;
         note.updated_at = Some(engine.now_ms());
-        let taken = engine.replace_file(
-            &scope,
-            &row,
-            &bytes,
-            note.serialize().as_bytes(),
-            Some(BackupReason::Merge),
-        );
-        engine.index_file(&scope, Path::new(&row.path), &row.rel_path)?;
-        backups.extend(taken?.map(|b| b.backup_id));
+        writes.push(Write::Replace {
+            row,
+            bytes,
+            new: Box::new(note),
+        });
         relinked.push(id);
     }
-    let mut deleted = Vec::new();
     for (row, _, _) in current.iter().filter(|(r, _, _)| r.id != plan.kept_id) {
-        let taken = engine.remove_checked(&scope, row, Some(BackupReason::Merge))?;
-        backups.extend(taken.map(|b| b.backup_id));
-        deleted.push(row.id.clone());
+        writes.push(Write::Delete(row.clone()));
     }
+    drop(_lock);
+    let backups = write_batch(engine, &scope, &writes)?;
+    let deleted = plan
+        .sources
+        .iter()
+        .filter(|s| s.id != plan.kept_id)
+        .map(|s| s.id.clone())
+        .collect();
     Ok(Merged {
         kept: Written {
             scope: key,

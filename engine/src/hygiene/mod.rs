@@ -5,8 +5,10 @@
 //! a dismissal is kept in machine-local state against the notes' current content hashes, so
 //! editing one of them brings the finding back. This module never changes a note by itself:
 //! merging (`merge`) runs only when a front end applies a plan the person saw, through the
-//! vault's write path, with backups.
+//! vault's write path, with backups. Consolidation (`consolidate`) is the one pass that changes
+//! notes unasked, and it never deletes: originals are marked `consolidated` and backed up.
 
+pub mod consolidate;
 pub mod decay;
 mod dismiss;
 pub mod files;
@@ -244,15 +246,21 @@ pub(crate) fn compute(input: &ReviewInput) -> Vec<Finding> {
         }
     }
     let mut out = Vec::new();
-    let docs: Vec<topic::TopicDoc> = reviewed
+    let mut vocabulary = topic::Vocabulary::default();
+    let tokens: Vec<Vec<u32>> = reviewed
         .iter()
-        .map(|r| topic::TopicDoc {
-            scope: r.scope.clone(),
-            words: topic::note_words(&r.summary, &r.tags, &r.body),
-            vector: r.hash.as_ref().and_then(|h| input.vectors.get(h).cloned()),
+        .map(|r| vocabulary.note_tokens(&r.scope, &r.summary, &r.tags, &r.body))
+        .collect();
+    let vectors: Vec<Option<&[f32]>> = reviewed
+        .iter()
+        .map(|r| {
+            r.hash
+                .as_ref()
+                .and_then(|h| input.vectors.get(h))
+                .map(Vec::as_slice)
         })
         .collect();
-    for g in topic::groups(&docs) {
+    for g in topic::groups_of(tokens, &vectors) {
         let rows: Vec<&IndexedNote> = g.members.iter().map(|&i| reviewed[i]).collect();
         let keys: Vec<(String, String)> = rows
             .iter()
@@ -377,6 +385,20 @@ fn pick_vectors(found: Vec<(String, String, Vec<f32>)>) -> HashMap<String, Vec<f
         .collect()
 }
 
+/// The cached first-passage vectors of `hashes` (see [`pick_vectors`]), read from the recall
+/// index's vector file directly, so no model loads; none when there is no such file.
+pub(crate) fn cached_vectors(
+    engine: &Engine,
+    hashes: &[String],
+) -> Result<HashMap<String, Vec<f32>>> {
+    let path = recall::default_dir(engine.home().root()).join("vectors.sqlite");
+    if !path.exists() {
+        return Ok(HashMap::new());
+    }
+    let store = recall::store::VectorStore::open(&path)?;
+    Ok(pick_vectors(store.first_vectors(hashes)?))
+}
+
 /// Which findings to compute.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -413,18 +435,12 @@ impl Engine {
                 note_use(s, i, at);
             }
         }
-        let vectors_path = recall_dir.join("vectors.sqlite");
-        let vectors = if vectors_path.exists() {
-            let hashes: Vec<String> = rows
-                .iter()
-                .filter(|r| r.error.is_none() && scopes.contains(&r.scope))
-                .filter_map(|r| r.hash.clone())
-                .collect();
-            let store = recall::store::VectorStore::open(&vectors_path)?;
-            pick_vectors(store.first_vectors(&hashes)?)
-        } else {
-            HashMap::new()
-        };
+        let hashes: Vec<String> = rows
+            .iter()
+            .filter(|r| r.error.is_none() && scopes.contains(&r.scope))
+            .filter_map(|r| r.hash.clone())
+            .collect();
+        let vectors = cached_vectors(self, &hashes)?;
         let project = self.project().and_then(|p| {
             let key = p.scope().key();
             scopes.contains(&key).then(|| (p.root.clone(), key))

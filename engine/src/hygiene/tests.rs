@@ -612,3 +612,444 @@ fn a_note_used_long_ago_ranks_below_an_equal_one_used_recently() {
     // Decay re-ranks, never deletes: both are still there.
     assert_eq!(e.list(None, None, None).unwrap().len(), 2);
 }
+
+// Consolidation.
+
+use super::consolidate::{ClusterBasis, ConsolidateQuery, PROVENANCE_HEADING};
+use memoria_shared::note::{Relation, RelationKind};
+
+const RATE: &str =
+    "The API gateway limits each client to 100 requests a minute with a token bucket.";
+const RATE_2: &str = "Each client gets 100 requests per minute at the API gateway (token bucket).";
+const RATE_3: &str =
+    "Rate limit at the gateway: a token bucket of 100 requests a minute per client.";
+const RATE_RELATED: &str =
+    "Gateway timeouts are 30 seconds; slow clients get a 504 from the proxy.";
+
+/// Puts a vector for each note's current content hash into the recall index's vector file,
+/// under a model id of its own (what a real model would have cached).
+fn cache_vectors(e: &Engine, vectors: &[(&str, Vec<f32>)]) {
+    let path = crate::recall::default_dir(e.home().root()).join("vectors.sqlite");
+    let mut store = crate::recall::store::VectorStore::open(&path).unwrap();
+    let items: Vec<(String, Vec<Vec<f32>>)> = vectors
+        .iter()
+        .map(|(id, v)| {
+            let row = e.index().find("user", id).unwrap().remove(0);
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            (row.hash.unwrap(), vec![v.iter().map(|x| x / n).collect()])
+        })
+        .collect();
+    store.put_many("test-e5", &items).unwrap();
+}
+
+/// A 384-dimensional vector: `along` on axis 0 plus `off` on axis `k`.
+fn axis(along: f32, k: usize, off: f32) -> Vec<f32> {
+    let mut v = vec![0.0; crate::recall::embed::DIM];
+    v[0] = along;
+    v[k] = off;
+    v
+}
+
+fn status_of(e: &Engine, id: &str) -> Option<String> {
+    e.index().find("user", id).unwrap().remove(0).status
+}
+
+fn file_bytes(e: &Engine) -> Vec<(String, Vec<u8>)> {
+    let dir = e.home().user_dir();
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|f| f.path().extension().is_some_and(|x| x == "md"))
+        .map(|f| {
+            (
+                f.file_name().to_string_lossy().into_owned(),
+                std::fs::read(f.path()).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn rate_vault(w: &World) -> Engine {
+    let mut e = w.engine(None);
+    add(&mut e, "rate-1", "Gateway rate limit", RATE);
+    w.clock.set(T0 + 1_000);
+    add(&mut e, "rate-2", "Rate limit per client", RATE_2);
+    w.clock.set(T0 + 2_000);
+    add(&mut e, "rate-3", "Token bucket at the gateway", RATE_3);
+    add(&mut e, "timeouts", "Gateway timeouts", RATE_RELATED);
+    // Three rewordings close together (cosine about 0.99), a related note further off
+    // (about 0.93 to each).
+    cache_vectors(
+        &e,
+        &[
+            ("rate-1", axis(1.0, 1, 0.1)),
+            ("rate-2", axis(1.0, 2, 0.1)),
+            ("rate-3", axis(1.0, 3, 0.1)),
+            ("timeouts", axis(1.0, 4, 0.4)),
+        ],
+    );
+    e
+}
+
+fn pass(e: &mut Engine, dry_run: bool) -> super::consolidate::Consolidation {
+    crate::api::hygiene::consolidate(
+        e,
+        &ConsolidateQuery {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let before = file_bytes(&e);
+    let done = pass(&mut e, false);
+    assert_eq!(done.plan.clusters.len(), 1, "{:#?}", done.plan);
+    assert!(done.plan.vectors);
+    let c = &done.plan.clusters[0];
+    let ids: Vec<&str> = c.sources.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["rate-1", "rate-2", "rate-3"], "oldest first");
+    let ClusterBasis::Similar { cosine, .. } = c.basis else {
+        panic!("{c:#?}")
+    };
+    assert!(cosine.unwrap() > 0.98, "{c:#?}");
+    assert!(c.new_note);
+    assert_eq!(done.applied.len(), 1);
+    assert!(done.skipped.is_empty());
+    let into = &done.applied[0].into;
+    assert_eq!(into.id, c.into_id);
+    // The consolidated note: every original's text, and links to each as provenance.
+    let body = body_of(&e, &into.id);
+    for text in [RATE, RATE_2, RATE_3] {
+        assert!(body.contains(text), "{body}");
+    }
+    let provenance = body.split(PROVENANCE_HEADING).nth(1).expect("provenance");
+    for id in ["rate-1", "rate-2", "rate-3"] {
+        assert!(provenance.contains(&format!("[[{id}]]")), "{body}");
+        assert_eq!(status_of(&e, id).as_deref(), Some("consolidated"));
+        let back = e.index().backlinks(&["user".into()], id).unwrap();
+        assert_eq!(back, [("user".to_owned(), into.id.clone())]);
+    }
+    assert_eq!(status_of(&e, &into.id), None, "the new note is working");
+    // The notes' list tells the app which are consolidated.
+    let listed = crate::api::notes::list(&e, &Default::default()).unwrap();
+    let consolidated: Vec<&str> = listed
+        .iter()
+        .filter(|r| r.status.as_deref() == Some("consolidated"))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(consolidated, ["rate-1", "rate-2", "rate-3"]);
+    // The related note is left alone; nothing is deleted; each original was backed up.
+    assert_eq!(status_of(&e, "timeouts"), None);
+    let after = file_bytes(&e);
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(after.contains(before.iter().find(|(n, _)| n == "timeouts.md").unwrap()));
+    assert_eq!(done.backups.len(), 3);
+    let backed: Vec<String> = e
+        .backups(10)
+        .unwrap()
+        .into_iter()
+        .map(|b| b.note_id)
+        .collect();
+    for id in ["rate-1", "rate-2", "rate-3"] {
+        assert!(backed.contains(&id.to_owned()), "{backed:?}");
+    }
+    // A pass again finds nothing to fold: the originals are no longer working.
+    let again = pass(&mut e, false);
+    assert!(again.plan.clusters.is_empty(), "{:#?}", again.plan);
+}
+
+#[test]
+fn a_dry_run_plans_the_same_clusters_and_writes_nothing() {
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let before = file_bytes(&e);
+    let dry = pass(&mut e, true);
+    assert!(dry.dry_run && dry.applied.is_empty() && dry.backups.is_empty());
+    assert_eq!(dry.plan.clusters.len(), 1);
+    assert_eq!(file_bytes(&e), before);
+    assert!(e.backups(10).unwrap().is_empty());
+    assert_eq!(status_of(&e, "rate-1"), None);
+    // The preview is the plan an apply follows.
+    let preview =
+        crate::api::hygiene::consolidation_preview(&e, &ConsolidateQuery::default()).unwrap();
+    assert_eq!(preview, dry.plan);
+    let done = crate::api::hygiene::consolidation_apply(&mut e, preview).unwrap();
+    assert_eq!(done.applied[0].into.id, dry.plan.clusters[0].into_id);
+}
+
+#[test]
+fn a_cluster_changed_since_its_preview_is_skipped_whole() {
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let preview =
+        crate::api::hygiene::consolidation_preview(&e, &ConsolidateQuery::default()).unwrap();
+    e.edit(
+        "rate-2",
+        None,
+        NoteEdit {
+            body: Some("Each client: 120 requests a minute now.".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let before = file_bytes(&e);
+    let done = crate::api::hygiene::consolidation_apply(&mut e, preview).unwrap();
+    assert!(done.applied.is_empty());
+    assert!(done.skipped[0].reason.contains("rate-2"), "{done:#?}");
+    assert_eq!(file_bytes(&e), before);
+}
+
+#[test]
+fn old_notes_clusters_below_the_minimum_and_far_vectors_do_not_fold() {
+    let w = World::new();
+    let e = rate_vault(&w);
+    let plan = |q: ConsolidateQuery| crate::api::hygiene::consolidation_preview(&e, &q).unwrap();
+    assert!(
+        plan(ConsolidateQuery {
+            min_size: Some(4),
+            ..Default::default()
+        })
+        .clusters
+        .is_empty()
+    );
+    // A cut low enough takes in the related note as well.
+    let wide = plan(ConsolidateQuery {
+        threshold: Some(0.9),
+        ..Default::default()
+    });
+    assert_eq!(wide.clusters[0].sources.len(), 4);
+    // Eight days later the notes are no longer recent.
+    w.clock.set(T0 + 8 * DAY);
+    assert!(plan(ConsolidateQuery::default()).clusters.is_empty());
+    let bad = crate::api::hygiene::consolidation_preview(
+        &e,
+        &ConsolidateQuery {
+            threshold: Some(3.0),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::InvalidInput);
+}
+
+#[test]
+fn the_daily_pass_runs_once_a_day() {
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let q = ConsolidateQuery::default();
+    let first = crate::api::hygiene::consolidate_if_due(&mut e, &q).unwrap();
+    assert_eq!(first.unwrap().applied.len(), 1);
+    // New rewordings the same day wait for tomorrow's pass.
+    add(&mut e, "rate-4", "Gateway limit", RATE);
+    add(&mut e, "rate-5", "Limit per client", RATE_2);
+    add(&mut e, "rate-6", "Bucket at the gateway", RATE_3);
+    w.clock.set(T0 + DAY - 1);
+    assert!(
+        crate::api::hygiene::consolidate_if_due(&mut e, &q)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(status_of(&e, "rate-4"), None);
+    w.clock.set(T0 + 2_000 + DAY);
+    let next = crate::api::hygiene::consolidate_if_due(&mut e, &q).unwrap();
+    assert!(next.is_some());
+    assert_eq!(status_of(&e, "rate-4").as_deref(), Some("consolidated"));
+}
+
+fn relate(e: &mut Engine, id: &str, kind: RelationKind, target: &str) {
+    e.edit(
+        id,
+        None,
+        NoteEdit {
+            relations: Some(vec![Relation {
+                target: target.into(),
+                kind,
+            }]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_note_that_closes_a_goal_consolidates_the_goals_achieves_notes() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    add(&mut e, "goal", "Cut the bundle under 200 KB", "The goal.");
+    add(
+        &mut e,
+        "found-1",
+        "Moment is 60 KB",
+        "Replace moment with date-fns.",
+    );
+    add(
+        &mut e,
+        "found-2",
+        "Icons are 40 KB",
+        "Load the icon font lazily.",
+    );
+    add(&mut e, "unrelated", "Deploy days", DEPLOY);
+    relate(&mut e, "found-1", RelationKind::Achieves, "goal");
+    relate(&mut e, "found-2", RelationKind::Achieves, "goal");
+    // Nothing to do until the goal is closed.
+    assert!(pass(&mut e, false).plan.clusters.is_empty());
+    add(
+        &mut e,
+        "lesson",
+        "The bundle is 180 KB",
+        "Both changes shipped.",
+    );
+    relate(&mut e, "lesson", RelationKind::Closes, "goal");
+    let done = pass(&mut e, false);
+    assert_eq!(done.plan.clusters.len(), 1, "{:#?}", done.plan);
+    let c = &done.plan.clusters[0];
+    assert_eq!(
+        c.basis,
+        ClusterBasis::Goal {
+            goal_id: "goal".into(),
+            closing_id: "lesson".into()
+        }
+    );
+    assert_eq!(done.applied[0].into.id, "lesson");
+    assert!(!c.new_note);
+    let body = body_of(&e, "lesson");
+    assert!(body.contains("Both changes shipped."), "{body}");
+    assert!(body.contains("Replace moment with date-fns."), "{body}");
+    assert!(
+        body.contains("[[found-1]]") && body.contains("[[found-2]]"),
+        "{body}"
+    );
+    for id in ["found-1", "found-2"] {
+        assert_eq!(status_of(&e, id).as_deref(), Some("consolidated"));
+    }
+    for id in ["goal", "lesson", "unrelated"] {
+        assert_eq!(status_of(&e, id), None, "{id}");
+    }
+    let (_, row) = e.resolve("lesson", None).unwrap();
+    assert!(row.importance.unwrap() > 0.5);
+    assert!(pass(&mut e, false).plan.clusters.is_empty());
+}
+
+fn order(e: &Engine, q: &str) -> Vec<(String, f64)> {
+    let opts = crate::recall::SearchOptions {
+        mode: crate::recall::Mode::Bm25,
+        explain: true,
+        ..Default::default()
+    };
+    e.hybrid_search(q, opts)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.id, h.explain.unwrap().standing))
+        .collect()
+}
+
+#[test]
+fn a_superseding_note_ranks_above_the_note_it_supersedes() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    add(
+        &mut e,
+        "old-rule",
+        "Invoice numbers",
+        "Invoices are numbered per year and never reused.",
+    );
+    add(
+        &mut e,
+        "new-rule",
+        "Invoice numbers",
+        "Invoices are numbered per year and never reused, credit notes included.",
+    );
+    let q = "invoices numbered per year reused";
+    // The shorter note matches the words better.
+    let ids = |o: Vec<(String, f64)>| o.into_iter().map(|x| x.0).collect::<Vec<_>>();
+    assert_eq!(ids(order(&e, q)), ["old-rule", "new-rule"]);
+    // The newer note says it supersedes the old one: the old one's text and hash are the
+    // same, yet recall (already open) ranks it below.
+    let old_hash = e.resolve("old-rule", None).unwrap().1.hash;
+    relate(&mut e, "new-rule", RelationKind::Supersedes, "old-rule");
+    assert_eq!(e.resolve("old-rule", None).unwrap().1.hash, old_hash);
+    let o = order(&e, q);
+    assert_eq!(ids(o.clone()), ["new-rule", "old-rule"], "{o:?}");
+    assert_eq!(o[1].1, crate::recall::rank::REPLACED_FACTOR);
+    assert_eq!(o[0].1, 1.0);
+    // Dropping the relation puts it back.
+    e.edit(
+        "new-rule",
+        None,
+        NoteEdit {
+            relations: Some(Vec::new()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(ids(order(&e, q)), ["old-rule", "new-rule"]);
+}
+
+#[test]
+fn a_status_change_reaches_recall_as_a_ranking_factor() {
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let q = "gateway token bucket requests minute client";
+    let before = order(&e, q);
+    assert!(before.iter().all(|(_, s)| *s == 1.0), "{before:?}");
+    let done = pass(&mut e, false);
+    let into = done.applied[0].into.id.clone();
+    let after = order(&e, q);
+    assert!(after.iter().any(|(id, _)| *id == into), "{after:?}");
+    for (id, standing) in &after {
+        let expect = if id.starts_with("rate-") {
+            crate::recall::rank::REPLACED_FACTOR
+        } else {
+            1.0
+        };
+        assert_eq!(*standing, expect, "{id}: {after:?}");
+    }
+    // Setting the status back by hand (an edit of the file) makes the note current again.
+    let (_, row) = e.resolve("rate-1", None).unwrap();
+    let text = std::fs::read_to_string(&row.path).unwrap();
+    std::fs::write(&row.path, text.replace(",\"status\":\"consolidated\"", "")).unwrap();
+    e.rescan(false).unwrap();
+    let again = order(&e, q);
+    let rate1 = again.iter().find(|(id, _)| id == "rate-1").unwrap();
+    assert_eq!(rate1.1, 1.0, "{again:?}");
+}
+
+#[test]
+fn recall_leaves_archived_notes_out_unless_asked_and_one_recalled_leaves_the_archive() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    add(
+        &mut e,
+        "tern",
+        "Staging database",
+        "The staging database is called tern.",
+    );
+    let recall = |e: &mut Engine, archived: bool| {
+        crate::api::search::recall(
+            e,
+            &crate::api::search::RecallRequest {
+                message: "what is the staging database called".into(),
+                archived,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    assert!(recall(&mut e, false).text.contains("tern"));
+    w.clock.set(T0 + 300 * DAY);
+    assert_eq!(archived_ids(&e), ["tern"]);
+    let block = recall(&mut e, false);
+    assert!(!block.text.contains("called tern"), "{}", block.text);
+    assert!(archived_ids(&e) == ["tern"], "left out, so not used");
+    let block = recall(&mut e, true);
+    assert!(block.text.contains("called tern"), "{}", block.text);
+    assert!(archived_ids(&e).is_empty(), "recalled, so used");
+    assert!(recall(&mut e, false).text.contains("called tern"));
+}

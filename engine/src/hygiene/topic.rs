@@ -36,25 +36,34 @@ const STOP_WORDS: &[&str] = &[
     "yes",
 ];
 
-/// The words of a text that carry its topic: lowercase runs of letters and digits of three
-/// or more characters, stop words left out.
-pub fn words(text: &str, out: &mut BTreeSet<String>) {
-    static STOP: LazyLock<HashSet<&'static str>> =
+/// Calls `f` with each word of a text that carries its topic, repeats included: lowercase runs
+/// of letters and digits of three or more characters, stop words left out.
+fn each_word(text: &str, mut f: impl FnMut(Cow<'_, str>)) {
+    static STOP: LazyLock<HashSet<&'static str, BuildFnv>> =
         LazyLock::new(|| STOP_WORDS.iter().copied().collect());
     for w in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().nth(2).is_some())
     {
-        // Most words are already lowercase ASCII: no copy until a new word is kept.
+        // Most words are already lowercase ASCII: no copy for them.
         let w: Cow<'_, str> = if w.is_ascii() && !w.bytes().any(|b| b.is_ascii_uppercase()) {
             Cow::Borrowed(w)
         } else {
             Cow::Owned(w.to_lowercase())
         };
-        if !STOP.contains(w.as_ref()) && !out.contains(w.as_ref()) {
-            out.insert(w.into_owned());
+        if !STOP.contains(w.as_ref()) {
+            f(w);
         }
     }
+}
+
+/// The words of a text that carry its topic (see [`each_word`]), added to `out`.
+pub fn words(text: &str, out: &mut BTreeSet<String>) {
+    each_word(text, |w| {
+        if !out.contains(w.as_ref()) {
+            out.insert(w.into_owned());
+        }
+    });
 }
 
 /// A note's words: its summary's, its body's and its tags (as `#tag`, so a tag matches a tag).
@@ -66,6 +75,74 @@ pub fn note_words(summary: &str, tags: &[String], body: &str) -> BTreeSet<String
         out.insert(format!("#{}", t.to_lowercase()));
     }
     out
+}
+
+/// Word ids per scope: the words of [`note_words`] as numbers, so a note's words are a sorted
+/// list of ids and two notes share an id exactly when they share the word. Words of different
+/// scopes get different ids, so notes of two scopes never meet.
+#[derive(Default)]
+pub struct Vocabulary {
+    tables: HashMap<String, HashMap<Box<str>, u32, BuildFnv>>,
+    next: u32,
+}
+
+impl Vocabulary {
+    fn table(&mut self, scope: &str) -> &mut HashMap<Box<str>, u32, BuildFnv> {
+        if !self.tables.contains_key(scope) {
+            self.tables.insert(scope.to_owned(), HashMap::default());
+        }
+        self.tables.get_mut(scope).expect("inserted above")
+    }
+
+    fn id(next: &mut u32, table: &mut HashMap<Box<str>, u32, BuildFnv>, w: &str) -> u32 {
+        if let Some(&id) = table.get(w) {
+            return id;
+        }
+        let id = *next;
+        *next += 1;
+        table.insert(w.into(), id);
+        id
+    }
+
+    /// The ids of a note's words (as [`note_words`] has them), sorted, without repeats.
+    pub fn note_tokens(
+        &mut self,
+        scope: &str,
+        summary: &str,
+        tags: &[String],
+        body: &str,
+    ) -> Vec<u32> {
+        let mut next = self.next;
+        let table = self.table(scope);
+        let mut out = Vec::new();
+        for text in [summary, body] {
+            each_word(text, |w| out.push(Self::id(&mut next, table, &w)));
+        }
+        for t in tags {
+            out.push(Self::id(
+                &mut next,
+                table,
+                &format!("#{}", t.to_lowercase()),
+            ));
+        }
+        self.next = next;
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The ids of a word set, sorted.
+    pub fn tokens_of(&mut self, scope: &str, words: &BTreeSet<String>) -> Vec<u32> {
+        let mut next = self.next;
+        let table = self.table(scope);
+        let mut out: Vec<u32> = words
+            .iter()
+            .map(|w| Self::id(&mut next, table, w))
+            .collect();
+        self.next = next;
+        out.sort_unstable();
+        out
+    }
 }
 
 /// One note as the same-topic rule sees it.
@@ -148,31 +225,19 @@ impl std::hash::Hasher for Fnv {
 
 type BuildFnv = std::hash::BuildHasherDefault<Fnv>;
 
-/// Each note's words as token ranks, rarest first (ties by first appearance), so that two
-/// notes' sorted rank lists share exactly the words they share. Words of different scopes are
-/// different tokens, so notes of two scopes never meet.
-fn ranked_tokens(docs: &[TopicDoc]) -> Vec<Vec<u32>> {
-    // One word table per scope.
-    let mut tables: HashMap<&str, HashMap<&str, u32, BuildFnv>> = HashMap::new();
-    let mut df: Vec<u32> = Vec::new();
-    let mut tokens: Vec<Vec<u32>> = Vec::with_capacity(docs.len());
-    for d in docs {
-        let ids = tables.entry(&d.scope).or_default();
-        let mut t = Vec::with_capacity(d.words.len());
-        for w in &d.words {
-            let next = df.len() as u32;
-            let id = *ids.entry(w).or_insert(next);
-            if id as usize == df.len() {
-                df.push(0);
-            }
-            df[id as usize] += 1;
-            t.push(id);
+/// Each note's word ids as token ranks, rarest first (ties by id), so that two notes' sorted
+/// rank lists share exactly the words they share.
+fn ranked_tokens(mut tokens: Vec<Vec<u32>>) -> Vec<Vec<u32>> {
+    let vocabulary = tokens.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+    let mut df: Vec<u32> = vec![0; vocabulary];
+    for t in &tokens {
+        for &x in t {
+            df[x as usize] += 1;
         }
-        tokens.push(t);
     }
-    let mut order: Vec<u32> = (0..df.len() as u32).collect();
+    let mut order: Vec<u32> = (0..vocabulary as u32).collect();
     order.sort_unstable_by_key(|&t| (df[t as usize], t));
-    let mut rank = vec![0u32; df.len()];
+    let mut rank = vec![0u32; vocabulary];
     for (r, &t) in order.iter().enumerate() {
         rank[t as usize] = r as u32;
     }
@@ -212,9 +277,8 @@ fn overlap_from(a: &[u32], b: &[u32], counted: usize, need: usize) -> Option<usi
     (shared >= need).then_some(shared)
 }
 
-/// Every pair `(i, j)`, `i < j`, whose word overlap (Jaccard) reaches the pair's own
-/// threshold `threshold(i, j)` (never below `t`), with that overlap: the set-similarity
-/// self-join with the prefix, length and position filters (PPJoin). With each note's tokens
+/// Every pair `(i, j)`, `i < j`, whose word overlap (Jaccard) reaches `alone`, or reaches `t`
+/// (below `alone`) and `close(i, j)` holds, with that overlap: the set-similarity self-join with the prefix, length and position filters (PPJoin). With each note's tokens
 /// ordered rarest first and the notes taken from the smallest, two notes that overlap by `t`
 /// share a token within the first `n - ceil(t·n) + 1` tokens of the larger and the first
 /// `n - ceil(2t/(1+t)·n) + 1` of the smaller; only the notes found that way are candidates, a
@@ -224,7 +288,8 @@ fn overlap_from(a: &[u32], b: &[u32], counted: usize, need: usize) -> Option<usi
 fn overlapping_pairs(
     tokens: &[Vec<u32>],
     t: f64,
-    threshold: impl Fn(usize, usize) -> f64,
+    alone: f64,
+    close: impl Fn(usize, usize) -> bool,
 ) -> Vec<(usize, usize, f64)> {
     let mut by_size: Vec<usize> = (0..tokens.len())
         .filter(|&i| !tokens[i].is_empty())
@@ -233,10 +298,15 @@ fn overlapping_pairs(
     let probe_prefix = |n: usize| (n - ((t * n as f64) - 1e-9).ceil() as usize + 1).min(n);
     let index_prefix =
         |n: usize| (n - ((2.0 * t / (1.0 + t) * n as f64) - 1e-9).ceil() as usize + 1).min(n);
-    // Token → (note, position) of the notes already indexed, smallest first; `start` skips the
-    // notes every later (larger) note is too large to pair with.
+    // The overlap two notes need, by the sum of their sizes, worked out once.
+    let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
+    let need_t: Vec<usize> = (0..=2 * longest).map(|s| needed(t, s, 0)).collect();
+    let need_alone: Vec<usize> = (0..=2 * longest).map(|s| needed(alone, s, 0)).collect();
+    // Token → (note, position, note's size) of the notes already indexed, smallest first;
+    // `start` skips the notes every later (larger) note is too large to pair with.
+    type Posting = (u32, u32, u32);
     let vocabulary = tokens.iter().flatten().max().map_or(0, |&m| m as usize + 1);
-    let mut postings: Vec<(usize, Vec<(u32, u32)>)> = vec![(0, Vec::new()); vocabulary];
+    let mut postings: Vec<(usize, Vec<Posting>)> = vec![(0, Vec::new()); vocabulary];
     // Shared prefix tokens counted per candidate; `PRUNED` once it cannot reach the overlap.
     const PRUNED: i32 = -1;
     let mut count: Vec<i32> = vec![0; tokens.len()];
@@ -258,10 +328,10 @@ fn overlapping_pairs(
         let probed = probe_prefix(n);
         for (i, tok) in a[..probed].iter().enumerate() {
             let (start, list) = &mut postings[*tok as usize];
-            while *start < list.len() && sizes[list[*start].0 as usize] < min_size {
+            while *start < list.len() && (list[*start].2 as usize) < min_size {
                 *start += 1;
             }
-            for &(y, j) in &list[*start..] {
+            for &(y, j, b_len) in &list[*start..] {
                 let y = y as usize;
                 let c = count[y];
                 if c == PRUNED {
@@ -270,9 +340,9 @@ fn overlapping_pairs(
                 if c == 0 {
                     touched.push(y);
                 }
-                let b_len = sizes[y];
+                let b_len = b_len as usize;
                 let bound = 1 + (n - i - 1).min(b_len - j as usize - 1);
-                count[y] = if c as usize + bound >= needed(t, n, b_len) {
+                count[y] = if c as usize + bound >= need_t[n + b_len] {
                     c + 1
                 } else {
                     PRUNED
@@ -294,7 +364,8 @@ fn overlapping_pairs(
             } else {
                 sizes[y] - indexed[y]
             };
-            if c + left < needed(t, n, sizes[y]) {
+            let sum = n + sizes[y];
+            if c + left < need_t[sum] {
                 continue;
             }
             let b = &tokens[y];
@@ -304,14 +375,18 @@ fn overlapping_pairs(
                 &b[b.partition_point(|&v| v <= upto)..],
             );
             let (i, j) = (x.min(y), x.max(y));
-            let need = needed(threshold(i, j).max(t), n, b.len());
-            if let Some(shared) = overlap_from(a_rest, b_rest, c, need) {
-                out.push((i, j, shared as f64 / (n + b.len() - shared) as f64));
+            // The pair's own test comes last, and only for an overlap that needs it.
+            if let Some(shared) = overlap_from(a_rest, b_rest, c, need_t[sum])
+                && (shared >= need_alone[sum] || close(i, j))
+            {
+                out.push((i, j, shared as f64 / (sum - shared) as f64));
             }
         }
         touched.clear();
         for (i, tok) in a[..indexed[x]].iter().enumerate() {
-            postings[*tok as usize].1.push((x as u32, i as u32));
+            postings[*tok as usize]
+                .1
+                .push((x as u32, i as u32, n as u32));
         }
     }
     out
@@ -319,31 +394,41 @@ fn overlapping_pairs(
 
 /// Groups of 2 to [`MAX_GROUP`] notes of one scope linked by same-topic pairs (connected
 /// components; a larger component is dropped), ordered by their first member.
+pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
+    let mut vocabulary = Vocabulary::default();
+    let tokens: Vec<Vec<u32>> = docs
+        .iter()
+        .map(|d| vocabulary.tokens_of(&d.scope, &d.words))
+        .collect();
+    let vectors: Vec<Option<&[f32]>> = docs.iter().map(|d| d.vector.as_deref()).collect();
+    groups_of(tokens, &vectors)
+}
+
+/// [`groups`] of notes given as their word ids (from one [`Vocabulary`]) and vectors.
 ///
 /// Every pair the rule can accept has a word overlap of at least [`LEXICAL_WITH_COSINE`], and
 /// of [`LEXICAL_ALONE`] unless their vectors are that close: candidates come from an exact
 /// set-similarity join at the overlap each pair needs, and only the pairs found are judged by
 /// the rule.
-pub fn groups(docs: &[TopicDoc]) -> Vec<TopicGroup> {
-    let tokens = ranked_tokens(docs);
-    let threshold = |i: usize, j: usize| {
-        if vector_cosine(&docs[i], &docs[j]).is_some_and(|c| c >= COSINE_WITH_LEXICAL) {
-            LEXICAL_WITH_COSINE
-        } else {
-            LEXICAL_ALONE
-        }
+pub fn groups_of(tokens: Vec<Vec<u32>>, vectors: &[Option<&[f32]>]) -> Vec<TopicGroup> {
+    let n = tokens.len();
+    let tokens = ranked_tokens(tokens);
+    let cos = |i: usize, j: usize| match (vectors[i], vectors[j]) {
+        (Some(x), Some(y)) if x.len() == y.len() => Some(cosine(x, y)),
+        _ => None,
     };
+    let close = |i: usize, j: usize| cos(i, j).is_some_and(|c| c >= COSINE_WITH_LEXICAL);
     let mut pairs: Vec<(usize, usize, Similarity)> = Vec::new();
-    for (i, j, lexical) in overlapping_pairs(&tokens, LEXICAL_WITH_COSINE, threshold) {
+    for (i, j, lexical) in overlapping_pairs(&tokens, LEXICAL_WITH_COSINE, LEXICAL_ALONE, close) {
         let s = Similarity {
             lexical,
-            cosine: vector_cosine(&docs[i], &docs[j]),
+            cosine: cos(i, j),
         };
         if same_topic(s) {
             pairs.push((i, j, s));
         }
     }
-    components(docs.len(), pairs)
+    components(n, pairs)
 }
 
 /// The connected components of 2 to [`MAX_GROUP`] notes over same-topic pairs `(i, j, s)`,
@@ -572,6 +657,35 @@ mod tests {
             grouped > 100 && tipped_by_vector > 10,
             "{grouped} {tipped_by_vector}"
         );
+    }
+
+    #[test]
+    fn a_notes_tokens_are_its_words_as_ids() {
+        let mut v = Vocabulary::default();
+        let texts = [
+            ("Pricing Cards", vec!["Design".to_owned()], PRICING),
+            (
+                "Déploiement",
+                vec![],
+                "Déploiement le MARDI, the the and déploiement.",
+            ),
+            (
+                "Deploys",
+                vec!["ops".to_owned(), "Design".to_owned()],
+                DEPLOY,
+            ),
+        ];
+        for scope in ["user", "project:p"] {
+            for (summary, tags, body) in &texts {
+                let direct = v.note_tokens(scope, summary, tags, body);
+                let via_words = v.tokens_of(scope, &note_words(summary, tags, body));
+                assert_eq!(direct, via_words, "{summary}");
+            }
+        }
+        // The same word in two scopes is two tokens.
+        let a = v.note_tokens("user", "", &[], "pricing");
+        let b = v.note_tokens("project:p", "", &[], "pricing");
+        assert_ne!(a, b);
     }
 
     #[test]

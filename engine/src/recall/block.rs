@@ -23,6 +23,8 @@ pub struct RecallOptions {
     /// Explicit budget in characters; otherwise derived from `window_tokens`.
     pub budget_chars: Option<usize>,
     pub window_tokens: Option<usize>,
+    /// Let archived notes (importance decayed below the archive threshold) be recalled too.
+    pub include_archived: bool,
 }
 
 /// The char budget for a context window: 2,400 at 100k tokens, proportional, at least 600.
@@ -287,6 +289,7 @@ impl RecallIndex {
                 visible_scopes: opts.visible_scopes.clone(),
                 limit: MAX_RESULTS * 3,
                 mode: Mode::Hybrid,
+                include_archived: opts.include_archived,
                 ..SearchOptions::default()
             },
         ) {
@@ -376,6 +379,7 @@ mod tests {
             visible_scopes: None,
             budget_chars: b,
             window_tokens: w,
+            include_archived: false,
         };
         assert_eq!(budget_for(&o(None, None)), 2_400);
         assert_eq!(budget_for(&o(None, Some(200_000))), 4_800);

@@ -35,8 +35,8 @@ pub use rank::Fusion;
 
 use embed::chunks;
 use lexical::LexicalIndex;
-pub use store::RankFacts;
 use store::{DocMeta, DocStore, VectorStore, doc_key};
+pub use store::{RankFacts, Standing};
 use vectors::VectorIndex;
 
 /// Notes with this tag are never recalled unless [`SearchOptions::include_secrets`] is set.
@@ -96,6 +96,8 @@ pub struct RecallDoc {
     pub importance: Option<f64>,
     /// Pinned or evergreen: exempt from recency decay.
     pub evergreen: bool,
+    /// Consolidated or superseded: ranked below what replaced it.
+    pub standing: Standing,
     pub hash: ContentHash,
 }
 
@@ -113,6 +115,7 @@ impl RecallDoc {
             trust: None,
             importance: None,
             evergreen: false,
+            standing: Standing::default(),
             hash: ContentHash::of_parts(id, summary, None, &[], body),
         }
     }
@@ -140,6 +143,7 @@ impl RecallDoc {
             trust: self.trust,
             importance: self.importance,
             evergreen: self.evergreen,
+            standing: self.standing,
         }
     }
 }
@@ -213,6 +217,8 @@ pub struct Explain {
     pub trust: f64,
     pub importance: f64,
     pub access: f64,
+    /// Below 1 for a note consolidated into another or superseded by another.
+    pub standing: f64,
 }
 
 /// One search result.
@@ -897,15 +903,16 @@ impl RecallIndex {
             .into_iter()
             .filter_map(|f| {
                 let m = meta.get(&f.key)?;
-                let (decay, trust, importance, access) = if opts.ranking {
+                let (decay, trust, importance, access, standing) = if opts.ranking {
                     (
                         rank::decay(m, now),
                         trust_weight_of(m)?,
                         rank::importance_factor(Some(rank::live_importance(m, &rule, now))),
                         rank::access_factor(m.access_count),
+                        rank::standing_factor(m.standing),
                     )
                 } else {
-                    (1.0, 1.0, 1.0, 1.0)
+                    (1.0, 1.0, 1.0, 1.0, 1.0)
                 };
                 let e = Explain {
                     bm25_rank: f.bm25.map(|x| x.0),
@@ -924,12 +931,13 @@ impl RecallIndex {
                     trust,
                     importance,
                     access,
+                    standing,
                 };
                 Some((f, e))
             })
             .collect();
         for (f, e) in &mut scored {
-            f.score = e.fused * e.decay * e.trust * e.importance * e.access;
+            f.score = e.fused * e.decay * e.trust * e.importance * e.access * e.standing;
         }
         scored.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
         if let Some(lambda) = opts.mmr_lambda {
@@ -1135,6 +1143,7 @@ fn meta_of(d: &RecallDoc, used: (i64, Option<i64>)) -> DocMeta {
         trust: d.trust,
         importance: d.importance,
         evergreen: d.evergreen,
+        standing: d.standing,
         secret: d.tags.iter().any(|t| t == SECRETS_TAG),
         access_count,
         last_access_ms,

@@ -213,6 +213,23 @@ pub fn access_factor(access_count: i64) -> f64 {
     (1.0 + 0.05 * (1.0 + access_count.max(0) as f64).ln()).min(1.2)
 }
 
+/// A note consolidated into another keeps this share of its score, and so does one superseded
+/// by another (both: the product): enough to put the note that replaced it first when both
+/// match a query alike, while the original stays findable.
+pub const REPLACED_FACTOR: f64 = 0.5;
+
+/// The standing factor: 1 for a current note, [`REPLACED_FACTOR`] for each way it was replaced.
+pub fn standing_factor(s: super::Standing) -> f64 {
+    let mut f = 1.0;
+    if s.consolidated {
+        f *= REPLACED_FACTOR;
+    }
+    if s.superseded {
+        f *= REPLACED_FACTOR;
+    }
+    f
+}
+
 /// Maximal marginal relevance: reorders `scored` (best first) so each pick maximises
 /// `λ · relevance − (1 − λ) · max similarity to what was already picked`. Relevance is the score
 /// divided by the best score.
@@ -259,6 +276,7 @@ mod tests {
             trust: None,
             importance: None,
             evergreen: false,
+            standing: Default::default(),
             secret: false,
             access_count: 0,
             last_access_ms: None,

@@ -26,6 +26,7 @@ pub struct DocMeta {
     pub trust: Option<Trust>,
     pub importance: Option<f64>,
     pub evergreen: bool,
+    pub standing: Standing,
     pub secret: bool,
     /// Recalls and openings on this machine.
     pub access_count: i64,
@@ -41,8 +42,19 @@ impl DocMeta {
             trust: self.trust,
             importance: self.importance,
             evergreen: self.evergreen,
+            standing: self.standing,
         }
     }
+}
+
+/// Whether something else now stands for a note: it was folded into a consolidated note
+/// (`status: consolidated`), or another note of its scope names it in a `supersedes` relation.
+/// Ranking puts such a note below what replaced it. The second depends on other notes, so it
+/// can change while the note's own text and hash stay the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Standing {
+    pub consolidated: bool,
+    pub superseded: bool,
 }
 
 /// What ranking reads about a note beyond its content hash: a change to any of them must reach
@@ -53,6 +65,7 @@ pub struct RankFacts {
     pub trust: Option<Trust>,
     pub importance: Option<f64>,
     pub evergreen: bool,
+    pub standing: Standing,
 }
 
 fn open(path: &Path) -> Result<Connection, Error> {
@@ -162,20 +175,29 @@ impl DocStore {
     /// Opens (or recreates, when corrupt) `path`. The flag says it was recreated empty.
     pub fn open(path: &Path) -> Result<(Self, bool), Error> {
         let (conn, recreated) = open_or_recreate(path, DOCS_SCHEMA)?;
-        // A store made before recalls were dated gains the column; its rows start undated.
-        // Another process may add it at the same moment: then the column is there either way.
-        let dated = |c: &Connection| -> Result<bool, Error> {
+        // A store made before recalls were dated, or before standings were kept, gains the
+        // column; its rows start undated and standing as nothing replaced them (the vault's
+        // next comparison of ranking facts corrects them). Another process may add a column at
+        // the same moment: then the column is there either way.
+        let has = |c: &Connection, name: &str| -> Result<bool, Error> {
             Ok(c.query_row(
-                "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = 'last_access'",
-                [],
+                "SELECT count(*) > 0 FROM pragma_table_info('docs') WHERE name = ?1",
+                [name],
                 |r| r.get(0),
             )?)
         };
-        if !dated(&conn)?
-            && let Err(e) = conn.execute_batch("ALTER TABLE docs ADD COLUMN last_access INTEGER")
-            && !dated(&conn)?
-        {
-            return Err(e.into());
+        for (name, decl) in [
+            ("last_access", "INTEGER"),
+            ("consolidated", "INTEGER NOT NULL DEFAULT 0"),
+            ("superseded", "INTEGER NOT NULL DEFAULT 0"),
+        ] {
+            if !has(&conn, name)?
+                && let Err(e) =
+                    conn.execute_batch(&format!("ALTER TABLE docs ADD COLUMN {name} {decl}"))
+                && !has(&conn, name)?
+            {
+                return Err(e.into());
+            }
         }
         Ok((Self { conn }, recreated))
     }
@@ -195,13 +217,14 @@ impl DocStore {
         {
             let mut st = tx.prepare_cached(
                 "INSERT INTO docs (key, scope, id, hash, summary, tags, body, note_type,
-                   updated_at, trust, importance, evergreen, last_access)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                   updated_at, trust, importance, evergreen, last_access, consolidated, superseded)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                  ON CONFLICT(key) DO UPDATE SET hash = excluded.hash,
                    summary = excluded.summary, tags = excluded.tags, body = excluded.body,
                    note_type = excluded.note_type, updated_at = excluded.updated_at,
                    trust = excluded.trust, importance = excluded.importance,
-                   evergreen = excluded.evergreen",
+                   evergreen = excluded.evergreen, consolidated = excluded.consolidated,
+                   superseded = excluded.superseded",
             )?;
             for d in docs {
                 st.execute(params![
@@ -218,6 +241,8 @@ impl DocStore {
                     d.importance,
                     d.evergreen,
                     now_ms,
+                    d.standing.consolidated,
+                    d.standing.superseded,
                 ])?;
             }
         }
@@ -281,7 +306,7 @@ impl DocStore {
     pub fn all_meta(&self) -> Result<Vec<DocMeta>, Error> {
         let mut st = self.conn.prepare(
             "SELECT key, scope, id, hash, note_type, updated_at, trust, importance, evergreen,
-                    access_count, tags, last_access FROM docs",
+                    access_count, tags, last_access, consolidated, superseded FROM docs",
         )?;
         let rows = st.query_map([], |r| {
             let tags: String = r.get(10)?;
@@ -296,6 +321,10 @@ impl DocStore {
                 trust: r.get::<_, Option<String>>(6)?.and_then(|s| trust_from(&s)),
                 importance: r.get(7)?,
                 evergreen: r.get(8)?,
+                standing: Standing {
+                    consolidated: r.get(12)?,
+                    superseded: r.get(13)?,
+                },
                 access_count: r.get(9)?,
                 last_access_ms: r.get(11)?,
                 secret: tags.iter().any(|t| t == super::SECRETS_TAG),
@@ -318,12 +347,13 @@ impl DocStore {
             Option<String>,
             Option<f64>,
             bool,
+            Standing,
         );
         let row: Option<Row> = self
             .conn
             .prepare_cached(
                 "SELECT scope, id, hash, summary, tags, body, note_type, updated_at, trust,
-                        importance, evergreen FROM docs WHERE key = ?1",
+                        importance, evergreen, consolidated, superseded FROM docs WHERE key = ?1",
             )?
             .query_row([key], |r| {
                 Ok((
@@ -338,11 +368,27 @@ impl DocStore {
                     r.get(8)?,
                     r.get(9)?,
                     r.get(10)?,
+                    Standing {
+                        consolidated: r.get(11)?,
+                        superseded: r.get(12)?,
+                    },
                 ))
             })
             .optional()?;
-        let Some((scope, id, hash, summary, tags, body, note_type, updated, trust, imp, ever)) =
-            row
+        let Some((
+            scope,
+            id,
+            hash,
+            summary,
+            tags,
+            body,
+            note_type,
+            updated,
+            trust,
+            imp,
+            ever,
+            standing,
+        )) = row
         else {
             return Ok(None);
         };
@@ -359,6 +405,7 @@ impl DocStore {
             trust: trust.and_then(|t| trust_from(&t)),
             importance: imp,
             evergreen: ever,
+            standing,
             hash,
         }))
     }

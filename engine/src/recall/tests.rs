@@ -545,6 +545,7 @@ fn recall_block_lists_durable_notes_first_and_fits_the_budget() {
         visible_scopes: Some(vec!["user".into(), "project:a".into(), "domain:web".into()]),
         budget_chars: None,
         window_tokens: Some(100_000),
+        include_archived: false,
     };
     let b = ix
         .recall_block("how are pricing cards separated, fill or borders?", &opts)

@@ -1,0 +1,720 @@
+//! Consolidation, the "sleep" pass: clusters of recent `working` notes of one scope that say
+//! the same thing fold into one consolidated note, and a note that `closes` a goal takes in the
+//! goal's `achieves` notes. The originals are never deleted: they get `status: consolidated`
+//! (ranked below what replaced them), each is backed up before it changes, and the
+//! consolidated note lists them as `[[id]]` links under "Consolidated from", its provenance.
+//!
+//! A pass is planned from the index (no note changes) and applied per cluster; a cluster whose
+//! notes changed since the plan is skipped, whole. The daily pass ([`consolidate_if_due`]) runs
+//! at most once per [`INTERVAL_MS`] on this machine, recorded in
+//! `$MEMORIA_HOME/review/consolidation.json` (never synced).
+//!
+//! Similarity is the cosine of the notes' cached first-passage vectors (no model runs here),
+//! at or above [`COSINE_CUT`]; a note without a vector pairs by the same-topic rule's word
+//! overlap alone ([`super::topic::LEXICAL_ALONE`]). The cut was chosen on SciFact
+//! (`scripts/consolidation-study.py`): the same-topic study's near-duplicate variants against
+//! related-but-distinct documents, embedded by the engine's e5-small model. It is the lowest
+//! cut above every related pair's cosine, so a consolidation folds rewordings of one note and
+//! leaves notes that are merely on one subject alone. `docs/BENCHMARKS.md` has the figures.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use memoria_shared::note::{Note, Status};
+use memoria_shared::{NoteId, slugify};
+use serde::{Deserialize, Serialize};
+
+use super::merge::{self, DraftKind, MergeDraft, MergeSource, Write};
+use super::topic;
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::guard::SECRETS_TAG;
+use crate::index::IndexedNote;
+use crate::project::Scope;
+use crate::vault::{Engine, Written, with_final_newline};
+
+/// The cosine of two notes' vectors at or above which they are one cluster's (unless the
+/// setting or the caller says otherwise).
+pub const COSINE_CUT: f32 = 0.96;
+/// The fewest notes a similarity cluster folds.
+pub const MIN_CLUSTER: usize = 3;
+/// Only notes created or edited within this many days are consolidated by similarity.
+pub const MAX_AGE_DAYS: u32 = 7;
+/// The daily pass runs at most once in this many milliseconds.
+pub const INTERVAL_MS: i64 = 86_400_000;
+const DAY_MS: i64 = 86_400_000;
+/// The heading of the consolidated note's provenance list.
+pub const PROVENANCE_HEADING: &str = "## Consolidated from";
+
+/// Why notes are one cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "basis",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum ClusterBasis {
+    /// Recent working notes that say the same thing; the weakest linking pair's signals.
+    Similar {
+        /// The least cosine of a pair that links the cluster (`None`: linked by words alone).
+        cosine: Option<f32>,
+        /// The least word overlap (Jaccard) of such a pair.
+        lexical: f64,
+    },
+    /// A note closed a goal: it takes in the goal's `achieves` notes.
+    Goal { goal_id: String, closing_id: String },
+}
+
+/// A cluster as planned: its notes as they were, and the note it folds into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationCluster {
+    /// Names the cluster: its scope, notes and their hashes. Planning again over unchanged
+    /// notes gives the same id.
+    pub cluster_id: String,
+    pub scope: String,
+    #[serde(flatten)]
+    pub basis: ClusterBasis,
+    /// The notes that become `consolidated`, oldest first.
+    pub sources: Vec<MergeSource>,
+    /// The note the cluster folds into: a new note's id (similarity), or the closing note's
+    /// (a goal), whose text the draft replaces.
+    pub into_id: String,
+    /// Whether `into_id` is a new note.
+    pub new_note: bool,
+    /// The consolidated note's text, its provenance list included.
+    pub draft: MergeDraft,
+    pub tags: Vec<String>,
+}
+
+/// What a pass would do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationPlan {
+    pub clusters: Vec<ConsolidationCluster>,
+    /// The cosine cut in force.
+    pub threshold: f32,
+    pub min_size: usize,
+    pub max_age_days: u32,
+    /// Recent working notes considered for similarity clusters.
+    pub candidates: usize,
+    /// Whether cached vectors were there to compare (else words only).
+    pub vectors: bool,
+}
+
+/// A cluster applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidatedCluster {
+    pub cluster_id: String,
+    /// The consolidated note.
+    pub into: Written,
+    /// The notes now `consolidated`.
+    pub sources: Vec<String>,
+}
+
+/// A cluster left as it was, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedCluster {
+    pub cluster_id: String,
+    pub reason: String,
+}
+
+/// What a pass did (or, on a dry run, would do: nothing applied).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Consolidation {
+    pub plan: ConsolidationPlan,
+    pub dry_run: bool,
+    pub applied: Vec<ConsolidatedCluster>,
+    pub skipped: Vec<SkippedCluster>,
+    /// A backup of every note changed.
+    pub backups: Vec<String>,
+}
+
+/// How a pass runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsolidateQuery {
+    /// user, project or domain; `None`: every visible scope.
+    pub scope: Option<String>,
+    /// The cosine cut; `None`: [`COSINE_CUT`].
+    pub threshold: Option<f32>,
+    /// The fewest notes of a similarity cluster; `None`: [`MIN_CLUSTER`].
+    pub min_size: Option<usize>,
+    /// Days within which a note was created or edited; `None`: [`MAX_AGE_DAYS`].
+    pub max_age_days: Option<u32>,
+    /// Who writes the drafts; `None`: the configured model when there is one, else manual.
+    pub draft: Option<DraftKind>,
+    /// Plan only: write nothing.
+    pub dry_run: bool,
+}
+
+fn is_working(row: &IndexedNote) -> bool {
+    matches!(row.status.as_deref(), None | Some("working"))
+}
+
+fn holds_secret(row: &IndexedNote) -> bool {
+    row.tags.iter().any(|t| t == SECRETS_TAG)
+}
+
+/// The connected components of `n` notes over `pairs` (i, j, cosine, lexical) with at least
+/// `min_size` members, each with its weakest pair's signals, by first member.
+fn clusters_of(
+    n: usize,
+    pairs: &[(usize, usize, Option<f32>, f64)],
+    min_size: usize,
+) -> Vec<(Vec<usize>, Option<f32>, f64)> {
+    let mut uf: Vec<usize> = (0..n).collect();
+    fn root(uf: &mut [usize], mut i: usize) -> usize {
+        while uf[i] != i {
+            uf[i] = uf[uf[i]];
+            i = uf[i];
+        }
+        i
+    }
+    for &(i, j, _, _) in pairs {
+        let (x, y) = (root(&mut uf, i), root(&mut uf, j));
+        if x != y {
+            uf[x.max(y)] = x.min(y);
+        }
+    }
+    let mut groups: BTreeMap<usize, (Vec<usize>, Option<f32>, f64)> = BTreeMap::new();
+    for i in 0..n {
+        let r = root(&mut uf, i);
+        groups.entry(r).or_insert((Vec::new(), None, 1.0)).0.push(i);
+    }
+    for &(i, _, c, l) in pairs {
+        let r = root(&mut uf, i);
+        if let Some(g) = groups.get_mut(&r) {
+            g.1 = match (g.1, c) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            g.2 = g.2.min(l);
+        }
+    }
+    groups
+        .into_values()
+        .filter(|g| g.0.len() >= min_size.max(2))
+        .collect()
+}
+
+/// The deterministic or the model's draft of `sources` (oldest first), with the provenance
+/// list of `provenance` appended.
+fn draft_of(
+    engine: &Engine,
+    sources: &[MergeSource],
+    provenance: &[&MergeSource],
+    kind: DraftKind,
+    secret: bool,
+) -> Result<MergeDraft> {
+    // A cluster with a note that holds a secret gets the manual draft: nothing goes to a model.
+    let kind = if secret { DraftKind::Manual } else { kind };
+    let mut d = merge::draft(engine, sources, kind)?;
+    let mut body = d.body.trim_end().to_owned();
+    body.push_str("\n\n");
+    body.push_str(PROVENANCE_HEADING);
+    body.push_str("\n\n");
+    for s in provenance {
+        body.push_str(&format!("- [[{}]] {}\n", s.id, s.summary));
+    }
+    d.body = body;
+    Ok(d)
+}
+
+fn union_tags(sources: &[MergeSource]) -> Vec<String> {
+    let mut tags: Vec<String> = Vec::new();
+    for s in sources {
+        for t in &s.tags {
+            if !tags.contains(t) {
+                tags.push(t.clone());
+            }
+        }
+    }
+    tags
+}
+
+fn cluster_id(scope: &str, into: &str, sources: &[MergeSource]) -> String {
+    let mut fingerprint = format!("{scope}\n{into}");
+    for s in sources {
+        fingerprint.push_str(&format!("\n{}\n{}", s.id, s.hash));
+    }
+    format!(
+        "fold-{}",
+        &memoria_shared::hash::sha256_hex(fingerprint.as_bytes())[..12]
+    )
+}
+
+/// The id of a new consolidated note: its summary's first words and the sources' fingerprint,
+/// so a plan names the same id every time.
+fn new_id(summary: &str, sources: &[MergeSource]) -> Result<NoteId> {
+    let mut fingerprint = String::new();
+    for s in sources {
+        fingerprint.push_str(&format!("{}\n", s.id));
+    }
+    let tail = &memoria_shared::hash::sha256_hex(fingerprint.as_bytes())[..6];
+    let words: Vec<&str> = summary.split_whitespace().take(6).collect();
+    let base: String = slugify(&words.join(" "))
+        .as_str()
+        .chars()
+        .take(48)
+        .collect();
+    let base = base.trim_end_matches(['-', '.', '_']);
+    let id = if base.is_empty() {
+        format!("consolidated-{tail}")
+    } else {
+        format!("{base}-{tail}")
+    };
+    Ok(NoteId::new(&id)?)
+}
+
+/// Plans a pass over `scopes`: goal clusters first, then similarity clusters of the recent
+/// working notes not in one, by scope.
+pub(crate) fn plan(
+    engine: &Engine,
+    scopes: &[Scope],
+    q: &ConsolidateQuery,
+) -> Result<ConsolidationPlan> {
+    let threshold = q.threshold.unwrap_or(COSINE_CUT);
+    if !(threshold.is_finite() && (-1.0..=1.0).contains(&threshold)) {
+        return Err(Error::Invalid(format!(
+            "the similarity threshold {threshold} is not a cosine: give a number from -1 to 1, such as {COSINE_CUT}"
+        )));
+    }
+    let min_size = q.min_size.unwrap_or(MIN_CLUSTER);
+    if min_size < 2 {
+        return Err(Error::Invalid(
+            "a cluster needs at least two notes: give a minimum size of 2 or more".into(),
+        ));
+    }
+    let max_age_days = q.max_age_days.unwrap_or(MAX_AGE_DAYS);
+    let kind = match q.draft {
+        Some(k) => k,
+        None if super::merge::model_configured(engine)? => DraftKind::Model,
+        None => DraftKind::Manual,
+    };
+    let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
+    let rows = engine.index().notes_with_bodies(&keys)?;
+    // One parsable file per id, as the review takes them.
+    let mut by_key: HashMap<(String, String), &IndexedNote> = HashMap::new();
+    for r in rows.iter().filter(|r| r.error.is_none()) {
+        by_key.entry((r.scope.clone(), r.id.clone())).or_insert(r);
+    }
+    let mut clusters = Vec::new();
+    let mut taken: HashSet<(String, String)> = HashSet::new();
+
+    // Goals: a note that closes a goal takes in the goal's achieves notes not folded yet.
+    let relations = engine.index().relations(&keys)?;
+    let mut achieves: HashMap<(String, String), Vec<String>> = HashMap::new();
+    for (scope, id, kind, target) in &relations {
+        if kind == "achieves" {
+            achieves
+                .entry((scope.clone(), target.clone()))
+                .or_default()
+                .push(id.clone());
+        }
+    }
+    for (scope, closing, kind_name, goal) in &relations {
+        if kind_name != "closes" {
+            continue;
+        }
+        let Some(closing_row) = by_key.get(&(scope.clone(), closing.clone())) else {
+            continue;
+        };
+        if taken.contains(&(scope.clone(), closing.clone())) {
+            continue;
+        }
+        let members: Vec<&IndexedNote> = achieves
+            .get(&(scope.clone(), goal.clone()))
+            .into_iter()
+            .flatten()
+            .filter(|id| *id != closing && *id != goal)
+            .filter_map(|id| by_key.get(&(scope.clone(), id.clone())).copied())
+            .filter(|r| is_working(r) && !taken.contains(&(r.scope.clone(), r.id.clone())))
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let mut sources = members
+            .iter()
+            .map(|r| merge::source_of(r))
+            .collect::<Result<Vec<_>>>()?;
+        sources.sort_by_key(merge::age_key);
+        let closing_source = merge::source_of(closing_row)?;
+        let mut text = vec![closing_source.clone()];
+        text.extend(sources.iter().cloned());
+        let secret = holds_secret(closing_row) || members.iter().any(|r| holds_secret(r));
+        let provenance: Vec<&MergeSource> = sources.iter().collect();
+        let mut draft = draft_of(engine, &text, &provenance, kind, secret)?;
+        draft.summary = closing_source.summary.clone();
+        let mut all = vec![closing_source.clone()];
+        all.extend(sources.iter().cloned());
+        for r in members.iter().chain([closing_row]) {
+            taken.insert((r.scope.clone(), r.id.clone()));
+        }
+        clusters.push(ConsolidationCluster {
+            cluster_id: cluster_id(scope, closing, &all),
+            scope: scope.clone(),
+            basis: ClusterBasis::Goal {
+                goal_id: goal.clone(),
+                closing_id: closing.clone(),
+            },
+            tags: union_tags(&all),
+            sources,
+            into_id: closing.clone(),
+            new_note: false,
+            draft,
+        });
+    }
+
+    // Similarity: recent working notes, by scope.
+    let now = engine.now_ms();
+    let since = now - i64::from(max_age_days) * DAY_MS;
+    let mut candidates: Vec<&IndexedNote> = by_key
+        .values()
+        .copied()
+        .filter(|r| {
+            is_working(r)
+                && !holds_secret(r)
+                && !taken.contains(&(r.scope.clone(), r.id.clone()))
+                && r.updated_at
+                    .or(r.created_at)
+                    .unwrap_or(r.mtime_ns / 1_000_000)
+                    >= since
+        })
+        .collect();
+    candidates.sort_by(|a, b| (&a.scope, &a.id).cmp(&(&b.scope, &b.id)));
+    let hashes: Vec<String> = candidates.iter().filter_map(|r| r.hash.clone()).collect();
+    let vectors = super::cached_vectors(engine, &hashes)?;
+    let words: Vec<_> = candidates
+        .iter()
+        .map(|r| topic::note_words(&r.summary, &r.tags, &r.body))
+        .collect();
+    let vector_of = |r: &IndexedNote| r.hash.as_ref().and_then(|h| vectors.get(h));
+    let mut pairs = Vec::new();
+    for i in 0..candidates.len() {
+        for j in i + 1..candidates.len() {
+            let (a, b) = (candidates[i], candidates[j]);
+            if a.scope != b.scope {
+                break;
+            }
+            let shared = words[i].intersection(&words[j]).count();
+            let union = words[i].len() + words[j].len() - shared;
+            let lexical = if union == 0 {
+                0.0
+            } else {
+                shared as f64 / union as f64
+            };
+            let cosine = match (vector_of(a), vector_of(b)) {
+                (Some(x), Some(y)) if x.len() == y.len() => {
+                    Some(x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
+                }
+                _ => None,
+            };
+            let linked = match cosine {
+                Some(c) => c >= threshold,
+                None => lexical >= topic::LEXICAL_ALONE,
+            };
+            if linked {
+                pairs.push((i, j, cosine, lexical));
+            }
+        }
+    }
+    for (members, cosine, lexical) in clusters_of(candidates.len(), &pairs, min_size) {
+        let rows: Vec<&IndexedNote> = members.iter().map(|&i| candidates[i]).collect();
+        let mut sources = rows
+            .iter()
+            .map(|r| merge::source_of(r))
+            .collect::<Result<Vec<_>>>()?;
+        sources.sort_by_key(merge::age_key);
+        let provenance: Vec<&MergeSource> = sources.iter().collect();
+        let draft = draft_of(engine, &sources, &provenance, kind, false)?;
+        let into = new_id(&draft.summary, &sources)?;
+        let scope = rows[0].scope.clone();
+        clusters.push(ConsolidationCluster {
+            cluster_id: cluster_id(&scope, into.as_str(), &sources),
+            scope,
+            basis: ClusterBasis::Similar { cosine, lexical },
+            tags: union_tags(&sources),
+            sources,
+            into_id: into.to_string(),
+            new_note: true,
+            draft,
+        });
+    }
+    Ok(ConsolidationPlan {
+        clusters,
+        threshold,
+        min_size,
+        max_age_days,
+        candidates: candidates.len(),
+        vectors: !vectors.is_empty(),
+    })
+}
+
+/// One note of a cluster as it is now, checked against the plan.
+struct Current {
+    row: IndexedNote,
+    note: Note,
+    bytes: Vec<u8>,
+}
+
+/// The cluster's notes as they are now, or the reason to skip it: one changed or went since
+/// the plan.
+fn current_sources(
+    engine: &Engine,
+    key: &str,
+    sources: &[&MergeSource],
+) -> Result<std::result::Result<Vec<Current>, String>> {
+    let mut out = Vec::new();
+    for s in sources {
+        let Some(row) = engine.index().find(key, &s.id)?.into_iter().next() else {
+            return Ok(Err(format!("note `{}` is gone since the plan", s.id)));
+        };
+        let (note, bytes) = match engine.load_writable(&row) {
+            Ok(x) => x,
+            Err(Error::Broken { .. }) => {
+                return Ok(Err(format!("note `{}` no longer parses", s.id)));
+            }
+            Err(e) => return Err(e),
+        };
+        if note.content_hash().as_str() != s.hash {
+            return Ok(Err(format!("note `{}` changed since the plan", s.id)));
+        }
+        out.push(Current { row, note, bytes });
+    }
+    Ok(Ok(out))
+}
+
+/// The consolidated note of `c`: a new note, or the closing note with the draft's text.
+fn consolidated_note(
+    engine: &Engine,
+    c: &ConsolidationCluster,
+    sources: &[Current],
+    into: Option<&Current>,
+) -> Result<Note> {
+    let importance = sources
+        .iter()
+        .chain(into)
+        .map(|s| {
+            s.note
+                .importance
+                .unwrap_or(super::decay::DEFAULT_IMPORTANCE)
+        })
+        .fold(0.0f64, f64::max);
+    let mut note = match into {
+        Some(i) => i.note.clone(),
+        None => {
+            let mut n = Note::new(NoteId::new(&c.into_id)?, "", "");
+            n.created_at = Some(engine.now_ms());
+            let first = sources[0].note.note_type.clone();
+            if sources.iter().all(|s| s.note.note_type == first) {
+                n.note_type = first;
+            }
+            n
+        }
+    };
+    note.summary = c.draft.summary.trim().to_owned();
+    note.body = with_final_newline(c.draft.body.clone());
+    note.tags = c.tags.clone();
+    note.importance = Some((importance * 1.1).min(1.0));
+    note.updated_at = Some(engine.now_ms());
+    engine.check_text(&note.summary, &note.body, &note.tags, &note.relations)?;
+    Ok(note)
+}
+
+/// Applies `plan`: per cluster, the consolidated note written and each source marked
+/// `consolidated`, every changed note backed up. A cluster whose notes changed since the plan
+/// is skipped. With sync on for the scope, each cluster is committed to the cloud first
+/// ([`merge::write_batch`]).
+pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
+    let mut applied = Vec::new();
+    let mut skipped = Vec::new();
+    let mut backups = Vec::new();
+    for c in &plan.clusters {
+        let scope = Scope::from_key(&c.scope)?;
+        let _lock = engine.lock_scope(&scope)?;
+        engine.rescan_scope(&scope)?;
+        let mut wanted: Vec<&MergeSource> = c.sources.iter().collect();
+        let closing;
+        if !c.new_note {
+            // The closing note is checked too: its text is replaced by the draft.
+            let row = engine
+                .index()
+                .find(&c.scope, &c.into_id)?
+                .into_iter()
+                .next();
+            closing = row.map(|r| merge::source_of(&r)).transpose()?;
+            match &closing {
+                Some(s) => {
+                    let planned = cluster_id(&c.scope, &c.into_id, &{
+                        let mut all = vec![s.clone()];
+                        all.extend(c.sources.iter().cloned());
+                        all
+                    });
+                    if planned != c.cluster_id {
+                        skipped.push(SkippedCluster {
+                            cluster_id: c.cluster_id.clone(),
+                            reason: format!("note `{}` changed since the plan", c.into_id),
+                        });
+                        continue;
+                    }
+                    wanted.push(s);
+                }
+                None => {
+                    skipped.push(SkippedCluster {
+                        cluster_id: c.cluster_id.clone(),
+                        reason: format!("note `{}` is gone since the plan", c.into_id),
+                    });
+                    continue;
+                }
+            }
+        }
+        let mut current = match current_sources(engine, &c.scope, &wanted)? {
+            Ok(x) => x,
+            Err(reason) => {
+                skipped.push(SkippedCluster {
+                    cluster_id: c.cluster_id.clone(),
+                    reason,
+                });
+                continue;
+            }
+        };
+        let into = if c.new_note { None } else { current.pop() };
+        let merged = consolidated_note(engine, c, &current, into.as_ref())?;
+        drop(_lock);
+        let into_written = match &into {
+            Some(i) => Written {
+                scope: scope.key(),
+                id: i.row.id.clone(),
+                path: i.row.path.clone(),
+            },
+            None => Written {
+                scope: scope.key(),
+                id: merged.id.to_string(),
+                path: engine
+                    .scope_dir(&scope)?
+                    .join(merged.id.file_name())
+                    .to_string_lossy()
+                    .into_owned(),
+            },
+        };
+        let mut writes = vec![match into {
+            Some(i) => Write::Replace {
+                row: i.row,
+                bytes: i.bytes,
+                new: Box::new(merged),
+            },
+            None => Write::Create(merged),
+        }];
+        for s in &current {
+            let mut n = s.note.clone();
+            n.status = Some(Status::Consolidated);
+            writes.push(Write::Replace {
+                row: s.row.clone(),
+                bytes: s.bytes.clone(),
+                new: Box::new(n),
+            });
+        }
+        match merge::write_batch(engine, &scope, &writes) {
+            Ok(taken) => backups.extend(taken),
+            // Another device changed a note of the cluster: this cluster waits, the others go on.
+            Err(Error::Sync(e)) if matches!(*e, crate::sync::SyncError::BatchRefused(_)) => {
+                skipped.push(SkippedCluster {
+                    cluster_id: c.cluster_id.clone(),
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        applied.push(ConsolidatedCluster {
+            cluster_id: c.cluster_id.clone(),
+            into: into_written,
+            sources: current.iter().map(|s| s.row.id.clone()).collect(),
+        });
+    }
+    Ok(Consolidation {
+        plan,
+        dry_run: false,
+        applied,
+        skipped,
+        backups,
+    })
+}
+
+/// When the daily pass last ran on this machine.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Marker {
+    last_pass_at: Option<i64>,
+}
+
+fn marker_path(engine: &Engine) -> PathBuf {
+    engine
+        .home()
+        .root()
+        .join("review")
+        .join("consolidation.json")
+}
+
+fn read_marker(engine: &Engine) -> Result<Marker> {
+    let path = marker_path(engine);
+    match std::fs::read(&path) {
+        // A damaged marker only means the pass runs once more.
+        Ok(bytes) => Ok(serde_json::from_slice(&bytes).unwrap_or_default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Marker::default()),
+        Err(e) => Err(Error::io("read", &path)(e)),
+    }
+}
+
+fn write_marker(engine: &Engine, at: i64) -> Result<()> {
+    let path = marker_path(engine);
+    if let Some(dir) = path.parent() {
+        fsx::private_dir(dir)?;
+    }
+    let bytes = serde_json::to_vec_pretty(&Marker {
+        last_pass_at: Some(at),
+    })
+    .map_err(|e| Error::Internal(format!("the consolidation marker does not serialize: {e}")))?;
+    fsx::write_atomic(&path, &bytes)
+}
+
+/// A pass: planned, then applied unless `q.dry_run`.
+pub(crate) fn consolidate(
+    engine: &mut Engine,
+    scopes: &[Scope],
+    q: &ConsolidateQuery,
+) -> Result<Consolidation> {
+    let plan = plan(engine, scopes, q)?;
+    if q.dry_run {
+        return Ok(Consolidation {
+            plan,
+            dry_run: true,
+            applied: Vec::new(),
+            skipped: Vec::new(),
+            backups: Vec::new(),
+        });
+    }
+    apply(engine, plan)
+}
+
+/// The daily pass: runs when none ran on this machine in the last [`INTERVAL_MS`] (by the
+/// engine's clock), else does nothing (`None`). The time is recorded before the pass, so a
+/// pass that fails is not retried until the next interval.
+pub(crate) fn consolidate_if_due(
+    engine: &mut Engine,
+    scopes: &[Scope],
+    q: &ConsolidateQuery,
+) -> Result<Option<Consolidation>> {
+    let now = engine.now_ms();
+    if let Some(last) = read_marker(engine)?.last_pass_at
+        && (0..INTERVAL_MS).contains(&(now - last))
+    {
+        return Ok(None);
+    }
+    write_marker(engine, now)?;
+    consolidate(engine, scopes, q).map(Some)
+}
