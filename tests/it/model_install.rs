@@ -140,7 +140,11 @@ fn a_missing_prerequisite_is_named() {
             "python3 is 3.10.12; the model's pinned packages need Python 3.11, 3.12 or 3.13",
         ),
         // An Apple silicon Mac gets as far as Linux does; an Intel Mac is told why not.
-        (None, Some(uname("Darwin", "arm64")), "python3 is not installed"),
+        (
+            None,
+            Some(uname("Darwin", "arm64")),
+            "python3 is not installed",
+        ),
         (
             None,
             Some(uname("Darwin", "x86_64")),

@@ -98,13 +98,16 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
     // notes still in recall. A note whose file does not parse is in neither.
     let archived = hygiene::archived(engine, None)?.notes.len();
     let readable = rows.iter().filter(|r| r.error.is_none()).count();
-    let by_tier = [("vault", readable.saturating_sub(archived)), ("archive", archived)]
-        .into_iter()
-        .map(|(tier, count)| TierCount {
-            tier: tier.into(),
-            count,
-        })
-        .collect();
+    let by_tier = [
+        ("vault", readable.saturating_sub(archived)),
+        ("archive", archived),
+    ]
+    .into_iter()
+    .map(|(tier, count)| TierCount {
+        tier: tier.into(),
+        count,
+    })
+    .collect();
     let c = card::card(engine)?;
     Ok(Overview {
         total_notes: rows.len(),
