@@ -78,13 +78,15 @@ pub struct EvalArgs {
     pub run_out: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
     pub mode: Mode,
-    #[arg(long, value_enum, default_value_t = FusionArg::Adaptive)]
+    #[arg(long, value_enum, default_value_t = FusionArg::Gated)]
     pub fusion: FusionArg,
-    /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w); adaptive:
-    /// the weight when every query word occurs in the corpus).
+    /// Weight of the vector side (RRF: its list's weight; weighted and gated: v·w + t·(1−w),
+    /// the product's default for gated; adaptive: the weight when every query word occurs in
+    /// the corpus).
     #[arg(long)]
     pub vector_weight: Option<f64>,
-    /// Adaptive fusion: the vector weight when no query word occurs in the corpus.
+    /// Adaptive fusion (required with it): the vector weight when no query word occurs in the
+    /// corpus.
     #[arg(long)]
     pub cross_weight: Option<f64>,
     /// RRF's k.
@@ -271,15 +273,19 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             vector_weight: vw(0.7),
         },
         FusionArg::Gated => Fusion::Gated {
-            vector_weight: vw(0.7),
+            vector_weight: vw(crate::recall::rank::DEFAULT_VECTOR_WEIGHT),
         },
-        FusionArg::Adaptive => match Fusion::default() {
-            Fusion::Adaptive { lexical, cross } => Fusion::Adaptive {
-                lexical: vw(lexical),
-                cross: args.cross_weight.unwrap_or(cross),
-            },
-            other => other,
-        },
+        FusionArg::Adaptive => {
+            let Some(cross) = args.cross_weight else {
+                bail!(
+                    "adaptive fusion needs --cross-weight, the vector weight for a query none of whose words occur in the corpus"
+                );
+            };
+            Fusion::Adaptive {
+                lexical: vw(crate::recall::rank::DEFAULT_VECTOR_WEIGHT),
+                cross,
+            }
+        }
     };
     let mut variants: Vec<(String, Mode, Fusion)> =
         vec![(label(args.mode, chosen), args.mode, chosen)];
