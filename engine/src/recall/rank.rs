@@ -30,11 +30,10 @@ pub enum Fusion {
 }
 
 /// One rule with one weight: BM25 and the vectors weighed equally, a note's words counting only
-/// when it is in the query's language. Chosen on held-out folds of every set measured
-/// (docs/BENCHMARKS.md): the weight the other folds choose is the same for every set once the
-/// language gate keeps a question in another language than its notes ranked as the vectors rank
-/// it, and a weight that follows the query's lexical coverage ([`Fusion::Adaptive`]) did no
-/// better on any of them.
+/// when it is in the query's language. The weight was chosen on held-out folds of every
+/// evaluation set together (docs/BENCHMARKS.md); with the language gate ranking a question in
+/// another language than its notes as the vectors rank it, a weight that follows the query's
+/// lexical coverage ([`Fusion::Adaptive`]) did no better on any set.
 impl Default for Fusion {
     fn default() -> Self {
         Fusion::Gated {
