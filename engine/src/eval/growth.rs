@@ -21,7 +21,7 @@ use memoria_shared::ContentHash;
 use regex::Regex;
 
 use super::metrics::{self, CorpusDoc};
-use super::{ModelArgs, default_cache_dir, open_index, sample_corpus};
+use super::{Layout, ModelArgs, default_cache_dir, open_index, sample_corpus};
 use crate::hygiene::merge::{MergeSource, manual_draft};
 use crate::hygiene::topic::{self, TopicDoc};
 use crate::recall::store::VectorStore;
@@ -364,7 +364,13 @@ pub fn run_growth(args: &GrowthArgs, json: bool) -> anyhow::Result<()> {
     let home = tempfile::tempdir().context("creating a temporary home")?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let cache_path = cache_dir.join("vectors.sqlite");
-    let (index, status) = open_index(home.path(), &cache_dir, &args.model, args.require_model)?;
+    let (index, status) = open_index(
+        home.path(),
+        &cache_dir,
+        &args.model,
+        args.require_model,
+        Layout::product(),
+    )?;
     let upsert = |docs: &[RecallDoc], what: &str| -> anyhow::Result<()> {
         let started = Instant::now();
         let mut last = Instant::now();

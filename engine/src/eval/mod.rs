@@ -78,13 +78,15 @@ pub struct EvalArgs {
     pub run_out: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
     pub mode: Mode,
-    #[arg(long, value_enum, default_value_t = FusionArg::Adaptive)]
+    #[arg(long, value_enum, default_value_t = FusionArg::Gated)]
     pub fusion: FusionArg,
-    /// Weight of the vector side (RRF: its list's weight; weighted: v·w + t·(1−w); adaptive:
-    /// the weight when every query word occurs in the corpus).
+    /// Weight of the vector side (RRF: its list's weight; weighted and gated: v·w + t·(1−w),
+    /// the product's default for gated; adaptive: the weight when every query word occurs in
+    /// the corpus).
     #[arg(long)]
     pub vector_weight: Option<f64>,
-    /// Adaptive fusion: the vector weight when no query word occurs in the corpus.
+    /// Adaptive fusion (required with it): the vector weight when no query word occurs in the
+    /// corpus.
     #[arg(long)]
     pub cross_weight: Option<f64>,
     /// RRF's k.
@@ -120,8 +122,27 @@ pub struct EvalArgs {
     /// a quality gate on queries no constant was chosen on.
     #[arg(long, value_parser = parse_fold)]
     pub fold: Option<(usize, usize)>,
+    /// With `--folds`: score only BM25, the vectors and the chosen fusion on each fold, without
+    /// the weight sweep (a study of the passages, where the fusion is not in question).
+    #[arg(long, requires = "folds")]
+    pub no_tuning: bool,
+    /// Lay notes out as passages by another recipe than the product's, for a study:
+    /// `c<words>o<overlap>l<layout>`, layout 1 with the summary leading every chunk, 2 with it
+    /// leading the first only (the product's is `c200o40l1`). Vectors are cached under a model
+    /// id that names the recipe.
+    #[arg(long, value_parser = parse_chunking)]
+    pub chunking: Option<embed::Chunking>,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+fn parse_chunking(s: &str) -> Result<embed::Chunking, String> {
+    embed::Chunking::from_recipe(s.trim()).ok_or_else(|| {
+        format!(
+            "expected c<words>o<overlap>l<1|2> with overlap below words, like {}, not {s:?}",
+            embed::CHUNK_RECIPE
+        )
+    })
 }
 
 fn parse_fold(s: &str) -> Result<(usize, usize), String> {
@@ -201,7 +222,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
 
     let home = tempfile::tempdir().context("creating a temporary home")?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
-    let (index, status) = open_index(home.path(), &cache_dir, &args.model, args.require_model)?;
+    let chunking = args.chunking.unwrap_or(embed::Chunking::PRODUCT);
     let docs: Vec<RecallDoc> = corpus
         .iter()
         .map(|d| RecallDoc {
@@ -209,6 +230,16 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             ..RecallDoc::new("eval", &d.id, &d.title, &d.text)
         })
         .collect();
+    let (index, status) = open_index(
+        home.path(),
+        &cache_dir,
+        &args.model,
+        args.require_model,
+        Layout {
+            chunking,
+            docs: &docs,
+        },
+    )?;
     let started = Instant::now();
     let mut last = Instant::now();
     let needs_vectors = args.mode != Mode::Bm25 || args.compare;
@@ -242,15 +273,19 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             vector_weight: vw(0.7),
         },
         FusionArg::Gated => Fusion::Gated {
-            vector_weight: vw(0.7),
+            vector_weight: vw(crate::recall::rank::DEFAULT_VECTOR_WEIGHT),
         },
-        FusionArg::Adaptive => match Fusion::default() {
-            Fusion::Adaptive { lexical, cross } => Fusion::Adaptive {
-                lexical: vw(lexical),
-                cross: args.cross_weight.unwrap_or(cross),
-            },
-            other => other,
-        },
+        FusionArg::Adaptive => {
+            let Some(cross) = args.cross_weight else {
+                bail!(
+                    "adaptive fusion needs --cross-weight, the vector weight for a query none of whose words occur in the corpus"
+                );
+            };
+            Fusion::Adaptive {
+                lexical: vw(crate::recall::rank::DEFAULT_VECTOR_WEIGHT),
+                cross,
+            }
+        }
     };
     let mut variants: Vec<(String, Mode, Fusion)> =
         vec![(label(args.mode, chosen), args.mode, chosen)];
@@ -316,12 +351,17 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             (Mode::Vector, Fusion::default()),
         ]
         .into_iter()
-        .chain(TUNING_WEIGHTS.iter().flat_map(|w| {
-            [
-                (Mode::Hybrid, Fusion::Weighted { vector_weight: *w }),
-                (Mode::Hybrid, Fusion::Gated { vector_weight: *w }),
-            ]
-        })) {
+        .chain(
+            TUNING_WEIGHTS
+                .iter()
+                .filter(|_| !args.no_tuning)
+                .flat_map(|w| {
+                    [
+                        (Mode::Hybrid, Fusion::Weighted { vector_weight: *w }),
+                        (Mode::Hybrid, Fusion::Gated { vector_weight: *w }),
+                    ]
+                }),
+        ) {
             let l = label(m, f);
             if !variants.iter().any(|v| v.0 == l) {
                 variants.push((l, m, f));
@@ -446,6 +486,7 @@ pub fn run_eval(args: &EvalArgs, json: bool) -> anyhow::Result<()> {
             .collect();
         let tuned = ["hybrid weighted", "hybrid gated"]
             .into_iter()
+            .filter(|_| !args.no_tuning)
             .map(|family| {
                 let candidates: Vec<(String, Vec<f64>)> = results
                     .iter()
@@ -602,6 +643,23 @@ fn sample_corpus(
         .collect()
 }
 
+/// How an evaluation lays its documents out as passages: the product's layout, or a study's.
+pub(crate) struct Layout<'a> {
+    pub chunking: embed::Chunking,
+    /// The documents to be indexed: a study's passages that are word for word the product's
+    /// take the product's cached vectors ([`StudyEmbedder`]).
+    pub docs: &'a [RecallDoc],
+}
+
+impl Layout<'_> {
+    pub(crate) fn product() -> Layout<'static> {
+        Layout {
+            chunking: embed::Chunking::PRODUCT,
+            docs: &[],
+        }
+    }
+}
+
 /// A recall index for an evaluation in `home`, its vectors cached in `cache_dir`; with
 /// `require_model`, an error unless the semantic model loaded.
 pub(crate) fn open_index(
@@ -609,6 +667,7 @@ pub(crate) fn open_index(
     cache_dir: &Path,
     model: &ModelArgs,
     require_model: bool,
+    layout: Layout<'_>,
 ) -> anyhow::Result<(RecallIndex, crate::recall::RecallStatus)> {
     std::fs::create_dir_all(cache_dir)
         .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
@@ -619,8 +678,28 @@ pub(crate) fn open_index(
         threads: model.threads,
         bulk_sessions: model.bulk_sessions(),
         background_reembed: false,
+        chunking: layout.chunking,
     };
-    let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
+    let index = if layout.chunking == embed::Chunking::PRODUCT {
+        RecallIndex::open(&config, Arc::new(SystemClock))?
+    } else {
+        let (inner, choice) = embed::load(config.model_dir.as_deref(), config.threads);
+        if choice.kind != "onnx" {
+            bail!(
+                "--chunking studies the semantic model's passages, and the model did not load ({})",
+                choice
+                    .fallback_reason
+                    .as_deref()
+                    .unwrap_or("unknown reason")
+            );
+        }
+        let study = StudyEmbedder::new(inner, &config, layout)?;
+        let choice = EmbedderChoice {
+            model_id: study.id.clone(),
+            ..choice
+        };
+        RecallIndex::open_with_embedder(&config, Box::new(study), choice, Arc::new(SystemClock))?
+    };
     let status = index.status();
     if let Some(reason) = &status.fallback_reason {
         eprintln!("note: using the hash embedder ({reason})");
@@ -635,6 +714,76 @@ pub(crate) fn open_index(
         );
     }
     Ok((index, status))
+}
+
+/// The model under a study's passage layout: its id names the layout instead of the
+/// product's, so the study's vectors are cached apart. A passage that is word for word one of
+/// the product's passages of the same documents is given the product's cached vector for it:
+/// the model embeds each passage alone, so that vector is the one it would compute again.
+struct StudyEmbedder {
+    inner: Box<dyn Embedder>,
+    id: String,
+    known: std::collections::HashMap<String, Vec<f32>>,
+}
+
+impl StudyEmbedder {
+    fn new(
+        inner: Box<dyn Embedder>,
+        config: &RecallConfig,
+        layout: Layout<'_>,
+    ) -> anyhow::Result<Self> {
+        let product_id = inner.model_id().to_owned();
+        let Some(base) = product_id.strip_suffix(embed::CHUNK_RECIPE) else {
+            bail!("the model id {product_id} does not name the product's passage layout");
+        };
+        let id = format!("{base}{}", layout.chunking.recipe());
+        let mut known = std::collections::HashMap::new();
+        if let Some(path) = &config.vector_cache {
+            let cache = crate::recall::store::VectorStore::open(path)?;
+            for d in layout.docs {
+                let Some(vecs) = cache.get(d.hash.as_str(), &product_id)? else {
+                    continue;
+                };
+                let passages = embed::chunks(&d.summary, &d.tags, &d.body);
+                if passages.len() == vecs.len() {
+                    known.extend(passages.into_iter().zip(vecs));
+                }
+            }
+        }
+        Ok(Self { inner, id, known })
+    }
+}
+
+impl Embedder for StudyEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        let new: Vec<String> = texts
+            .iter()
+            .filter(|t| !self.known.contains_key(*t))
+            .cloned()
+            .collect();
+        let mut fresh = self.inner.embed_passages(&new)?.into_iter();
+        texts
+            .iter()
+            .map(|t| match self.known.get(t) {
+                Some(v) => Ok(v.clone()),
+                None => fresh
+                    .next()
+                    .ok_or_else(|| Error::Model("the model returned too few vectors".into())),
+            })
+            .collect()
+    }
+    fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+        self.inner.embed_query(text)
+    }
+    fn set_sessions(&mut self, n: usize) -> Result<(), Error> {
+        self.inner.set_sessions(n)
+    }
+    fn sessions(&self) -> usize {
+        self.inner.sessions()
+    }
 }
 
 /// Fusion weights `--folds` chooses among (on the folds a score is not reported for).
@@ -949,6 +1098,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         threads: args.model.threads,
         bulk_sessions: args.model.bulk_sessions(),
         background_reembed: false,
+        chunking: embed::Chunking::PRODUCT,
     };
     let choice = EmbedderChoice {
         kind: real_kind,
@@ -1090,7 +1240,100 @@ pub fn installed_model_dir() -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_fold;
+    use super::*;
+
+    /// Counts the passages it embeds.
+    struct Counting(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Embedder for Counting {
+        fn model_id(&self) -> &str {
+            HashEmbedder::MODEL_ID
+        }
+        fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+            self.0.fetch_add(texts.len(), Ordering::SeqCst);
+            HashEmbedder.embed_passages(texts)
+        }
+        fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, Error> {
+            HashEmbedder.embed_query(text)
+        }
+    }
+
+    fn long_doc() -> RecallDoc {
+        let body: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+        RecallDoc::new("eval", "d1", "A title", &body.join(" "))
+    }
+
+    #[test]
+    fn a_study_layout_is_cached_apart_and_reuses_only_identical_passages() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("vectors.sqlite");
+        let doc = long_doc();
+        let product = embed::chunks(&doc.summary, &doc.tags, &doc.body);
+        assert_eq!(product.len(), 2);
+        // The product's vectors, marked so a reused one can be told from a computed one.
+        let marked: Vec<Vec<f32>> = (0..product.len())
+            .map(|i| {
+                let mut v = vec![0.0; embed::DIM];
+                v[i] = 1.0;
+                v
+            })
+            .collect();
+        crate::recall::store::VectorStore::open(&cache)
+            .unwrap()
+            .put_many(
+                HashEmbedder::MODEL_ID,
+                &[(doc.hash.as_str().to_owned(), marked.clone())],
+            )
+            .unwrap();
+        let mut config = RecallConfig::new(dir.path().join("index"));
+        config.vector_cache = Some(cache);
+        let first_only = embed::Chunking::from_recipe("c200o40l2").unwrap();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let docs = [doc];
+        let mut study = StudyEmbedder::new(
+            Box::new(Counting(Arc::clone(&calls))),
+            &config,
+            Layout {
+                chunking: first_only,
+                docs: &docs,
+            },
+        )
+        .unwrap();
+        assert_eq!(study.model_id(), "hash-v1-384-c200o40l2");
+        let passages = first_only.chunks(&docs[0].summary, &docs[0].tags, &docs[0].body);
+        assert_eq!(passages[0], product[0]);
+        assert_ne!(passages[1], product[1]);
+        let vecs = study.embed_passages(&passages).unwrap();
+        assert_eq!(
+            vecs[0], marked[0],
+            "the identical first passage takes the cached vector"
+        );
+        assert_eq!(vecs[1], HashEmbedder::embed(&passages[1]));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the changed passage is embedded"
+        );
+    }
+
+    #[test]
+    fn an_index_refuses_a_layout_its_embedder_does_not_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RecallConfig::new(dir.path());
+        config.chunking = embed::Chunking::from_recipe("c320o40l1").unwrap();
+        let choice = EmbedderChoice {
+            kind: "hash",
+            model_id: HashEmbedder::MODEL_ID.into(),
+            fallback_reason: None,
+        };
+        let opened = RecallIndex::open_with_embedder(
+            &config,
+            Box::new(HashEmbedder),
+            choice,
+            Arc::new(SystemClock),
+        );
+        assert!(matches!(opened, Err(Error::Model(m)) if m.contains("c320o40l1")));
+    }
 
     #[test]
     fn a_fold_is_i_of_k() {

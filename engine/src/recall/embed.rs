@@ -26,6 +26,87 @@ pub const CHUNK_OVERLAP: usize = 40;
 /// prefixes change; a test pins them.
 pub const CHUNK_RECIPE: &str = "c200o40l1";
 
+/// How a note becomes passages: the product's layout is [`Chunking::PRODUCT`]; the evaluation
+/// harness measures others. Its [`Chunking::recipe`] names it in the embedder's id, so vectors
+/// of one layout are never taken for another's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunking {
+    /// Words per chunk.
+    pub words: usize,
+    /// Words shared by consecutive chunks.
+    pub overlap: usize,
+    /// The summary and tags lead every chunk (else only the first).
+    pub head_in_every_chunk: bool,
+}
+
+impl Chunking {
+    /// The layout every note is embedded with.
+    pub const PRODUCT: Chunking = Chunking {
+        words: CHUNK_WORDS,
+        overlap: CHUNK_OVERLAP,
+        head_in_every_chunk: true,
+    };
+
+    /// The recipe name: `c<words>o<overlap>l<layout>`, layout 1 with the summary in every
+    /// chunk, 2 with it in the first only. [`CHUNK_RECIPE`] for [`Chunking::PRODUCT`].
+    pub fn recipe(&self) -> String {
+        let layout = if self.head_in_every_chunk { 1 } else { 2 };
+        format!("c{}o{}l{layout}", self.words, self.overlap)
+    }
+
+    /// Parses a recipe name ([`Chunking::recipe`]).
+    pub fn from_recipe(s: &str) -> Option<Chunking> {
+        let rest = s.strip_prefix('c')?;
+        let (words, rest) = rest.split_once('o')?;
+        let (overlap, layout) = rest.split_once('l')?;
+        let (words, overlap): (usize, usize) = (words.parse().ok()?, overlap.parse().ok()?);
+        let head_in_every_chunk = match layout {
+            "1" => true,
+            "2" => false,
+            _ => return None,
+        };
+        (words > 0 && overlap < words).then_some(Chunking {
+            words,
+            overlap,
+            head_in_every_chunk,
+        })
+    }
+
+    /// Splits a note into the passages that get embedded: bodies longer than `words` words
+    /// are cut into chunks overlapping by `overlap` words, each led by the summary and tags
+    /// (or only the first, by `head_in_every_chunk`).
+    pub fn chunks(&self, summary: &str, tags: &[String], body: &str) -> Vec<String> {
+        let words: Vec<&str> = body.split_whitespace().collect();
+        let mut head = summary.trim().to_owned();
+        if !tags.is_empty() {
+            head.push_str(" (");
+            head.push_str(&tags.join(", "));
+            head.push(')');
+        }
+        if words.len() <= self.words {
+            let text = format!("{head}\n{}", words.join(" "));
+            return vec![text.trim().to_owned()];
+        }
+        let step = self.words - self.overlap;
+        let mut out = Vec::new();
+        let mut start = 0;
+        loop {
+            let end = (start + self.words).min(words.len());
+            let part = words[start..end].join(" ");
+            if start == 0 || self.head_in_every_chunk {
+                out.push(format!("{head}\n{part}").trim().to_owned());
+            } else {
+                out.push(part);
+            }
+            if end == words.len() {
+                break;
+            }
+            start += step;
+        }
+        out
+    }
+}
+
 /// What e5 expects before a passage and before a query.
 const PASSAGE_PREFIX: &str = "passage: ";
 const QUERY_PREFIX: &str = "query: ";
@@ -433,34 +514,9 @@ pub fn normalize(v: &mut [f32]) {
     }
 }
 
-/// Splits a note into the passages that get embedded: the summary leads the first chunk, and
-/// bodies longer than [`CHUNK_WORDS`] words are cut into chunks overlapping by
-/// [`CHUNK_OVERLAP`] words.
+/// The passages of a note in the product's layout ([`Chunking::PRODUCT`]).
 pub fn chunks(summary: &str, tags: &[String], body: &str) -> Vec<String> {
-    let words: Vec<&str> = body.split_whitespace().collect();
-    let mut head = summary.trim().to_owned();
-    if !tags.is_empty() {
-        head.push_str(" (");
-        head.push_str(&tags.join(", "));
-        head.push(')');
-    }
-    if words.len() <= CHUNK_WORDS {
-        let text = format!("{head}\n{}", words.join(" "));
-        return vec![text.trim().to_owned()];
-    }
-    let step = CHUNK_WORDS - CHUNK_OVERLAP;
-    let mut out = Vec::new();
-    let mut start = 0;
-    loop {
-        let end = (start + CHUNK_WORDS).min(words.len());
-        let part = words[start..end].join(" ");
-        out.push(format!("{head}\n{part}").trim().to_owned());
-        if end == words.len() {
-            break;
-        }
-        start += step;
-    }
-    out
+    Chunking::PRODUCT.chunks(summary, tags, body)
 }
 
 #[cfg(test)]
@@ -575,6 +631,58 @@ mod tests {
         assert_eq!(
             model_digest(dir.path()).unwrap(),
             sha256_hex(b"graphmore weights")
+        );
+    }
+
+    #[test]
+    fn a_layout_is_named_by_its_recipe_and_read_back_from_it() {
+        assert_eq!(Chunking::PRODUCT.recipe(), CHUNK_RECIPE);
+        assert_eq!(Chunking::from_recipe(CHUNK_RECIPE), Some(Chunking::PRODUCT));
+        let first_only = Chunking::from_recipe("c320o40l2").unwrap();
+        assert_eq!(
+            first_only,
+            Chunking {
+                words: 320,
+                overlap: 40,
+                head_in_every_chunk: false
+            }
+        );
+        assert_eq!(first_only.recipe(), "c320o40l2");
+        for bad in [
+            "",
+            "c200",
+            "c200o40",
+            "c200o40l3",
+            "c40o40l1",
+            "c0o0l1",
+            "x200o40l1",
+        ] {
+            assert_eq!(Chunking::from_recipe(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_summary_leads_only_the_first_chunk_in_layout_two() {
+        let body: Vec<String> = (0..450).map(|i| format!("w{i}")).collect();
+        let body = body.join(" ");
+        let every = Chunking::PRODUCT.chunks("Title", &["t".into()], &body);
+        let first = Chunking {
+            head_in_every_chunk: false,
+            ..Chunking::PRODUCT
+        }
+        .chunks("Title", &["t".into()], &body);
+        assert_eq!(every.len(), first.len());
+        assert_eq!(every[0], first[0]);
+        assert!(every[1].starts_with("Title (t)\nw160 "));
+        assert!(first[1].starts_with("w160 ") && !first[1].contains("Title"));
+        // A body that fits one chunk is laid out the same either way.
+        let one = Chunking {
+            words: 500,
+            ..Chunking::PRODUCT
+        };
+        assert_eq!(
+            one.chunks("Title", &[], &body),
+            vec![format!("Title\n{body}")]
         );
     }
 

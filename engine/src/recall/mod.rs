@@ -33,7 +33,6 @@ pub use block::{RecallBlock, RecallOptions};
 pub use embed::{Embedder, EmbedderChoice, HashEmbedder};
 pub use rank::Fusion;
 
-use embed::chunks;
 use lexical::LexicalIndex;
 use store::{DocMeta, DocStore, VectorStore, doc_key};
 pub use store::{RankFacts, Standing};
@@ -256,6 +255,9 @@ pub struct RecallConfig {
     /// Embed documents that lack vectors for the current model (a model change) on a background
     /// thread instead of inside `open`.
     pub background_reembed: bool,
+    /// How notes become passages: [`embed::Chunking::PRODUCT`] everywhere but the evaluation
+    /// harness's studies of other layouts, whose embedder's id must then name that layout.
+    pub chunking: embed::Chunking,
 }
 
 impl RecallConfig {
@@ -267,6 +269,7 @@ impl RecallConfig {
             threads: 1,
             bulk_sessions: default_bulk_sessions(),
             background_reembed: true,
+            chunking: embed::Chunking::PRODUCT,
         }
     }
 }
@@ -328,6 +331,7 @@ struct Shared {
     /// The everyday sentences' vectors ([`relevance::EVERYDAY`]) and the model they are for.
     everyday: Mutex<Option<Everyday>>,
     bulk_sessions: usize,
+    chunking: embed::Chunking,
 }
 
 /// Receives (documents embedded, documents to embed) from the background re-embedding.
@@ -466,6 +470,13 @@ impl RecallIndex {
         clock: Arc<dyn Clock>,
         awaiting_model: bool,
     ) -> Result<Self, Error> {
+        let recipe = config.chunking.recipe();
+        if recipe != embed::CHUNK_RECIPE && !choice.model_id.ends_with(&recipe) {
+            return Err(Error::Model(format!(
+                "passages laid out as {recipe} need an embedder whose id names that layout, not {}",
+                choice.model_id
+            )));
+        }
         std::fs::create_dir_all(&config.dir)?;
         let (docs, docs_recreated) = DocStore::open(&config.dir.join("docs.sqlite"))?;
         let (lexical, lexical_rebuilt) = LexicalIndex::open(&config.dir.join("lexical"))?;
@@ -490,6 +501,7 @@ impl RecallIndex {
             query_cache: Mutex::new(HashMap::new()),
             everyday: Mutex::new(None),
             bulk_sessions: config.bulk_sessions,
+            chunking: config.chunking,
         });
         let data_version = docs.data_version()?;
         let me = Self {
@@ -569,7 +581,7 @@ impl RecallIndex {
                 need.push((
                     k,
                     d.hash.as_str().to_owned(),
-                    chunks(&d.summary, &d.tags, &d.body),
+                    self.shared.chunking.chunks(&d.summary, &d.tags, &d.body),
                 ));
             }
         }
@@ -705,7 +717,7 @@ impl RecallIndex {
                 (
                     d.key(),
                     d.hash.as_str().to_owned(),
-                    chunks(&d.summary, &d.tags, &d.body),
+                    self.shared.chunking.chunks(&d.summary, &d.tags, &d.body),
                 )
             })
             .collect();

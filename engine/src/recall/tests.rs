@@ -221,8 +221,25 @@ fn fusion_weight_follows_the_share_of_query_words_the_notes_contain() {
             .unwrap();
         hits.first().and_then(|h| h.explain.clone())
     };
-    let Fusion::Adaptive { lexical, cross } = Fusion::default() else {
-        panic!("adaptive fusion is the default")
+    // The default weighs both sides by one fixed weight, whatever the coverage.
+    let e = explain("pricing zorblax").unwrap();
+    assert_eq!(
+        (e.coverage, e.vector_weight),
+        (None, Some(rank::DEFAULT_VECTOR_WEIGHT))
+    );
+    let (lexical, cross) = (0.5, 0.8);
+    let explain = |q: &str| {
+        let hits = ix
+            .search(
+                q,
+                &SearchOptions {
+                    explain: true,
+                    fusion: Fusion::Adaptive { lexical, cross },
+                    ..SearchOptions::default()
+                },
+            )
+            .unwrap();
+        hits.first().and_then(|h| h.explain.clone())
     };
     // Every word is in the notes: BM25 gets its full say.
     let e = explain("pricing borders").unwrap();
