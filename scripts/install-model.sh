@@ -17,9 +17,9 @@
 # this script. MEMORIA_MODEL_BASE_DIR keeps the f32 model there too (the tests compare the two);
 # without it the f32 model is built in a temporary folder and removed.
 # Needs bash, Python 3.11, 3.12 or 3.13 with venv (the pinned wheels exist for those) and access
-# to PyPI; on macOS, an Apple silicon Mac (ONNX Runtime 1.24.4 has no wheel for Intel Macs). Idempotent: a DEST whose
-# MANIFEST.txt names the current recipe and whose files match it is left alone. 1-3 minutes
-# cold. Progress goes to standard error; the last line on standard output is DEST.
+# to PyPI; on macOS, an Apple silicon Mac (ONNX Runtime 1.24.4 has no wheel for Intel Macs).
+# Idempotent: a DEST whose MANIFEST.txt names the current recipe and whose files match it is
+# left alone. 1-3 minutes cold. Progress goes to standard error; the last line on standard output is DEST.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 say() { echo "install-model: $*" >&2; }
