@@ -244,10 +244,15 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
                 while held.load(Ordering::SeqCst) && !gone.load(Ordering::SeqCst) {
                     std::thread::sleep(POLL);
                 }
-                if gone.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+                if gone.load(Ordering::SeqCst) {
                     break;
                 }
+                // Counted before the client can read it: a client that has its reply also
+                // finds it in `traffic()`.
                 shared.bytes_down.fetch_add(n as u64, Ordering::SeqCst);
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
             }
             let _ = to.shutdown(Shutdown::Write);
         })
@@ -268,11 +273,13 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
         if shared.drops_reply(&line) {
             lose_reply.store(true, Ordering::SeqCst);
         }
-        upstream.write_all(&request)?;
+        // Counted before the server can answer it, so a client that has its reply also finds
+        // its request in `traffic()`.
         shared
             .bytes_up
             .fetch_add(request.len() as u64, Ordering::SeqCst);
         shared.forwarded.lock().unwrap().push(line.clone());
+        upstream.write_all(&request)?;
         if matches!(hold, Hold::Reply(_)) {
             reply_held.store(true, Ordering::SeqCst);
             shared.held.fetch_add(1, Ordering::SeqCst);
