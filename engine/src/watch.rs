@@ -1,7 +1,9 @@
 //! The file watcher: keeps the index in step with edits made outside Memoria (an editor,
 //! Obsidian, git pull) while a long-running process (`memoria watch`, the MCP server, the app)
 //! is up. Events are debounced; each batch rescans the scopes it touched, which handles
-//! creations, edits, deletions and renames alike. While it runs, it holds a per-scope lock so
+//! creations, edits, deletions and renames alike. Only events that can change a file count:
+//! opening or reading one (a rescan listing the folder, a search reading a body, an editor
+//! opening a note) is no change, and counting it would make every rescan set off the next. While it runs, it holds a per-scope lock so
 //! short-lived CLI calls can skip their own start-up scan of that scope — so it must never lose
 //! a folder: each scope folder's parent is watched too, and a folder that is deleted and
 //! created again is watched again and rescanned.
@@ -12,12 +14,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::error::{Error, Result};
 use crate::fsx::FileLock;
@@ -29,10 +32,15 @@ use crate::vault::Engine;
 /// How long the watcher waits for a burst of events to settle.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
+/// The longest a batch waits for events to stop: a folder written to without pause (a long
+/// import) is still rescanned this often.
+pub const LONGEST_BATCH: Duration = Duration::from_secs(1);
+
 /// A running watcher; dropping it stops it.
 pub struct WatchHandle {
-    debouncer: Arc<Mutex<Option<Debouncer<RecommendedWatcher>>>>,
+    watcher: Arc<Mutex<Option<RecommendedWatcher>>>,
     thread: Option<JoinHandle<()>>,
+    rescans: Arc<AtomicU64>,
     _locks: Vec<FileLock>,
     scopes: Vec<(Scope, PathBuf)>,
 }
@@ -50,13 +58,19 @@ impl WatchHandle {
     pub fn scopes(&self) -> &[(Scope, PathBuf)] {
         &self.scopes
     }
+
+    /// How many scope rescans the watcher has run since it started.
+    pub fn rescans(&self) -> u64 {
+        self.rescans.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for WatchHandle {
     fn drop(&mut self) {
-        // Dropping the debouncer closes the channel, which ends the thread.
+        // Dropping the watcher drops its event handler, which closes the channel and so ends
+        // the thread.
         drop(
-            self.debouncer
+            self.watcher
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
@@ -123,14 +137,23 @@ pub fn start_with_events(
         }
         scopes.push((scope, dir));
     }
-    let (tx, rx) = mpsc::channel::<DebounceEventResult>();
-    let mut debouncer = new_debouncer(DEBOUNCE, tx).map_err(|e| Error::System {
+    let (tx, rx) = mpsc::channel::<Seen>();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let seen = match res {
+            Ok(e) if e.need_rescan() => Seen::Lost,
+            Ok(e) if can_change(&e.kind) => Seen::Paths(e.paths),
+            Ok(_) => return,
+            Err(_) => Seen::Lost,
+        };
+        // The thread is gone only while the watcher is being dropped.
+        let _ = tx.send(seen);
+    })
+    .map_err(|e| Error::System {
         op: "start the file watcher".into(),
         reason: e.to_string(),
     })?;
     for (_, dir) in &scopes {
-        debouncer
-            .watcher()
+        watcher
             .watch(dir, RecursiveMode::Recursive)
             .map_err(|e| Error::System {
                 op: format!("watch {}", dir.display()),
@@ -138,8 +161,7 @@ pub fn start_with_events(
             })?;
         // The parent shows the folder being deleted and created again.
         if let Some(parent) = dir.parent() {
-            debouncer
-                .watcher()
+            watcher
                 .watch(parent, RecursiveMode::NonRecursive)
                 .map_err(|e| Error::System {
                     op: format!("watch {}", parent.display()),
@@ -147,23 +169,85 @@ pub fn start_with_events(
                 })?;
         }
     }
-    let debouncer = Arc::new(Mutex::new(Some(debouncer)));
+    let watcher = Arc::new(Mutex::new(Some(watcher)));
+    let rescans = Arc::new(AtomicU64::new(0));
     let db = engine.home().index_db();
     let thread_scopes = scopes.clone();
-    let thread_debouncer = debouncer.clone();
+    let thread_watcher = watcher.clone();
+    let thread_rescans = rescans.clone();
     let thread = std::thread::Builder::new()
         .name("memoria-watch".into())
-        .spawn(move || run(db, thread_scopes, &thread_debouncer, rx, on_event))
+        .spawn(move || {
+            run(
+                db,
+                thread_scopes,
+                &thread_watcher,
+                &thread_rescans,
+                rx,
+                on_event,
+            )
+        })
         .map_err(|e| Error::System {
             op: "start the watcher thread".into(),
             reason: e.to_string(),
         })?;
     Ok(WatchHandle {
-        debouncer,
+        watcher,
         thread: Some(thread),
+        rescans,
         _locks: locks,
         scopes,
     })
+}
+
+/// What the watcher's handler passes on to its thread.
+enum Seen {
+    /// These paths may have changed.
+    Paths(Vec<PathBuf>),
+    /// The OS dropped events (a queue overflow) or the watch failed: anything may have changed.
+    Lost,
+}
+
+/// Whether an event of this kind can mean a file's content, name or presence changed. Opens,
+/// reads and closes after reading cannot; a close after writing can (on Linux it is the one
+/// event an editor's save is sure to give).
+fn can_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// The scopes (indexes into `scopes`) that a batch of events touched.
+fn touched(scopes: &[(Scope, PathBuf)], batch: &[Seen]) -> Vec<usize> {
+    (0..scopes.len())
+        .filter(|&i| {
+            batch.iter().any(|s| match s {
+                Seen::Lost => true,
+                Seen::Paths(paths) => paths.iter().any(|p| p.starts_with(&scopes[i].1)),
+            })
+        })
+        .collect()
+}
+
+/// The next batch of events: the first one to come, then every one after it until none came
+/// for [`DEBOUNCE`] or the batch is [`LONGEST_BATCH`] old. `None` once the watcher is gone.
+fn next_batch(rx: &mpsc::Receiver<Seen>) -> Option<Vec<Seen>> {
+    let mut batch = vec![rx.recv().ok()?];
+    let started = Instant::now();
+    loop {
+        let left = LONGEST_BATCH.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Some(batch);
+        }
+        match rx.recv_timeout(DEBOUNCE.min(left)) {
+            Ok(s) => batch.push(s),
+            Err(mpsc::RecvTimeoutError::Timeout) => return Some(batch),
+            // Stopping: the batch still counts.
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Some(batch),
+        }
+    }
 }
 
 /// What tells one folder from another that took its place.
@@ -191,17 +275,17 @@ fn folder_identity(dir: &Path) -> Option<FolderIdentity> {
 }
 
 /// Watches `dir` again after it was deleted and created anew; false while it is missing.
-fn reattach(debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>, dir: &Path) -> bool {
+fn reattach(watcher: &Mutex<Option<RecommendedWatcher>>, dir: &Path) -> bool {
     if !dir.is_dir() {
         return false;
     }
-    let mut guard = debouncer.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(d) = guard.as_mut() else {
+    let mut guard = watcher.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(w) = guard.as_mut() else {
         return false;
     };
     // The old watch went with the deleted folder; removing it first is harmless if it did.
-    let _ = d.watcher().unwatch(dir);
-    match d.watcher().watch(dir, RecursiveMode::Recursive) {
+    let _ = w.unwatch(dir);
+    match w.watch(dir, RecursiveMode::Recursive) {
         Ok(()) => true,
         Err(e) => {
             eprintln!("memoria watch: cannot watch {} again: {e}", dir.display());
@@ -213,8 +297,9 @@ fn reattach(debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>, dir: &Path
 fn run(
     db: PathBuf,
     scopes: Vec<(Scope, PathBuf)>,
-    debouncer: &Mutex<Option<Debouncer<RecommendedWatcher>>>,
-    rx: mpsc::Receiver<DebounceEventResult>,
+    watcher: &Mutex<Option<RecommendedWatcher>>,
+    rescans: &AtomicU64,
+    rx: mpsc::Receiver<Seen>,
     on_event: impl Fn(WatchEvent),
 ) {
     // Which folder each watch is on: a folder deleted and created again is another folder.
@@ -231,23 +316,17 @@ fn run(
         .iter()
         .map(|(scope, _)| files_of(&index, scope).unwrap_or_default())
         .collect();
-    while let Ok(batch) = rx.recv() {
-        let touched: Vec<usize> = match &batch {
-            Ok(events) => (0..scopes.len())
-                .filter(|&i| events.iter().any(|e| e.path.starts_with(&scopes[i].1)))
-                .collect(),
-            // The OS dropped events (queue overflow): rescan everything.
-            Err(_) => (0..scopes.len()).collect(),
-        };
-        for i in touched {
+    while let Some(batch) = next_batch(&rx) {
+        for i in touched(&scopes, &batch) {
             let (scope, dir) = &scopes[i];
             let now = folder_identity(dir);
             if now.is_some() && now != attached[i] {
                 // Files written before the new watch began are found by the rescan below.
-                attached[i] = if reattach(debouncer, dir) { now } else { None };
+                attached[i] = if reattach(watcher, dir) { now } else { None };
             } else if now.is_none() {
                 attached[i] = None;
             }
+            rescans.fetch_add(1, Ordering::Relaxed);
             match scan::rescan(&mut index, &scope.key(), dir) {
                 Ok(stats) => {
                     match files_of(&index, scope) {

@@ -488,6 +488,36 @@ fn watcher_picks_up_edits_creations_renames_and_deletions() {
     ));
 }
 
+#[test]
+fn reading_notes_and_listing_their_folder_sets_off_no_rescan() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let a = e.add(note("alpha", "first")).unwrap();
+    let handle = crate::watch::start(&e, |_, _| {}).unwrap();
+    let dir = w.home.join("memory/user");
+    // What searches, editors and the watcher's own rescans do: open and read, never write.
+    for _ in 0..5 {
+        let _ = fs::read_to_string(&a.path).unwrap();
+        let _ = fs::read_dir(&dir).unwrap().count();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(crate::watch::DEBOUNCE * 3);
+    assert_eq!(handle.rescans(), 0, "reads were taken for changes");
+    // A write still counts, and its rescan (which lists and reads the folder) sets off no
+    // other: the count settles.
+    fs::write(w.home.join("memory/user/b.md"), "persimmon").unwrap();
+    let start = Instant::now();
+    while lexical(&mut e, "persimmon").is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(2), "watcher missed a write");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(crate::watch::LONGEST_BATCH + crate::watch::DEBOUNCE * 3);
+    let settled = handle.rescans();
+    std::thread::sleep(crate::watch::LONGEST_BATCH + crate::watch::DEBOUNCE * 3);
+    assert_eq!(handle.rescans(), settled, "a rescan set off another");
+    assert!((1..=2).contains(&settled), "{settled} rescans for one write");
+}
+
 fn write(dir: &Path, rel: &str, text: &str) {
     let p = dir.join(rel);
     fs::create_dir_all(p.parent().unwrap()).unwrap();
