@@ -8,7 +8,7 @@ not a test: it asserts nothing about speed). scripts/bench-app.sh runs it under 
          just before the search box's input event, then the time of the first frame painted
          after the results of that text are in the DOM (a requestAnimationFrame callback,
          then a task after it); p50 / p95 / max over every keystroke of typed queries. It
-         includes the page's 60 ms typing pause before it searches.
+         includes waiting for a search still running for an earlier keystroke.
   rss    the app's resident memory once the embedding model is loaded and every note of the
          1,000-note home has its vector (needs --model).
 

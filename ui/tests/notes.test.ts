@@ -42,6 +42,30 @@ describe('Notes page', () => {
     expect(items().some((el) => el.getAttribute('data-id') === 'note-00000')).toBe(false);
   });
 
+  it('searches the first keystroke at once and, while a search runs, only the latest text next', async () => {
+    const { be, user } = await renderApp();
+    await waitFor(() => expect(items()).toHaveLength(8));
+    // Hold every search open until the test lets it answer.
+    const search = be.searchNotes.bind(be);
+    const held: (() => void)[] = [];
+    be.searchNotes = (q) => new Promise((done) => held.push(() => void search(q).then(done)));
+    const asked = () => (callsOf(be, 'searchNotes') as [{ query: string }][]).map((c) => c[0].query);
+    const before = asked().length;
+    const input = screen.getByTestId('search-input');
+    await user.type(input, 'p');
+    expect(held).toHaveLength(1);
+    await user.type(input, 'ric');
+    // The first is still running: nothing else was asked.
+    expect(held).toHaveLength(1);
+    held.shift()!();
+    await waitFor(() => expect(held).toHaveLength(1));
+    held.shift()!();
+    await waitFor(() => expect(document.querySelector('[data-results-for="pric"]')).not.toBeNull());
+    // 'p', then the latest text; 'pr' and 'pri' were never searched.
+    expect(asked().slice(before)).toEqual(['p', 'pric']);
+    expect(screen.getAllByTestId('search-result').length).toBeGreaterThanOrEqual(1);
+  });
+
   it('searches as you type and shows a result’s explanation on demand', async () => {
     const { be, user } = await renderApp();
     await user.type(screen.getByTestId('search-input'), 'pricing');
