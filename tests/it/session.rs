@@ -328,12 +328,22 @@ fn shutdown_ends_the_watcher_sync_indexer_and_model_threads() {
     let mut session = Session::start(opts).unwrap();
     session.wait_for_model();
     let ours = ["memoria-watch", "memoria-sync", "memoria-index"];
-    let names = thread_names();
-    for t in ours {
+    // A new thread names itself once it runs: until then it has its parent's name.
+    let started = std::time::Instant::now();
+    loop {
+        let names = thread_names();
+        let missing: Vec<&str> = ours
+            .into_iter()
+            .filter(|t| !names.iter().any(|n| n == t))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
         assert!(
-            names.iter().any(|n| n == t),
-            "{t} is not running: {names:?}"
+            started.elapsed() < PATIENCE,
+            "{missing:?} not running: {names:?}"
         );
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -346,18 +346,31 @@ impl ScopeDir {
         };
         for id_dir in ids.flatten() {
             let id = id_dir.file_name().to_string_lossy().into_owned();
-            let keep = state.base.get(&id).map(|e| format!("{}.md", e.hash));
-            let Ok(files) = std::fs::read_dir(id_dir.path()) else {
-                continue;
-            };
-            for f in files.flatten() {
-                if keep.as_deref() != Some(&*f.file_name().to_string_lossy()) {
-                    let _ = std::fs::remove_file(f.path());
-                }
-            }
-            let _ = std::fs::remove_dir(id_dir.path());
+            self.prune_id(state, &id);
         }
         Ok(())
+    }
+
+    /// Removes the base bodies of `ids` that no entry points at: after a pass that changed
+    /// only those, the same as [`Self::prune_bodies`] without listing every note's folder.
+    pub fn prune_bodies_of<'a>(&self, state: &ScopeState, ids: impl IntoIterator<Item = &'a str>) {
+        for id in ids {
+            self.prune_id(state, id);
+        }
+    }
+
+    fn prune_id(&self, state: &ScopeState, id: &str) {
+        let id_dir = self.root.join("base").join(id);
+        let keep = state.base.get(id).map(|e| format!("{}.md", e.hash));
+        let Ok(files) = std::fs::read_dir(&id_dir) else {
+            return;
+        };
+        for f in files.flatten() {
+            if keep.as_deref() != Some(&*f.file_name().to_string_lossy()) {
+                let _ = std::fs::remove_file(f.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&id_dir);
     }
 }
 
@@ -397,6 +410,38 @@ mod tests {
         assert!(sd.note("a", &entry).is_some());
         sd.prune_bodies(&ScopeState::default()).unwrap();
         assert!(sd.note("a", &entry).is_none());
+    }
+
+    #[test]
+    fn pruning_some_notes_leaves_the_others_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = ScopeDir::new(dir.path(), "user");
+        let mut state = ScopeState::default();
+        let mut old = BTreeMap::new();
+        for id in ["a", "b"] {
+            let first = Note::new(NoteId::new(id).unwrap(), "first", "one\n");
+            let second = Note::new(NoteId::new(id).unwrap(), "second", "two\n");
+            for n in [&first, &second] {
+                sd.put_body(id, n.content_hash().as_str(), &n.serialize())
+                    .unwrap();
+            }
+            let entry = |n: &Note| BaseEntry {
+                revision: "r".into(),
+                hash: n.content_hash().as_str().to_owned(),
+            };
+            state.base.insert(id.into(), entry(&second));
+            old.insert(id, entry(&first));
+        }
+        sd.prune_bodies_of(&state, ["a"]);
+        assert!(sd.note("a", &old["a"]).is_none());
+        assert!(sd.note("a", &state.base["a"]).is_some());
+        // Not named: its stale body stays until a pass prunes it.
+        assert!(sd.note("b", &old["b"]).is_some());
+        // A note gone from the base loses every body, and its folder.
+        state.base.remove("b");
+        sd.prune_bodies_of(&state, ["b"]);
+        assert!(sd.note("b", &old["b"]).is_none());
+        assert!(!sd.root().join("base/b").exists());
     }
 
     #[test]

@@ -948,7 +948,8 @@ impl Syncer {
         let mut chained = generation.map(|g| (g, remote_map.clone()));
         let mut last_version = None;
         let per_commit = (quotas.changes_per_commit as usize).max(1);
-        for chunk in uploads.chunks(per_commit) {
+        let commits = uploads.len().div_ceil(per_commit);
+        for (n, chunk) in uploads.chunks(per_commit).enumerate() {
             self.check_on()?;
             // Remembered before it is sent: if no reply arrives, the next pass asks for the
             // commit's receipt. The bodies go to the base store first for the same reason.
@@ -1013,7 +1014,10 @@ impl Syncer {
             // Others may have committed too: the next pass asks what changed since the
             // manifest last seen whole (this commit included).
             state.manifest_version = None;
-            sd.save_state(&state)?;
+            // After the last commit, the save below records the same and more.
+            if n + 1 < commits {
+                sd.save_state(&state)?;
+            }
         }
         let (remote, manifest_version, generation, known) = match (uploads.is_empty(), chained) {
             (true, _) => (remote, manifest_version, generation, true),
@@ -1034,8 +1038,22 @@ impl Syncer {
         state.folder = Some(check.ident.clone());
         sd.save_state(&state)?;
         sd.clear_pending()?;
-        if state.base != *base || !uploads.is_empty() {
+        if since.is_none() {
+            // A pass over the whole list also sweeps what an interrupted pass left.
             sd.prune_bodies(&state)?;
+        } else {
+            // Only the notes this pass synced can have bodies no entry points at.
+            let changed = base
+                .iter()
+                .filter(|(id, e)| state.base.get(*id) != Some(*e))
+                .map(|(id, _)| id.as_str());
+            let added = state
+                .base
+                .keys()
+                .filter(|id| !base.contains_key(*id))
+                .map(String::as_str);
+            let sent = uploads.iter().map(|(c, _)| c.id.as_str());
+            sd.prune_bodies_of(&state, changed.chain(added).chain(sent));
         }
         // What this pass read, for the next one; and whether it left nothing to do.
         let now = local::now_ns();

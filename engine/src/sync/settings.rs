@@ -66,12 +66,16 @@ impl Settings {
         read_json(&Self::path(dir)).map(Option::unwrap_or_default)
     }
 
-    /// Loads, changes and saves the settings under the settings lock.
+    /// Loads and changes the settings under the settings lock, saving them when they changed.
     pub fn update<T>(dir: &Path, f: impl FnOnce(&mut Settings) -> T) -> SyncResult<T> {
         let _lock = FileLock::acquire(&dir.join("settings.lock"))?;
         let mut s = Self::load(dir)?;
+        let before = s.clone();
         let out = f(&mut s);
-        write_json(&Self::path(dir), &s)?;
+        // Every pass checks its scope's pin through here: most change nothing.
+        if s != before || !Self::path(dir).exists() {
+            write_json(&Self::path(dir), &s)?;
+        }
         Ok(out)
     }
 
