@@ -508,14 +508,20 @@ fn reading_notes_and_listing_their_folder_sets_off_no_rescan() {
     fs::write(w.home.join("memory/user/b.md"), "persimmon").unwrap();
     let start = Instant::now();
     while lexical(&mut e, "persimmon").is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(2), "watcher missed a write");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "watcher missed a write"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(crate::watch::LONGEST_BATCH + crate::watch::DEBOUNCE * 3);
     let settled = handle.rescans();
     std::thread::sleep(crate::watch::LONGEST_BATCH + crate::watch::DEBOUNCE * 3);
     assert_eq!(handle.rescans(), settled, "a rescan set off another");
-    assert!((1..=2).contains(&settled), "{settled} rescans for one write");
+    assert!(
+        (1..=2).contains(&settled),
+        "{settled} rescans for one write"
+    );
 }
 
 fn write(dir: &Path, rel: &str, text: &str) {
