@@ -12,7 +12,7 @@ use crate::vault::Engine;
 pub use crate::hygiene::consolidate::{
     COSINE_CUT, ClusterBasis, ConsolidateQuery, ConsolidatedCluster, Consolidation,
     ConsolidationCluster, ConsolidationPlan, FoldedCluster, LastConsolidation, MAX_AGE_DAYS,
-    MIN_CLUSTER, SkippedCluster,
+    MIN_CLUSTER, ReplacedHow, Replacement, SkippedCluster,
 };
 pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
 pub use crate::hygiene::merge::{
@@ -151,4 +151,11 @@ pub fn consolidate_if_due(
 ) -> Result<Option<Consolidation>> {
     let scopes = scopes(engine, q.scope.as_deref())?;
     hygiene::consolidate::consolidate_if_due(engine, &scopes, q)
+}
+
+/// The notes of the scope (or of every visible scope) that were replaced and rank below what
+/// replaced them: consolidated notes with their consolidated note, superseded notes with the
+/// note that supersedes them. A front end dims them and links to the replacement.
+pub fn replacements(engine: &Engine, scope: Option<&str>) -> Result<Vec<Replacement>> {
+    hygiene::consolidate::replacements(engine, &scopes(engine, scope)?)
 }

@@ -791,6 +791,93 @@ pub(crate) fn next_due(engine: &Engine) -> Result<i64> {
     })
 }
 
+/// How a note was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplacedHow {
+    /// Folded into a consolidated note (`status: consolidated`, listed in its provenance).
+    Consolidated,
+    /// Another note of its scope `supersedes` it.
+    Superseded,
+}
+
+/// A note ranked below the note that replaced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replacement {
+    pub scope: String,
+    /// The replaced note.
+    pub id: String,
+    /// The note that replaced it (for a consolidated note whose consolidated note is gone,
+    /// none).
+    pub by: Option<String>,
+    pub how: ReplacedHow,
+}
+
+/// Whether `body`'s provenance list names `id`.
+fn provenance_names(body: &str, id: &str) -> bool {
+    body.split(PROVENANCE_HEADING)
+        .nth(1)
+        .is_some_and(|list| list.contains(&format!("[[{id}]]")))
+}
+
+/// Every note of `scopes` that was replaced: consolidated ones with the note whose provenance
+/// names them, superseded ones with the note that supersedes them. A note both consolidated
+/// and superseded is listed once, as consolidated. By scope and id.
+pub(crate) fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Replacement>> {
+    let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
+    let index = engine.index();
+    let mut out: BTreeMap<(String, String), Replacement> = BTreeMap::new();
+    let rows = index.list(&crate::index::ListFilter {
+        scopes: keys.clone(),
+        ..Default::default()
+    })?;
+    for r in rows
+        .iter()
+        .filter(|r| r.error.is_none() && r.status.as_deref() == Some("consolidated"))
+    {
+        let mut by = None;
+        for (scope, id) in index.backlinks(std::slice::from_ref(&r.scope), &r.id)? {
+            let names = index
+                .find(&scope, &id)?
+                .into_iter()
+                .any(|n| n.error.is_none() && provenance_names(&n.body, &r.id));
+            if names {
+                by = Some(id);
+                break;
+            }
+        }
+        out.insert(
+            (r.scope.clone(), r.id.clone()),
+            Replacement {
+                scope: r.scope.clone(),
+                id: r.id.clone(),
+                by,
+                how: ReplacedHow::Consolidated,
+            },
+        );
+    }
+    let ids: HashSet<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(|r| (r.scope.as_str(), r.id.as_str()))
+        .collect();
+    for (scope, by, kind, target) in index.relations(&keys)? {
+        if kind != "supersedes" || by == target || !ids.contains(&(scope.as_str(), target.as_str()))
+        {
+            continue;
+        }
+        out.entry((scope.clone(), target.clone()))
+            .or_insert(Replacement {
+                scope,
+                id: target,
+                by: Some(by),
+                how: ReplacedHow::Superseded,
+            });
+    }
+    Ok(out.into_values().collect())
+}
+
 /// A pass: planned, then applied unless `q.dry_run`.
 pub(crate) fn consolidate(
     engine: &mut Engine,

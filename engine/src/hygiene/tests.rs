@@ -760,6 +760,26 @@ fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
     for id in ["rate-1", "rate-2", "rate-3"] {
         assert!(backed.contains(&id.to_owned()), "{backed:?}");
     }
+    // Each original names the note that replaced it.
+    let replaced = crate::api::hygiene::replacements(&e, None).unwrap();
+    let by: Vec<(&str, Option<&str>)> = replaced
+        .iter()
+        .map(|r| (r.id.as_str(), r.by.as_deref()))
+        .collect();
+    let into_id = Some(into.id.as_str());
+    assert_eq!(
+        by,
+        [
+            ("rate-1", into_id),
+            ("rate-2", into_id),
+            ("rate-3", into_id)
+        ]
+    );
+    assert!(
+        replaced
+            .iter()
+            .all(|r| r.how == crate::api::hygiene::ReplacedHow::Consolidated)
+    );
     // A pass again finds nothing to fold: the originals are no longer working.
     let again = pass(&mut e, false);
     assert!(again.plan.clusters.is_empty(), "{:#?}", again.plan);
@@ -1110,6 +1130,15 @@ fn a_superseding_note_ranks_above_the_note_it_supersedes() {
     assert_eq!(ids(o.clone()), ["new-rule", "old-rule"], "{o:?}");
     assert_eq!(o[1].1, crate::recall::rank::REPLACED_FACTOR);
     assert_eq!(o[0].1, 1.0);
+    assert_eq!(
+        crate::api::hygiene::replacements(&e, None).unwrap(),
+        [crate::api::hygiene::Replacement {
+            scope: "user".into(),
+            id: "old-rule".into(),
+            by: Some("new-rule".into()),
+            how: crate::api::hygiene::ReplacedHow::Superseded,
+        }]
+    );
     // Dropping the relation puts it back.
     e.edit(
         "new-rule",
