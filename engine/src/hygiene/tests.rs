@@ -709,9 +709,15 @@ fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
     let w = World::new();
     let mut e = rate_vault(&w);
     let before = file_bytes(&e);
+    let topic = of_kind(&review_all(&e), FindingKind::SameTopic).len();
+    assert_eq!(topic, 1, "the rewordings are one topic before the pass");
     let done = pass(&mut e, false);
     assert_eq!(done.plan.clusters.len(), 1, "{:#?}", done.plan);
     assert!(done.plan.vectors);
+    // Folded, they are not proposed for a merge again.
+    let after_pass = review_all(&e);
+    let topic = of_kind(&after_pass, FindingKind::SameTopic);
+    assert!(topic.is_empty(), "{topic:#?}");
     let c = &done.plan.clusters[0];
     let ids: Vec<&str> = c.sources.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["rate-1", "rate-2", "rate-3"], "oldest first");
