@@ -312,3 +312,30 @@ def test_the_daily_consolidation_folds_a_cluster_and_the_app_shows_it(home, laun
     app.wait(lambda: app.one("note-summary").get_attribute("value") == new[0]["summary"],
              "the link opens the consolidated note")
     app.shot("consolidated-note")
+
+
+def test_consolidate_now_shows_what_it_will_fold_and_applies_on_confirmation(home, launch):
+    home.cli("add", "--summary", "Lunch is at noon", "--type", "user")
+    app = launch(home)
+    app.click("nav-review")
+    # The daily pass ran on start and found nothing; the rewordings come after it.
+    app.wait_text("consolidation-last", "It found nothing to fold")
+    body = "Staging deploys need a green smoke test run and a second reviewer on the pull request."
+    ids = [home.cli("add", "--summary", "Staging deploy rule", "--type", "user", "--body", body)["id"]
+           for _ in range(3)]
+    app.click("consolidate-now")
+    preview = app.wait_text("consolidation-preview-cluster", "Staging deploy rule")
+    for i in ids:
+        assert i in preview.text, preview.text
+    app.wait_text("consolidation-preview", "Nothing is deleted")
+    assert_styled(app)
+    app.shot("consolidate-now-preview")
+    # Nothing is written before the confirmation.
+    assert all(n.get("status") is None for n in home.cli("list")), home.cli("list")
+    app.click("consolidation-apply")
+    app.wait_text("consolidation-result", "Groups of notes consolidated: 1")
+    app.wait_text("consolidation-last", "Last pass (asked for)")
+    app.shot("consolidated-now")
+    listed = {n["id"]: n for n in home.cli("list")}
+    assert all(listed[i].get("status") == "consolidated" for i in ids), listed
+    assert len(listed) == 5, listed
