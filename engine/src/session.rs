@@ -46,9 +46,11 @@ pub struct SessionOptions {
     /// A sync token given by the environment, used instead of the keychain's.
     pub sync_token: Option<String>,
     /// Run the daily consolidation pass ([`crate::api::hygiene::consolidate_if_due`]) on a
-    /// thread of its own after start: at most once a day on this machine, never in the way of
-    /// start-up or of the session's reads and writes. Off unless the front end turns it on:
-    /// the pass rewrites notes (their status) and adds consolidated ones.
+    /// thread of its own: after start, then again whenever the next falls due while the
+    /// session stays up, at most once a day on this machine, never in the way of start-up or
+    /// of the session's reads and writes. A pass that changed notes is published as
+    /// [`Event::Consolidated`]. Off unless the front end turns it on: the pass rewrites notes
+    /// (their status) and adds consolidated ones.
     pub consolidate: bool,
 }
 
