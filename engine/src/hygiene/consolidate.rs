@@ -832,18 +832,29 @@ pub(crate) fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Repl
         scopes: keys.clone(),
         ..Default::default()
     })?;
+    // The bodies of the notes linking to a consolidated note, read once each: a consolidated
+    // note lists several originals.
+    let mut bodies: HashMap<(String, String), Option<String>> = HashMap::new();
     for r in rows
         .iter()
         .filter(|r| r.error.is_none() && r.status.as_deref() == Some("consolidated"))
     {
         let mut by = None;
         for (scope, id) in index.backlinks(std::slice::from_ref(&r.scope), &r.id)? {
-            let names = index
-                .find(&scope, &id)?
-                .into_iter()
-                .any(|n| n.error.is_none() && provenance_names(&n.body, &r.id));
-            if names {
-                by = Some(id);
+            let key = (scope, id);
+            let body = match bodies.get(&key) {
+                Some(b) => b,
+                None => {
+                    let b = index
+                        .find(&key.0, &key.1)?
+                        .into_iter()
+                        .find(|n| n.error.is_none())
+                        .map(|n| n.body);
+                    bodies.entry(key.clone()).or_insert(b)
+                }
+            };
+            if body.as_deref().is_some_and(|b| provenance_names(b, &r.id)) {
+                by = Some(key.1);
                 break;
             }
         }
