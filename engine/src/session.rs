@@ -46,9 +46,11 @@ pub struct SessionOptions {
     /// A sync token given by the environment, used instead of the keychain's.
     pub sync_token: Option<String>,
     /// Run the daily consolidation pass ([`crate::api::hygiene::consolidate_if_due`]) on a
-    /// thread of its own after start: at most once a day on this machine, never in the way of
-    /// start-up or of the session's reads and writes. Off unless the front end turns it on:
-    /// the pass rewrites notes (their status) and adds consolidated ones.
+    /// thread of its own: after start, then again whenever the next falls due while the
+    /// session stays up, at most once a day on this machine, never in the way of start-up or
+    /// of the session's reads and writes. A pass that changed notes is published as
+    /// [`Event::Consolidated`]. Off unless the front end turns it on: the pass rewrites notes
+    /// (their status) and adds consolidated ones.
     pub consolidate: bool,
 }
 
@@ -119,6 +121,14 @@ pub enum Event {
     },
     /// A sync pass found a note both sides changed in ways that do not merge.
     ConflictAppeared { scope: String, id: String },
+    /// A consolidation pass folded notes: `folded` consolidated notes written or rewritten,
+    /// `notes` originals marked `consolidated` (each backed up, none deleted). What it did is
+    /// in [`crate::api::hygiene::last_consolidation`].
+    Consolidated {
+        at: i64,
+        folded: usize,
+        notes: usize,
+    },
     /// Something other than a sync pass failed in the background (the session goes on).
     Error {
         scope: Option<String>,
@@ -253,7 +263,22 @@ impl Kick {
         st.0 = false;
         !st.1
     }
+
+    /// Waits for a kick or for `timeout`, whichever comes first; false once stopping.
+    fn wait_for(&self, timeout: std::time::Duration) -> bool {
+        let st = lock(&self.state);
+        let (mut st, _) = self
+            .wake
+            .wait_timeout_while(st, timeout, |st| !st.0 && !st.1)
+            .unwrap_or_else(|p| p.into_inner());
+        st.0 = false;
+        !st.1
+    }
 }
+
+/// The longest the consolidation thread sleeps before it reads the clock again: a machine
+/// that was suspended past the due time catches up within this long of waking.
+const CONSOLIDATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A running session; dropping it (or [`Session::shutdown`]) stops its threads.
 pub struct Session {
@@ -270,6 +295,7 @@ pub struct Session {
     indexer: Option<JoinHandle<()>>,
     model: Option<JoinHandle<()>>,
     consolidation: Option<JoinHandle<()>>,
+    consolidation_kick: Arc<Kick>,
 }
 
 impl std::fmt::Debug for Session {
@@ -413,28 +439,20 @@ impl Session {
         };
 
         // An engine of its own, so the pass holds neither the writer nor the readers; what it
-        // writes reaches the session as the watcher's events.
+        // writes reaches the session as the watcher's events. The thread runs the pass at
+        // start, then sleeps until the next one falls due (waking to read the clock again now
+        // and then, and at once when the session stops).
+        let consolidation_kick = Arc::new(Kick::default());
         let consolidation = if options.consolidate {
-            let (open, bus) = (options.open.clone(), bus.clone());
+            let (open, bus, kick) = (
+                options.open.clone(),
+                bus.clone(),
+                consolidation_kick.clone(),
+            );
             Some(
                 std::thread::Builder::new()
                     .name("memoria-consolidate".into())
-                    .spawn(move || {
-                        let pass = || -> Result<()> {
-                            let mut engine = Engine::open(open)?;
-                            crate::api::hygiene::consolidate_if_due(
-                                &mut engine,
-                                &Default::default(),
-                            )?;
-                            Ok(())
-                        };
-                        if let Err(e) = pass() {
-                            bus.publish(Event::Error {
-                                scope: None,
-                                message: format!("the daily consolidation failed: {e}"),
-                            });
-                        }
-                    })
+                    .spawn(move || consolidation_loop(&open, &bus, &kick))
                     .map_err(|e| {
                         Error::Invalid(format!("cannot start the consolidation thread: {e}"))
                     })?,
@@ -455,7 +473,16 @@ impl Session {
             indexer: Some(indexer),
             model: Some(model),
             consolidation,
+            consolidation_kick,
         })
+    }
+
+    /// Has the daily consolidation (when the session runs it) read the clock again now, so a
+    /// pass that fell due runs without waiting for the thread's next look: for a host that
+    /// knows the time jumped (the machine resumed from sleep), and for tests that move their
+    /// clock.
+    pub fn check_consolidation(&self) {
+        self.consolidation_kick.kick();
     }
 
     /// A new subscriber: the model's state if it is settled (loaded or fallen back), then every
@@ -529,6 +556,7 @@ impl Drop for Session {
         drop(self.sync.take());
         drop(self.watch.take());
         self.kick.stop();
+        self.consolidation_kick.stop();
         for t in [
             self.indexer.take(),
             self.model.take(),
@@ -538,6 +566,49 @@ impl Drop for Session {
         .flatten()
         {
             let _ = t.join();
+        }
+    }
+}
+
+/// The daily consolidation: a pass when one is due, then a sleep until the next is, until
+/// `kick` stops. A pass that changed notes is published as [`Event::Consolidated`]; one that
+/// failed, as an [`Event::Error`] (and is tried again when the next falls due).
+fn consolidation_loop(open: &OpenOptions, bus: &Bus, kick: &Kick) {
+    use crate::api::hygiene;
+    loop {
+        let pass = || -> Result<i64> {
+            let mut engine = Engine::open(open.clone())?;
+            if hygiene::consolidate_if_due(&mut engine, &Default::default())?.is_some()
+                && let Some(last) = hygiene::last_consolidation(&engine)?
+                && last.changed_anything()
+            {
+                bus.publish(Event::Consolidated {
+                    at: last.at,
+                    folded: last.folded.len(),
+                    notes: last.folded.iter().map(|f| f.sources.len()).sum(),
+                });
+            }
+            hygiene::consolidation_due_at(&engine)
+        };
+        let due = match pass() {
+            Ok(due) => due,
+            Err(e) => {
+                bus.publish(Event::Error {
+                    scope: None,
+                    message: format!("the daily consolidation failed: {e}"),
+                });
+                open.clock.now_ms() + crate::hygiene::consolidate::INTERVAL_MS
+            }
+        };
+        loop {
+            let left = due - open.clock.now_ms();
+            if left <= 0 {
+                break;
+            }
+            let wait = CONSOLIDATION_RECHECK.min(std::time::Duration::from_millis(left as u64));
+            if !kick.wait_for(wait) {
+                return;
+            }
         }
     }
 }

@@ -60,6 +60,12 @@ pub enum Event {
         scope: String,
         id: String,
     },
+    /// A consolidation pass folded notes (the Review page reads what it did).
+    Consolidated {
+        at: i64,
+        folded: usize,
+        notes: usize,
+    },
     Error {
         code: String,
         message: String,
@@ -117,6 +123,7 @@ pub fn forward(event: session::Event) -> Option<Event> {
             }
         }
         S::ConflictAppeared { scope, id } => Event::ConflictAppeared { scope, id },
+        S::Consolidated { at, folded, notes } => Event::Consolidated { at, folded, notes },
         S::Error { scope, message } => Event::Error {
             code: "internal".into(),
             message: match scope {
@@ -183,6 +190,15 @@ mod tests {
         assert_eq!(
             serde_json::to_value(failed).unwrap()["ok"],
             serde_json::json!(false)
+        );
+        let folded = forward(session::Event::Consolidated {
+            at: 5,
+            folded: 1,
+            notes: 3,
+        });
+        assert_eq!(
+            serde_json::to_value(folded).unwrap(),
+            serde_json::json!({"kind": "consolidated", "at": 5, "folded": 1, "notes": 3})
         );
         assert_eq!(
             forward(session::Event::Rescanned {

@@ -87,6 +87,9 @@ pub fn run() {
                 .collect();
             let mut options = SessionOptions::new(open_options(&bundled));
             options.sync_token = memoria_engine::api::sync::env_token();
+            // The daily consolidation pass: the Notes list shows what it folded (dimmed,
+            // linked to what replaced them) and the Review page shows the last pass.
+            options.consolidate = true;
             let (session, events) = Session::start_subscribed(options)?;
             events::start(app.handle(), events);
             app.manage(Shell::new(session));

@@ -253,3 +253,89 @@ def test_a_review_finding_is_merged_in_the_app(home, launch):
     merges = [b for b in home.cli("backups") if b["reason"] == "merge"]
     assert sorted(b["noteId"] for b in merges) == sorted([older["id"], newer["id"]]), merges
     assert [f for f in home.cli("review")["findings"] if f["kind"] == "same_topic"] == []
+
+
+def test_the_daily_consolidation_folds_a_cluster_and_the_app_shows_it(home, launch):
+    # Three recent working notes that say the same thing (one text: their vectors, when they
+    # have them, are one vector, and their words are the same), and one that says something
+    # else. The app's daily pass runs once on start: no pass ran on this home yet.
+    body = ("Each client gets 100 requests a minute at the API gateway, counted by a token "
+            "bucket; a client over the limit gets a 429 with Retry-After.")
+    ids = [home.cli("add", "--summary", "Gateway rate limit", "--type", "user", "--body", body)["id"]
+           for _ in range(3)]
+    other = home.cli("add", "--summary", "Lunch is at noon", "--type", "user")["id"]
+    assert len(set(ids)) == 3, ids
+    app = launch(home)
+    # The pass folds the cluster in the background; the CLI sees the result on disk.
+    listed = until(lambda: (lambda ns: ns if sum(n.get("status") == "consolidated" for n in ns) == 3 else None)(
+        home.cli("list")), "the daily pass marked the three originals consolidated")
+    by_id = {n["id"]: n for n in listed}
+    assert all(by_id[i].get("status") == "consolidated" for i in ids), listed
+    assert by_id[other].get("status") is None, listed
+    new = [n for n in listed if n["id"] not in ids + [other]]
+    assert len(new) == 1 and new[0].get("status") is None, listed
+    into = new[0]["id"]
+    assert all(f"[[{i}]]" in home.cli("show", into)["body"] for i in ids)
+    backed = [b["noteId"] for b in home.cli("backups")]
+    assert sorted(i for i in backed if i in ids) == sorted(ids), backed
+
+    # The Review page shows the pass: the new note from the three originals, nothing deleted.
+    app.click("nav-review")
+    last = app.wait_text("consolidation-last", "Last daily pass")
+    assert_styled(app)
+    app.wait_text("consolidation-into", "Gateway rate limit")
+    sources = app.text_of("consolidation-source")
+    assert sorted(sources) == sorted(ids), sources
+    app.wait_text("consolidation-kept", "Nothing was deleted: the 3 originals are kept")
+    # What was folded is not proposed for a merge again.
+    app.wait_text("review-empty", "Nothing to tidy up")
+    app.shot("review-last-pass")
+    assert last.is_displayed()
+
+    # The Notes list shows the originals dimmed and labelled, the new note and the other as
+    # they are; an original's editor names the note that replaced it.
+    app.click("nav-notes")
+    app.wait(lambda: len([e for e in app.all("note-item") if e.get_attribute("data-replaced")]) == 3,
+             "three notes are listed as consolidated")
+    rows = {e.get_attribute("data-id"): e for e in app.all("note-item")}
+    for i in ids:
+        assert rows[i].get_attribute("data-replaced") == "consolidated"
+        assert "replaced" in rows[i].get_attribute("class")
+    for i in (into, other):
+        assert not rows[i].get_attribute("data-replaced"), i
+    app.wait_text("note-replaced", "Consolidated")
+    app.shot("notes-dimmed")
+    rows[ids[1]].click()
+    app.wait_text("note-replaced-by", "This note was consolidated into another note")
+    app.shot("original-replaced-by")
+    app.click("note-replaced-link")
+    app.wait(lambda: app.one("note-summary").get_attribute("value") == new[0]["summary"],
+             "the link opens the consolidated note")
+    app.shot("consolidated-note")
+
+
+def test_consolidate_now_shows_what_it_will_fold_and_applies_on_confirmation(home, launch):
+    home.cli("add", "--summary", "Lunch is at noon", "--type", "user")
+    app = launch(home)
+    app.click("nav-review")
+    # The daily pass ran on start and found nothing; the rewordings come after it.
+    app.wait_text("consolidation-last", "It found nothing to fold")
+    body = "Staging deploys need a green smoke test run and a second reviewer on the pull request."
+    ids = [home.cli("add", "--summary", "Staging deploy rule", "--type", "user", "--body", body)["id"]
+           for _ in range(3)]
+    app.click("consolidate-now")
+    preview = app.wait_text("consolidation-preview-cluster", "Staging deploy rule")
+    for i in ids:
+        assert i in preview.text, preview.text
+    app.wait_text("consolidation-preview", "Nothing is deleted")
+    assert_styled(app)
+    app.shot("consolidate-now-preview")
+    # Nothing is written before the confirmation.
+    assert all(n.get("status") is None for n in home.cli("list")), home.cli("list")
+    app.click("consolidation-apply")
+    app.wait_text("consolidation-result", "Groups of notes consolidated: 1")
+    app.wait_text("consolidation-last", "Last pass (asked for)")
+    app.shot("consolidated-now")
+    listed = {n["id"]: n for n in home.cli("list")}
+    assert all(listed[i].get("status") == "consolidated" for i in ids), listed
+    assert len(listed) == 5, listed

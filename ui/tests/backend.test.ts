@@ -45,6 +45,9 @@ describe('backend module', () => {
     ['dismissFinding', () => be.dismissFinding('f1'), 'review_dismiss', { findingId: 'f1' }],
     ['mergePlan', () => be.mergePlan(['a', 'b'], 'user', 'manual'), 'merge_plan', { ids: ['a', 'b'], scope: 'user', draft: 'manual' }],
     ['mergeApply', () => be.mergeApply({ planId: 'p', ids: ['a', 'b'], scope: 'user', body: 'x', summary: 's' } as never), 'merge_apply', { request: { planId: 'p', ids: ['a', 'b'], scope: 'user', body: 'x', summary: 's' } }],
+    ['consolidationLast', () => be.consolidationLast(), 'consolidation_last', undefined],
+    ['consolidationPreview', () => be.consolidationPreview(), 'consolidation_preview', undefined],
+    ['consolidationApply', () => be.consolidationApply({ clusters: [] } as never), 'consolidation_apply', { plan: { clusters: [] } }],
   ];
 
   for (const [name, run, command, args] of cases) {

@@ -11,7 +11,8 @@ use crate::vault::Engine;
 
 pub use crate::hygiene::consolidate::{
     COSINE_CUT, ClusterBasis, ConsolidateQuery, ConsolidatedCluster, Consolidation,
-    ConsolidationCluster, ConsolidationPlan, MAX_AGE_DAYS, MIN_CLUSTER, SkippedCluster,
+    ConsolidationCluster, ConsolidationPlan, FoldedCluster, LastConsolidation, MAX_AGE_DAYS,
+    MIN_CLUSTER, ReplacedHow, Replacement, SkippedCluster,
 };
 pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
 pub use crate::hygiene::merge::{
@@ -110,14 +111,36 @@ pub fn consolidation_preview(engine: &Engine, q: &ConsolidateQuery) -> Result<Co
 /// Applies a preview: per cluster, writes the consolidated note and marks its sources
 /// `consolidated` (backed up, never deleted). A cluster whose notes changed since the preview
 /// is skipped and reported.
+/// The pass is recorded as the last one ([`last_consolidation`]).
 pub fn consolidation_apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
-    hygiene::consolidate::apply(engine, plan)
+    let at = engine.now_ms();
+    let done = hygiene::consolidate::apply(engine, plan)?;
+    hygiene::consolidate::record(engine, LastConsolidation::of(&done, at, false))?;
+    Ok(done)
 }
 
-/// A consolidation pass now: planned and, unless `q.dry_run`, applied.
+/// A consolidation pass now: planned and, unless `q.dry_run`, applied and recorded as the
+/// last one.
 pub fn consolidate(engine: &mut Engine, q: &ConsolidateQuery) -> Result<Consolidation> {
     let scopes = scopes(engine, q.scope.as_deref())?;
-    hygiene::consolidate::consolidate(engine, &scopes, q)
+    let at = engine.now_ms();
+    let done = hygiene::consolidate::consolidate(engine, &scopes, q)?;
+    if !done.dry_run {
+        hygiene::consolidate::record(engine, LastConsolidation::of(&done, at, false))?;
+    }
+    Ok(done)
+}
+
+/// What the last consolidation pass on this machine did (the daily pass's, or one applied on
+/// request): when, what it folded into what, the goals it closed, what it skipped and why.
+/// `None` until one ran.
+pub fn last_consolidation(engine: &Engine) -> Result<Option<LastConsolidation>> {
+    hygiene::consolidate::last_consolidation(engine)
+}
+
+/// When the next daily pass falls due on this machine, by the engine's clock (ms).
+pub fn consolidation_due_at(engine: &Engine) -> Result<i64> {
+    hygiene::consolidate::next_due(engine)
 }
 
 /// The daily pass: [`consolidate`] when none ran on this machine in the last day (by the
@@ -128,4 +151,11 @@ pub fn consolidate_if_due(
 ) -> Result<Option<Consolidation>> {
     let scopes = scopes(engine, q.scope.as_deref())?;
     hygiene::consolidate::consolidate_if_due(engine, &scopes, q)
+}
+
+/// The notes of the scope (or of every visible scope) that were replaced and rank below what
+/// replaced them: consolidated notes with their consolidated note, superseded notes with the
+/// note that supersedes them. A front end dims them and links to the replacement.
+pub fn replacements(engine: &Engine, scope: Option<&str>) -> Result<Vec<Replacement>> {
+    hygiene::consolidate::replacements(engine, &scopes(engine, scope)?)
 }

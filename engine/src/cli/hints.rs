@@ -124,7 +124,11 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
             "`memoria sync confirm` lets the sync go ahead; `memoria sync cancel` keeps the notes"
                 .into()
         }
-        ErrorCode::Conflict => "`memoria conflicts` lists what needs a decision".into(),
+        // A merge or consolidation refused by commitFirst: a note it touches has changes this
+        // machine has not synced, or another device changed one meanwhile.
+        ErrorCode::Conflict => {
+            "run `memoria sync now` first, then run the command again; `memoria conflicts` lists any note sync holds back".into()
+        }
         ErrorCode::BrokenNote => "`memoria doctor` lists the notes that do not parse".into(),
         ErrorCode::Index => "`memoria doctor --rebuild` recreates the index from the notes".into(),
         ErrorCode::Model => "`memoria doctor` shows which embedding model recall uses".into(),
@@ -190,5 +194,23 @@ mod tests {
             hint(&b).as_deref(),
             Some("to pair it: `memoria projects pair /w/b`")
         );
+    }
+
+    #[test]
+    fn a_merge_refused_for_unsynced_changes_says_to_sync_first() {
+        // What `memoria merge --apply` (and a consolidation) returns when commitFirst refuses
+        // its batch because a note has changes not synced yet.
+        let refused = memoria_engine::Error::from(SyncError::BatchRefused(
+            "note `pricing-2` has changes not synced yet".into(),
+        ));
+        let b = body(&anyhow::Error::from(refused).context("merging pricing, pricing-2"));
+        assert_eq!(b.code, ErrorCode::Conflict);
+        assert!(b.message.contains("not synced yet"), "{}", b.message);
+        let h = hint(&b).unwrap();
+        assert!(h.starts_with("run `memoria sync now` first"), "{h}");
+        let stale = body(&anyhow::Error::from(SyncError::BatchRefused(
+            "another device changed pricing-2 meanwhile".into(),
+        )));
+        assert_eq!(hint(&stale), Some(h));
     }
 }

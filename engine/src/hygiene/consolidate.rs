@@ -114,7 +114,7 @@ pub struct ConsolidatedCluster {
 }
 
 /// A cluster left as it was, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SkippedCluster {
     pub cluster_id: String,
@@ -645,11 +645,99 @@ pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Cons
     })
 }
 
-/// When the daily pass last ran on this machine.
+/// A cluster a pass folded, as the last pass's record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FoldedCluster {
+    pub cluster_id: String,
+    pub scope: String,
+    /// The consolidated note.
+    pub into_id: String,
+    /// Its summary.
+    pub summary: String,
+    /// Whether the consolidated note is new (a similarity cluster) or the note that closed a
+    /// goal.
+    pub new_note: bool,
+    /// The goal closed, for a goal cluster.
+    pub goal_id: Option<String>,
+    /// The notes now `consolidated`, oldest first.
+    pub sources: Vec<String>,
+}
+
+/// What the last consolidation pass on this machine did: the daily pass's, or one applied on
+/// request (`memoria consolidate`, the app's "Consolidate now"). Kept beside the daily
+/// pass's time, machine-local and never synced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastConsolidation {
+    /// When it ran, by the engine's clock (ms).
+    pub at: i64,
+    /// The daily pass (else one asked for).
+    pub daily: bool,
+    pub folded: Vec<FoldedCluster>,
+    /// Goals whose `achieves` notes were taken in by the note that closed them.
+    pub goals_closed: Vec<String>,
+    pub skipped: Vec<SkippedCluster>,
+    /// Backups written, one per note changed.
+    pub backups: usize,
+    /// Why the pass stopped, when it failed; what it did before is above.
+    pub error: Option<String>,
+}
+
+impl LastConsolidation {
+    /// The record of `done`, run at `at`.
+    pub fn of(done: &Consolidation, at: i64, daily: bool) -> LastConsolidation {
+        let by_id: HashMap<&str, &ConsolidationCluster> = done
+            .plan
+            .clusters
+            .iter()
+            .map(|c| (c.cluster_id.as_str(), c))
+            .collect();
+        let folded: Vec<FoldedCluster> = done
+            .applied
+            .iter()
+            .map(|a| {
+                let planned = by_id.get(a.cluster_id.as_str());
+                FoldedCluster {
+                    cluster_id: a.cluster_id.clone(),
+                    scope: a.into.scope.clone(),
+                    into_id: a.into.id.clone(),
+                    summary: planned
+                        .map(|c| c.draft.summary.trim().to_owned())
+                        .unwrap_or_default(),
+                    new_note: planned.is_none_or(|c| c.new_note),
+                    goal_id: planned.and_then(|c| match &c.basis {
+                        ClusterBasis::Goal { goal_id, .. } => Some(goal_id.clone()),
+                        ClusterBasis::Similar { .. } => None,
+                    }),
+                    sources: a.sources.clone(),
+                }
+            })
+            .collect();
+        LastConsolidation {
+            at,
+            daily,
+            goals_closed: folded.iter().filter_map(|f| f.goal_id.clone()).collect(),
+            folded,
+            skipped: done.skipped.clone(),
+            backups: done.backups.len(),
+            error: None,
+        }
+    }
+
+    /// Whether the pass changed any note.
+    pub fn changed_anything(&self) -> bool {
+        !self.folded.is_empty()
+    }
+}
+
+/// When the daily pass last ran on this machine, and what the last pass did.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Marker {
     last_pass_at: Option<i64>,
+    #[serde(default)]
+    last: Option<LastConsolidation>,
 }
 
 fn marker_path(engine: &Engine) -> PathBuf {
@@ -670,16 +758,135 @@ fn read_marker(engine: &Engine) -> Result<Marker> {
     }
 }
 
-fn write_marker(engine: &Engine, at: i64) -> Result<()> {
+fn write_marker(engine: &Engine, marker: &Marker) -> Result<()> {
     let path = marker_path(engine);
     if let Some(dir) = path.parent() {
         fsx::private_dir(dir)?;
     }
-    let bytes = serde_json::to_vec_pretty(&Marker {
-        last_pass_at: Some(at),
-    })
-    .map_err(|e| Error::Internal(format!("the consolidation marker does not serialize: {e}")))?;
+    let bytes = serde_json::to_vec_pretty(marker).map_err(|e| {
+        Error::Internal(format!("the consolidation marker does not serialize: {e}"))
+    })?;
     fsx::write_atomic(&path, &bytes)
+}
+
+/// What the last consolidation pass on this machine did (`None`: none ran, or its record is
+/// unreadable).
+pub(crate) fn last_consolidation(engine: &Engine) -> Result<Option<LastConsolidation>> {
+    Ok(read_marker(engine)?.last)
+}
+
+/// Keeps `last` as the last pass's record; the daily pass's time stays as it is.
+pub(crate) fn record(engine: &Engine, last: LastConsolidation) -> Result<()> {
+    let mut marker = read_marker(engine)?;
+    marker.last = Some(last);
+    write_marker(engine, &marker)
+}
+
+/// When the next daily pass falls due, by the engine's clock (ms): now when none ran.
+pub(crate) fn next_due(engine: &Engine) -> Result<i64> {
+    Ok(match read_marker(engine)?.last_pass_at {
+        Some(last) if last <= engine.now_ms() => last + INTERVAL_MS,
+        // A pass recorded in the future (the clock was set back) is not waited for.
+        _ => engine.now_ms(),
+    })
+}
+
+/// How a note was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplacedHow {
+    /// Folded into a consolidated note (`status: consolidated`, listed in its provenance).
+    Consolidated,
+    /// Another note of its scope `supersedes` it.
+    Superseded,
+}
+
+/// A note ranked below the note that replaced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replacement {
+    pub scope: String,
+    /// The replaced note.
+    pub id: String,
+    /// The note that replaced it (for a consolidated note whose consolidated note is gone,
+    /// none).
+    pub by: Option<String>,
+    pub how: ReplacedHow,
+}
+
+/// Whether `body`'s provenance list names `id`.
+fn provenance_names(body: &str, id: &str) -> bool {
+    body.split(PROVENANCE_HEADING)
+        .nth(1)
+        .is_some_and(|list| list.contains(&format!("[[{id}]]")))
+}
+
+/// Every note of `scopes` that was replaced: consolidated ones with the note whose provenance
+/// names them, superseded ones with the note that supersedes them. A note both consolidated
+/// and superseded is listed once, as consolidated. By scope and id.
+pub(crate) fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Replacement>> {
+    let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
+    let index = engine.index();
+    let mut out: BTreeMap<(String, String), Replacement> = BTreeMap::new();
+    let rows = index.list(&crate::index::ListFilter {
+        scopes: keys.clone(),
+        ..Default::default()
+    })?;
+    // The bodies of the notes linking to a consolidated note, read once each: a consolidated
+    // note lists several originals.
+    let mut bodies: HashMap<(String, String), Option<String>> = HashMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.error.is_none() && r.status.as_deref() == Some("consolidated"))
+    {
+        let mut by = None;
+        for (scope, id) in index.backlinks(std::slice::from_ref(&r.scope), &r.id)? {
+            let key = (scope, id);
+            let body = match bodies.get(&key) {
+                Some(b) => b,
+                None => {
+                    let b = index
+                        .find(&key.0, &key.1)?
+                        .into_iter()
+                        .find(|n| n.error.is_none())
+                        .map(|n| n.body);
+                    bodies.entry(key.clone()).or_insert(b)
+                }
+            };
+            if body.as_deref().is_some_and(|b| provenance_names(b, &r.id)) {
+                by = Some(key.1);
+                break;
+            }
+        }
+        out.insert(
+            (r.scope.clone(), r.id.clone()),
+            Replacement {
+                scope: r.scope.clone(),
+                id: r.id.clone(),
+                by,
+                how: ReplacedHow::Consolidated,
+            },
+        );
+    }
+    let ids: HashSet<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(|r| (r.scope.as_str(), r.id.as_str()))
+        .collect();
+    for (scope, by, kind, target) in index.relations(&keys)? {
+        if kind != "supersedes" || by == target || !ids.contains(&(scope.as_str(), target.as_str()))
+        {
+            continue;
+        }
+        out.entry((scope.clone(), target.clone()))
+            .or_insert(Replacement {
+                scope,
+                id: target,
+                by: Some(by),
+                how: ReplacedHow::Superseded,
+            });
+    }
+    Ok(out.into_values().collect())
 }
 
 /// A pass: planned, then applied unless `q.dry_run`.
@@ -703,18 +910,43 @@ pub(crate) fn consolidate(
 
 /// The daily pass: runs when none ran on this machine in the last [`INTERVAL_MS`] (by the
 /// engine's clock), else does nothing (`None`). The time is recorded before the pass, so a
-/// pass that fails is not retried until the next interval.
+/// pass that fails is not retried until the next interval; the pass's result (or its error)
+/// is recorded after it, for [`last_consolidation`].
 pub(crate) fn consolidate_if_due(
     engine: &mut Engine,
     scopes: &[Scope],
     q: &ConsolidateQuery,
 ) -> Result<Option<Consolidation>> {
     let now = engine.now_ms();
-    if let Some(last) = read_marker(engine)?.last_pass_at
+    let mut marker = read_marker(engine)?;
+    if let Some(last) = marker.last_pass_at
         && (0..INTERVAL_MS).contains(&(now - last))
     {
         return Ok(None);
     }
-    write_marker(engine, now)?;
-    consolidate(engine, scopes, q).map(Some)
+    marker.last_pass_at = Some(now);
+    write_marker(engine, &marker)?;
+    match consolidate(engine, scopes, q) {
+        Ok(done) => {
+            if !done.dry_run {
+                record(engine, LastConsolidation::of(&done, now, true))?;
+            }
+            Ok(Some(done))
+        }
+        Err(e) => {
+            record(
+                engine,
+                LastConsolidation {
+                    at: now,
+                    daily: true,
+                    folded: Vec::new(),
+                    goals_closed: Vec::new(),
+                    skipped: Vec::new(),
+                    backups: 0,
+                    error: Some(e.to_string()),
+                },
+            )?;
+            Err(e)
+        }
+    }
 }

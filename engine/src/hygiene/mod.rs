@@ -246,12 +246,19 @@ pub(crate) fn compute(input: &ReviewInput) -> Vec<Finding> {
         }
     }
     let mut out = Vec::new();
+    // A consolidated note was folded into the note that replaced it already: it is not
+    // proposed for a merge again.
+    let topical: Vec<&IndexedNote> = reviewed
+        .iter()
+        .copied()
+        .filter(|r| r.status.as_deref() != Some("consolidated"))
+        .collect();
     let mut vocabulary = topic::Vocabulary::default();
-    let tokens: Vec<Vec<u32>> = reviewed
+    let tokens: Vec<Vec<u32>> = topical
         .iter()
         .map(|r| vocabulary.note_tokens(&r.scope, &r.summary, &r.tags, &r.body))
         .collect();
-    let vectors: Vec<Option<&[f32]>> = reviewed
+    let vectors: Vec<Option<&[f32]>> = topical
         .iter()
         .map(|r| {
             r.hash
@@ -261,7 +268,7 @@ pub(crate) fn compute(input: &ReviewInput) -> Vec<Finding> {
         })
         .collect();
     for g in topic::groups_of(tokens, &vectors) {
-        let rows: Vec<&IndexedNote> = g.members.iter().map(|&i| reviewed[i]).collect();
+        let rows: Vec<&IndexedNote> = g.members.iter().map(|&i| topical[i]).collect();
         let keys: Vec<(String, String)> = rows
             .iter()
             .map(|r| (r.scope.clone(), r.id.clone()))

@@ -709,9 +709,15 @@ fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
     let w = World::new();
     let mut e = rate_vault(&w);
     let before = file_bytes(&e);
+    let topic = of_kind(&review_all(&e), FindingKind::SameTopic).len();
+    assert_eq!(topic, 1, "the rewordings are one topic before the pass");
     let done = pass(&mut e, false);
     assert_eq!(done.plan.clusters.len(), 1, "{:#?}", done.plan);
     assert!(done.plan.vectors);
+    // Folded, they are not proposed for a merge again.
+    let after_pass = review_all(&e);
+    let topic = of_kind(&after_pass, FindingKind::SameTopic);
+    assert!(topic.is_empty(), "{topic:#?}");
     let c = &done.plan.clusters[0];
     let ids: Vec<&str> = c.sources.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["rate-1", "rate-2", "rate-3"], "oldest first");
@@ -760,6 +766,26 @@ fn a_cluster_of_recent_working_notes_folds_into_one_note_with_provenance() {
     for id in ["rate-1", "rate-2", "rate-3"] {
         assert!(backed.contains(&id.to_owned()), "{backed:?}");
     }
+    // Each original names the note that replaced it.
+    let replaced = crate::api::hygiene::replacements(&e, None).unwrap();
+    let by: Vec<(&str, Option<&str>)> = replaced
+        .iter()
+        .map(|r| (r.id.as_str(), r.by.as_deref()))
+        .collect();
+    let into_id = Some(into.id.as_str());
+    assert_eq!(
+        by,
+        [
+            ("rate-1", into_id),
+            ("rate-2", into_id),
+            ("rate-3", into_id)
+        ]
+    );
+    assert!(
+        replaced
+            .iter()
+            .all(|r| r.how == crate::api::hygiene::ReplacedHow::Consolidated)
+    );
     // A pass again finds nothing to fold: the originals are no longer working.
     let again = pass(&mut e, false);
     assert!(again.plan.clusters.is_empty(), "{:#?}", again.plan);
@@ -863,6 +889,129 @@ fn the_daily_pass_runs_once_a_day() {
     assert_eq!(status_of(&e, "rate-4").as_deref(), Some("consolidated"));
 }
 
+#[test]
+fn the_last_pass_is_recorded_with_what_it_folded_and_skipped() {
+    use crate::api::hygiene::{consolidate_if_due, last_consolidation};
+    let w = World::new();
+    let mut e = rate_vault(&w);
+    let q = ConsolidateQuery::default();
+    assert_eq!(last_consolidation(&e).unwrap(), None, "no pass ran");
+    let done = consolidate_if_due(&mut e, &q).unwrap().unwrap();
+    let last = last_consolidation(&e).unwrap().unwrap();
+    assert_eq!(last.at, T0 + 2_000);
+    assert!(last.daily && last.changed_anything() && last.error.is_none());
+    assert_eq!(last.folded.len(), 1, "{last:#?}");
+    let f = &last.folded[0];
+    assert_eq!(f.into_id, done.applied[0].into.id);
+    assert_eq!((f.scope.as_str(), f.new_note), ("user", true));
+    assert_eq!(f.summary, done.plan.clusters[0].draft.summary.trim());
+    assert_eq!(f.sources, ["rate-1", "rate-2", "rate-3"]);
+    assert_eq!(f.goal_id, None);
+    assert!(last.goals_closed.is_empty() && last.skipped.is_empty());
+    assert_eq!(last.backups, 3);
+    // A pass applied on request is the last one too, with what it skipped and why; the
+    // daily pass's time stays, so the daily pass is still not due today.
+    add(&mut e, "rate-4", "Gateway limit", RATE);
+    add(&mut e, "rate-5", "Limit per client", RATE_2);
+    add(&mut e, "rate-6", "Bucket at the gateway", RATE_3);
+    cache_vectors(
+        &e,
+        &[
+            ("rate-4", axis(1.0, 5, 0.1)),
+            ("rate-5", axis(1.0, 6, 0.1)),
+            ("rate-6", axis(1.0, 7, 0.1)),
+        ],
+    );
+    let preview = crate::api::hygiene::consolidation_preview(&e, &q).unwrap();
+    assert_eq!(preview.clusters.len(), 1, "{preview:#?}");
+    e.edit(
+        "rate-5",
+        None,
+        NoteEdit {
+            body: Some("Each client: 120 requests a minute.".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.clock.set(T0 + 5_000);
+    crate::api::hygiene::consolidation_apply(&mut e, preview).unwrap();
+    let last = last_consolidation(&e).unwrap().unwrap();
+    assert_eq!((last.at, last.daily), (T0 + 5_000, false));
+    assert!(!last.changed_anything());
+    assert!(last.skipped[0].reason.contains("rate-5"), "{last:#?}");
+    assert!(consolidate_if_due(&mut e, &q).unwrap().is_none());
+    assert_eq!(
+        crate::api::hygiene::consolidation_due_at(&e).unwrap(),
+        T0 + 2_000 + DAY
+    );
+}
+
+/// Notes `ids` with one text, in the user scope of `home`, written by an engine of their own.
+fn add_same(w: &World, ids: &[&str], summary: &str, body: &str) {
+    let mut e = w.engine(None);
+    for id in ids {
+        add(&mut e, id, summary, body);
+    }
+}
+
+fn next_consolidated(events: &std::sync::mpsc::Receiver<crate::session::Event>) -> i64 {
+    use crate::session::Event;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match events.recv_timeout(left) {
+            Ok(Event::Consolidated { at, folded, notes }) => {
+                assert_eq!((folded, notes), (1, 3));
+                return at;
+            }
+            Ok(Event::Error { message, .. }) => panic!("{message}"),
+            Ok(_) => {}
+            Err(e) => panic!("no consolidation event: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_session_that_stays_up_consolidates_again_each_day_and_stops_at_once() {
+    use crate::session::{Session, SessionOptions};
+    let w = World::new();
+    add_same(&w, &["dup-1", "dup-2", "dup-3"], "Gateway rate limit", RATE);
+    let mut o = SessionOptions::new(OpenOptions {
+        home: Some(w.root.join("home")),
+        clock: w.clock.clone(),
+        model_dir: Some(w.root.join("no-model")),
+        ..Default::default()
+    });
+    (o.sync, o.watch, o.consolidate) = (false, false, true);
+    let (session, events) = Session::start_subscribed(o).unwrap();
+    assert_eq!(next_consolidated(&events), T0);
+    let e = w.engine(None);
+    assert_eq!(status_of(&e, "dup-1").as_deref(), Some("consolidated"));
+    // The session stays up into the next day: the pass runs again, on today's notes.
+    add_same(
+        &w,
+        &["again-1", "again-2", "again-3"],
+        "Deploy days",
+        DEPLOY,
+    );
+    w.clock.set(T0 + DAY);
+    session.check_consolidation();
+    assert_eq!(next_consolidated(&events), T0 + DAY);
+    assert_eq!(status_of(&e, "again-3").as_deref(), Some("consolidated"));
+    let last = crate::api::hygiene::last_consolidation(&e)
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.folded[0].sources, ["again-1", "again-2", "again-3"]);
+    // The thread sleeps until tomorrow; stopping the session does not wait for that.
+    let stopping = std::time::Instant::now();
+    drop(session);
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        stopping.elapsed()
+    );
+}
+
 fn relate(e: &mut Engine, id: &str, kind: RelationKind, target: &str) {
     e.edit(
         id,
@@ -934,6 +1083,14 @@ fn a_note_that_closes_a_goal_consolidates_the_goals_achieves_notes() {
     }
     let (_, row) = e.resolve("lesson", None).unwrap();
     assert!(row.importance.unwrap() > 0.5);
+    let last = crate::api::hygiene::last_consolidation(&e)
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.goals_closed, ["goal"]);
+    assert_eq!(
+        (last.folded[0].into_id.as_str(), last.folded[0].new_note),
+        ("lesson", false)
+    );
     assert!(pass(&mut e, false).plan.clusters.is_empty());
 }
 
@@ -979,6 +1136,15 @@ fn a_superseding_note_ranks_above_the_note_it_supersedes() {
     assert_eq!(ids(o.clone()), ["new-rule", "old-rule"], "{o:?}");
     assert_eq!(o[1].1, crate::recall::rank::REPLACED_FACTOR);
     assert_eq!(o[0].1, 1.0);
+    assert_eq!(
+        crate::api::hygiene::replacements(&e, None).unwrap(),
+        [crate::api::hygiene::Replacement {
+            scope: "user".into(),
+            id: "old-rule".into(),
+            by: Some("new-rule".into()),
+            how: crate::api::hygiene::ReplacedHow::Superseded,
+        }]
+    );
     // Dropping the relation puts it back.
     e.edit(
         "new-rule",

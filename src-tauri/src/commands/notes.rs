@@ -1,6 +1,9 @@
 //! The Notes page: scopes, the list, open, create, edit and forget.
 
+use std::collections::HashMap;
+
 use memoria_engine::Engine;
+use memoria_engine::api::hygiene::{self, ReplacedHow};
 use memoria_engine::api::notes;
 use serde::{Deserialize, Serialize};
 use tauri::State;
@@ -29,6 +32,48 @@ pub struct NoteRow {
     pub tags: Vec<String>,
     pub updated_at: Option<i64>,
     pub error: Option<String>,
+    /// The life-cycle state as written (`consolidated`, `archived`); `None` for a working note.
+    pub status: Option<String>,
+    /// Set when the note was consolidated into another or another supersedes it: it ranks
+    /// below that note, and the list dims it.
+    pub replaced_by: Option<ReplacedBy>,
+}
+
+/// What replaced a note.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplacedBy {
+    pub how: ReplacedHow,
+    /// The replacing note of the same scope; `None` when it is gone.
+    pub id: Option<String>,
+}
+
+/// What replaced each replaced note of the scope (or of every visible scope), by scope and id.
+fn replaced(
+    engine: &Engine,
+    scope: Option<&str>,
+) -> Result<HashMap<(String, String), ReplacedBy>, UiError> {
+    Ok(hygiene::replacements(engine, scope)?
+        .into_iter()
+        .map(|r| {
+            (
+                (r.scope, r.id),
+                ReplacedBy {
+                    how: r.how,
+                    id: r.by,
+                },
+            )
+        })
+        .collect())
+}
+
+impl NoteRow {
+    fn with_replacement(mut self, replaced: &HashMap<(String, String), ReplacedBy>) -> NoteRow {
+        self.replaced_by = replaced
+            .get(&(self.scope.clone(), self.id.clone()))
+            .cloned();
+        self
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -106,8 +151,17 @@ impl From<notes::NoteRow> for NoteRow {
             tags: r.tags,
             updated_at: r.updated_at,
             error: r.error,
+            status: r.status,
+            replaced_by: None,
         }
     }
+}
+
+/// The list's row of one note, with what replaced it.
+fn row_of(engine: &Engine, scope: &str, id: &str) -> Result<NoteRow, UiError> {
+    let row: NoteRow = notes::row(engine, id, Some(scope))?.into();
+    let replaced = replaced(engine, Some(&row.scope))?;
+    Ok(row.with_replacement(&replaced))
 }
 
 /// A person's name for a scope: the project's folder name, the domain's type, "User".
@@ -153,7 +207,11 @@ pub fn list(engine: &Engine, filter: ListFilter) -> Result<Vec<NoteRow>, UiError
             rows.extend(notes::list(engine, &query(Some(key.clone())))?);
         }
     }
-    let mut rows: Vec<NoteRow> = rows.into_iter().map(NoteRow::from).collect();
+    let replaced = replaced(engine, None)?;
+    let mut rows: Vec<NoteRow> = rows
+        .into_iter()
+        .map(|r| NoteRow::from(r).with_replacement(&replaced))
+        .collect();
     rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
     Ok(rows)
 }
@@ -171,6 +229,10 @@ pub fn get(engine: &Engine, scope: &str, id: &str) -> Result<NoteDetail, UiError
             id: b.id,
         })
         .collect();
+    // The detail of the API has no life-cycle state; the list's row has.
+    let status = notes::row(engine, &n.id, Some(&n.scope))
+        .ok()
+        .and_then(|r| r.status);
     Ok(NoteDetail {
         row: NoteRow {
             scope: n.scope,
@@ -180,7 +242,10 @@ pub fn get(engine: &Engine, scope: &str, id: &str) -> Result<NoteDetail, UiError
             tags: n.tags,
             updated_at: n.updated_at,
             error: n.error.clone(),
-        },
+            status,
+            replaced_by: None,
+        }
+        .with_replacement(&replaced(engine, Some(scope))?),
         raw: if n.error.is_some() {
             n.body.clone()
         } else {
@@ -208,7 +273,7 @@ pub fn create(engine: &mut Engine, req: CreateNote) -> Result<NoteRow, UiError> 
             id: None,
         },
     )?;
-    Ok(notes::row(engine, &written.id, Some(&written.scope))?.into())
+    row_of(engine, &written.scope, &written.id)
 }
 
 pub fn update(
@@ -225,7 +290,7 @@ pub fn update(
         importance: patch.importance,
     };
     let written = notes::edit(engine, id, Some(scope), edit)?;
-    Ok(notes::row(engine, &written.id, Some(&written.scope))?.into())
+    row_of(engine, &written.scope, &written.id)
 }
 
 pub fn forget(engine: &mut Engine, scope: &str, id: &str) -> Result<Forgotten, UiError> {
@@ -368,5 +433,56 @@ mod tests {
         assert_eq!(gone.id, created.id);
         assert!(!gone.backup_id.is_empty());
         assert!(list(&engine, ListFilter::default()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn consolidated_notes_are_listed_with_the_note_that_replaced_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap();
+        let body = "Each client gets 100 requests a minute at the API gateway, token bucket.";
+        let ids: Vec<String> = (0..3)
+            .map(|_| {
+                let req = CreateNote {
+                    summary: "Rate limit".into(),
+                    body: body.into(),
+                    note_type: Some("user".into()),
+                    tags: vec![],
+                    scope: None,
+                };
+                create(&mut engine, req).unwrap().id
+            })
+            .collect();
+        assert!(
+            list(&engine, ListFilter::default())
+                .unwrap()
+                .iter()
+                .all(|r| r.status.is_none() && r.replaced_by.is_none())
+        );
+        let done = hygiene::consolidate(&mut engine, &Default::default()).unwrap();
+        let into = done.applied[0].into.id.clone();
+        let rows = list(&engine, ListFilter::default()).unwrap();
+        for id in &ids {
+            let r = rows.iter().find(|r| &r.id == id).unwrap();
+            assert_eq!(r.status.as_deref(), Some("consolidated"));
+            let json = serde_json::to_value(r).unwrap();
+            assert_eq!(
+                json["replacedBy"],
+                serde_json::json!({"how": "consolidated", "id": into}),
+                "{json}"
+            );
+        }
+        let new = rows.iter().find(|r| r.id == into).unwrap();
+        assert_eq!((new.status.as_deref(), &new.replaced_by), (None, &None));
+        let detail = get(&engine, "user", &ids[0]).unwrap();
+        assert_eq!(detail.row.status.as_deref(), Some("consolidated"));
+        assert_eq!(
+            detail.row.replaced_by.and_then(|r| r.id).as_deref(),
+            Some(into.as_str())
+        );
     }
 }

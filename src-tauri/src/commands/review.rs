@@ -1,10 +1,13 @@
 //! The Review page (待整理): the review queue, dismissing a finding, and merging the notes of a
 //! same-topic finding — a plan with its draft, then an apply of the text the person settled
-//! on. The shapes are the API's (`Finding`, `MergePlan`, `Merged`, `Dismissed`).
+//! on; and consolidation — the last pass, a preview of one now, and its apply. The shapes are
+//! the API's (`Finding`, `MergePlan`, `Merged`, `Dismissed`, `LastConsolidation`,
+//! `ConsolidationPlan`, `Consolidation`).
 
 use memoria_engine::Engine;
 use memoria_engine::api::hygiene::{
-    self, Dismissed, DraftKind, MergePlan, Merged, Review, ReviewQuery,
+    self, ConsolidateQuery, Consolidation, ConsolidationPlan, Dismissed, DraftKind,
+    LastConsolidation, MergePlan, Merged, Review, ReviewQuery,
 };
 use serde::{Deserialize, Serialize};
 use tauri::State;
@@ -52,6 +55,21 @@ pub fn apply(engine: &mut Engine, req: &MergeRequest) -> Result<Merged, UiError>
     )?)
 }
 
+/// The last consolidation pass on this machine and when the next daily one falls due.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationStatus {
+    pub last: Option<LastConsolidation>,
+    pub next_due_at: i64,
+}
+
+pub fn consolidation_status(engine: &Engine) -> Result<ConsolidationStatus, UiError> {
+    Ok(ConsolidationStatus {
+        last: hygiene::last_consolidation(engine)?,
+        next_due_at: hygiene::consolidation_due_at(engine)?,
+    })
+}
+
 #[tauri::command]
 pub async fn review_queue(shell: State<'_, Shell>) -> Result<ReviewQueue, UiError> {
     shell.read(queue).await
@@ -85,6 +103,35 @@ pub async fn merge_apply(
     request: MergeRequest,
 ) -> Result<Merged, UiError> {
     shell.call(move |e| apply(e, &request)).await
+}
+
+#[tauri::command]
+pub async fn consolidation_last(shell: State<'_, Shell>) -> Result<ConsolidationStatus, UiError> {
+    shell.read(consolidation_status).await
+}
+
+/// What a pass now would fold, writing nothing.
+#[tauri::command]
+pub async fn consolidation_preview(shell: State<'_, Shell>) -> Result<ConsolidationPlan, UiError> {
+    shell
+        .read(|e| {
+            Ok(hygiene::consolidation_preview(
+                e,
+                &ConsolidateQuery::default(),
+            )?)
+        })
+        .await
+}
+
+/// Applies the preview the person confirmed; a cluster whose notes changed since is skipped.
+#[tauri::command]
+pub async fn consolidation_apply(
+    shell: State<'_, Shell>,
+    plan: ConsolidationPlan,
+) -> Result<Consolidation, UiError> {
+    shell
+        .call(move |e| Ok(hygiene::consolidation_apply(e, plan)?))
+        .await
 }
 
 #[cfg(test)]
@@ -175,5 +222,39 @@ mod tests {
         assert_eq!((r.plan_id.as_str(), r.scope), ("plan-1", None));
         let d: DraftKind = serde_json::from_value(serde_json::json!("model")).unwrap();
         assert_eq!(d, DraftKind::Model);
+    }
+
+    #[test]
+    fn a_consolidation_preview_crosses_to_the_window_and_back_and_the_pass_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut engine = engine(&tmp);
+        assert_eq!(consolidation_status(&engine).unwrap().last, None);
+        let body = "Each client gets 100 requests a minute at the API gateway, token bucket.";
+        let ids: Vec<String> = (0..3)
+            .map(|_| add(&mut engine, "Rate limit", body))
+            .collect();
+        let plan = hygiene::consolidation_preview(&engine, &ConsolidateQuery::default()).unwrap();
+        assert_eq!(plan.clusters.len(), 1, "{plan:#?}");
+        // The window gets the plan as JSON and sends it back to apply.
+        let json = serde_json::to_value(&plan).unwrap();
+        assert_eq!(json["clusters"][0]["basis"], "similar", "{json}");
+        let back: ConsolidationPlan = serde_json::from_value(json).unwrap();
+        assert_eq!(back, plan);
+        let done = hygiene::consolidation_apply(&mut engine, back).unwrap();
+        assert_eq!(done.applied.len(), 1);
+        let status = serde_json::to_value(consolidation_status(&engine).unwrap()).unwrap();
+        let folded = &status["last"]["folded"][0];
+        assert_eq!(
+            folded["intoId"],
+            done.applied[0].into.id.as_str(),
+            "{status}"
+        );
+        let mut sources: Vec<String> = serde_json::from_value(folded["sources"].clone()).unwrap();
+        sources.sort();
+        let mut want = ids.clone();
+        want.sort();
+        assert_eq!(sources, want);
+        assert_eq!(status["last"]["daily"], false);
+        assert!(status["nextDueAt"].is_number());
     }
 }

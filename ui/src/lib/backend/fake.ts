@@ -9,11 +9,14 @@ import type {
   BackupReason,
   BackupRow,
   Conflict,
+  ConsolidationCluster,
+  ConsolidationPlan,
   CreateNote,
   DraftKind,
   Explain,
   Finding,
   FindingNote,
+  LastConsolidation,
   ImportReport,
   ListFilter,
   MergePlan,
@@ -23,6 +26,7 @@ import type {
   NoteRow,
   NoteType,
   Overview,
+  ReplacedBy,
   Resolution,
   ReviewQueue,
   ScopeInfo,
@@ -49,6 +53,9 @@ export interface FakeNote {
   /** A parse error: the note is listed with it and shown with `raw`. */
   error?: string | null;
   raw?: string;
+  /** `consolidated` once a consolidation folded it. */
+  status?: string | null;
+  replacedBy?: ReplacedBy | null;
 }
 
 export interface FakeSeed {
@@ -64,6 +71,8 @@ export interface FakeSeed {
   backups?: { note: FakeNote; reason: BackupReason }[];
   /** A chat model is configured for merge drafts (生成合并建议). */
   chatModel?: boolean;
+  /** What the last consolidation pass did. */
+  lastConsolidation?: LastConsolidation | null;
 }
 
 /** Every call the fake received, for tests that check what a page asked for. */
@@ -309,6 +318,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     tags: [...n.tags],
     updatedAt: n.updatedAt,
     error: n.error ?? null,
+    status: n.status ?? null,
+    replacedBy: n.replacedBy ? { ...n.replacedBy } : null,
   });
   const backup = (n: FakeNote, reason: BackupReason): string => {
     backupSeq += 1;
@@ -424,6 +435,38 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       draft: { kind: draft, summary: sources[0].summary, body },
       relinked,
     };
+  };
+  // Consolidation, the way the engine plans it: clusters of three or more recent working notes
+  // of one scope that say the same thing (by words here), folded into a new note.
+  let lastConsolidation: LastConsolidation | null = seed.lastConsolidation ?? null;
+  const consolidationPlan = (): ConsolidationPlan => {
+    const recent = [...notes.values()].filter((n) => !n.error && !n.status && Date.now() - n.updatedAt <= 7 * DAY);
+    const clusters: ConsolidationCluster[] = [];
+    const taken = new Set<FakeNote>();
+    for (const n of recent) {
+      if (taken.has(n)) continue;
+      const group = recent.filter((o) => o.scope === n.scope && !taken.has(o) && (o === n || jaccard(topicWords(n), topicWords(o)) >= SAME_TOPIC));
+      if (group.length < 3) continue;
+      for (const g of group) taken.add(g);
+      const sources: MergeSource[] = group
+        .map((x) => ({ id: x.id, summary: x.summary, tags: [...x.tags], hash: hashOf(x), createdAt: x.createdAt, updatedAt: x.updatedAt, path: `${x.id}.md`, body: x.body }))
+        .sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id));
+      const intoId = `${sources[0].id}-consolidated`;
+      const body = `${sources.map((x) => x.body.trim()).join('\n\n')}\n\n## Consolidated from\n\n${sources.map((x) => `- [[${x.id}]] ${x.summary}`).join('\n')}\n`;
+      clusters.push({
+        clusterId: `fold-${digest(sources.map((x) => `${x.id}\n${x.hash}`).join('\n'))}`,
+        scope: n.scope,
+        sources,
+        intoId,
+        newNote: true,
+        draft: { kind: 'manual', summary: sources[0].summary, body },
+        tags: [...new Set(sources.flatMap((x) => x.tags))],
+        basis: 'similar',
+        cosine: null,
+        lexical: 1,
+      });
+    }
+    return { clusters, threshold: 0.96, minSize: 3, maxAgeDays: 7, candidates: recent.length, vectors: false };
   };
   const guardSecret = (text: string) => {
     if (/AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|password\s*[:=]\s*\S+/i.test(text)) {
@@ -586,6 +629,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           trust: n.trust === 'peer' ? 0.3 : n.trust === 'ingested' ? 0.6 : 1,
           importance: n.importance ?? 0.5,
           access: 1,
+          standing: n.replacedBy || n.status === 'consolidated' ? 0.5 : 1,
         };
         const idx = n.body.toLowerCase().indexOf(words[0]);
         return {
@@ -593,7 +637,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           id: n.id,
           summary: n.summary,
           noteType: n.noteType,
-          score: explain.fused * explain.decay * explain.trust,
+          score: explain.fused * explain.decay * explain.trust * explain.standing,
           // The share of the query's words the note holds stands in for the model's relevance.
           relevance: words.filter((w) => `${n.summary} ${n.body}`.toLowerCase().includes(w)).length / words.length,
           snippet: idx >= 0 ? n.body.slice(Math.max(0, idx - 30), idx + 60).trim() : n.body.slice(0, 90).trim() || null,
@@ -822,6 +866,65 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       }
       emit({ kind: 'noteChanged', scope: p.scope, id: p.keptId });
       return { kept: { scope: p.scope, id: p.keptId, path: `${p.keptId}.md` }, deleted: [...p.deletedIds], relinked, notRelinked: [], backups: made };
+    },
+
+    async consolidationLast() {
+      record('consolidationLast', []);
+      await tick();
+      const at = lastConsolidation?.at ?? Date.now();
+      return { last: lastConsolidation ? structuredClone(lastConsolidation) : null, nextDueAt: at + DAY };
+    },
+
+    async consolidationPreview() {
+      record('consolidationPreview', []);
+      await tick();
+      return consolidationPlan();
+    },
+
+    async consolidationApply(p: ConsolidationPlan) {
+      record('consolidationApply', [p]);
+      await tick();
+      const at = Date.now();
+      const applied: { clusterId: string; into: { scope: ScopeKey; id: string; path: string }; sources: string[] }[] = [];
+      const skipped: { clusterId: string; reason: string }[] = [];
+      const made: string[] = [];
+      for (const c of p.clusters) {
+        const changed = c.sources.find((x) => {
+          const cur = notes.get(key(c.scope, x.id));
+          return !cur || hashOf(cur) !== x.hash;
+        });
+        if (changed) {
+          skipped.push({ clusterId: c.clusterId, reason: `note \`${changed.id}\` changed since the plan` });
+          continue;
+        }
+        const first = find(c.scope, c.sources[0].id);
+        const into: FakeNote = { ...first, id: c.intoId, summary: c.draft.summary, body: c.draft.body, tags: [...c.tags], createdAt: at, updatedAt: at, status: null, replacedBy: null };
+        notes.set(key(c.scope, into.id), into);
+        emit({ kind: 'noteAdded', scope: c.scope, id: into.id });
+        for (const x of c.sources) {
+          const n = find(c.scope, x.id);
+          made.push(backup(n, 'merge'));
+          n.status = 'consolidated';
+          n.replacedBy = { how: 'consolidated', id: into.id };
+          n.updatedAt = at;
+          emit({ kind: 'noteChanged', scope: c.scope, id: n.id });
+        }
+        applied.push({ clusterId: c.clusterId, into: { scope: c.scope, id: into.id, path: `${into.id}.md` }, sources: c.sources.map((x) => x.id) });
+      }
+      lastConsolidation = {
+        at,
+        daily: false,
+        folded: applied.map((a) => {
+          const c = p.clusters.find((x) => x.clusterId === a.clusterId)!;
+          return { clusterId: a.clusterId, scope: a.into.scope, intoId: a.into.id, summary: c.draft.summary, newNote: c.newNote, goalId: null, sources: a.sources };
+        }),
+        goalsClosed: [],
+        skipped,
+        backups: made.length,
+        error: null,
+      };
+      if (applied.length) emit({ kind: 'consolidated', at, folded: applied.length, notes: applied.reduce((k, a) => k + a.sources.length, 0) });
+      return { plan: p, dryRun: false, applied, skipped, backups: made };
     },
 
     async importFolder(req) {

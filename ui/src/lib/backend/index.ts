@@ -13,6 +13,9 @@ import type {
   BackupPreview,
   BackupRow,
   Conflict,
+  Consolidation,
+  ConsolidationPlan,
+  ConsolidationStatus,
   CreateNote,
   Dismissed,
   DraftKind,
@@ -168,6 +171,18 @@ export const mergePlan = (ids: string[], scope: ScopeKey | null, draft: DraftKin
  * notes are as they were in the plan `request.planId` names. */
 export const mergeApply = (request: MergeRequest): Promise<Merged> => call('merge_apply', { request });
 
+/** `consolidation_last()` → `ConsolidationStatus`: the last pass on this machine (the daily
+ * one's or one applied on request) and when the next daily pass falls due. */
+export const consolidationLast = (): Promise<ConsolidationStatus> => call('consolidation_last');
+
+/** `consolidation_preview()` → `ConsolidationPlan`: what a pass now would fold; writes nothing. */
+export const consolidationPreview = (): Promise<ConsolidationPlan> => call('consolidation_preview');
+
+/** `consolidation_apply({plan: ConsolidationPlan})` → `Consolidation`. Originals are marked
+ * `consolidated` and backed up, never deleted; a cluster changed since the preview is skipped. */
+export const consolidationApply = (plan: ConsolidationPlan): Promise<Consolidation> =>
+  call('consolidation_apply', { plan });
+
 /** `import_folder({request: ImportRequest})` → `ImportReport`; emits `indexProgress` events
  * with `task: "import"` while it runs. */
 export const importFolder = (request: ImportRequest): Promise<ImportReport> =>
@@ -208,6 +223,9 @@ export const tauriBackend: Backend = {
   dismissFinding,
   mergePlan,
   mergeApply,
+  consolidationLast,
+  consolidationPreview,
+  consolidationApply,
   importFolder,
   getSettings,
   setSettings,

@@ -44,6 +44,19 @@ export interface NoteRow {
   updatedAt: number | null;
   /** Set when the note's file does not parse; the row then shows the error, never hides. */
   error: string | null;
+  /** The life-cycle state as written (`consolidated`, `archived`); `null` for a working note. */
+  status: string | null;
+  /** Set when the note was consolidated into another note or another note supersedes it: it
+   * ranks below that note (× 0.5), and the list dims it. `id` is `null` when that note is gone. */
+  replacedBy: ReplacedBy | null;
+}
+
+export type ReplacedHow = 'consolidated' | 'superseded';
+
+/** What replaced a note (a note of the same scope). */
+export interface ReplacedBy {
+  how: ReplacedHow;
+  id: string | null;
 }
 
 /** An open note. */
@@ -111,6 +124,8 @@ export interface Explain {
   trust: number;
   importance: number;
   access: number;
+  /** 1 for a current note; × 0.5 for a note consolidated into another or superseded. */
+  standing: number;
 }
 
 export interface SearchHit {
@@ -427,6 +442,82 @@ export interface Merged {
   backups: string[];
 }
 
+/** A note of a consolidation cluster, as it was when planned. */
+export type ConsolidationSource = MergeSource;
+
+/** A cluster a consolidation would fold: recent working notes that say the same thing
+ * (`similar`), or a goal's `achieves` notes taken in by the note that closed it (`goal`). */
+export type ConsolidationCluster = {
+  /** Names the cluster: its scope, notes and their hashes. */
+  clusterId: string;
+  scope: ScopeKey;
+  /** The notes that become `consolidated`, oldest first. */
+  sources: ConsolidationSource[];
+  /** The note the cluster folds into: a new note's id, or the closing note's. */
+  intoId: string;
+  newNote: boolean;
+  draft: { kind: DraftKind; summary: string; body: string };
+  tags: string[];
+} & ({ basis: 'similar'; cosine: number | null; lexical: number } | { basis: 'goal'; goalId: string; closingId: string });
+
+/** What a pass would do (`consolidation_preview`); sent back unchanged to apply it. */
+export interface ConsolidationPlan {
+  clusters: ConsolidationCluster[];
+  threshold: number;
+  minSize: number;
+  maxAgeDays: number;
+  candidates: number;
+  vectors: boolean;
+}
+
+/** A cluster left as it was, and why (a note of it changed since the preview, say). */
+export interface SkippedCluster {
+  clusterId: string;
+  reason: string;
+}
+
+/** What an applied pass did. */
+export interface Consolidation {
+  plan: ConsolidationPlan;
+  dryRun: boolean;
+  applied: { clusterId: string; into: { scope: ScopeKey; id: string; path: string }; sources: string[] }[];
+  skipped: SkippedCluster[];
+  /** A backup of every note changed. */
+  backups: string[];
+}
+
+/** A cluster the last pass folded. */
+export interface FoldedCluster {
+  clusterId: string;
+  scope: ScopeKey;
+  intoId: string;
+  summary: string;
+  newNote: boolean;
+  goalId: string | null;
+  /** The notes now `consolidated` (kept, ranked below the new note), oldest first. */
+  sources: string[];
+}
+
+/** What the last consolidation pass on this machine did. */
+export interface LastConsolidation {
+  at: number;
+  /** The daily pass (else one asked for with "Consolidate now" or the CLI). */
+  daily: boolean;
+  folded: FoldedCluster[];
+  goalsClosed: string[];
+  skipped: SkippedCluster[];
+  /** Backups written, one per note changed. */
+  backups: number;
+  error: string | null;
+}
+
+export interface ConsolidationStatus {
+  /** `null` until a pass ran on this machine. */
+  last: LastConsolidation | null;
+  /** When the next daily pass falls due. */
+  nextDueAt: number;
+}
+
 /** The payload of the single Tauri event channel `memoria://event`. */
 export type BackendEvent =
   | { kind: 'noteAdded'; scope: ScopeKey; id: string }
@@ -454,6 +545,8 @@ export type BackendEvent =
       newConflicts: string[];
     }
   | { kind: 'conflictAppeared'; scope: ScopeKey; id: string }
+  /** A consolidation pass folded `folded` clusters, `notes` originals marked consolidated. */
+  | { kind: 'consolidated'; at: number; folded: number; notes: number }
   | { kind: 'error'; code: string; message: string };
 
 export type EventKind = BackendEvent['kind'];
@@ -483,6 +576,12 @@ export interface Backend {
   mergePlan(ids: string[], scope: ScopeKey | null, draft: DraftKind): Promise<MergePlan>;
   /** Rejects with `changed_since` when a note of the plan changed since it was planned. */
   mergeApply(req: MergeRequest): Promise<Merged>;
+  /** The last consolidation pass and when the next daily one falls due. */
+  consolidationLast(): Promise<ConsolidationStatus>;
+  /** What a consolidation now would fold; writes nothing. */
+  consolidationPreview(): Promise<ConsolidationPlan>;
+  /** Applies a preview; a cluster whose notes changed since is reported in `skipped`. */
+  consolidationApply(plan: ConsolidationPlan): Promise<Consolidation>;
   importFolder(req: ImportRequest): Promise<ImportReport>;
   getSettings(): Promise<Settings>;
   setSettings(patch: SettingsPatch): Promise<Settings>;

@@ -22,11 +22,20 @@ export class AppState {
   wantSearch = $state(false);
   /** Set by Ctrl/Cmd+N; the notes page opens a new note and clears it. */
   wantNewNote = $state(false);
+  /** Set by a page that links to a note (the Review page's consolidation); the notes page
+   * opens it and clears it. */
+  openNote = $state<{ scope: string; id: string } | null>(null);
   /** The open editor's save, for Ctrl/Cmd+S. */
   save: (() => void) | null = null;
   /** Closers for whatever Esc should close, innermost last. */
   private closers: (() => void)[] = [];
   private seq = 0;
+
+  /** Shows a note on the Notes page. */
+  showNote(scope: string, id: string): void {
+    this.openNote = { scope, id };
+    this.page = 'notes';
+  }
 
   toast(text: string, kind: Toast['kind'] = 'info'): void {
     const id = ++this.seq;
