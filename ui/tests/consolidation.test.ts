@@ -82,7 +82,7 @@ describe('consolidation in the app', () => {
     expect(within(row('deploy-days-old')).getByTestId('note-replaced')).toHaveTextContent('Sustituida');
   });
 
-  it('shows the standing factor in the explanation of a replaced note only', async () => {
+  it('dims a replaced note among the results and shows its standing factor in the explanation', async () => {
     const { user } = await renderApp(seed());
     await user.type(screen.getByTestId('search-input'), 'gateway');
     await waitFor(() => expect(screen.getAllByTestId('search-result').length).toBeGreaterThanOrEqual(4));
@@ -90,12 +90,17 @@ describe('consolidation in the app', () => {
     const of = (summary: string) => results.find((r) => r.textContent?.includes(summary))!;
 
     const original = of('Token bucket at the gateway');
+    // Shown, dimmed and labelled, below the note that replaced it.
+    expect(original).toHaveAttribute('data-replaced', 'true');
+    expect(within(original).getByTestId('search-replaced')).toHaveTextContent('Replaced');
     await user.click(within(original).getByRole('button', { name: 'Why this result?' }));
     const panel = within(original).getByTestId('search-explain');
     expect(within(panel).getByText('Standing')).toBeInTheDocument();
     expect(within(panel).getByTestId('explain-standing')).toHaveTextContent('× 0.5 replaced');
 
     const current = of('Gateway rate limit: 100 a minute per client');
+    expect(current).not.toHaveAttribute('data-replaced');
+    expect(within(current).queryByTestId('search-replaced')).toBeNull();
     await user.click(within(current).getByRole('button', { name: 'Why this result?' }));
     expect(within(within(current).getByTestId('search-explain')).queryByText('Standing')).toBeNull();
   });

@@ -86,6 +86,7 @@ export const en = {
   'explain.notMatched': 'not matched',
   'explain.standing': 'Standing',
   'explain.replaced': 'replaced',
+  'search.replaced': 'Replaced',
 
   'editor.newTitle': 'New note',
   'editor.summary': 'Summary',

@@ -86,6 +86,7 @@ export const es: Dict = {
   'explain.notMatched': 'sin coincidencia',
   'explain.standing': 'Vigencia',
   'explain.replaced': 'sustituida',
+  'search.replaced': 'Sustituida',
 
   'editor.newTitle': 'Nueva nota',
   'editor.summary': 'Resumen',

@@ -86,6 +86,7 @@ export const zh: Dict = {
   'explain.notMatched': '未匹配',
   'explain.standing': '状态',
   'explain.replaced': '已被取代',
+  'search.replaced': '已被取代',
 
   'editor.newTitle': '新建笔记',
   'editor.summary': '摘要',
