@@ -50,7 +50,8 @@ pub struct SessionOptions {
     /// session stays up, at most once a day on this machine, never in the way of start-up or
     /// of the session's reads and writes. A pass that changed notes is published as
     /// [`Event::Consolidated`]. Off unless the front end turns it on: the pass rewrites notes
-    /// (their status) and adds consolidated ones.
+    /// (their status) and adds consolidated ones. [`Session::set_consolidation`] turns it on
+    /// or off while the session runs.
     pub consolidate: bool,
 }
 
@@ -294,8 +295,38 @@ pub struct Session {
     kick: Arc<Kick>,
     indexer: Option<JoinHandle<()>>,
     model: Option<JoinHandle<()>>,
-    consolidation: Option<JoinHandle<()>>,
-    consolidation_kick: Arc<Kick>,
+    /// What the consolidation thread opens its engine with.
+    open: OpenOptions,
+    /// The daily consolidation while it is on.
+    consolidation: Mutex<Option<Consolidation>>,
+}
+
+/// The daily consolidation's thread and what wakes or stops it.
+struct Consolidation {
+    thread: JoinHandle<()>,
+    kick: Arc<Kick>,
+}
+
+impl Consolidation {
+    // An engine of its own, so the pass holds neither the writer nor the readers; what it
+    // writes reaches the session as the watcher's events. The thread runs a pass when it
+    // starts, then sleeps until the next one falls due (waking to read the clock again now
+    // and then, and at once when it is stopped).
+    fn start(open: &OpenOptions, bus: &Arc<Bus>) -> Result<Consolidation> {
+        let kick = Arc::new(Kick::default());
+        let (open, bus, stop) = (open.clone(), bus.clone(), kick.clone());
+        let thread = std::thread::Builder::new()
+            .name("memoria-consolidate".into())
+            .spawn(move || consolidation_loop(&open, &bus, &stop))
+            .map_err(|e| Error::Invalid(format!("cannot start the consolidation thread: {e}")))?;
+        Ok(Consolidation { thread, kick })
+    }
+
+    /// Stops the thread; a pass in progress finishes first.
+    fn stop(self) {
+        self.kick.stop();
+        let _ = self.thread.join();
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -438,25 +469,8 @@ impl Session {
                 .map_err(|e| Error::Invalid(format!("cannot start the model thread: {e}")))?
         };
 
-        // An engine of its own, so the pass holds neither the writer nor the readers; what it
-        // writes reaches the session as the watcher's events. The thread runs the pass at
-        // start, then sleeps until the next one falls due (waking to read the clock again now
-        // and then, and at once when the session stops).
-        let consolidation_kick = Arc::new(Kick::default());
         let consolidation = if options.consolidate {
-            let (open, bus, kick) = (
-                options.open.clone(),
-                bus.clone(),
-                consolidation_kick.clone(),
-            );
-            Some(
-                std::thread::Builder::new()
-                    .name("memoria-consolidate".into())
-                    .spawn(move || consolidation_loop(&open, &bus, &kick))
-                    .map_err(|e| {
-                        Error::Invalid(format!("cannot start the consolidation thread: {e}"))
-                    })?,
-            )
+            Some(Consolidation::start(&options.open, &bus)?)
         } else {
             None
         };
@@ -472,8 +486,8 @@ impl Session {
             kick,
             indexer: Some(indexer),
             model: Some(model),
-            consolidation,
-            consolidation_kick,
+            open: options.open,
+            consolidation: Mutex::new(consolidation),
         })
     }
 
@@ -482,7 +496,27 @@ impl Session {
     /// knows the time jumped (the machine resumed from sleep), and for tests that move their
     /// clock.
     pub fn check_consolidation(&self) {
-        self.consolidation_kick.kick();
+        if let Some(c) = lock(&self.consolidation).as_ref() {
+            c.kick.kick();
+        }
+    }
+
+    /// Turns the daily consolidation on or off (a session starts as
+    /// [`SessionOptions::consolidate`] says). Turned on, it runs a pass at once if one is due;
+    /// turned off, it returns once a pass in progress has finished, and none starts after.
+    pub fn set_consolidation(&self, on: bool) -> Result<()> {
+        let mut slot = lock(&self.consolidation);
+        match (on, slot.is_some()) {
+            (true, false) => *slot = Some(Consolidation::start(&self.open, &self.bus)?),
+            (false, true) => slot.take().into_iter().for_each(Consolidation::stop),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether the daily consolidation is on.
+    pub fn consolidates(&self) -> bool {
+        lock(&self.consolidation).is_some()
     }
 
     /// A new subscriber: the model's state if it is settled (loaded or fallen back), then every
@@ -556,17 +590,17 @@ impl Drop for Session {
         drop(self.sync.take());
         drop(self.watch.take());
         self.kick.stop();
-        self.consolidation_kick.stop();
-        for t in [
-            self.indexer.take(),
-            self.model.take(),
-            self.consolidation.take(),
-        ]
-        .into_iter()
-        .flatten()
+        let consolidation = lock(&self.consolidation).take();
+        if let Some(c) = &consolidation {
+            c.kick.stop();
+        }
+        for t in [self.indexer.take(), self.model.take()]
+            .into_iter()
+            .flatten()
         {
             let _ = t.join();
         }
+        consolidation.into_iter().for_each(Consolidation::stop);
     }
 }
 

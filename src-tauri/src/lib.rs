@@ -87,9 +87,12 @@ pub fn run() {
                 .collect();
             let mut options = SessionOptions::new(open_options(&bundled));
             options.sync_token = memoria_engine::api::sync::env_token();
-            // The daily consolidation pass: the Notes list shows what it folded (dimmed,
-            // linked to what replaced them) and the Review page shows the last pass.
-            options.consolidate = true;
+            // The daily consolidation pass, unless turned off in Settings: the Notes list
+            // shows what it folded (dimmed, linked to what replaced them) and the Review page
+            // shows the last pass.
+            options.consolidate = Location::default().home().map_or(true, |h| {
+                commands::settings::load(h.root()).daily_consolidation()
+            });
             let (session, events) = Session::start_subscribed(options)?;
             events::start(app.handle(), events);
             app.manage(Shell::new(session));

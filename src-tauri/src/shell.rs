@@ -55,6 +55,13 @@ impl Shell {
         let session = self.session.clone();
         off_thread(move || Ok(session.import(&dir, scope)?)).await
     }
+
+    /// Turns the session's daily consolidation on or off; turning it off waits for a pass in
+    /// progress.
+    pub async fn set_consolidation(&self, on: bool) -> Result<(), UiError> {
+        let session = self.session.clone();
+        off_thread(move || Ok(session.set_consolidation(on)?)).await
+    }
 }
 
 /// Runs `f` on the session's writer. A write that succeeded stays a success when bringing

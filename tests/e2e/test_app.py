@@ -2,6 +2,7 @@
 through its data-testid hooks, checks the result with the real `memoria` CLI on the same home,
 and saves screenshots (see conftest.py)."""
 
+import json
 import re
 import time
 
@@ -312,6 +313,35 @@ def test_the_daily_consolidation_folds_a_cluster_and_the_app_shows_it(home, laun
     app.wait(lambda: app.one("note-summary").get_attribute("value") == new[0]["summary"],
              "the link opens the consolidated note")
     app.shot("consolidated-note")
+
+
+def test_the_daily_consolidation_turned_off_folds_nothing_until_turned_on_in_settings(home, launch):
+    # Turned off (as the Settings page saves it), a start with a pass due folds nothing.
+    (home.path / "desktop.json").write_text(json.dumps({"dailyConsolidation": False}))
+    body = "Release tags are signed with the team key and pushed only after the changelog is merged."
+    ids = [home.cli("add", "--summary", "Release tag rule", "--type", "user", "--body", body)["id"]
+           for _ in range(3)]
+    app = launch(home)
+    app.click("nav-review")
+    app.wait_text("consolidation-daily-off", "The daily pass is off")
+    app.wait_text("consolidation-none", "No consolidation has run")
+    assert not any(n.get("status") for n in home.cli("list")), "the pass ran while off"
+    app.shot("review-daily-off")
+
+    # Turned on in Settings, the due pass runs at once and the Review page shows it.
+    app.click("nav-settings")
+    box = app.one("settings-daily-consolidation")
+    assert not box.is_selected()
+    box.click()
+    app.wait_text("toast", "Settings saved")
+    app.shot("settings-daily-on")
+    assert json.loads((home.path / "desktop.json").read_text())["dailyConsolidation"] is True
+    until(lambda: sum(n.get("status") == "consolidated" for n in home.cli("list")) == 3 or None,
+          "turning the daily pass on folded the three notes")
+    app.click("nav-review")
+    app.wait_text("consolidation-last", "Last daily pass")
+    assert sorted(app.text_of("consolidation-source")) == sorted(ids)
+    assert not app.all("consolidation-daily-off")
 
 
 def test_consolidate_now_shows_what_it_will_fold_and_applies_on_confirmation(home, launch):

@@ -476,37 +476,37 @@ fn session(
     memoria_engine::Session::start(o).unwrap()
 }
 
+/// Three rewordings of one note in the user scope, written at `clock`'s time: a cluster the
+/// consolidation folds.
+fn add_rewordings(home: &Path, clock: &std::sync::Arc<memoria_shared::FixedClock>, ids: [&str; 3]) {
+    let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
+        home: Some(home.to_path_buf()),
+        model_dir: Some(home.join("no-model")),
+        clock: clock.clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    for (id, body) in ids.into_iter().zip([PRICING, PRICING_AGAIN, PRICING_THIRD]) {
+        e.add(memoria_engine::NewNote {
+            id: Some(id.into()),
+            summary: "Pricing cards".into(),
+            body: body.into(),
+            scope: Some(memoria_engine::ScopeChoice::User),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+}
+
 #[test]
 fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
-    use memoria_engine::{Event, NewNote, ScopeChoice};
+    use memoria_engine::Event;
     const T0: i64 = 1_789_000_000_000;
     const DAY: i64 = 86_400_000;
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().canonicalize().unwrap().join("home");
     let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(T0));
-    {
-        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
-            home: Some(home.clone()),
-            model_dir: Some(home.join("no-model")),
-            clock: clock.clone(),
-            ..Default::default()
-        })
-        .unwrap();
-        for (id, body) in [
-            ("pricing", PRICING),
-            ("pricing-2", PRICING_AGAIN),
-            ("pricing-3", PRICING_THIRD),
-        ] {
-            e.add(NewNote {
-                id: Some(id.into()),
-                summary: "Pricing cards".into(),
-                body: body.into(),
-                scope: Some(ScopeChoice::User),
-                ..Default::default()
-            })
-            .unwrap();
-        }
-    }
+    add_rewordings(&home, &clock, ["pricing", "pricing-2", "pricing-3"]);
     let user = home.join("memory").join("user");
     let files = || {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&user)
@@ -554,29 +554,7 @@ fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
 
     // The same day, three new rewordings wait: the pass ran today. Dropping the session
     // waits for its threads, so the pass has had its turn.
-    {
-        let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
-            home: Some(home.clone()),
-            model_dir: Some(home.join("no-model")),
-            clock: clock.clone(),
-            ..Default::default()
-        })
-        .unwrap();
-        for (id, body) in [
-            ("again-1", PRICING),
-            ("again-2", PRICING_AGAIN),
-            ("again-3", PRICING_THIRD),
-        ] {
-            e.add(NewNote {
-                id: Some(id.into()),
-                summary: "Pricing cards".into(),
-                body: body.into(),
-                scope: Some(ScopeChoice::User),
-                ..Default::default()
-            })
-            .unwrap();
-        }
-    }
+    add_rewordings(&home, &clock, ["again-1", "again-2", "again-3"]);
     let before = files();
     clock.set(T0 + DAY - 1);
     drop(session(&home, &clock));
@@ -586,4 +564,59 @@ fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
     drop(session(&home, &clock));
     let again = std::fs::read_to_string(user.join("again-1.md")).unwrap();
     assert!(again.contains("\"status\":\"consolidated\""), "{again}");
+}
+
+#[test]
+fn the_daily_consolidation_turns_on_and_off_while_a_session_runs() {
+    const T0: i64 = 1_789_000_000_000;
+    const DAY: i64 = 86_400_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().canonicalize().unwrap().join("home");
+    let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(T0));
+    add_rewordings(&home, &clock, ["pricing", "pricing-2", "pricing-3"]);
+    let consolidated = |id: &str| {
+        std::fs::read_to_string(home.join("memory").join("user").join(format!("{id}.md")))
+            .unwrap()
+            .contains("\"status\":\"consolidated\"")
+    };
+    clock.set(T0 + 3_600_000);
+    let start = || {
+        let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
+            home: Some(home.clone()),
+            model_dir: Some(home.join("no-model")),
+            clock: clock.clone(),
+            ..Default::default()
+        });
+        o.sync = false;
+        o.consolidate = false;
+        memoria_engine::Session::start(o).unwrap()
+    };
+    // Off: a pass is due and none runs (dropping a session waits for its threads).
+    let s = start();
+    assert!(!s.consolidates());
+    s.check_consolidation();
+    drop(s);
+    assert!(
+        !consolidated("pricing"),
+        "a pass ran while the consolidation was off"
+    );
+
+    // Turned on, the due pass runs; turned off at once, the call returns after that pass.
+    let s = start();
+    s.set_consolidation(true).unwrap();
+    assert!(s.consolidates());
+    s.set_consolidation(false).unwrap();
+    assert!(!s.consolidates());
+    assert!(
+        consolidated("pricing"),
+        "turning the consolidation on ran the due pass"
+    );
+
+    // The next day, on again in the same session: the next pass runs.
+    add_rewordings(&home, &clock, ["again-1", "again-2", "again-3"]);
+    clock.set(T0 + 3_600_000 + DAY);
+    assert!(!consolidated("again-1"));
+    s.set_consolidation(true).unwrap();
+    s.set_consolidation(false).unwrap();
+    assert!(consolidated("again-1"), "the second pass, once on again");
 }

@@ -18,6 +18,25 @@ describe('Settings page', () => {
     await waitFor(() => expect(callsOf(be, 'setSettings').at(-1)).toEqual([{ syncServer: 'https://sync.example.org', modelDir: '/opt/models/e5' }]));
     expect(await screen.findByText('Settings saved.')).toBeInTheDocument();
   });
+
+  it('turns the daily consolidation off, and the Review page says so', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'review');
+    await screen.findByTestId('consolidation');
+    expect(screen.queryByTestId('consolidation-daily-off')).toBeNull();
+
+    await goTo(user, 'settings');
+    const box = await screen.findByTestId('settings-daily-consolidation');
+    expect(box).toBeChecked();
+    expect(box).toHaveAccessibleName('Consolidate daily');
+    await user.click(box);
+    await waitFor(() => expect(callsOf(be, 'setSettings').at(-1)).toEqual([{ dailyConsolidation: false }]));
+    expect(box).not.toBeChecked();
+
+    await goTo(user, 'review');
+    expect(await screen.findByTestId('consolidation-daily-off')).toHaveTextContent('The daily pass is off');
+    expect(screen.getByTestId('consolidate-now')).toBeEnabled();
+  });
 });
 
 describe('keyboard', () => {

@@ -5,6 +5,7 @@
 //! `ConsolidationPlan`, `Consolidation`).
 
 use memoria_engine::Engine;
+use memoria_engine::api;
 use memoria_engine::api::hygiene::{
     self, ConsolidateQuery, Consolidation, ConsolidationPlan, Dismissed, DraftKind,
     LastConsolidation, MergePlan, Merged, Review, ReviewQuery,
@@ -55,17 +56,20 @@ pub fn apply(engine: &mut Engine, req: &MergeRequest) -> Result<Merged, UiError>
     )?)
 }
 
-/// The last consolidation pass on this machine and when the next daily one falls due.
+/// The last consolidation pass on this machine, whether the app runs the daily one (Settings),
+/// and when the next falls due.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsolidationStatus {
     pub last: Option<LastConsolidation>,
+    pub daily: bool,
     pub next_due_at: i64,
 }
 
 pub fn consolidation_status(engine: &Engine) -> Result<ConsolidationStatus, UiError> {
     Ok(ConsolidationStatus {
         last: hygiene::last_consolidation(engine)?,
+        daily: super::settings::load(&api::folders(engine).home).daily_consolidation(),
         next_due_at: hygiene::consolidation_due_at(engine)?,
     })
 }
@@ -228,7 +232,8 @@ mod tests {
     fn a_consolidation_preview_crosses_to_the_window_and_back_and_the_pass_is_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let mut engine = engine(&tmp);
-        assert_eq!(consolidation_status(&engine).unwrap().last, None);
+        let status = consolidation_status(&engine).unwrap();
+        assert_eq!((status.last, status.daily), (None, true));
         let body = "Each client gets 100 requests a minute at the API gateway, token bucket.";
         let ids: Vec<String> = (0..3)
             .map(|_| add(&mut engine, "Rate limit", body))

@@ -1,4 +1,4 @@
-//! The Settings page: language, theme, sync server and model folder. The app's own choices
+//! The Settings page: language, theme, the daily consolidation, sync server and model folder. The app's own choices
 //! live in `desktop.json` in the home; the sync server is the sync settings' own.
 
 use std::path::{Path, PathBuf};
@@ -20,6 +20,15 @@ pub struct DesktopFile {
     pub theme: Option<String>,
     #[serde(default)]
     pub model_dir: Option<String>,
+    /// Whether the app runs the daily consolidation; on when unset.
+    #[serde(default)]
+    pub daily_consolidation: Option<bool>,
+}
+
+impl DesktopFile {
+    pub fn daily_consolidation(&self) -> bool {
+        self.daily_consolidation.unwrap_or(true)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -29,6 +38,8 @@ pub struct Settings {
     pub theme: String,
     pub sync_server: Option<String>,
     pub model_dir: Option<String>,
+    /// Once a day, fold clusters of near-identical recent notes into one.
+    pub daily_consolidation: bool,
     pub home: String,
     /// The language of the system locale (`LC_ALL`, `LC_MESSAGES`, `LANG`) as a BCP 47 tag,
     /// e.g. `zh-CN`: what "follow the system" means (the web view's own `navigator.language`
@@ -57,6 +68,7 @@ pub struct SettingsPatch {
     pub sync_server: Option<Option<String>>,
     #[serde(default, with = "present")]
     pub model_dir: Option<Option<String>>,
+    pub daily_consolidation: Option<bool>,
 }
 
 /// Tells an absent field (`None`) from a `null` one (`Some(None)`).
@@ -85,6 +97,7 @@ pub fn get(engine: &Engine) -> Result<Settings, UiError> {
     let folders = api::folders(engine);
     let f = load(&folders.home);
     Ok(Settings {
+        daily_consolidation: f.daily_consolidation(),
         language: f.language,
         theme: f.theme.unwrap_or_else(|| "system".into()),
         sync_server: sync::server(engine)?,
@@ -121,6 +134,9 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
         }
         f.model_dir = m;
     }
+    if let Some(on) = patch.daily_consolidation {
+        f.daily_consolidation = Some(on);
+    }
     if let Some(server) = patch.sync_server {
         sync::set_server(engine, server.as_deref())?;
     }
@@ -139,7 +155,12 @@ pub async fn set_settings(
     shell: State<'_, Shell>,
     patch: SettingsPatch,
 ) -> Result<Settings, UiError> {
-    shell.call(move |e| set(e, patch)).await
+    let daily = patch.daily_consolidation;
+    let settings = shell.call(move |e| set(e, patch)).await?;
+    if let Some(on) = daily {
+        shell.set_consolidation(on).await?;
+    }
+    Ok(settings)
 }
 
 #[cfg(test)]
@@ -172,6 +193,15 @@ mod tests {
         assert_eq!(s.language.as_deref(), Some("zh"));
         let s = set(&engine, patch(serde_json::json!({"language": null}))).unwrap();
         assert_eq!(s.language, None);
+        assert!(s.daily_consolidation, "on unless turned off");
+        let s = set(
+            &engine,
+            patch(serde_json::json!({"dailyConsolidation": false})),
+        )
+        .unwrap();
+        assert!(!s.daily_consolidation);
+        assert!(!load(tmp.path()).daily_consolidation());
+        assert_eq!(s.language, None, "the other settings stay");
         assert_eq!(
             set(&engine, patch(serde_json::json!({"language": "fr"})))
                 .unwrap_err()

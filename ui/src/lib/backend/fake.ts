@@ -285,6 +285,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     theme: 'system',
     syncServer: seed.signedIn ? 'https://sync.example.org' : null,
     modelDir: '/home/ana/.cache/memoria/models/e5-small-int8',
+    dailyConsolidation: true,
     home: '/home/ana/.memoria',
     ...seed.settings,
   };
@@ -872,7 +873,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('consolidationLast', []);
       await tick();
       const at = lastConsolidation?.at ?? Date.now();
-      return { last: lastConsolidation ? structuredClone(lastConsolidation) : null, nextDueAt: at + DAY };
+      return { last: lastConsolidation ? structuredClone(lastConsolidation) : null, daily: settings.dailyConsolidation, nextDueAt: at + DAY };
     },
 
     async consolidationPreview() {

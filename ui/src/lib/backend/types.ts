@@ -327,6 +327,8 @@ export interface Settings {
   theme: ThemeChoice;
   syncServer: string | null;
   modelDir: string | null;
+  /** Whether the app runs the daily consolidation pass. */
+  dailyConsolidation: boolean;
   /** MEMORIA_HOME, read-only. */
   home: string;
   /** The system's language as the shell reads it (`LC_ALL`, `LC_MESSAGES`, `LANG`), e.g.
@@ -514,6 +516,8 @@ export interface LastConsolidation {
 export interface ConsolidationStatus {
   /** `null` until a pass ran on this machine. */
   last: LastConsolidation | null;
+  /** Whether the app runs the daily pass (Settings). */
+  daily: boolean;
   /** When the next daily pass falls due. */
   nextDueAt: number;
 }

@@ -249,6 +249,8 @@ export const en = {
   'settings.modelDir': 'Model folder',
   'settings.modelDirHint': 'The folder with the embedding model (for example e5-small-int8).',
   'settings.home': 'Memory folder (MEMORIA_HOME)',
+  'settings.dailyConsolidation': 'Consolidate daily',
+  'settings.dailyConsolidationHint': 'Once a day, fold three or more recent notes that say the same thing into one. The originals are backed up and kept, marked consolidated.',
   'settings.saved': 'Settings saved.',
 
   'time.justNow': 'just now',
@@ -302,6 +304,7 @@ export const en = {
   'merge.changedKept': 'Your text is kept in the editor.',
   'consolidation.title': 'Consolidation',
   'consolidation.intro': 'Once a day Memoria folds three or more recent working notes that say the same thing into one consolidated note. Nothing is deleted: each original is backed up, then kept, marked consolidated and ranked below the new note.',
+  'consolidation.dailyOff': 'The daily pass is off (Settings). Consolidate now still works.',
   'consolidation.none': 'No consolidation has run on this computer yet.',
   'consolidation.lastDaily': 'Last daily pass: {when}',
   'consolidation.lastAsked': 'Last pass (asked for): {when}',

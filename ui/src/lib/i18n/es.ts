@@ -249,6 +249,8 @@ export const es: Dict = {
   'settings.modelDir': 'Carpeta del modelo',
   'settings.modelDirHint': 'La carpeta con el modelo de incrustaciones (por ejemplo e5-small-int8).',
   'settings.home': 'Carpeta de memoria (MEMORIA_HOME)',
+  'settings.dailyConsolidation': 'Consolidar a diario',
+  'settings.dailyConsolidationHint': 'Una vez al día, reúne en una sola tres o más notas recientes que dicen lo mismo. Las originales se copian y se conservan, marcadas como consolidadas.',
   'settings.saved': 'Ajustes guardados.',
 
   'time.justNow': 'ahora mismo',
@@ -302,6 +304,7 @@ export const es: Dict = {
   'merge.changedKept': 'Tu texto se conserva en el editor.',
   'consolidation.title': 'Consolidación',
   'consolidation.intro': 'Una vez al día, Memoria reúne tres o más notas de trabajo recientes que dicen lo mismo en una nota consolidada. No se borra nada: cada original se copia primero, y luego se conserva, marcada como consolidada y por debajo de la nueva nota.',
+  'consolidation.dailyOff': 'La pasada diaria está desactivada (Ajustes). «Consolidar ahora» sigue disponible.',
   'consolidation.none': 'Todavía no se ha hecho ninguna consolidación en este equipo.',
   'consolidation.lastDaily': 'Última pasada diaria: {when}',
   'consolidation.lastAsked': 'Última pasada (a petición): {when}',

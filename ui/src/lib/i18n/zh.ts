@@ -249,6 +249,8 @@ export const zh: Dict = {
   'settings.modelDir': '模型文件夹',
   'settings.modelDirHint': '存放嵌入模型的文件夹（例如 e5-small-int8）。',
   'settings.home': '记忆文件夹 (MEMORIA_HOME)',
+  'settings.dailyConsolidation': '每日整合',
+  'settings.dailyConsolidationHint': '每天一次，把三条或以上内容相同的近期笔记整合成一条。原笔记先备份并保留，标记为已整合。',
   'settings.saved': '设置已保存。',
 
   'time.justNow': '刚刚',
@@ -302,6 +304,7 @@ export const zh: Dict = {
   'merge.changedKept': '你编辑的文字仍保留在编辑器中。',
   'consolidation.title': '整合',
   'consolidation.intro': 'Memoria 每天一次把三条或以上内容相同的近期工作笔记整合成一条笔记。不会删除任何内容：每条原笔记先备份，然后保留，标记为已整合，排在新笔记之后。',
+  'consolidation.dailyOff': '每日整合已关闭（设置）。仍可手动“立即整合”。',
   'consolidation.none': '本机尚未运行过整合。',
   'consolidation.lastDaily': '上次每日整合：{when}',
   'consolidation.lastAsked': '上次整合（手动）：{when}',
