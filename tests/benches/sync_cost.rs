@@ -10,7 +10,8 @@
 //!
 //! The engine runs in this process, as a long-running process (`memoria watch`, `memoria mcp`)
 //! runs it: one engine and one syncer kept across passes. Each row is one pass (the round: one
-//! pass of each scope); the poll rows are the median of five.
+//! pass of each scope); the poll and change rows are the median of five (each change pass finds
+//! a different note changed).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -160,7 +161,22 @@ fn measure(proxy: &Proxy, passes: impl FnOnce() -> Vec<PassReport>) -> Row {
 
 /// The median of five rows of `passes`, by time.
 fn median_of_five(proxy: &Proxy, mut passes: impl FnMut() -> Vec<PassReport>) -> Row {
-    let mut rows: Vec<Row> = (0..5).map(|_| measure(proxy, &mut passes)).collect();
+    median_of_five_after(proxy, |_| {}, |_| passes())
+}
+
+/// The median of five rows of `passes`, by time, each after `before` (not measured); both are
+/// given the round's number.
+fn median_of_five_after(
+    proxy: &Proxy,
+    mut before: impl FnMut(usize),
+    mut passes: impl FnMut(usize) -> Vec<PassReport>,
+) -> Row {
+    let mut rows: Vec<Row> = (0..5)
+        .map(|k| {
+            before(k);
+            measure(proxy, || passes(k))
+        })
+        .collect();
     rows.sort_by(|x, y| x.ms.total_cmp(&y.ms));
     rows[2]
 }
@@ -213,9 +229,21 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     let poll = median_of_five(&proxy, || vec![a.pass()]);
     print(store_name, notes, "poll, nothing new", poll);
 
-    let path = a.dir().join("note-00007.md");
-    std::fs::write(&path, note_text("note-00007", 7, "Edited. ")).unwrap();
-    let local = measure(&proxy, || vec![a.pass()]);
+    // Each of five passes finds one note edited here, a different note each time; the notes
+    // edited before it are old enough to be known by their file times.
+    let edit = |dir: &Path, n: usize, salt: &str| {
+        let id = format!("note-{n:05}");
+        std::fs::write(dir.join(format!("{id}.md")), note_text(&id, n, salt)).unwrap();
+    };
+    let here = a.dir();
+    let local = median_of_five_after(
+        &proxy,
+        |k| {
+            settle();
+            edit(&here, 7 + 10 * k, "Edited. ");
+        },
+        |_| vec![a.pass()],
+    );
     print(store_name, notes, "one change here", local);
 
     // Another machine, downloading everything once, then changing one note.
@@ -224,13 +252,16 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     settle();
     b.pass();
     a.pass();
-    std::fs::write(
-        b.dir().join("note-00042.md"),
-        note_text("note-00042", 42, "From B. "),
-    )
-    .unwrap();
-    b.pass();
-    let remote = measure(&proxy, || vec![a.pass()]);
+    // Each of five passes here finds one note the other machine edited and sent.
+    let remote = median_of_five_after(
+        &proxy,
+        |k| {
+            settle();
+            edit(&b.dir(), 42 + 10 * k, "From B. ");
+            b.pass();
+        },
+        |_| vec![a.pass()],
+    );
     print(store_name, notes, "one change elsewhere", remote);
     server.stop();
 }
