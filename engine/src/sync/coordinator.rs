@@ -509,20 +509,21 @@ impl PassRunner for EngineRunner {
     }
 
     fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
-        let quiet = match self.prepare() {
-            Ok((engine, syncer)) => syncer.has_local_changes(engine, scope).ok() == Some(false),
-            Err(_) => false,
-        };
-        if !quiet {
+        let Ok((engine, syncer)) = self.prepare() else {
             return self.run(scope);
-        }
-        let report = PassReport {
-            scope: scope.key(),
-            unchanged: true,
-            deferred: true,
-            ..PassReport::default()
         };
-        (Ok(report), 0)
+        let before = syncer.client().traffic.snapshot().0;
+        let result = syncer.sync_scope_if_changed(engine, scope);
+        let requests = syncer.client().traffic.snapshot().0 - before;
+        let result = result.map(|r| {
+            r.unwrap_or_else(|| PassReport {
+                scope: scope.key(),
+                unchanged: true,
+                deferred: true,
+                ..PassReport::default()
+            })
+        });
+        (result, requests)
     }
 
     fn reset(&mut self) {

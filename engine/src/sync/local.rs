@@ -86,6 +86,32 @@ impl LocalCache {
                 .all(|(rel, fp)| self.files.get(rel).is_some_and(|c| c.fp == *fp))
     }
 
+    /// [`LocalCache::is_clean`], except that a file the last pass could not cache (it changed
+    /// within the file-time window, [`SETTLE_NS`], so its fingerprint alone could not stand
+    /// for its content) is read: it counts as unchanged when `read` gives the note id and
+    /// sync hash it has now, `synced` gives that id the same hash (the pass sent or received
+    /// it), and no cached file is that note. Reads only those files.
+    pub fn is_clean_reading<'s>(
+        &self,
+        walk: &Walk,
+        manifest: Option<&str>,
+        mut read: impl FnMut(&str) -> Option<(String, String)>,
+        synced: impl Fn(&str) -> Option<&'s str>,
+    ) -> bool {
+        if manifest.is_none() || self.clean.as_deref() != manifest {
+            return false;
+        }
+        if self.files.keys().any(|rel| !walk.contains_key(rel)) {
+            return false;
+        }
+        walk.iter().all(|(rel, fp)| match self.files.get(rel) {
+            Some(c) => c.fp == *fp,
+            None => read(rel).is_some_and(|(id, hash)| {
+                synced(&id) == Some(hash.as_str()) && self.files.values().all(|c| c.id != id)
+            }),
+        })
+    }
+
     /// The known hash of the file at `rel`, if it is unchanged and was the note `id`.
     pub fn hash_of(&self, walk: &Walk, rel: &str, id: &str) -> Option<&str> {
         let c = self.files.get(rel)?;
@@ -196,5 +222,76 @@ mod tests {
         assert_eq!(cache.hash_of(&before, "a.md", "a"), Some("h"));
         assert_eq!(cache.hash_of(&after, "a.md", "a"), None);
         assert_eq!(cache.hash_of(&before, "a.md", "b"), None);
+    }
+
+    #[test]
+    fn a_file_too_recent_to_cache_is_clean_when_it_reads_as_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.md"), "one\n").unwrap();
+        std::fs::write(dir.path().join("b.md"), "two\n").unwrap();
+        let w = walk(dir.path()).unwrap();
+        // The last pass cached a.md; b.md had just changed.
+        let mut cache = LocalCache {
+            clean: Some("v1".into()),
+            ..Default::default()
+        };
+        cache.files.insert(
+            "a.md".into(),
+            CachedFile {
+                fp: w["a.md"],
+                id: "a".into(),
+                hash: "ha".into(),
+            },
+        );
+        assert!(!cache.is_clean(&w, Some("v1")));
+        let synced = |id: &str| -> Option<&'static str> {
+            match id {
+                "a" => Some("ha"),
+                "b" => Some("hb"),
+                _ => None,
+            }
+        };
+        let mut reads = Vec::new();
+        let read = |rel: &str| {
+            reads.push(rel.to_owned());
+            Some(("b".to_owned(), "hb".to_owned()))
+        };
+        assert!(cache.is_clean_reading(&w, Some("v1"), read, synced));
+        assert_eq!(reads, ["b.md"], "only the file not cached is read");
+        // Changed since it was sent, a note never synced, or a second file of a cached note.
+        assert!(!cache.is_clean_reading(
+            &w,
+            Some("v1"),
+            |_| Some(("b".into(), "hx".into())),
+            synced
+        ));
+        assert!(!cache.is_clean_reading(
+            &w,
+            Some("v1"),
+            |_| Some(("c".into(), "hc".into())),
+            synced
+        ));
+        assert!(!cache.is_clean_reading(
+            &w,
+            Some("v1"),
+            |_| Some(("a".into(), "ha".into())),
+            synced
+        ));
+        assert!(!cache.is_clean_reading(&w, Some("v1"), |_| None, synced));
+        assert!(!cache.is_clean_reading(
+            &w,
+            Some("v2"),
+            |_| Some(("b".into(), "hb".into())),
+            synced
+        ));
+        // A cached file gone is a change.
+        std::fs::remove_file(dir.path().join("a.md")).unwrap();
+        let gone = walk(dir.path()).unwrap();
+        assert!(!cache.is_clean_reading(
+            &gone,
+            Some("v1"),
+            |_| Some(("b".into(), "hb".into())),
+            synced
+        ));
     }
 }

@@ -278,6 +278,28 @@ impl Syncer {
     /// One pass over `scope`, recording its status (last synced, error naming the scope, what
     /// the download brought) for `sync status`.
     pub fn sync_scope(&mut self, engine: &mut Engine, scope: &Scope) -> SyncResult<PassReport> {
+        self.sync_scope_when(engine, scope, false)
+            .map(|r| r.expect("a pass asked for unconditionally runs"))
+    }
+
+    /// [`Syncer::sync_scope`] for a process that defers polling `scope` to another: the pass
+    /// runs only when [`Syncer::has_local_changes`] says so, checked under the same pass lock,
+    /// so a change another process's pass sent meanwhile is not sent again. `None` when it
+    /// had nothing to do (no request sent).
+    pub fn sync_scope_if_changed(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+    ) -> SyncResult<Option<PassReport>> {
+        self.sync_scope_when(engine, scope, true)
+    }
+
+    fn sync_scope_when(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        only_if_changed: bool,
+    ) -> SyncResult<Option<PassReport>> {
         let key = scope.key();
         if Settings::load(&self.dir)?.off_scopes.contains(&key) {
             return Err(SyncError::ScopeOff(key));
@@ -286,6 +308,10 @@ impl Syncer {
         // One pass per scope at a time across processes (a watcher's coordinator and
         // `memoria sync now` share the base store), whichever folder of the scope it is for.
         let _pass = ScopeDir::new(&self.dir, &key).lock_pass()?;
+        // A check that fails runs the pass, which reports what is wrong.
+        if only_if_changed && self.local_changes(engine, scope).ok() == Some(false) {
+            return Ok(None);
+        }
         let sd = ScopeDir::for_folder(&self.dir, &key, &folder)?;
         let result = self.sync_scope_inner(engine, scope, &sd, &folder);
         let now = self.clock.now_ms();
@@ -307,15 +333,21 @@ impl Syncer {
         });
         let report = result?;
         status?;
-        Ok(report)
+        Ok(Some(report))
     }
 
     /// Whether this machine has anything for `scope` that the last pass (of any process on
     /// the home) did not leave in sync: a note file changed since, or a pass left unfinished.
-    /// Reads no note file; waits for a pass in flight.
+    /// Reads only the note files that pass could not vouch for by their file times (changed
+    /// just before or during it); waits for a pass in flight.
     pub fn has_local_changes(&self, engine: &Engine, scope: &Scope) -> SyncResult<bool> {
         // After a pass in flight elsewhere, which may be sending this very change.
         let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
+        self.local_changes(engine, scope)
+    }
+
+    /// [`Syncer::has_local_changes`], the pass lock held by the caller.
+    fn local_changes(&self, engine: &Engine, scope: &Scope) -> SyncResult<bool> {
         let sd = ScopeDir::of(engine, scope)?;
         let state = sd.load_state()?;
         let folder = engine.scope_dir(scope)?;
@@ -323,7 +355,18 @@ impl Syncer {
             return Ok(true);
         }
         let walk = local::walk(&folder)?;
-        Ok(!LocalCache::load(sd.root()).is_clean(&walk, state.manifest_version.as_deref()))
+        let read = |rel: &str| {
+            let text = read_text(&folder.join(rel)).ok()?;
+            let note = parse_note(&text, rel).ok()?;
+            Some((note.id.as_str().to_owned(), synced_hash(&note)))
+        };
+        let synced = |id: &str| state.base.get(id).map(|b| b.hash.as_str());
+        Ok(!LocalCache::load(sd.root()).is_clean_reading(
+            &walk,
+            state.manifest_version.as_deref(),
+            read,
+            synced,
+        ))
     }
 
     /// What every request to the server for `scope` needs first: sync on, an identity, and the
