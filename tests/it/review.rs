@@ -465,6 +465,15 @@ fn session(
     home: &Path,
     clock: &std::sync::Arc<memoria_shared::FixedClock>,
 ) -> memoria_engine::Session {
+    session_consolidating(home, clock, true)
+}
+
+/// A session over `home` at `clock`'s time, without sync, its daily consolidation on or off.
+fn session_consolidating(
+    home: &Path,
+    clock: &std::sync::Arc<memoria_shared::FixedClock>,
+    consolidate: bool,
+) -> memoria_engine::Session {
     let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
         home: Some(home.to_path_buf()),
         model_dir: Some(home.join("no-model")),
@@ -472,7 +481,7 @@ fn session(
         ..Default::default()
     });
     o.sync = false;
-    o.consolidate = true;
+    o.consolidate = consolidate;
     memoria_engine::Session::start(o).unwrap()
 }
 
@@ -580,17 +589,7 @@ fn the_daily_consolidation_turns_on_and_off_while_a_session_runs() {
             .contains("\"status\":\"consolidated\"")
     };
     clock.set(T0 + 3_600_000);
-    let start = || {
-        let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
-            home: Some(home.clone()),
-            model_dir: Some(home.join("no-model")),
-            clock: clock.clone(),
-            ..Default::default()
-        });
-        o.sync = false;
-        o.consolidate = false;
-        memoria_engine::Session::start(o).unwrap()
-    };
+    let start = || session_consolidating(&home, &clock, false);
     // Off: a pass is due and none runs (dropping a session waits for its threads).
     let s = start();
     assert!(!s.consolidates());
