@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the desktop app needs to build, run and be tested end to end, idempotently:
 #   Debian packages  WebKitGTK 4.1 and the build tools Tauri links against, Xvfb, the WebKit
-#                    WebDriver, ImageMagick (docs/desktop.md lists them)
+#                    WebDriver, ImageMagick, a font for Chinese (docs/desktop.md lists them)
 #   ui/node_modules  `npm ci` (skipped while package-lock.json is unchanged)
 #   tauri-driver     into $MEMORIA_TOOLS_DIR/cargo/bin (the WebDriver bridge the e2e tests use)
 #   e2e-venv         $MEMORIA_TOOLS_DIR/e2e-venv with pytest and selenium
@@ -12,7 +12,7 @@ tools=${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}
 mkdir -p "$tools"
 
 pkgs="libwebkit2gtk-4.1-dev build-essential file libssl-dev libayatana-appindicator3-dev
-  librsvg2-dev libxdo-dev pkg-config xvfb webkit2gtk-driver xauth imagemagick"
+  librsvg2-dev libxdo-dev pkg-config xvfb webkit2gtk-driver xauth imagemagick fonts-noto-cjk"
 missing=()
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

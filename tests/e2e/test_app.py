@@ -4,6 +4,7 @@ and saves screenshots (see conftest.py)."""
 
 import json
 import re
+import subprocess
 import time
 
 from selenium.webdriver.common.by import By
@@ -162,6 +163,9 @@ def test_cloud_sync_off_blocks_sync_now(tmp_root, launch, sync_server):
 
 
 def test_the_ui_in_chinese_under_a_chinese_locale(home, launch):
+    # Without a font for Chinese the window draws every character as an empty box.
+    fonts = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
+    assert fonts.strip(), "no font for Chinese is installed (scripts/install-desktop-deps.sh installs one)"
     home.cli("add", "--summary", "部署在周二", "--type", "user")
     app = launch(home, {"LANG": "zh_CN.UTF-8", "LC_ALL": "zh_CN.UTF-8", "LANGUAGE": "zh_CN"})
     app.wait_text("note-item", "部署在周二")
