@@ -40,21 +40,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Writes many files, each atomically as [`write_atomic`] does, on several threads: the
 /// file-system journal then commits their fsyncs together, which is several times faster than
-/// one after another. Each folder is synced once at the end. On error, files written so far stay
-/// (each complete) and the first error is returned.
+/// one after another. Each folder is synced once at the end, also on several threads. On error,
+/// files written so far stay (each complete) and the first error is returned.
 pub fn write_many_atomic(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<()> {
+    let written = on_threads(files, |(path, bytes)| write_atomic_inner(path, bytes));
+    let mut dirs: Vec<&Path> = files.iter().filter_map(|(p, _)| p.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    let _ = on_threads(&dirs, |d| {
+        sync_dir(d);
+        Ok(())
+    });
+    written
+}
+
+/// Runs `f` on every item, on a few threads; a thread stops at its first error. Returns the
+/// first error once every thread has stopped.
+fn on_threads<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
     const THREADS: usize = 8;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let first_error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     std::thread::scope(|s| {
-        for _ in 0..THREADS.min(files.len()) {
+        for _ in 0..THREADS.min(items.len()) {
             s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some((path, bytes)) = files.get(i) else {
-                        break;
-                    };
-                    if let Err(e) = write_atomic_inner(path, bytes) {
+                while let Some(item) =
+                    items.get(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                {
+                    if let Err(e) = f(item) {
                         first_error
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
@@ -65,12 +77,6 @@ pub fn write_many_atomic(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<()> 
             });
         }
     });
-    let mut dirs: Vec<&Path> = files.iter().filter_map(|(p, _)| p.parent()).collect();
-    dirs.sort();
-    dirs.dedup();
-    for d in dirs {
-        sync_dir(d);
-    }
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),
@@ -355,29 +361,21 @@ pub fn remove_checked(
     Ok(())
 }
 
-/// Puts back copies a crash left aside (their note file missing), and drops those whose note
-/// file is back. Runs before a folder is scanned.
-pub fn recover_asides(dir: &Path) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() && !name.starts_with('.') {
-                stack.push(e.path());
-            } else if ft.is_file()
-                && let Some(stem) = name.strip_prefix('.')
-                && let Some((original, _)) = stem.rsplit_once(ASIDE_MARK)
-            {
-                let target = d.join(original);
-                if fs::hard_link(e.path(), &target).is_ok() || target.exists() {
-                    let _ = fs::remove_file(e.path());
-                }
-            }
-        }
+/// Puts back a copy a crash left aside in `dir` (its note file missing), or drops it when its
+/// note file is back. Runs before a folder is scanned.
+pub fn recover_aside(dir: &Path, aside: &Path) {
+    let Some(name) = aside.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let Some((original, _)) = name
+        .strip_prefix('.')
+        .and_then(|stem| stem.rsplit_once(ASIDE_MARK))
+    else {
+        return;
+    };
+    let target = dir.join(original);
+    if fs::hard_link(aside, &target).is_ok() || target.exists() {
+        let _ = fs::remove_file(aside);
     }
 }
 

@@ -35,7 +35,10 @@ CREATE TABLE IF NOT EXISTS notes(
     error TEXT,
     body TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS notes_scope_id ON notes(scope, id);
+-- What a scan and a sync pass list of a scope's files, read from the index alone: the rows
+-- themselves hold each note's whole text.
+DROP INDEX IF EXISTS notes_scope_id;
+CREATE INDEX IF NOT EXISTS notes_scope_files ON notes(scope, id, path, rel_path, mtime_ns, size, error);
 CREATE TABLE IF NOT EXISTS tags(path TEXT NOT NULL, tag TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tags_path ON tags(path);
 CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag);
@@ -119,6 +122,17 @@ pub struct IndexedNote<B = String> {
 /// are most of the table's bytes). A note's text comes from [`Index::find`] or
 /// [`Index::by_path`].
 pub type ListedNote = IndexedNote<()>;
+
+/// An indexed file as [`Index::files`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRow {
+    pub path: String,
+    pub rel_path: String,
+    pub id: String,
+    /// [`UNREADABLE_SIZE`](crate::scan::UNREADABLE_SIZE) when the file could not be read.
+    pub size: i64,
+    pub error: Option<String>,
+}
 
 /// Filters for [`Index::list`].
 #[derive(Debug, Clone, Default)]
@@ -230,6 +244,24 @@ impl Index {
         let mut st =
             conn.prepare_cached("SELECT path, mtime_ns, size FROM notes WHERE scope = ?1")?;
         let rows = st.query_map([scope], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every indexed file of a scope, without its text or metadata: by id, then path.
+    pub fn files(&self, scope: &str) -> Result<Vec<FileRow>> {
+        let conn = self.conn();
+        let mut st = conn.prepare_cached(
+            "SELECT path, rel_path, id, size, error FROM notes WHERE scope = ?1 ORDER BY id, path",
+        )?;
+        let rows = st.query_map([scope], |r| {
+            Ok(FileRow {
+                path: r.get(0)?,
+                rel_path: r.get(1)?,
+                id: r.get(2)?,
+                size: r.get(3)?,
+                error: r.get(4)?,
+            })
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -9,11 +9,11 @@ use memoria_shared::note::{FileContext, Note};
 use memoria_shared::slugify;
 
 use crate::error::{Error, Result};
-use crate::fsx::TEMP_MARK;
+use crate::fsx::{ASIDE_MARK, TEMP_MARK};
 use crate::guard::{self, SECRETS_TAG};
 use crate::index::{Index, IndexedNote};
 
-/// A file found in a scope folder.
+/// A file found in a scope folder, with what its `lstat` said when it was listed.
 #[derive(Debug, Clone)]
 pub struct FoundFile {
     pub abs: PathBuf,
@@ -21,6 +21,41 @@ pub struct FoundFile {
     pub rel: String,
     pub mtime_ns: i64,
     pub size: i64,
+    /// Change time (ns), 0 where the system has none.
+    pub ctime_ns: i64,
+    /// Inode, 0 where the system has none.
+    pub ino: u64,
+}
+
+impl FoundFile {
+    /// The file at `abs` (`rel` in its scope folder) as it is now.
+    pub fn stat(abs: &Path, rel: &str) -> Result<FoundFile> {
+        let meta = fs::symlink_metadata(abs).map_err(Error::io("stat", abs))?;
+        Ok(found_file(abs.to_path_buf(), rel.to_owned(), &meta))
+    }
+}
+
+fn found_file(abs: PathBuf, rel: String, meta: &fs::Metadata) -> FoundFile {
+    let (ctime_ns, ino) = change_time_and_inode(meta);
+    FoundFile {
+        abs,
+        rel,
+        mtime_ns: mtime_ns(meta),
+        size: meta.len() as i64,
+        ctime_ns,
+        ino,
+    }
+}
+
+/// A scope folder as one walk found it: its note files, by relative path, and the hidden
+/// leftovers of writes a crash interrupted.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub files: Vec<FoundFile>,
+    /// Copies [`fsx::replace`](crate::fsx::replace) moved aside, with the folder they are in.
+    asides: Vec<(PathBuf, PathBuf)>,
+    /// Temp files of atomic writes.
+    temps: Vec<PathBuf>,
 }
 
 /// What a scan changed.
@@ -50,7 +85,27 @@ pub fn is_note_file(name: &str) -> bool {
 
 /// Every note file under `dir`, recursively, skipping hidden folders (`.obsidian`, `.git`).
 pub fn list_files(dir: &Path) -> Result<Vec<FoundFile>> {
-    let mut out = Vec::new();
+    Ok(walk_folder(dir)?.files)
+}
+
+/// Lists `dir` for a scan, in one walk when nothing was left over: copies a crash left aside
+/// are put back first (then the folder is listed again), and old temp files are removed.
+pub fn list_for_scan(dir: &Path) -> Result<Vec<FoundFile>> {
+    let mut listing = walk_folder(dir)?;
+    if !listing.asides.is_empty() {
+        for (folder, aside) in &listing.asides {
+            crate::fsx::recover_aside(folder, aside);
+        }
+        listing = walk_folder(dir)?;
+    }
+    remove_old_temp_files(&listing.temps);
+    Ok(listing.files)
+}
+
+/// Walks `dir` once: note files (each `lstat`ed, never followed), and the hidden files of
+/// interrupted writes in the folders it lists.
+fn walk_folder(dir: &Path) -> Result<Listing> {
+    let mut out = Listing::default();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((d, prefix)) = stack.pop() {
         let entries = match fs::read_dir(&d) {
@@ -67,10 +122,20 @@ pub fn list_files(dir: &Path) -> Result<Vec<FoundFile>> {
         for entry in entries {
             let entry = entry.map_err(Error::io("read folder", &d))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || name == "node_modules" {
+            if name == "node_modules" {
                 continue;
             }
             let ft = entry.file_type().map_err(Error::io("stat", entry.path()))?;
+            if let Some(stem) = name.strip_prefix('.') {
+                if ft.is_file() {
+                    if stem.contains(ASIDE_MARK) {
+                        out.asides.push((d.clone(), entry.path()));
+                    } else if stem.contains(TEMP_MARK) {
+                        out.temps.push(entry.path());
+                    }
+                }
+                continue;
+            }
             let rel = if prefix.is_empty() {
                 name.clone()
             } else {
@@ -82,17 +147,23 @@ pub fn list_files(dir: &Path) -> Result<Vec<FoundFile>> {
                 // Regular files, and anything else with a note's name (a symbolic link, a
                 // pipe): those are listed so they are reported and never read as "no note".
                 let meta = entry.metadata().map_err(Error::io("stat", entry.path()))?;
-                out.push(FoundFile {
-                    abs: entry.path(),
-                    rel,
-                    mtime_ns: mtime_ns(&meta),
-                    size: meta.len() as i64,
-                });
+                out.files.push(found_file(entry.path(), rel, &meta));
             }
         }
     }
-    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(out)
+}
+
+#[cfg(unix)]
+fn change_time_and_inode(meta: &fs::Metadata) -> (i64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime() * 1_000_000_000 + meta.ctime_nsec(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn change_time_and_inode(_meta: &fs::Metadata) -> (i64, u64) {
+    (0, 0)
 }
 
 pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
@@ -111,11 +182,6 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// The size recorded for a file that could not be read: never a real size, so every scan
 /// tries it again.
 pub const UNREADABLE_SIZE: i64 = -1;
-
-/// Whether an index row stands for a file that could not be read.
-pub fn is_unreadable<B>(row: &IndexedNote<B>) -> bool {
-    row.size == UNREADABLE_SIZE
-}
 
 /// Reads at most [`MAX_FILE_BYTES`] + 1 bytes of a file, so an oversized file is known as such
 /// without reading it all.
@@ -281,9 +347,18 @@ fn enum_name<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-/// Brings the index rows of one scope in step with its folder. Only changed files are read.
+/// Brings the index rows of one scope in step with its folder, in one walk of it. Only changed
+/// files are read. Copies moved aside are left alone: a watcher rescans while its own process
+/// replaces a file, and must not put the old version back in the middle.
 pub fn rescan(index: &mut Index, scope: &str, dir: &Path) -> Result<ScanStats> {
-    let files = list_files(dir)?;
+    let listing = walk_folder(dir)?;
+    let stats = rescan_listed(index, scope, &listing.files)?;
+    remove_old_temp_files(&listing.temps);
+    Ok(stats)
+}
+
+/// [`rescan`] against `files`, the folder as listed by [`list_for_scan`] (or [`list_files`]).
+pub fn rescan_listed(index: &mut Index, scope: &str, files: &[FoundFile]) -> Result<ScanStats> {
     let known: std::collections::HashMap<String, (i64, i64)> = index
         .file_states(scope)?
         .into_iter()
@@ -292,7 +367,7 @@ pub fn rescan(index: &mut Index, scope: &str, dir: &Path) -> Result<ScanStats> {
     let mut stats = ScanStats::default();
     let mut upserts = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for f in &files {
+    for f in files {
         let key = f.abs.to_string_lossy().into_owned();
         match known.get(&key) {
             Some(&(m, s)) if m == f.mtime_ns && s == f.size => {}
@@ -316,41 +391,24 @@ pub fn rescan(index: &mut Index, scope: &str, dir: &Path) -> Result<ScanStats> {
     if stats.changed() {
         index.apply(&upserts, &removals)?;
     }
-    clean_stale_temp_files(dir);
     Ok(stats)
 }
 
 /// Temp files of writes that were interrupted (a crash, kill -9). They are never the only copy
-/// of anything: the rename is the commit. Old ones are removed.
+/// of anything: the rename is the commit. Old ones are removed by a scan.
 pub fn stale_temp_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() && !name.starts_with('.') {
-                stack.push(e.path());
-            } else if ft.is_file() && name.starts_with('.') && name.contains(TEMP_MARK) {
-                out.push(e.path());
-            }
-        }
-    }
-    out
+    walk_folder(dir).map(|l| l.temps).unwrap_or_default()
 }
 
-fn clean_stale_temp_files(dir: &Path) {
-    for p in stale_temp_files(dir) {
-        let old = fs::metadata(&p)
+fn remove_old_temp_files(temps: &[PathBuf]) {
+    for p in temps {
+        let old = fs::metadata(p)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(600));
         if old {
-            let _ = fs::remove_file(&p);
+            let _ = fs::remove_file(p);
         }
     }
 }
@@ -362,13 +420,7 @@ mod tests {
     fn found(dir: &Path, rel: &str, text: &[u8]) -> FoundFile {
         let abs = dir.join(rel);
         fs::write(&abs, text).unwrap();
-        let meta = fs::metadata(&abs).unwrap();
-        FoundFile {
-            abs,
-            rel: rel.to_owned(),
-            mtime_ns: mtime_ns(&meta),
-            size: meta.len() as i64,
-        }
+        FoundFile::stat(&abs, rel).unwrap()
     }
 
     #[test]

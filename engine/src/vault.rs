@@ -271,8 +271,8 @@ impl Engine {
 
     pub(crate) fn rescan_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
         let dir = self.scope_dir(scope)?;
-        fsx::recover_asides(&dir);
-        scan::rescan(&mut self.index, &scope.key(), &dir)
+        let files = scan::list_for_scan(&dir)?;
+        scan::rescan_listed(&mut self.index, &scope.key(), &files)
     }
 
     fn resolve_scope(
@@ -501,14 +501,7 @@ impl Engine {
     }
 
     pub(crate) fn index_file(&mut self, scope: &Scope, abs: &Path, rel: &str) -> Result<()> {
-        let meta = std::fs::metadata(abs).map_err(Error::io("stat", abs))?;
-        let found = FoundFile {
-            abs: abs.to_path_buf(),
-            rel: rel.to_owned(),
-            mtime_ns: scan::mtime_ns(&meta),
-            size: meta.len() as i64,
-        };
-        let row = scan::read_file(&scope.key(), &found)?;
+        let row = scan::read_file(&scope.key(), &FoundFile::stat(abs, rel)?)?;
         self.index.apply(&[row], &[])
     }
 
@@ -912,13 +905,7 @@ impl Engine {
         if self.visible_scopes().contains(&scope) {
             self.index_file(&scope, &target_abs, &target_rel)?;
         } else {
-            let meta_fs = std::fs::metadata(&target_abs).map_err(Error::io("stat", &target_abs))?;
-            let found = FoundFile {
-                abs: target_abs.clone(),
-                rel: target_rel,
-                mtime_ns: scan::mtime_ns(&meta_fs),
-                size: meta_fs.len() as i64,
-            };
+            let found = FoundFile::stat(&target_abs, &target_rel)?;
             let row = scan::read_file(&scope.key(), &found)?;
             self.index.apply(&[row], &[])?;
         }
@@ -962,14 +949,7 @@ impl Engine {
         }
         let mut rows = Vec::with_capacity(notes.len());
         for ((rel, _), (abs, _)) in notes.iter().zip(&files) {
-            let meta = std::fs::metadata(abs).map_err(Error::io("stat", abs))?;
-            let found = FoundFile {
-                abs: abs.clone(),
-                rel: rel.clone(),
-                mtime_ns: scan::mtime_ns(&meta),
-                size: meta.len() as i64,
-            };
-            rows.push(scan::read_file(&scope.key(), &found)?);
+            rows.push(scan::read_file(&scope.key(), &FoundFile::stat(abs, rel)?)?);
         }
         self.index.apply(&rows, &[])?;
         Ok(notes
@@ -986,6 +966,16 @@ impl Engine {
     /// Rescans one scope's files into the index (sync reads the scope fresh before a pass).
     pub(crate) fn refresh_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
         self.rescan_scope(scope)
+    }
+
+    /// [`Engine::refresh_scope`] against `files`, the scope's folder as
+    /// [`scan::list_for_scan`] listed it.
+    pub(crate) fn refresh_scope_listed(
+        &mut self,
+        scope: &Scope,
+        files: &[scan::FoundFile],
+    ) -> Result<ScanStats> {
+        scan::rescan_listed(&mut self.index, &scope.key(), files)
     }
 
     /// Puts `new` (or, with `None`, nothing) at `rel` in `scope`, only if the file there still

@@ -81,16 +81,20 @@ pub async fn identity(
     })
 }
 
-/// The scope's manifest (empty when never written) and its ETag.
+/// The scope's manifest (empty when never written) and its ETag; `None` when it is still the
+/// version `known`. Taken from [`AppState::manifests`] when kept there at that ETag.
 async fn load_manifest(
-    store: &dyn ObjectStore,
+    st: &AppState,
     key: &str,
     known: Option<&ETag>,
 ) -> Result<Option<(Manifest, Option<ETag>)>, ApiError> {
-    match store.get(key, known).await {
+    match st.store.get(key, known).await {
         Ok(Fetched::NotModified) => Ok(None),
         Ok(Fetched::Object(o)) => {
-            let m = Manifest::from_bytes(&o.bytes).map_err(ApiError::Internal)?;
+            let m = match st.manifests.take(key, &o.etag) {
+                Some(m) => m,
+                None => Manifest::from_bytes(&o.bytes).map_err(ApiError::Internal)?,
+            };
             Ok(Some((m, Some(o.etag))))
         }
         Err(StoreError::NotFound) => Ok(Some((Manifest::default(), None))),
@@ -103,7 +107,6 @@ pub async fn snapshot(
     AuthUser(user): AuthUser,
     ApiJson(req): ApiJson<SnapshotRequest>,
 ) -> Result<Json<SnapshotResponse>, ApiError> {
-    let store = st.store.as_ref();
     let key = manifest_key(&user, &req.scope);
     let known = req.known_manifest.clone().map(ETag);
     let empty = |version: Option<String>, unchanged: bool| SnapshotResponse {
@@ -119,10 +122,10 @@ pub async fn snapshot(
         generation: None,
         delta: false,
     };
-    let Some((mut manifest, etag)) = load_manifest(store, &key, known.as_ref()).await? else {
+    let Some((mut manifest, etag)) = load_manifest(&st, &key, known.as_ref()).await? else {
         return Ok(Json(empty(req.known_manifest, true)));
     };
-    let version = etag.map(|e| e.0);
+    let version = etag.as_ref().map(|e| e.0.clone());
     let pruned = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
     // Only the entries changed since the client's generation, when the manifest can tell them
     // (a tombstone dropped just now for this answer is a change it cannot list).
@@ -218,7 +221,14 @@ pub async fn snapshot(
         .and_then(|c| manifest.receipt(c))
         .map(<[_]>::to_vec);
     resp.notes = match delta {
-        Some(entries) => entries,
+        Some(entries) => {
+            // Nothing was pruned for this answer: the manifest is the one stored, kept for the
+            // next request.
+            if let Some(etag) = etag {
+                st.manifests.put(&key, etag, manifest);
+            }
+            entries
+        }
         None => manifest.notes.into_values().collect(),
     };
     resp.bodies = bodies;
@@ -405,7 +415,7 @@ pub async fn commit(
     let mut tried: Option<Vec<Applied>> = None;
     for attempt in 0..st.commit_attempts.max(1) {
         let now = st.clock.now_ms();
-        let (mut current, etag) = load_manifest(store, &key, None)
+        let (mut current, etag) = load_manifest(&st, &key, None)
             .await?
             .unwrap_or_else(|| unreachable!("no validator was sent"));
         if let (Some(id), Some(etag)) = (&req.commit_id, &etag)
@@ -490,6 +500,7 @@ pub async fn commit(
         };
         match swapped {
             Ok(new_etag) => {
+                st.manifests.put(&key, new_etag.clone(), next);
                 return accepted(
                     &st,
                     &user,
@@ -514,7 +525,7 @@ pub async fn commit(
                 // did not land (or the read fails too) the revisions stay: a write still on its
                 // way could yet make the manifest name them; unreferenced, they are harmless.
                 tracing::warn!(%key, error = %e, "manifest write unanswered; reading it back");
-                if let Ok(Some((m, Some(etag)))) = load_manifest(store, &key, None).await
+                if let Ok(Some((m, Some(etag)))) = load_manifest(&st, &key, None).await
                     && landed(&m, &req.changes, &revisions)
                 {
                     return accepted(&st, &user, &key, written, etag, applied, None).await;

@@ -55,6 +55,7 @@ pub struct AppState {
     pub admin_key: Option<Secret>,
     pub commit_attempts: u32,
     pub request_limit: usize,
+    pub manifests: manifest::ManifestCache,
 }
 
 impl AppState {
@@ -74,6 +75,7 @@ impl AppState {
             admin_key: settings.admin_key.clone(),
             commit_attempts: settings.commit_attempts,
             request_limit: settings.request_limit(),
+            manifests: manifest::ManifestCache::default(),
         })
     }
 }

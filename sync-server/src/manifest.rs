@@ -5,11 +5,14 @@
 //! or returns the next manifest plus the revisions to write. The server never merges: a change
 //! applies only when its base revision is the note's current one.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
 
 use memoria_shared::protocol::{Applied, Change, ChangeOp, ManifestEntry, Quotas, StaleNote};
 use memoria_shared::{ContentHash, NoteId};
 use serde::{Deserialize, Serialize};
+
+use crate::store::ETag;
 
 const MS_PER_DAY: i64 = 86_400_000;
 
@@ -306,6 +309,40 @@ pub fn duplicate_ids(changes: &[Change]) -> Option<NoteId> {
         .iter()
         .find(|c| !seen.insert(&c.id))
         .map(|c| c.id.clone())
+}
+
+/// Manifests as this server last read or wrote them, by key, with their ETags: a manifest the
+/// store still reports at the same ETag is that manifest, and is not parsed again. An entry is
+/// taken out while a request works on it (a commit changes it), and put back with the ETag of
+/// what was written.
+#[derive(Debug, Default)]
+pub struct ManifestCache(Mutex<HashMap<String, (ETag, Manifest)>>);
+
+/// Manifests kept at most: a server of many accounts keeps only the scopes in use lately.
+const CACHED_MANIFESTS: usize = 64;
+
+impl ManifestCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (ETag, Manifest)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The manifest at `key` if it is the one stored at `etag`, taken out of the cache.
+    pub fn take(&self, key: &str, etag: &ETag) -> Option<Manifest> {
+        let mut map = self.lock();
+        match map.remove(key) {
+            Some((e, m)) if e == *etag => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Keeps `manifest`, stored at `key` with `etag`.
+    pub fn put(&self, key: &str, etag: ETag, manifest: Manifest) {
+        let mut map = self.lock();
+        if map.len() >= CACHED_MANIFESTS && !map.contains_key(key) {
+            map.clear();
+        }
+        map.insert(key.to_owned(), (etag, manifest));
+    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,13 @@
 //! cargo bench -p memoria-tests --bench sync_cost            # MEMORIA_BENCH_NOTES=500,5000
 //! ```
 //!
+//! `MEMORIA_BENCH_STORES=fs` leaves out S3 (moto) and rclone; `MEMORIA_BENCH_ROUNDS=N` (odd,
+//! default 5) takes each poll and change row as the median of N passes.
+//!
 //! The engine runs in this process, as a long-running process (`memoria watch`, `memoria mcp`)
 //! runs it: one engine and one syncer kept across passes. Each row is one pass (the round: one
-//! pass of each scope); the poll and change rows are the median of five (each change pass finds
-//! a different note changed).
+//! pass of each scope); the poll and change rows are the median of several (each change pass
+//! finds a different note changed).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -159,26 +162,36 @@ fn measure(proxy: &Proxy, passes: impl FnOnce() -> Vec<PassReport>) -> Row {
     }
 }
 
-/// The median of five rows of `passes`, by time.
-fn median_of_five(proxy: &Proxy, mut passes: impl FnMut() -> Vec<PassReport>) -> Row {
-    median_of_five_after(proxy, |_| {}, |_| passes())
+/// How many rounds a median is taken of (`MEMORIA_BENCH_ROUNDS`, default 5).
+fn rounds() -> usize {
+    std::env::var("MEMORIA_BENCH_ROUNDS")
+        .ok()
+        .map_or(5, |s| {
+            s.trim().parse().expect("MEMORIA_BENCH_ROUNDS: a number")
+        })
+        .max(1)
 }
 
-/// The median of five rows of `passes`, by time, each after `before` (not measured); both are
-/// given the round's number.
-fn median_of_five_after(
+/// The median of [`rounds`] rows of `passes`, by time.
+fn median(proxy: &Proxy, mut passes: impl FnMut() -> Vec<PassReport>) -> Row {
+    median_after(proxy, |_| {}, |_| passes())
+}
+
+/// The median of [`rounds`] rows of `passes`, by time, each after `before` (not measured);
+/// both are given the round's number.
+fn median_after(
     proxy: &Proxy,
     mut before: impl FnMut(usize),
     mut passes: impl FnMut(usize) -> Vec<PassReport>,
 ) -> Row {
-    let mut rows: Vec<Row> = (0..5)
+    let mut rows: Vec<Row> = (0..rounds())
         .map(|k| {
             before(k);
             measure(proxy, || passes(k))
         })
         .collect();
     rows.sort_by(|x, y| x.ms.total_cmp(&y.ms));
-    rows[2]
+    rows[rows.len() / 2]
 }
 
 fn bytes(n: u64) -> String {
@@ -226,7 +239,7 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     );
     settle();
     a.pass();
-    let poll = median_of_five(&proxy, || vec![a.pass()]);
+    let poll = median(&proxy, || vec![a.pass()]);
     print(store_name, notes, "poll, nothing new", poll);
 
     // Each of five passes finds one note edited here, a different note each time; the notes
@@ -236,7 +249,7 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
         std::fs::write(dir.join(format!("{id}.md")), note_text(&id, n, salt)).unwrap();
     };
     let here = a.dir();
-    let local = median_of_five_after(
+    let local = median_after(
         &proxy,
         |k| {
             settle();
@@ -253,7 +266,7 @@ fn run(store_name: &str, store: &str, env: &[(&str, &str)], root: &Path, notes: 
     b.pass();
     a.pass();
     // Each of five passes here finds one note the other machine edited and sent.
-    let remote = median_of_five_after(
+    let remote = median_after(
         &proxy,
         |k| {
             settle();
@@ -310,7 +323,7 @@ fn twenty_projects(store_name: &str, store: &str, env: &[(&str, &str)], root: &P
     );
     settle();
     round();
-    let poll = median_of_five(&proxy, &mut round);
+    let poll = median(&proxy, &mut round);
     print(
         store_name,
         scopes * PROJECT_NOTES,
@@ -370,17 +383,23 @@ fn main() {
         .collect();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
-    let moto = MotoServer::start();
+    let s3 = std::env::var("MEMORIA_BENCH_STORES")
+        .map_or(true, |s| s.split(',').any(|s| s.trim() == "s3"));
+    let moto = s3.then(MotoServer::start);
     let env: Vec<(&str, &str)> = moto::CREDENTIALS.to_vec();
     println!("| store | notes | pass | requests | bytes up | bytes down | time | files read |");
     println!("|---|---|---|---|---|---|---|---|");
     for &n in &sizes {
         let fs = format!("fs:{}", root.join(format!("fs-store-{n}")).display());
         run("fs", &fs, &[], &root, n);
-        run("S3 (moto)", &moto.store_url(), &env, &root, n);
-        rclone(&moto, &root, n);
+        if let Some(moto) = &moto {
+            run("S3 (moto)", &moto.store_url(), &env, &root, n);
+            rclone(moto, &root, n);
+        }
     }
     let fs = format!("fs:{}", root.join("fs-store-projects").display());
     twenty_projects("fs", &fs, &[], &root);
-    twenty_projects("S3 (moto)", &moto.store_url(), &env, &root);
+    if let Some(moto) = &moto {
+        twenty_projects("S3 (moto)", &moto.store_url(), &env, &root);
+    }
 }

@@ -3,9 +3,9 @@
 //! known manifest (for cheap polls) and its status.
 //!
 //! Layout under `$MEMORIA_HOME/sync/scopes/<scope>/`: `state.json` (entries, manifest, the
-//! folder they were synced from) and `base/<id>/<hash>.md` (bodies, content-addressed so a
-//! crash between writing a body and the state never pairs an entry with the wrong body). It
-//! never touches the vault.
+//! folder they were synced from), `commit.json` (a commit sent whose reply has not been taken
+//! in yet) and `base/<id>/<hash>.md` (bodies, content-addressed so a crash between writing a
+//! body and the state never pairs an entry with the wrong body). It never touches the vault.
 //!
 //! A base belongs to one folder, not only to a scope id: two worktrees or clones of one
 //! repository share a project id but not their `MEMORY/` folders, and a base compared with the
@@ -16,13 +16,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{ManifestEntry, Quotas};
 use serde::{Deserialize, Serialize};
 
 use super::error::SyncResult;
-use super::settings::{read_json, write_json};
+use super::settings::{ParsedFiles, read_json, write_json};
 use crate::fsx;
 
 /// One note as last synced.
@@ -105,8 +106,9 @@ pub struct ScopeState {
     /// changed since (`None`: the whole list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
-    /// A commit sent whose outcome is not known yet (no reply arrived).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A commit sent whose outcome is not known yet (no reply arrived). Stored in a file of
+    /// its own (read here too from a state written before it was).
+    #[serde(default, skip_serializing)]
     pub pending: Option<PendingCommit>,
 }
 
@@ -198,6 +200,9 @@ impl PollLease {
     }
 }
 
+/// The scope state files this process last read or wrote (see [`ParsedFiles`]).
+static STATES: ParsedFiles<ScopeState> = ParsedFiles::new();
+
 /// The folder of one scope's sync state (for one folder of that scope).
 #[derive(Debug, Clone)]
 pub struct ScopeDir {
@@ -273,23 +278,55 @@ impl ScopeDir {
         PollLease(self.primary.join("poll-lease.json"))
     }
 
-    /// Just the folder of the state (the rest of the file is skipped, not built).
+    /// The folder the state was synced from.
     fn load_folder(&self) -> SyncResult<Option<FolderIdentity>> {
-        #[derive(Deserialize)]
-        struct FolderOnly {
-            #[serde(default)]
-            folder: Option<FolderIdentity>,
-        }
-        let only: Option<FolderOnly> = read_json(&self.root.join("state.json"))?;
-        Ok(only.and_then(|s| s.folder))
+        let state = STATES.read(&self.root.join("state.json"))?;
+        Ok(state.and_then(|s| s.folder.clone()))
     }
 
     pub fn load_state(&self) -> SyncResult<ScopeState> {
-        read_json(&self.root.join("state.json")).map(Option::unwrap_or_default)
+        let mut state = STATES
+            .read(&self.root.join("state.json"))?
+            .map(|s| ScopeState::clone(&s))
+            .unwrap_or_default();
+        if let Some(p) = read_json(&self.commit_path())? {
+            state.pending = Some(p);
+        }
+        Ok(state)
     }
 
+    /// Saves `state`, its commit in flight (if any) apart.
     pub fn save_state(&self, state: &ScopeState) -> SyncResult<()> {
-        write_json(&self.root.join("state.json"), state)
+        self.save_state_owned(state.clone()).map(drop)
+    }
+
+    /// [`ScopeDir::save_state`] of a state the caller is done changing, returned as saved
+    /// (without its commit in flight): not copied on the way.
+    pub fn save_state_owned(&self, mut state: ScopeState) -> SyncResult<Arc<ScopeState>> {
+        // What parsing the file gives back: the commit in flight is stored apart.
+        let pending = state.pending.take();
+        let saved = STATES.write(&self.root.join("state.json"), state)?;
+        match &pending {
+            Some(p) => self.save_pending(p)?,
+            None => {
+                let path = self.commit_path();
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    fsx::remove(&path)?;
+                }
+            }
+        }
+        Ok(saved)
+    }
+
+    /// Records the commit about to be sent, before it is: what a pass that finds it asks the
+    /// server about. Only this small file is written, not the scope's every entry again: the
+    /// rest of the state is saved as it was.
+    pub fn save_pending(&self, pending: &PendingCommit) -> SyncResult<()> {
+        write_json(&self.commit_path(), pending)
+    }
+
+    fn commit_path(&self) -> PathBuf {
+        self.root.join("commit.json")
     }
 
     pub fn load_status(&self) -> SyncResult<ScopeStatus> {
@@ -318,6 +355,21 @@ impl ScopeDir {
             fsx::write_atomic(&p, file.as_bytes())?;
         }
         Ok(())
+    }
+
+    /// [`ScopeDir::put_body`] of each `(id, hash, file)`, written together (a first upload
+    /// stores thousands).
+    pub fn put_bodies<'a>(
+        &self,
+        bodies: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> SyncResult<()> {
+        let files: Vec<(PathBuf, Vec<u8>)> = bodies
+            .into_iter()
+            .map(|(id, hash, file)| (self.body_path(id, hash), file))
+            .filter(|(p, _)| !p.exists())
+            .map(|(p, file)| (p, file.as_bytes().to_vec()))
+            .collect();
+        Ok(fsx::write_many_atomic(&files)?)
     }
 
     /// The base note of `entry`, as synced. `None` when its body is missing or unreadable
@@ -442,6 +494,59 @@ mod tests {
         sd.prune_bodies_of(&state, ["b"]);
         assert!(sd.note("b", &old["b"]).is_none());
         assert!(!sd.root().join("base/b").exists());
+    }
+
+    #[test]
+    fn a_commit_in_flight_is_saved_apart_and_loaded_with_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = ScopeDir::new(dir.path(), "user");
+        let mut state = ScopeState::default();
+        state.base.insert(
+            "a".into(),
+            BaseEntry {
+                revision: "r1".into(),
+                hash: "h1".into(),
+            },
+        );
+        sd.save_state(&state).unwrap();
+        let pending = PendingCommit {
+            commit_id: "c1".into(),
+            changes: BTreeMap::from([("a".to_owned(), Some("h2".to_owned()))]),
+        };
+        sd.save_pending(&pending).unwrap();
+        let state_file = std::fs::read_to_string(sd.root().join("state.json")).unwrap();
+        assert!(!state_file.contains("c1"), "{state_file}");
+        let loaded = sd.load_state().unwrap();
+        assert_eq!(loaded.pending.as_ref(), Some(&pending));
+        assert_eq!(loaded.base, state.base);
+        // Saved with the commit taken in, the record of it goes.
+        sd.save_state(&ScopeState {
+            pending: None,
+            ..loaded
+        })
+        .unwrap();
+        assert_eq!(sd.load_state().unwrap().pending, None);
+        assert!(!sd.root().join("commit.json").exists());
+    }
+
+    #[test]
+    fn a_commit_in_flight_recorded_inside_an_older_state_file_is_still_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = ScopeDir::new(dir.path(), "user");
+        std::fs::create_dir_all(sd.root()).unwrap();
+        std::fs::write(
+            sd.root().join("state.json"),
+            r#"{"base":{"a":{"revision":"r1","hash":"h1"}},"pending":{"commitId":"c0","changes":{"a":null}}}"#,
+        )
+        .unwrap();
+        let state = sd.load_state().unwrap();
+        let p = state.pending.clone().expect("the older file's commit");
+        assert_eq!(p.commit_id, "c0");
+        assert_eq!(p.changes["a"], None);
+        // Saved again, it is kept in its own file.
+        sd.save_state(&state).unwrap();
+        assert!(sd.root().join("commit.json").exists());
+        assert_eq!(sd.load_state().unwrap().pending, Some(p));
     }
 
     #[test]

@@ -18,12 +18,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::error::SyncResult;
-use super::settings::write_json;
+use super::settings::ParsedFiles;
 use crate::scan;
+
+/// The caches this process last read or wrote (see [`ParsedFiles`]).
+static CACHES: ParsedFiles<LocalCache> = ParsedFiles::new();
 
 /// What identifies a file's content without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,15 +68,16 @@ impl LocalCache {
     }
 
     /// The cache of the scope state folder `dir`; empty when missing or unreadable.
-    pub fn load(dir: &Path) -> LocalCache {
-        std::fs::read(Self::path(dir))
+    pub fn load(dir: &Path) -> Arc<LocalCache> {
+        CACHES
+            .read(&Self::path(dir))
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .flatten()
             .unwrap_or_default()
     }
 
-    pub fn save(&self, dir: &Path) -> SyncResult<()> {
-        write_json(&Self::path(dir), self)
+    pub fn save(self, dir: &Path) -> SyncResult<()> {
+        CACHES.write(&Self::path(dir), self).map(drop)
     }
 
     /// Whether the folder is exactly as the last clean pass left it, and that pass saw the
@@ -145,37 +150,23 @@ pub type Walk = BTreeMap<String, Fingerprint>;
 
 /// Fingerprints every note file under `folder` (the files a scan lists), reading none.
 pub fn walk(folder: &Path) -> SyncResult<Walk> {
-    let mut out = Walk::new();
-    for f in scan::list_files(folder)? {
-        // A file gone since it was listed has no fingerprint: the pass reads it (and holds it
-        // back when it cannot).
-        let Ok(meta) = std::fs::symlink_metadata(&f.abs) else {
-            continue;
-        };
-        out.insert(f.rel, fingerprint(&meta));
-    }
-    Ok(out)
+    Ok(walk_of(&scan::list_files(folder)?))
 }
 
-#[cfg(unix)]
-fn fingerprint(meta: &std::fs::Metadata) -> Fingerprint {
-    use std::os::unix::fs::MetadataExt;
-    Fingerprint {
-        size: meta.len() as i64,
-        mtime_ns: scan::mtime_ns(meta),
-        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        ino: meta.ino(),
-    }
-}
-
-#[cfg(not(unix))]
-fn fingerprint(meta: &std::fs::Metadata) -> Fingerprint {
-    Fingerprint {
-        size: meta.len() as i64,
-        mtime_ns: scan::mtime_ns(meta),
-        ctime_ns: 0,
-        ino: 0,
-    }
+/// The fingerprints of `files`, as a listing of the folder found them.
+pub fn walk_of(files: &[scan::FoundFile]) -> Walk {
+    files
+        .iter()
+        .map(|f| {
+            let fp = Fingerprint {
+                size: f.size,
+                mtime_ns: f.mtime_ns,
+                ctime_ns: f.ctime_ns,
+                ino: f.ino,
+            };
+            (f.rel.clone(), fp)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -38,8 +38,8 @@ use super::pending::{Pending, PendingReason, too_many_deletes};
 use super::settings::{Settings, sync_dir};
 use crate::backup::BackupReason;
 use crate::guard::{self, SECRETS_TAG};
-use crate::index::ListFilter;
 use crate::project::Scope;
+use crate::scan::{self, FoundFile};
 use crate::vault::Engine;
 
 /// How often a pass starts over after a 409 before giving up until the next pass.
@@ -256,11 +256,11 @@ impl Syncer {
         &self,
         engine: &mut Engine,
         scope: &Scope,
-        walk: &local::Walk,
+        (files, walk): (&[FoundFile], &local::Walk),
         cache: &LocalCache,
         report: &mut PassReport,
     ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
-        engine.refresh_scope(scope)?;
+        engine.refresh_scope_listed(scope, files)?;
         read_local(engine, scope, walk, cache, &mut report.files_read)
     }
 
@@ -482,9 +482,11 @@ impl Syncer {
             Some(s) => s,
             None => sd.load_state()?,
         };
-        // Fingerprints first, reads after: an edit in between is seen by the next pass.
-        let walk = local::walk(folder)?;
-        let mut cache = LocalCache::load(sd.root());
+        // Fingerprints first, reads after: an edit in between is seen by the next pass. One
+        // walk of the folder serves the index's rescan and the pass.
+        let files = scan::list_for_scan(folder)?;
+        let walk = local::walk_of(&files);
+        let cache = LocalCache::load(sd.root());
         // Nothing changed here since a pass that left nothing to do: unless the server moved
         // on too, there is nothing to read.
         let quiet = !full
@@ -497,7 +499,7 @@ impl Syncer {
         };
         let mut read = None;
         if !quiet {
-            read = Some(self.read_scope(engine, scope, &walk, &cache, &mut report)?);
+            read = Some(self.read_scope(engine, scope, (&files, &walk), &cache, &mut report)?);
         }
         let conflicts: BTreeMap<String, Conflict> = sd
             .conflicts()?
@@ -567,7 +569,7 @@ impl Syncer {
         }
         let (mut local, refused) = match read {
             Some(r) => r,
-            None => self.read_scope(engine, scope, &walk, &cache, &mut report)?,
+            None => self.read_scope(engine, scope, (&files, &walk), &cache, &mut report)?,
         };
         if let Some(p) = pending {
             // Applied: its notes' bases are what it sent. Not applied (or forgotten): the
@@ -981,14 +983,17 @@ impl Syncer {
                 )),
             }
         }
-        // Downloads are in the vault; remember them before uploading.
-        if state.base != *base {
+        // Downloads are in the vault; remember them before uploading (with nothing to upload,
+        // the save at the end follows at once).
+        if state.base != *base && !uploads.is_empty() {
             sd.save_state(&state)?;
         }
 
         // While every commit's generation follows the one before, the manifest after them is
         // the one this pass saw plus its own changes: known without asking again.
-        let mut chained = generation.map(|g| (g, remote_map.clone()));
+        let mut chained = generation
+            .filter(|_| !uploads.is_empty())
+            .map(|g| (g, remote_map));
         let mut last_version = None;
         let per_commit = (quotas.changes_per_commit as usize).max(1);
         let commits = uploads.len().div_ceil(per_commit);
@@ -997,19 +1002,23 @@ impl Syncer {
             // Remembered before it is sent: if no reply arrives, the next pass asks for the
             // commit's receipt. The bodies go to the base store first for the same reason.
             let commit_id = crate::fsx::random_hex(16);
-            let mut sent = BTreeMap::new();
-            for (change, file) in chunk {
-                let id = change.id.as_str().to_owned();
-                if let Some((text, hash)) = file {
-                    sd.put_body(&id, hash, text)?;
-                }
-                sent.insert(id, file.as_ref().map(|(_, hash)| hash.clone()));
-            }
-            state.pending = Some(super::base::PendingCommit {
+            sd.put_bodies(chunk.iter().filter_map(|(change, file)| {
+                let (text, hash) = file.as_ref()?;
+                Some((change.id.as_str(), hash.as_str(), text.as_str()))
+            }))?;
+            let sent: BTreeMap<String, Option<String>> = chunk
+                .iter()
+                .map(|(change, file)| {
+                    let hash = file.as_ref().map(|(_, hash)| hash.clone());
+                    (change.id.as_str().to_owned(), hash)
+                })
+                .collect();
+            let pending = super::base::PendingCommit {
                 commit_id: commit_id.clone(),
                 changes: sent,
-            });
-            sd.save_state(&state)?;
+            };
+            sd.save_pending(&pending)?;
+            state.pending = Some(pending);
             let resp = self.client.commit(&CommitRequest {
                 scope: wire.clone(),
                 changes: chunk.iter().map(|(c, _)| c.clone()).collect(),
@@ -1079,7 +1088,7 @@ impl Syncer {
         }
         // The folder as found is the scope's folder from now on; what waited is done.
         state.folder = Some(check.ident.clone());
-        sd.save_state(&state)?;
+        let state = sd.save_state_owned(state)?;
         sd.clear_pending()?;
         if since.is_none() {
             // A pass over the whole list also sweeps what an interrupted pass left.
@@ -1101,17 +1110,15 @@ impl Syncer {
         // What this pass read, for the next one; and whether it left nothing to do.
         let now = local::now_ns();
         let files: BTreeMap<String, local::CachedFile> = local
-            .values()
+            .into_values()
             .filter_map(|l| {
                 let fp = l.fp.filter(|fp| fp.settled(now))?;
-                Some((
-                    l.rel.clone(),
-                    local::CachedFile {
-                        fp,
-                        id: l.id.clone(),
-                        hash: l.hash.clone(),
-                    },
-                ))
+                let file = local::CachedFile {
+                    fp,
+                    id: l.id,
+                    hash: l.hash,
+                };
+                Some((l.rel, file))
             })
             .collect();
         let clean = (complete
@@ -1121,9 +1128,7 @@ impl Syncer {
             .then(|| state.manifest_version.clone())
             .flatten();
         if cache.files != files || cache.clean != clean {
-            cache.files = files;
-            cache.clean = clean;
-            cache.save(sd.root())?;
+            LocalCache { clean, files }.save(sd.root())?;
         }
         if !corrupt.is_empty() {
             return Err(SyncError::CorruptReply {
@@ -1231,8 +1236,9 @@ impl Syncer {
         let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
         let sd = ScopeDir::of(engine, scope)?;
         let mut state = sd.load_state()?;
-        let walk = local::walk(&engine.scope_dir(scope)?)?;
-        engine.refresh_scope(scope)?;
+        let files = scan::list_for_scan(&engine.scope_dir(scope)?)?;
+        let walk = local::walk_of(&files);
+        engine.refresh_scope_listed(scope, &files)?;
         let (mut local, mut refused) =
             read_local(engine, scope, &walk, &LocalCache::load(sd.root()), &mut 0)?;
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
@@ -1390,11 +1396,7 @@ fn read_local(
     cache: &LocalCache,
     files_read: &mut usize,
 ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
-    let rows = engine.index().list(&ListFilter {
-        scopes: vec![scope.key()],
-        note_type: None,
-        tag: None,
-    })?;
+    let rows = engine.index().files(&scope.key())?;
     let mut by_id: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for r in rows {
         by_id.entry(r.id.clone()).or_default().push(r);
@@ -1415,7 +1417,7 @@ fn read_local(
         }
         let row = &rows[0];
         if let Some(e) = &row.error {
-            let why = match crate::scan::is_unreadable(row) {
+            let why = match row.size == crate::scan::UNREADABLE_SIZE {
                 true => unreadable(&row.path, e),
                 false => format!("frontmatter error ({e}): fix the file"),
             };
@@ -1556,7 +1558,7 @@ mod tests {
         // And a scan lists it with the same reason, read again by every scan.
         engine.refresh_scope(&Scope::User).unwrap();
         let row = engine.index().find("user", "a").unwrap().remove(0);
-        assert!(crate::scan::is_unreadable(&row));
+        assert_eq!(row.size, crate::scan::UNREADABLE_SIZE);
         let (_, refused) = read_local(
             &engine,
             &Scope::User,

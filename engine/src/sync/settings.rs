@@ -3,8 +3,9 @@
 //! the desktop app and MCP servers sharing one home never lose each other's changes. The token
 //! is never here (see [`super::token`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -152,12 +153,70 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> SyncResu
     }
 }
 
-/// Writes a JSON file atomically.
+/// Writes a JSON file atomically, laid out for a person to read.
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> SyncResult<()> {
     let bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| crate::Error::Internal(format!("encoding {}: {e}", path.display())))?;
     fsx::write_atomic(path, &bytes)?;
     Ok(())
+}
+
+/// The large JSON files of per-note entries a pass reads and rewrites (a scope's sync state,
+/// its fingerprint cache), as this process last read or wrote each, by path, with its bytes:
+/// a file that still holds the same bytes holds the same value, and is not parsed again. A
+/// pass reads its scope's state more than once, a long-running process passes every minute,
+/// and at thousands of notes parsing is most of what reading costs. Written on one line.
+pub(crate) struct ParsedFiles<T>(LazyLock<Mutex<Parsed<T>>>);
+
+/// Each file's bytes as last read or written, and the value they hold.
+type Parsed<T> = HashMap<PathBuf, (Vec<u8>, Arc<T>)>;
+
+impl<T: Serialize + serde::de::DeserializeOwned> ParsedFiles<T> {
+    pub(crate) const fn new() -> ParsedFiles<T> {
+        ParsedFiles(LazyLock::new(Mutex::default))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Parsed<T>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value at `path`; `None` when there is no file.
+    pub(crate) fn read(&self, path: &Path) -> SyncResult<Option<Arc<T>>> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(crate::Error::io("read", path)(e).into()),
+        };
+        if let Some((known, value)) = self.lock().get(path)
+            && *known == bytes
+        {
+            return Ok(Some(value.clone()));
+        }
+        let value: Arc<T> =
+            Arc::new(
+                serde_json::from_slice(&bytes).map_err(|e| SyncError::State {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?,
+            );
+        self.lock()
+            .insert(path.to_path_buf(), (bytes, value.clone()));
+        Ok(Some(value))
+    }
+
+    /// Writes `value` to `path` atomically; `value` must be what parsing the file gives back
+    /// (no field skipped when written). Returns it as [`ParsedFiles::read`] would.
+    pub(crate) fn write(&self, path: &Path, value: T) -> SyncResult<Arc<T>> {
+        let bytes = serde_json::to_vec(&value)
+            .map_err(|e| crate::Error::Internal(format!("encoding {}: {e}", path.display())))?;
+        // Forgotten first: should the write fail, the file is parsed again when next read.
+        self.lock().remove(path);
+        fsx::write_atomic(path, &bytes)?;
+        let value = Arc::new(value);
+        self.lock()
+            .insert(path.to_path_buf(), (bytes, value.clone()));
+        Ok(value)
+    }
 }
 
 #[cfg(test)]
