@@ -359,18 +359,17 @@ pub fn rescan(index: &mut Index, scope: &str, dir: &Path) -> Result<ScanStats> {
 
 /// [`rescan`] against `files`, the folder as listed by [`list_for_scan`] (or [`list_files`]).
 pub fn rescan_listed(index: &mut Index, scope: &str, files: &[FoundFile]) -> Result<ScanStats> {
-    let known: std::collections::HashMap<String, (i64, i64)> = index
+    // What is left of it once every listed file is taken out is gone from the folder.
+    let mut known: std::collections::HashMap<String, (i64, i64)> = index
         .file_states(scope)?
         .into_iter()
         .map(|(p, m, s)| (p, (m, s)))
         .collect();
     let mut stats = ScanStats::default();
     let mut upserts = Vec::new();
-    let mut seen = std::collections::HashSet::new();
     for f in files {
-        let key = f.abs.to_string_lossy().into_owned();
-        match known.get(&key) {
-            Some(&(m, s)) if m == f.mtime_ns && s == f.size => {}
+        match known.remove(&*f.abs.to_string_lossy()) {
+            Some((m, s)) if m == f.mtime_ns && s == f.size => {}
             Some(_) => {
                 stats.updated += 1;
                 upserts.push(read_file(scope, f)?);
@@ -380,13 +379,8 @@ pub fn rescan_listed(index: &mut Index, scope: &str, files: &[FoundFile]) -> Res
                 upserts.push(read_file(scope, f)?);
             }
         }
-        seen.insert(key);
     }
-    let removals: Vec<String> = known
-        .keys()
-        .filter(|p| !seen.contains(*p))
-        .cloned()
-        .collect();
+    let removals: Vec<String> = known.into_keys().collect();
     stats.removed = removals.len();
     if stats.changed() {
         index.apply(&upserts, &removals)?;

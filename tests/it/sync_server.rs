@@ -53,6 +53,17 @@ impl Harness {
         store: Arc<dyn ObjectStore>,
         tune: impl FnOnce(&mut Settings),
     ) -> Self {
+        Self::on_store_seeded(dir, store, tune, 42)
+    }
+
+    /// A server on `store` whose revision ids come from `seed` (two servers on one store need
+    /// different ones, as real ones have).
+    fn on_store_seeded(
+        dir: tempfile::TempDir,
+        store: Arc<dyn ObjectStore>,
+        tune: impl FnOnce(&mut Settings),
+        seed: u64,
+    ) -> Self {
         let mut settings = Settings {
             admin_key: Some(memoria_sync_server::Secret::new(ADMIN)),
             rate_limit: RateLimit {
@@ -67,7 +78,7 @@ impl Harness {
             &settings,
             store.clone(),
             clock.clone(),
-            Arc::new(SeededRandom::new(42)),
+            Arc::new(SeededRandom::new(seed)),
         );
         Harness {
             dir,
@@ -391,6 +402,52 @@ async fn stale_bases_get_409_and_other_devices_edits_do_not_conflict() {
     assert!(s.bodies.iter().all(|b| b.id.as_str() != "a"));
     h.commit_ok(&t, "user", vec![put("a", Some(&rev(&d, 0)), "back\n")])
         .await;
+}
+
+#[tokio::test]
+async fn a_server_never_answers_from_a_manifest_another_server_or_a_hand_has_replaced() {
+    // Two servers on one store directory, as the filesystem store allows: each keeps the
+    // manifests it read or wrote, and must still see every write the other makes.
+    let one = Harness::new();
+    let two = Harness::on_store_seeded(tempfile::tempdir().unwrap(), one.store.clone(), |_| {}, 7);
+    let t = one.token("alice").await;
+    let c = one.commit_ok(&t, "user", vec![put("a", None, "1\n")]).await;
+    let r1 = rev(&c, 0);
+    let s = one.snap(&t, "user").await;
+    assert_eq!(s.notes.len(), 1);
+    // The other server changes the note: the first one's kept manifest is now out of date.
+    let c = two
+        .commit_ok(&t, "user", vec![put("a", Some(&r1), "2\n")])
+        .await;
+    let r2 = rev(&c, 0);
+    let r = one
+        .commit(&t, "user", vec![put("a", Some(&r1), "3\n")])
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.json);
+    assert_eq!(r.json["stale"], json!([{"id": "a", "currentRevision": r2}]));
+    let c = one
+        .commit_ok(&t, "user", vec![put("a", Some(&r2), "3\n")])
+        .await;
+    let r3 = rev(&c, 0);
+    let s = two.snap(&t, "user").await;
+    assert_eq!(s.notes[0].revision, r3);
+    // The manifest put back by hand to an older copy of itself: what is stored counts.
+    let key = one
+        .tree()
+        .into_keys()
+        .find(|k| k.ends_with("manifest.json"))
+        .expect("a manifest");
+    let path = one.dir.path().join(&key);
+    let now = std::fs::read(&path).unwrap();
+    let r = two.commit(&t, "user", vec![put("b", None, "x\n")]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    std::fs::write(&path, &now).unwrap();
+    let s = two.snap(&t, "user").await;
+    assert_eq!(
+        s.notes.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(),
+        ["a"],
+        "the server answered from the manifest it wrote, not the one stored"
+    );
 }
 
 #[tokio::test]

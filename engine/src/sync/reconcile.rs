@@ -1396,14 +1396,12 @@ fn read_local(
     cache: &LocalCache,
     files_read: &mut usize,
 ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
+    // By id, then path: the files of one id are next to each other.
     let rows = engine.index().files(&scope.key())?;
-    let mut by_id: BTreeMap<String, Vec<_>> = BTreeMap::new();
-    for r in rows {
-        by_id.entry(r.id.clone()).or_default().push(r);
-    }
     let mut local = BTreeMap::new();
     let mut refused = BTreeMap::new();
-    for (id, rows) in by_id {
+    for rows in rows.chunk_by(|a, b| a.id == b.id) {
+        let id = rows[0].id.clone();
         if rows.len() > 1 {
             let files: Vec<&str> = rows.iter().map(|r| r.rel_path.as_str()).collect();
             refused.insert(
