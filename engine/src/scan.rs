@@ -50,8 +50,8 @@ fn found_file(abs: PathBuf, rel: String, meta: &fs::Metadata) -> FoundFile {
 /// A scope folder as one walk found it: its note files, by relative path, and the hidden
 /// leftovers of writes a crash interrupted.
 #[derive(Debug, Default)]
-pub struct Listing {
-    pub files: Vec<FoundFile>,
+struct Listing {
+    files: Vec<FoundFile>,
     /// Copies [`fsx::replace`](crate::fsx::replace) moved aside, with the folder they are in.
     asides: Vec<(PathBuf, PathBuf)>,
     /// Temp files of atomic writes.
@@ -130,7 +130,7 @@ fn walk_folder(dir: &Path) -> Result<Listing> {
                 if ft.is_file() {
                     if stem.contains(ASIDE_MARK) {
                         out.asides.push((d.clone(), entry.path()));
-                    } else if stem.contains(TEMP_MARK) {
+                    } else if name.contains(TEMP_MARK) {
                         out.temps.push(entry.path());
                     }
                 }

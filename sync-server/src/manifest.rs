@@ -319,7 +319,7 @@ pub fn duplicate_ids(changes: &[Change]) -> Option<NoteId> {
 pub struct ManifestCache(Mutex<HashMap<String, (ETag, Manifest)>>);
 
 /// Manifests kept at most: a server of many accounts keeps only the scopes in use lately.
-const CACHED_MANIFESTS: usize = 64;
+const CACHED_MANIFESTS: usize = 16;
 
 impl ManifestCache {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, (ETag, Manifest)>> {
