@@ -224,6 +224,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_kept_file_changed_by_another_process_is_read_again() {
+        static FILES: ParsedFiles<BTreeMap<String, u32>> = ParsedFiles::new();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        assert_eq!(FILES.read(&path).unwrap(), None);
+        FILES
+            .write(&path, BTreeMap::from([("a".to_owned(), 1)]))
+            .unwrap();
+        assert_eq!(FILES.read(&path).unwrap().unwrap()["a"], 1);
+        // Another process (or a hand) replaces it, even with the same length: what the file
+        // holds now is what is read.
+        std::fs::write(&path, r#"{"a":2}"#).unwrap();
+        assert_eq!(FILES.read(&path).unwrap().unwrap()["a"], 2);
+        // Unparsable, it is an error naming the file, never the value kept before.
+        std::fs::write(&path, "{").unwrap();
+        let err = FILES.read(&path).unwrap_err().to_string();
+        assert!(err.contains("state.json"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(FILES.read(&path).unwrap(), None);
+    }
+
+    #[test]
     fn settings_persist_and_off_survives() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Settings::load(dir.path()).unwrap(), Settings::default());
