@@ -131,7 +131,22 @@ pub struct FileRow {
     pub id: String,
     /// [`UNREADABLE_SIZE`](crate::scan::UNREADABLE_SIZE) when the file could not be read.
     pub size: i64,
+    pub mtime_ns: i64,
     pub error: Option<String>,
+}
+
+impl FileRow {
+    /// The row `note` is stored as.
+    pub fn of(note: &IndexedNote) -> FileRow {
+        FileRow {
+            path: note.path.clone(),
+            rel_path: note.rel_path.clone(),
+            id: note.id.clone(),
+            size: note.size,
+            mtime_ns: note.mtime_ns,
+            error: note.error.clone(),
+        }
+    }
 }
 
 /// Filters for [`Index::list`].
@@ -251,7 +266,7 @@ impl Index {
     pub fn files(&self, scope: &str) -> Result<Vec<FileRow>> {
         let conn = self.conn();
         let mut st = conn.prepare_cached(
-            "SELECT path, rel_path, id, size, error FROM notes WHERE scope = ?1 ORDER BY id, path",
+            "SELECT path, rel_path, id, size, mtime_ns, error FROM notes WHERE scope = ?1 ORDER BY id, path",
         )?;
         let rows = st.query_map([scope], |r| {
             Ok(FileRow {
@@ -259,7 +274,8 @@ impl Index {
                 rel_path: r.get(1)?,
                 id: r.get(2)?,
                 size: r.get(3)?,
-                error: r.get(4)?,
+                mtime_ns: r.get(4)?,
+                error: r.get(5)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

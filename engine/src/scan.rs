@@ -1,6 +1,7 @@
 //! Reading scope folders into index rows, and the start-up repair scan that brings the index in
 //! step with whatever happened to the files while no watcher ran (an editor, Obsidian, git pull).
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -11,7 +12,7 @@ use memoria_shared::slugify;
 use crate::error::{Error, Result};
 use crate::fsx::{ASIDE_MARK, TEMP_MARK};
 use crate::guard::{self, SECRETS_TAG};
-use crate::index::{Index, IndexedNote};
+use crate::index::{FileRow, Index, IndexedNote};
 
 /// A file found in a scope folder, with what its `lstat` said when it was listed.
 #[derive(Debug, Clone)]
@@ -119,13 +120,17 @@ fn walk_folder(dir: &Path) -> Result<Listing> {
                 });
             }
         };
+        // This folder's note files, stat'ed once it is listed (and closed with them).
+        let mut notes = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(Error::io("read folder", &d))?;
+            let entry = entry.map_err(|e| Error::io("read folder", &d)(e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name == "node_modules" {
                 continue;
             }
-            let ft = entry.file_type().map_err(Error::io("stat", entry.path()))?;
+            let ft = entry
+                .file_type()
+                .map_err(|e| Error::io("stat", entry.path())(e))?;
             if let Some(stem) = name.strip_prefix('.') {
                 if ft.is_file() {
                     if stem.contains(ASIDE_MARK) {
@@ -146,13 +151,50 @@ fn walk_folder(dir: &Path) -> Result<Listing> {
             } else if is_note_file(&name) {
                 // Regular files, and anything else with a note's name (a symbolic link, a
                 // pipe): those are listed so they are reported and never read as "no note".
-                let meta = entry.metadata().map_err(Error::io("stat", entry.path()))?;
-                out.files.push(found_file(entry.path(), rel, &meta));
+                notes.push((entry, rel));
             }
         }
+        out.files.extend(stat_all(notes)?);
     }
     out.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(out)
+}
+
+/// Fewest note files of one folder that are stat'ed on more than one thread: below it, starting
+/// the threads costs more than they save.
+const PARALLEL_STAT_MIN: usize = 256;
+
+/// `lstat`s the note files one folder listed, on up to four threads when there are many: in a
+/// folder of thousands of notes those calls are most of a walk, and each is independent.
+fn stat_all(notes: Vec<(fs::DirEntry, String)>) -> Result<Vec<FoundFile>> {
+    let stat = |(entry, rel): (fs::DirEntry, String)| -> Result<FoundFile> {
+        let meta = entry
+            .metadata()
+            .map_err(|e| Error::io("stat", entry.path())(e))?;
+        Ok(found_file(entry.path(), rel, &meta))
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if threads < 2 || notes.len() < PARALLEL_STAT_MIN {
+        return notes.into_iter().map(stat).collect();
+    }
+    let per = notes.len().div_ceil(threads);
+    let mut rest = notes.into_iter();
+    let chunks: Vec<Vec<_>> = std::iter::from_fn(|| {
+        let chunk: Vec<_> = rest.by_ref().take(per).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    })
+    .collect();
+    std::thread::scope(|s| {
+        let running: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| s.spawn(move || chunk.into_iter().map(stat).collect::<Result<Vec<_>>>()))
+            .collect();
+        let mut files = Vec::new();
+        for r in running {
+            files.extend(r.join().expect("a stat thread does not panic")?);
+        }
+        Ok(files)
+    })
 }
 
 #[cfg(unix)]
@@ -359,33 +401,58 @@ pub fn rescan(index: &mut Index, scope: &str, dir: &Path) -> Result<ScanStats> {
 
 /// [`rescan`] against `files`, the folder as listed by [`list_for_scan`] (or [`list_files`]).
 pub fn rescan_listed(index: &mut Index, scope: &str, files: &[FoundFile]) -> Result<ScanStats> {
+    rescan_listed_rows(index, scope, files).map(|(stats, _)| stats)
+}
+
+/// [`rescan_listed`], also giving the scope's files as [`Index::files`] gives them once the
+/// rescan is done, without asking the index again.
+pub fn rescan_listed_rows(
+    index: &mut Index,
+    scope: &str,
+    files: &[FoundFile],
+) -> Result<(ScanStats, Vec<FileRow>)> {
+    let mut rows = index.files(scope)?;
     // What is left of it once every listed file is taken out is gone from the folder.
-    let mut known: std::collections::HashMap<String, (i64, i64)> = index
-        .file_states(scope)?
-        .into_iter()
-        .map(|(p, m, s)| (p, (m, s)))
-        .collect();
+    let mut unlisted = vec![true; rows.len()];
     let mut stats = ScanStats::default();
     let mut upserts = Vec::new();
-    for f in files {
-        match known.remove(&*f.abs.to_string_lossy()) {
-            Some((m, s)) if m == f.mtime_ns && s == f.size => {}
-            Some(_) => {
-                stats.updated += 1;
-                upserts.push(read_file(scope, f)?);
+    {
+        let known: HashMap<&str, usize> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.path.as_str(), i))
+            .collect();
+        for f in files {
+            match known.get(&*f.abs.to_string_lossy()) {
+                Some(&i) => {
+                    unlisted[i] = false;
+                    if rows[i].mtime_ns == f.mtime_ns && rows[i].size == f.size {
+                        continue;
+                    }
+                    stats.updated += 1;
+                }
+                None => stats.added += 1,
             }
-            None => {
-                stats.added += 1;
-                upserts.push(read_file(scope, f)?);
-            }
+            upserts.push(read_file(scope, f)?);
         }
     }
-    let removals: Vec<String> = known.into_keys().collect();
+    let removals: Vec<String> = rows
+        .iter()
+        .zip(&unlisted)
+        .filter(|(_, gone)| **gone)
+        .map(|(r, _)| r.path.clone())
+        .collect();
     stats.removed = removals.len();
     if stats.changed() {
         index.apply(&upserts, &removals)?;
+        let replaced: HashSet<&str> = upserts.iter().map(|n| n.path.as_str()).collect();
+        let mut gone = unlisted.into_iter();
+        rows.retain(|r| !gone.next().unwrap_or(true) && !replaced.contains(r.path.as_str()));
+        rows.extend(upserts.iter().map(FileRow::of));
+        // As the index orders them: by id, then path, byte by byte.
+        rows.sort_by(|a, b| (&a.id, &a.path).cmp(&(&b.id, &b.path)));
     }
-    Ok(stats)
+    Ok((stats, rows))
 }
 
 /// Temp files of writes that were interrupted (a crash, kill -9). They are never the only copy
@@ -458,5 +525,54 @@ mod tests {
         );
         let plain = read_file("user", &found(tmp.path(), "p.md", b"just text\n")).unwrap();
         assert!(plain.tags.is_empty());
+    }
+
+    #[test]
+    fn a_rescan_gives_the_rows_the_index_then_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("notes");
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        let mut index = Index::open(&tmp.path().join("index.db")).unwrap();
+        for i in 0..5 {
+            fs::write(
+                dir.join(format!("n{i}.md")),
+                format!("---\nid: n{i}\n---\nbody {i}\n"),
+            )
+            .unwrap();
+        }
+        let check = |index: &mut Index| {
+            let files = list_for_scan(&dir).unwrap();
+            let (_, rows) = rescan_listed_rows(index, "user", &files).unwrap();
+            assert_eq!(rows, index.files("user").unwrap());
+            rows
+        };
+        assert_eq!(check(&mut index).len(), 5);
+        // Unchanged: the same rows.
+        assert_eq!(check(&mut index).len(), 5);
+        // One edited (a new size), one removed, one added, one file claiming another's id, and
+        // one broken: each row as the index stores it, in its order.
+        fs::write(dir.join("n1.md"), "---\nid: n1\n---\na longer body now\n").unwrap();
+        fs::remove_file(dir.join("n2.md")).unwrap();
+        fs::write(dir.join("sub/new.md"), "---\nid: a-new\n---\nnew\n").unwrap();
+        fs::write(dir.join("sub/twin.md"), "---\nid: n3\n---\ntwin\n").unwrap();
+        fs::write(dir.join("broken.md"), "---\nid: [x\n---\nbroken\n").unwrap();
+        let rows = check(&mut index);
+        assert_eq!(rows.len(), 7, "{rows:?}");
+        assert!(rows.iter().any(|r| r.error.is_some()));
+    }
+
+    #[test]
+    fn a_folder_of_many_notes_is_listed_whole_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = PARALLEL_STAT_MIN * 3 + 7;
+        for i in 0..n {
+            fs::write(tmp.path().join(format!("{i:05}.md")), "x".repeat(i % 13)).unwrap();
+        }
+        let files = list_files(tmp.path()).unwrap();
+        assert_eq!(files.len(), n);
+        for (i, f) in files.iter().enumerate() {
+            assert_eq!(f.rel, format!("{i:05}.md"));
+            assert_eq!(f.size, (i % 13) as i64);
+        }
     }
 }

@@ -969,13 +969,14 @@ impl Engine {
     }
 
     /// [`Engine::refresh_scope`] against `files`, the scope's folder as
-    /// [`scan::list_for_scan`] listed it.
+    /// [`scan::list_for_scan`] listed it; gives the scope's files as [`Index::files`] then
+    /// would.
     pub(crate) fn refresh_scope_listed(
         &mut self,
         scope: &Scope,
         files: &[scan::FoundFile],
-    ) -> Result<ScanStats> {
-        scan::rescan_listed(&mut self.index, &scope.key(), files)
+    ) -> Result<Vec<crate::index::FileRow>> {
+        scan::rescan_listed_rows(&mut self.index, &scope.key(), files).map(|(_, rows)| rows)
     }
 
     /// Puts `new` (or, with `None`, nothing) at `rel` in `scope`, only if the file there still

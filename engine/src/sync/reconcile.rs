@@ -38,6 +38,7 @@ use super::pending::{Pending, PendingReason, too_many_deletes};
 use super::settings::{Settings, sync_dir};
 use crate::backup::BackupReason;
 use crate::guard::{self, SECRETS_TAG};
+use crate::index::FileRow;
 use crate::project::Scope;
 use crate::scan::{self, FoundFile};
 use crate::vault::Engine;
@@ -260,8 +261,8 @@ impl Syncer {
         cache: &LocalCache,
         report: &mut PassReport,
     ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
-        engine.refresh_scope_listed(scope, files)?;
-        read_local(engine, scope, walk, cache, &mut report.files_read)
+        let rows = engine.refresh_scope_listed(scope, files)?;
+        read_local(rows, walk, cache, &mut report.files_read)
     }
 
     /// Syncs every synced scope of `engine`; one scope's failure does not stop the others.
@@ -594,8 +595,6 @@ impl Syncer {
             state.pending = None;
             sd.save_state(&state)?;
         }
-        let base_before = state.base.clone();
-        let base = &base_before;
         let quotas: Quotas = resp.quotas;
         // Bodies the server sent, by hash; bodies it left out are this machine's own (its
         // base, or its local note).
@@ -604,10 +603,12 @@ impl Syncer {
         // the pass is not recorded complete, so the next one asks for them again.
         let mut corrupt: BTreeMap<String, String> = BTreeMap::new();
         let mut delta = false;
+        // The state's own list when the reply is that it is unchanged: put back if the pass
+        // does not complete.
         let (remote, manifest_version, generation) = if resp.unchanged {
             report.unchanged = true;
             (
-                state.remote.clone(),
+                std::mem::take(&mut state.remote),
                 state.manifest_version.clone(),
                 state.generation,
             )
@@ -674,20 +675,18 @@ impl Syncer {
             delta = resp.delta;
             (notes, resp.manifest_version, resp.generation)
         };
-        let remote_map: BTreeMap<String, ManifestEntry> = remote
-            .iter()
-            .map(|e| (e.id.as_str().to_owned(), e.clone()))
-            .collect();
+        let remote_map: BTreeMap<&str, &ManifestEntry> =
+            remote.iter().map(|e| (e.id.as_str(), e)).collect();
 
         // A list of changes brings the bodies of those only. A note it did not change whose
         // cloud version this machine never took (held back until now, e.g. a conflict just
         // resolved) needs its body too: the pass starts over with the whole list.
         if delta {
-            let lacking = remote_map.iter().any(|(id, e)| {
+            let lacking = remote_map.iter().any(|(&id, e)| {
                 let Some(h) = e.hash.as_ref().filter(|_| !e.deleted) else {
                     return false;
                 };
-                let b = base.get(id);
+                let b = state.base.get(id);
                 !(refused.contains_key(id)
                     || conflicts.contains_key(id)
                     || b.is_some_and(|b| b.revision == e.revision || b.hash == h.as_str())
@@ -704,21 +703,20 @@ impl Syncer {
             sd,
             scope,
             check,
-            base,
+            &state.base,
             &local,
             &refused,
             &conflicts,
             &remote_map,
         )?;
 
-        // Refused files count too, so each one is reported as held back.
-        let ids: BTreeSet<String> = base
-            .keys()
-            .chain(local.keys())
-            .chain(remote_map.keys())
-            .chain(refused.keys())
-            .cloned()
+        // The notes not in sync; refused files count too, so each one is reported as held back.
+        let ids: Vec<String> = each_id(&state.base, &local, &remote_map, &refused)
+            .filter(|n| n.refused || conflicts.contains_key(n.id) || !n.in_sync())
+            .map(|n| n.id.to_owned())
             .collect();
+        // Those whose base this pass may change: the only ones with base bodies to prune.
+        let mut rebased: Vec<String> = Vec::new();
         let mut incomplete = false;
         let mut uploads: Vec<(Change, Option<(String, String)>)> = Vec::new();
         for id in ids {
@@ -730,18 +728,11 @@ impl Syncer {
                 report.held_back.push((id, "conflict".into()));
                 continue;
             }
-            let b = base.get(&id);
-            let rem = remote_map.get(&id);
-            let remote_same = match (b, rem) {
-                (Some(e), Some(r)) => e.revision == r.revision && !r.deleted,
-                (None, None) => true,
-                (None, Some(r)) => r.deleted,
-                (Some(_), None) => false,
-            };
-            if remote_same && local.get(&id).map(|l| &l.hash) == b.map(|e| &e.hash) {
-                // In sync: nothing of it is read.
-                continue;
-            }
+            // As it was before this note's turn: only this turn changes it.
+            let base_entry = state.base.get(&id).cloned();
+            let b = base_entry.as_ref();
+            let rem = remote_map.get(id.as_str()).copied();
+            let remote_same = remote_same(b, rem);
             let base_note = b.and_then(|e| {
                 report.files_read += 1;
                 sd.note(&id, e)
@@ -769,6 +760,7 @@ impl Syncer {
                     // Recorded in the text form: kept in the sync form from now on, so the
                     // next pass finds it in sync without reading it.
                     sd.put_body(&id, hash, text)?;
+                    rebased.push(id.clone());
                     state.base.insert(
                         id.clone(),
                         BaseEntry {
@@ -897,6 +889,7 @@ impl Syncer {
                         _ => report.download.changed += 1,
                     }
                 }
+                rebased.push(id.clone());
                 match (rem, &theirs) {
                     (Some(r), Some((n, text))) => {
                         let hash = synced_hash(n);
@@ -985,15 +978,16 @@ impl Syncer {
         }
         // Downloads are in the vault; remember them before uploading (with nothing to upload,
         // the save at the end follows at once).
-        if state.base != *base && !uploads.is_empty() {
+        if !rebased.is_empty() && !uploads.is_empty() {
             sd.save_state(&state)?;
         }
 
         // While every commit's generation follows the one before, the manifest after them is
         // the one this pass saw plus its own changes: known without asking again.
+        // The entries those commits changed, by id, on top of `remote`.
         let mut chained = generation
             .filter(|_| !uploads.is_empty())
-            .map(|g| (g, remote_map));
+            .map(|g| (g, BTreeMap::<String, ManifestEntry>::new()));
         let mut last_version = None;
         let per_commit = (quotas.changes_per_commit as usize).max(1);
         let commits = uploads.len().div_ceil(per_commit);
@@ -1047,7 +1041,7 @@ impl Syncer {
                     .filter(|(g, _)| resp.generation == Some(g + 1))
                     .map(|(g, mut notes)| {
                         for (applied, (change, file)) in resp.applied.iter().zip(chunk) {
-                            let prior = notes.get(applied.id.as_str());
+                            let prior = remote_map.get(applied.id.as_str());
                             let entry = ManifestEntry {
                                 id: applied.id.clone(),
                                 revision: applied.revision.clone(),
@@ -1071,20 +1065,25 @@ impl Syncer {
                 sd.save_state(&state)?;
             }
         }
-        let (remote, manifest_version, generation, known) = match (uploads.is_empty(), chained) {
-            (true, _) => (remote, manifest_version, generation, true),
-            (false, Some((g, notes))) => {
-                (notes.into_values().collect(), last_version, Some(g), true)
-            }
-            (false, None) => (remote, None, None, false),
+        let (manifest_version, generation, known) = match (uploads.is_empty(), &chained) {
+            (true, _) => (manifest_version, generation, true),
+            (false, Some((g, _))) => (last_version, Some(*g), true),
+            (false, None) => (None, None, false),
         };
         let complete = known && !incomplete && corrupt.is_empty();
         if complete {
+            let mut remote = remote;
+            if let Some((_, changed)) = chained {
+                patch_manifest(&mut remote, changed);
+            }
             state.manifest_version = manifest_version;
             state.remote = remote;
             state.generation = generation;
         } else {
             state.manifest_version = None;
+            if report.unchanged {
+                state.remote = remote;
+            }
         }
         // The folder as found is the scope's folder from now on; what waited is done.
         state.folder = Some(check.ident.clone());
@@ -1095,17 +1094,8 @@ impl Syncer {
             sd.prune_bodies(&state)?;
         } else {
             // Only the notes this pass synced can have bodies no entry points at.
-            let changed = base
-                .iter()
-                .filter(|(id, e)| state.base.get(*id) != Some(*e))
-                .map(|(id, _)| id.as_str());
-            let added = state
-                .base
-                .keys()
-                .filter(|id| !base.contains_key(*id))
-                .map(String::as_str);
             let sent = uploads.iter().map(|(c, _)| c.id.as_str());
-            sd.prune_bodies_of(&state, changed.chain(added).chain(sent));
+            sd.prune_bodies_of(&state, rebased.iter().map(String::as_str).chain(sent));
         }
         // What this pass read, for the next one; and whether it left nothing to do.
         let now = local::now_ns();
@@ -1152,7 +1142,7 @@ impl Syncer {
         local: &BTreeMap<String, LocalNote>,
         refused: &BTreeMap<String, String>,
         conflicts: &BTreeMap<String, Conflict>,
-        remote: &BTreeMap<String, ManifestEntry>,
+        remote: &BTreeMap<&str, &ManifestEntry>,
     ) -> SyncResult<()> {
         let confirmed: BTreeSet<String> = match sd.pending()? {
             Some(p) if p.confirmed => p.local_deletes.into_iter().chain(p.cloud_deletes).collect(),
@@ -1164,7 +1154,7 @@ impl Syncer {
             if refused.contains_key(id) || conflicts.contains_key(id) || confirmed.contains(id) {
                 continue;
             }
-            let rem = remote.get(id);
+            let rem = remote.get(id.as_str());
             match local.get(id) {
                 // Gone here, unchanged in the cloud: the pass would delete it everywhere.
                 None if rem.is_some_and(|r| !r.deleted && r.revision == entry.revision) => {
@@ -1238,9 +1228,9 @@ impl Syncer {
         let mut state = sd.load_state()?;
         let files = scan::list_for_scan(&engine.scope_dir(scope)?)?;
         let walk = local::walk_of(&files);
-        engine.refresh_scope_listed(scope, &files)?;
+        let rows = engine.refresh_scope_listed(scope, &files)?;
         let (mut local, mut refused) =
-            read_local(engine, scope, &walk, &LocalCache::load(sd.root()), &mut 0)?;
+            read_local(rows, &walk, &LocalCache::load(sd.root()), &mut 0)?;
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
         let mut changes = Vec::new();
         for ch in batch {
@@ -1365,6 +1355,79 @@ fn synced_base_hash(entry: &BaseEntry, note: Option<&(Note, String)>) -> String 
     note.map_or_else(|| entry.hash.clone(), |(n, _)| synced_hash(n))
 }
 
+/// Whether the cloud's entry for a note is still the one of its base (both absent counts).
+fn remote_same(base: Option<&BaseEntry>, remote: Option<&ManifestEntry>) -> bool {
+    match (base, remote) {
+        (Some(e), Some(r)) => e.revision == r.revision && !r.deleted,
+        (None, None) => true,
+        (None, Some(r)) => r.deleted,
+        (Some(_), None) => false,
+    }
+}
+
+/// What each side of a pass holds for one note id.
+struct IdEntries<'a> {
+    id: &'a str,
+    base: Option<&'a BaseEntry>,
+    local: Option<&'a LocalNote>,
+    remote: Option<&'a ManifestEntry>,
+    refused: bool,
+}
+
+impl IdEntries<'_> {
+    /// Unchanged here and in the cloud since the last sync: nothing of it is read.
+    fn in_sync(&self) -> bool {
+        remote_same(self.base, self.remote)
+            && self.local.map(|l| &l.hash) == self.base.map(|e| &e.hash)
+    }
+}
+
+/// Every id of the four maps once, in order, with what each holds for it: one walk of them
+/// side by side, where looking every id up in each map costs a search per map.
+fn each_id<'a>(
+    base: &'a BTreeMap<String, BaseEntry>,
+    local: &'a BTreeMap<String, LocalNote>,
+    remote: &'a BTreeMap<&str, &ManifestEntry>,
+    refused: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = IdEntries<'a>> {
+    let mut b = base.iter().peekable();
+    let mut l = local.iter().peekable();
+    let mut r = remote.iter().peekable();
+    let mut f = refused.keys().peekable();
+    std::iter::from_fn(move || {
+        let id: &'a str = [
+            b.peek().map(|&(k, _)| k.as_str()),
+            l.peek().map(|&(k, _)| k.as_str()),
+            r.peek().map(|&(&k, _)| k),
+            f.peek().map(|&k| k.as_str()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
+        Some(IdEntries {
+            id,
+            base: b.next_if(|&(k, _)| k == id).map(|(_, e)| e),
+            local: l.next_if(|&(k, _)| k == id).map(|(_, n)| n),
+            remote: r.next_if(|&(&k, _)| k == id).map(|(_, &e)| e),
+            refused: f.next_if(|&k| k == id).is_some(),
+        })
+    })
+}
+
+/// `manifest` with the entries of `changed` in place of those of the same ids, and those of
+/// new ids added (in id order).
+fn patch_manifest(manifest: &mut Vec<ManifestEntry>, mut changed: BTreeMap<String, ManifestEntry>) {
+    for e in manifest.iter_mut() {
+        if let Some(new) = changed.remove(e.id.as_str()) {
+            *e = new;
+        }
+    }
+    if !changed.is_empty() {
+        manifest.extend(changed.into_values());
+        manifest.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    }
+}
+
 fn hashes(set: &BTreeSet<String>) -> Vec<ContentHash> {
     set.iter().filter_map(|h| ContentHash::parse(h)).collect()
 }
@@ -1390,58 +1453,57 @@ fn check_body(b: &NoteBody, entry: Option<&ManifestEntry>) -> Result<(), String>
 /// fingerprint in `walk` is the one `cache` knows is not read: its hash is the cache's.
 #[allow(clippy::type_complexity)]
 fn read_local(
-    engine: &Engine,
-    scope: &Scope,
+    rows: Vec<FileRow>,
     walk: &local::Walk,
     cache: &LocalCache,
     files_read: &mut usize,
 ) -> SyncResult<(BTreeMap<String, LocalNote>, BTreeMap<String, String>)> {
-    // By id, then path: the files of one id are next to each other.
-    let rows = engine.index().files(&scope.key())?;
     let mut local = BTreeMap::new();
     let mut refused = BTreeMap::new();
-    for rows in rows.chunk_by(|a, b| a.id == b.id) {
-        let id = rows[0].id.clone();
-        if rows.len() > 1 {
-            let files: Vec<&str> = rows.iter().map(|r| r.rel_path.as_str()).collect();
-            refused.insert(
-                id,
-                format!(
-                    "several files claim this id ({}; names differing only in case are one file on macOS and Windows): rename all but one",
-                    files.join(", ")
-                ),
+    // By id, then path: the files of one id are next to each other.
+    let mut rows = rows.into_iter().peekable();
+    while let Some(row) = rows.next() {
+        let mut others = Vec::new();
+        while let Some(other) = rows.next_if(|r| r.id == row.id) {
+            others.push(other.rel_path);
+        }
+        if !others.is_empty() {
+            let files: Vec<&str> = std::iter::once(row.rel_path.as_str())
+                .chain(others.iter().map(String::as_str))
+                .collect();
+            let why = format!(
+                "several files claim this id ({}; names differing only in case are one file on macOS and Windows): rename all but one",
+                files.join(", ")
             );
+            refused.insert(row.id, why);
             continue;
         }
-        let row = &rows[0];
         if let Some(e) = &row.error {
             let why = match row.size == crate::scan::UNREADABLE_SIZE {
                 true => unreadable(&row.path, e),
                 false => format!("frontmatter error ({e}): fix the file"),
             };
-            refused.insert(id, why);
+            refused.insert(row.id, why);
             continue;
         }
+        let known = cache.hash_of(walk, &row.rel_path, &row.id);
         let mut note = LocalNote {
-            rel: row.rel_path.clone(),
-            path: PathBuf::from(&row.path),
-            id: id.clone(),
-            hash: String::new(),
             fp: walk.get(&row.rel_path).copied(),
+            hash: known.unwrap_or_default().to_owned(),
+            rel: row.rel_path,
+            path: PathBuf::from(row.path),
+            id: row.id,
             body: None,
         };
-        match cache.hash_of(walk, &row.rel_path, &id) {
-            Some(hash) => note.hash = hash.to_owned(),
-            None => {
-                *files_read += 1;
-                if let Err(why) = note.load() {
-                    // Absent from this pass would read as deleted: it is held back instead.
-                    refused.insert(id, why);
-                    continue;
-                }
+        if known.is_none() {
+            *files_read += 1;
+            if let Err(why) = note.load() {
+                // Absent from this pass would read as deleted: it is held back instead.
+                refused.insert(note.id, why);
+                continue;
             }
         }
-        local.insert(id, note);
+        local.insert(note.id.clone(), note);
     }
     Ok((local, refused))
 }
@@ -1539,8 +1601,7 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(home.path().join("gone.md"), &file).unwrap();
         let (local, refused) = read_local(
-            &engine,
-            &Scope::User,
+            engine.index().files("user").unwrap(),
             &local::Walk::new(),
             &LocalCache::default(),
             &mut 0,
@@ -1558,8 +1619,7 @@ mod tests {
         let row = engine.index().find("user", "a").unwrap().remove(0);
         assert_eq!(row.size, crate::scan::UNREADABLE_SIZE);
         let (_, refused) = read_local(
-            &engine,
-            &Scope::User,
+            engine.index().files("user").unwrap(),
             &local::Walk::new(),
             &LocalCache::default(),
             &mut 0,
@@ -1609,5 +1669,89 @@ mod tests {
         clock.advance(30_000);
         syncer.sync_scope(&mut engine, &Scope::User).unwrap_err();
         assert_eq!(down.0.load(Ordering::SeqCst), 2);
+    }
+
+    fn entry(id: &str, revision: &str) -> ManifestEntry {
+        ManifestEntry {
+            id: memoria_shared::NoteId::new(id).unwrap(),
+            revision: revision.into(),
+            hash: None,
+            size: None,
+            deleted: false,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn each_id_walks_every_id_of_the_four_maps_once_with_what_each_holds() {
+        let base_entry = |r: &str| BaseEntry {
+            revision: r.into(),
+            hash: format!("h{r}"),
+        };
+        let base: BTreeMap<String, BaseEntry> = [("b", "1"), ("d", "2"), ("f", "3")]
+            .into_iter()
+            .map(|(id, r)| (id.to_owned(), base_entry(r)))
+            .collect();
+        let local: BTreeMap<String, LocalNote> = ["a", "d", "g"]
+            .into_iter()
+            .map(|id| {
+                let note = LocalNote {
+                    rel: format!("{id}.md"),
+                    path: PathBuf::from(format!("{id}.md")),
+                    id: id.to_owned(),
+                    hash: "h2".into(),
+                    fp: None,
+                    body: None,
+                };
+                (id.to_owned(), note)
+            })
+            .collect();
+        let manifest = vec![entry("c", "9"), entry("d", "2"), entry("f", "4")];
+        let remote: BTreeMap<&str, &ManifestEntry> =
+            manifest.iter().map(|e| (e.id.as_str(), e)).collect();
+        let refused: BTreeMap<String, String> = [("e".to_owned(), "why".to_owned())].into();
+        let seen: Vec<(String, bool, bool, bool, bool)> = each_id(&base, &local, &remote, &refused)
+            .map(|n| {
+                (
+                    n.id.to_owned(),
+                    n.base.is_some(),
+                    n.local.is_some(),
+                    n.remote.is_some(),
+                    n.refused,
+                )
+            })
+            .collect();
+        let want = [
+            ("a", false, true, false, false),
+            ("b", true, false, false, false),
+            ("c", false, false, true, false),
+            ("d", true, true, true, false),
+            ("e", false, false, false, true),
+            ("f", true, false, true, false),
+            ("g", false, true, false, false),
+        ]
+        .map(|(id, b, l, r, f)| (id.to_owned(), b, l, r, f));
+        assert_eq!(seen, want);
+        // Only "d" is the same here, in its base and in the cloud; "e" is on no side (its
+        // refusal is reported apart).
+        let in_sync: Vec<&str> = each_id(&base, &local, &remote, &refused)
+            .filter(|n| n.in_sync())
+            .map(|n| n.id)
+            .collect();
+        assert_eq!(in_sync, ["d", "e"]);
+    }
+
+    #[test]
+    fn a_patched_manifest_replaces_entries_in_place_and_adds_new_ones_in_order() {
+        let mut manifest = vec![entry("b", "1"), entry("d", "1")];
+        patch_manifest(&mut manifest, BTreeMap::new());
+        assert_eq!(manifest, [entry("b", "1"), entry("d", "1")]);
+        let changed = [entry("d", "2"), entry("a", "1"), entry("c", "1")]
+            .map(|e| (e.id.as_str().to_owned(), e))
+            .into();
+        patch_manifest(&mut manifest, changed);
+        let want = [("a", "1"), ("b", "1"), ("c", "1"), ("d", "2")].map(|(i, r)| entry(i, r));
+        assert_eq!(manifest, want);
     }
 }
