@@ -1707,7 +1707,7 @@ mod tests {
                 (id.to_owned(), note)
             })
             .collect();
-        let manifest = vec![entry("c", "9"), entry("d", "2"), entry("f", "4")];
+        let manifest = [entry("c", "9"), entry("d", "2"), entry("f", "4")];
         let remote: BTreeMap<&str, &ManifestEntry> =
             manifest.iter().map(|e| (e.id.as_str(), e)).collect();
         let refused: BTreeMap<String, String> = [("e".to_owned(), "why".to_owned())].into();
