@@ -108,6 +108,10 @@ struct Machine {
 
 impl World {
     fn new() -> World {
+        World::with_settings(&memoria_sync_server::Settings::default())
+    }
+
+    fn with_settings(settings: &memoria_sync_server::Settings) -> World {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -117,12 +121,7 @@ impl World {
         let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
         let clock = Arc::new(FixedClock::new(1_800_000_000_000));
         let rng = Arc::new(SeededRandom::new(11));
-        let state = AppState::new(
-            &memoria_sync_server::Settings::default(),
-            store.clone(),
-            clock.clone(),
-            rng.clone(),
-        );
+        let state = AppState::new(settings, store.clone(), clock.clone(), rng.clone());
         let token = rt
             .block_on(memoria_sync_server::auth::create_token(
                 store.as_ref(),
@@ -399,6 +398,55 @@ fn a_lost_commit_reply_then_a_revert_elsewhere_stays_reverted() {
     b.sync();
     for m in [&a, &b] {
         assert_eq!(m.note("x").unwrap().body, "one\n", "the revert stands");
+    }
+}
+
+/// A pass that found the cloud unchanged, uploaded in several commits and stopped between
+/// two of them (cancelled; a killed process is the same) leaves a state the next pass can
+/// build on: the notes it did not touch are neither deleted here nor in the cloud.
+#[test]
+fn a_pass_stopped_between_commits_after_an_unchanged_reply_deletes_nothing() {
+    let w = World::with_settings(&memoria_sync_server::Settings {
+        quotas: memoria_shared::protocol::Quotas {
+            changes_per_commit: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
+    let kept = ["k0", "k1", "k2", "k3", "k4"];
+    for id in kept {
+        a.add(id, &format!("{id} stays\n"));
+    }
+    a.sync();
+    b.sync();
+    // Three new notes: two commits, against a cloud that has not moved since the last pass.
+    for id in ["n0", "n1", "n2"] {
+        a.add(id, &format!("{id} is new\n"));
+    }
+    let stop = a.syncer.cancel_flag();
+    let flag = stop.clone();
+    w.after("/v1/memory/commit", move || {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        Delivery::Reply
+    });
+    let r = a.syncer.sync_scope(&mut a.engine, &Scope::User);
+    assert!(
+        r.is_err(),
+        "the pass stopped before its second commit: {r:?}"
+    );
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    a.sync();
+    b.sync();
+    a.sync();
+    for m in [&a, &b] {
+        for id in kept.iter().chain(&["n0", "n1", "n2"]) {
+            assert!(
+                m.note(id).is_some(),
+                "{id} is still on {}",
+                m.home.display()
+            );
+        }
     }
 }
 

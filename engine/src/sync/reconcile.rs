@@ -604,13 +604,15 @@ impl Syncer {
         let mut corrupt: BTreeMap<String, String> = BTreeMap::new();
         let mut delta = false;
         // The state's own list when the reply is that it is unchanged: put back if the pass
-        // does not complete.
+        // does not complete. Its version and generation go with it, so a state saved mid-pass
+        // never pairs an empty list with a generation (a later delta on top of nothing would
+        // read every note as gone from the cloud).
         let (remote, manifest_version, generation) = if resp.unchanged {
             report.unchanged = true;
             (
                 std::mem::take(&mut state.remote),
-                state.manifest_version.clone(),
-                state.generation,
+                state.manifest_version.take(),
+                state.generation.take(),
             )
         } else {
             loop {
@@ -1083,6 +1085,7 @@ impl Syncer {
             state.manifest_version = None;
             if report.unchanged {
                 state.remote = remote;
+                state.generation = generation;
             }
         }
         // The folder as found is the scope's folder from now on; what waited is done.
