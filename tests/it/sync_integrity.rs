@@ -1,6 +1,7 @@
 //! Sync integrity against the sync server's router driven in-process, with a hook between the
 //! server's answer and the client: metadata that syncs, a local edit racing a commitFirst
-//! batch, and a commit whose reply is lost while another machine changes the note.
+//! batch, a commit whose reply is lost while another machine changes the note, and a pass
+//! stopped between two of its commits.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
