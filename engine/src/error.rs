@@ -219,7 +219,8 @@ pub enum Error {
     CaseCollision { id: String, existing: String },
     /// A body over the size limit.
     #[error(
-        "note body is {size} bytes; the limit is {limit} bytes (128 KiB): split it into several notes"
+        "note body is {size} bytes; the limit is {}: split it into several notes",
+        byte_limit(*limit)
     )]
     BodyTooLarge { size: usize, limit: usize },
     /// A one-line text (a summary, a query) over its length limit.
@@ -483,3 +484,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests;
+
+/// A limit in bytes as a person reads it: with its KiB when it is a whole number of them.
+fn byte_limit(limit: usize) -> String {
+    if limit >= 1024 && limit % 1024 == 0 {
+        format!("{limit} bytes ({} KiB)", limit / 1024)
+    } else {
+        format!("{limit} bytes")
+    }
+}

@@ -8,6 +8,8 @@ pub mod agent;
 pub mod api;
 pub mod backup;
 pub mod config;
+/// The one path every note derived from other notes is written by, with its labels.
+pub mod derive;
 pub mod doctor;
 pub mod error;
 /// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.

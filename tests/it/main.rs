@@ -1,10 +1,12 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
+mod derived;
 mod errors;
 mod fuzz_corpus;
 mod mcp;
 mod model_install;
 mod privacy;
+mod privacy_derived;
 mod privacy_scope;
 mod recall_model;
 mod review;

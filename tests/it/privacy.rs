@@ -13,14 +13,14 @@ use memoria_tests::{test_python, workspace_bin};
 use serde_json::Value;
 
 /// A home and a project folder, driven through the real `memoria` binary.
-struct World {
+pub(crate) struct World {
     _tmp: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) project: PathBuf,
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
         let (home, project) = (root.join("home"), root.join("project"));
@@ -36,7 +36,7 @@ impl World {
     }
 
     /// Runs `memoria` in the project; returns (success, stdout, stderr).
-    fn memoria(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    pub(crate) fn memoria(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         use std::io::Write;
         let mut child = Command::new(workspace_bin("memoria"))
             .env("MEMORIA_HOME", &self.home)
@@ -59,7 +59,7 @@ impl World {
     }
 
     /// Writes a note file by hand into the user's notes folder, as an editor or sync would.
-    fn write_user_file(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write_user_file(&self, name: &str, text: &str) -> PathBuf {
         let dir = self.home.join("memory").join("user");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
@@ -69,13 +69,13 @@ impl World {
 }
 
 /// What a row put into the world.
-struct Planted {
+pub(crate) struct Planted {
     /// A word found only in this note; a column that shows any of the note shows it.
-    marker: String,
+    pub(crate) marker: String,
     /// How an agent would name the note (`vt:user/<id>`).
-    reference: String,
+    pub(crate) reference: String,
     /// The file, which no agent may change or remove.
-    file: PathBuf,
+    pub(crate) file: PathBuf,
 }
 
 struct Row {
@@ -85,10 +85,10 @@ struct Row {
     plant: fn(&World) -> Planted,
 }
 
-struct Column {
-    name: &'static str,
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
     /// For each planted row, in order, all the text that left through this door.
-    reach: fn(&World, &[Planted]) -> Vec<String>,
+    pub(crate) reach: fn(&World, &[Planted]) -> Vec<String>,
 }
 
 fn hand_written(w: &World, id: &str, marker: &str, text: String) -> Planted {
@@ -195,7 +195,7 @@ fn per_row(planted: &[Planted], f: impl Fn(&Planted) -> String) -> Vec<String> {
     planted.iter().map(f).collect()
 }
 
-const COLUMNS: &[Column] = &[
+pub(crate) const COLUMNS: &[Column] = &[
     Column {
         name: "memoria search",
         reach: |w, planted| {

@@ -34,7 +34,7 @@ use memoria_engine::sync::client::{HttpReply, HttpRequest, SendError};
 use memoria_engine::sync::{Keep, Settings, SyncClient, SyncError, Syncer, Token, Transport};
 use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
-use memoria_shared::FixedClock;
+use memoria_shared::{ContentHash, FixedClock};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::Quotas;
 use memoria_sync_server::config::RateLimit;
@@ -938,13 +938,26 @@ fn sync_commit_first_batches() {
     a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
     b.syncer.sync_scope(&mut b.engine, &Scope::User).unwrap();
 
-    // A consolidation on a: x absorbs y.
-    let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
-    merged.body = "x\ny\n".into();
-    let batch = [
-        BatchChange::Put(Box::new(merged)),
-        BatchChange::Delete("y".into()),
-    ];
+    // The batch of a consolidation on a: x absorbs y, planned over the notes as they are now.
+    let plan = |a: &mut Device, body: &str| {
+        let planned = |id: &str| {
+            let n = a.engine.show(id, None).unwrap().note.unwrap();
+            ContentHash::of_synced_note(&n).as_str().to_owned()
+        };
+        let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
+        merged.body = body.into();
+        vec![
+            BatchChange::Put {
+                note: Box::new(merged),
+                planned: Some(planned("x")),
+            },
+            BatchChange::Delete {
+                id: "y".into(),
+                planned: planned("y"),
+            },
+        ]
+    };
+    let batch = plan(&mut a, "x\ny\n");
     // b changes x first: a's batch is refused and a's vault is untouched.
     b.engine
         .edit(
@@ -968,8 +981,19 @@ fn sync_commit_first_batches() {
         "{err}"
     );
     assert_eq!(Sim::replica(&mut a).len(), 2);
-    // A local change not synced yet refuses the batch before any request.
+    // A pass downloads b's change: base and file agree again, but the batch was planned over
+    // the version the pass replaced, so it is refused before any request, and b's change stays.
     a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    let err = a
+        .syncer
+        .commit_first(&mut a.engine, &Scope::User, &batch)
+        .unwrap_err();
+    assert!(err.to_string().contains("`x` changed since the plan"), "{err}");
+    assert_eq!(
+        a.engine.show("x", None).unwrap().note.unwrap().body,
+        "x from b\n"
+    );
+    // A local change not synced yet refuses the batch before any request.
     a.engine
         .edit(
             "y",
@@ -980,6 +1004,7 @@ fn sync_commit_first_batches() {
             },
         )
         .unwrap();
+    let batch = plan(&mut a, "x\ny\n");
     let err = a
         .syncer
         .commit_first(&mut a.engine, &Scope::User, &batch)
@@ -988,23 +1013,22 @@ fn sync_commit_first_batches() {
     a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
     // A batch that would upload a note tagged contains-secrets is refused (uploading them is off).
     let mut secret = a.engine.show("x", None).unwrap().note.unwrap();
+    let planned = ContentHash::of_synced_note(&secret).as_str().to_owned();
     secret.tags.push("contains-secrets".into());
     let err = a
         .syncer
         .commit_first(
             &mut a.engine,
             &Scope::User,
-            &[BatchChange::Put(Box::new(secret))],
+            &[BatchChange::Put {
+                note: Box::new(secret),
+                planned: Some(planned),
+            }],
         )
         .unwrap_err();
     assert!(err.to_string().contains("contains-secrets"), "{err}");
     // Fully synced: the server accepts, then the batch is written here.
-    let mut merged = a.engine.show("x", None).unwrap().note.unwrap();
-    merged.body = "x from b\ny, edited\n".into();
-    let batch = [
-        BatchChange::Put(Box::new(merged)),
-        BatchChange::Delete("y".into()),
-    ];
+    let batch = plan(&mut a, "x from b\ny, edited\n");
     assert_eq!(
         a.syncer
             .commit_first(&mut a.engine, &Scope::User, &batch)

@@ -318,6 +318,7 @@ fn a_local_edit_racing_a_commit_first_batch_merges_with_it() {
     a.sync();
     b.sync();
     let mut batch_note = a.engine.show("x", None).unwrap().note.unwrap();
+    let planned = ContentHash::of_synced_note(&batch_note).as_str().to_owned();
     batch_note.body = "A from the batch\nb\nc\n".into();
     let path = a.path("x");
     w.after("/v1/memory/commit", move || {
@@ -331,7 +332,10 @@ fn a_local_edit_racing_a_commit_first_batch_merges_with_it() {
         .commit_first(
             &mut a.engine,
             &Scope::User,
-            &[BatchChange::Put(Box::new(batch_note))],
+            &[BatchChange::Put {
+                note: Box::new(batch_note),
+                planned: Some(planned),
+            }],
         )
         .unwrap();
     assert_eq!(applied, 1);

@@ -22,6 +22,8 @@ pub enum Hold {
     Request(String),
     /// Forward matching requests, and keep their replies back until released.
     Reply(String),
+    /// Keep the first matching request back until released; forward the others.
+    First(String),
 }
 
 #[derive(Debug)]
@@ -30,6 +32,8 @@ struct Shared {
     hold: Mutex<Hold>,
     forwarded: Mutex<Vec<String>>,
     held: AtomicUsize,
+    /// Whether the request a [`Hold::First`] holds has come.
+    first_taken: AtomicBool,
     abandoned: AtomicUsize,
     /// The pattern whose replies are lost, and how many more to lose.
     drop_reply: Mutex<Option<(String, usize)>>,
@@ -66,6 +70,7 @@ impl Proxy {
             hold: Mutex::new(Hold::Nothing),
             forwarded: Mutex::default(),
             held: AtomicUsize::new(0),
+            first_taken: AtomicBool::new(false),
             abandoned: AtomicUsize::new(0),
             drop_reply: Mutex::new(None),
             dropped: AtomicUsize::new(0),
@@ -97,6 +102,7 @@ impl Proxy {
 
     /// Holds from now on (or releases with [`Hold::Nothing`]).
     pub fn hold(&self, h: Hold) {
+        self.shared.first_taken.store(false, Ordering::SeqCst);
         *self.shared.hold.lock().unwrap() = h;
     }
 
@@ -158,6 +164,29 @@ impl Shared {
         }
     }
 
+    /// How a request arriving now is held: a [`Hold::First`] takes the first matching one.
+    fn holds_new(&self, line: &str) -> Hold {
+        let first = match &*self.hold.lock().unwrap() {
+            Hold::First(p) => Some(p.clone()),
+            _ => None,
+        };
+        match first {
+            Some(p) if line.contains(p.as_str()) && !self.first_taken.swap(true, Ordering::SeqCst) => {
+                Hold::First(p)
+            }
+            Some(_) => Hold::Nothing,
+            None => self.holds(line),
+        }
+    }
+
+    /// Whether a request held as `hold` is still held.
+    fn still_holds(&self, line: &str, hold: &Hold) -> bool {
+        match hold {
+            Hold::First(_) => *self.hold.lock().unwrap() == *hold,
+            _ => self.holds(line) != Hold::Nothing,
+        }
+    }
+
     /// Whether the reply to `line` is to be lost (counting it when so).
     fn drops_reply(&self, line: &str) -> bool {
         let mut d = self.drop_reply.lock().unwrap();
@@ -170,11 +199,11 @@ impl Shared {
         }
     }
 
-    /// Waits while `line` is held; false when the client went away meanwhile.
-    fn wait_while_held(&self, line: &str, client: &TcpStream) -> bool {
+    /// Waits while `line`, held as `hold`, is held; false when the client went away meanwhile.
+    fn wait_while_held(&self, line: &str, hold: &Hold, client: &TcpStream) -> bool {
         client.set_read_timeout(Some(POLL)).ok();
         let mut byte = [0u8; 1];
-        while self.holds(line) != Hold::Nothing && !self.stop.load(Ordering::SeqCst) {
+        while self.still_holds(line, hold) && !self.stop.load(Ordering::SeqCst) {
             match client.peek(&mut byte) {
                 Ok(0) => {
                     self.abandoned.fetch_add(1, Ordering::SeqCst);
@@ -262,10 +291,10 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
         if client_gone.load(Ordering::SeqCst) {
             break;
         }
-        let hold = shared.holds(&line);
-        if matches!(hold, Hold::Request(_)) {
+        let hold = shared.holds_new(&line);
+        if matches!(hold, Hold::Request(_) | Hold::First(_)) {
             shared.held.fetch_add(1, Ordering::SeqCst);
-            if !shared.wait_while_held(&line, &client) {
+            if !shared.wait_while_held(&line, &hold, &client) {
                 client_gone.store(true, Ordering::SeqCst);
                 break;
             }
@@ -283,7 +312,7 @@ fn serve(mut client: TcpStream, shared: &Arc<Shared>) -> std::io::Result<()> {
         if matches!(hold, Hold::Reply(_)) {
             reply_held.store(true, Ordering::SeqCst);
             shared.held.fetch_add(1, Ordering::SeqCst);
-            let stayed = shared.wait_while_held(&line, &client);
+            let stayed = shared.wait_while_held(&line, &hold, &client);
             reply_held.store(false, Ordering::SeqCst);
             if !stayed {
                 client_gone.store(true, Ordering::SeqCst);

@@ -15,8 +15,9 @@ pub use crate::hygiene::consolidate::{
     MIN_CLUSTER, ReplacedHow, Replacement, SkippedCluster,
 };
 pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
+pub use crate::derive::{Author, Labels};
 pub use crate::hygiene::merge::{
-    DraftKind, LinkingNote, MergeDraft, MergePlan, MergeSource, Merged,
+    DraftKind, LinkingNote, MergeChoice, MergeDraft, MergePlan, MergeSource, Merged,
 };
 pub use crate::hygiene::{
     Archive, ArchivedNote, Dismissed, Finding, FindingDetail, FindingKind, FindingNote, Review,
@@ -91,15 +92,18 @@ pub fn check_plan(plan: &MergePlan, expected: &str) -> Result<()> {
 }
 
 /// Applies a plan with the summary and body settled on: keeps the oldest id, deletes the
-/// others, relinks the scope and backs up every note it changes. Refused with
+/// others, relinks the scope and backs up every note it changes. The merged note is labelled
+/// from its sources (the lowest trust, `contains-secrets` if any holds one, its provenance);
+/// `choice` says who drafted the text and any trust the person chose. Refused with
 /// `changed_since` when a note of the plan changed since.
 pub fn merge_apply(
     engine: &mut Engine,
     plan: &MergePlan,
     summary: &str,
     body: &str,
+    choice: MergeChoice,
 ) -> Result<Merged> {
-    hygiene::merge::merge_apply(engine, plan, summary, body)
+    hygiene::merge::merge_apply(engine, plan, summary, body, choice)
 }
 
 /// Plans a consolidation pass without writing anything: the clusters of recent working notes

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use memoria_engine::api::config;
-use memoria_engine::api::hygiene::{self, DraftKind, FindingDetail, ReviewQuery};
+use memoria_engine::api::hygiene::{self, DraftKind, FindingDetail, MergeChoice, ReviewQuery};
+use memoria_shared::note::Trust;
 use memoria_engine::backup::human_utc;
 use memoria_engine::counted;
 
@@ -171,6 +172,42 @@ pub struct MergeArgs {
     /// With --apply: the merged summary; default: the draft's.
     #[arg(long, requires = "apply")]
     summary: Option<String>,
+    /// With --apply: the merged note's trust, chosen by you instead of its sources' lowest
+    /// (which the plan prints); a secret stays marked whatever you choose.
+    #[arg(long, value_enum, value_name = "LEVEL", requires = "apply")]
+    trust: Option<TrustArg>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TrustArg {
+    Owner,
+    Derived,
+    Peer,
+    Ingested,
+    Quarantined,
+}
+
+impl From<TrustArg> for Trust {
+    fn from(t: TrustArg) -> Trust {
+        match t {
+            TrustArg::Owner => Trust::Owner,
+            TrustArg::Derived => Trust::Derived,
+            TrustArg::Peer => Trust::Peer,
+            TrustArg::Ingested => Trust::Ingested,
+            TrustArg::Quarantined => Trust::Quarantined,
+        }
+    }
+}
+
+/// A trust as the plan prints it.
+fn trust_name(t: Option<Trust>) -> &'static str {
+    match t {
+        None | Some(Trust::Owner) => "owner",
+        Some(Trust::Derived) => "derived",
+        Some(Trust::Peer) => "peer",
+        Some(Trust::Ingested) => "ingested",
+        Some(Trust::Quarantined) => "quarantined (never recalled)",
+    }
 }
 
 pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
@@ -198,7 +235,11 @@ pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
             .clone()
             .unwrap_or_else(|| plan.draft.summary.clone());
         let body = body.unwrap_or_else(|| plan.draft.body.clone());
-        let merged = hygiene::merge_apply(&mut engine, &plan, &summary, &body)?;
+        let choice = MergeChoice {
+            drafted_by: plan.draft.kind,
+            trust: a.trust.map(Trust::from),
+        };
+        let merged = hygiene::merge_apply(&mut engine, &plan, &summary, &body, choice)?;
         if g.json {
             return print_json(&merged);
         }
@@ -239,14 +280,30 @@ pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
     );
     for s in &plan.sources {
         outln!(
-            "  {:<24} {}  (created {})",
+            "  {:<24} {}  (created {}; trust {}{})",
             s.id,
             s.summary,
             s.created_at
                 .map(human_utc)
-                .unwrap_or_else(|| "unknown".into())
+                .unwrap_or_else(|| "unknown".into()),
+            trust_name(s.trust),
+            if s.secret { "; holds a secret" } else { "" }
         );
     }
+    outln!(
+        "the merged note: trust {}{} (the lowest of its sources'){}",
+        trust_name(plan.labels.trust),
+        if plan.labels.secret {
+            ", tagged contains-secrets (never recalled, exported or uploaded)"
+        } else {
+            ""
+        },
+        if plan.tags.is_empty() {
+            String::new()
+        } else {
+            format!("; tags {}", plan.tags.join(", "))
+        }
+    );
     if !plan.relinked.is_empty() {
         let ids: Vec<&str> = plan.relinked.iter().map(|l| l.id.as_str()).collect();
         outln!(
@@ -266,7 +323,7 @@ pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
     outln!("{}", plan.draft.body.trim_end());
     outln!("---");
     outln!(
-        "apply: memoria merge {} --apply --plan {} [--body-file FILE] [--summary TEXT]",
+        "apply: memoria merge {} --apply --plan {} [--body-file FILE] [--summary TEXT] [--trust LEVEL]",
         a.ids.join(" "),
         plan.plan_id
     );

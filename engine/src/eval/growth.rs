@@ -448,6 +448,8 @@ pub fn run_growth(args: &GrowthArgs, json: bool) -> anyhow::Result<()> {
                 updated_at: None,
                 path: String::new(),
                 body: notes[m].text.clone(),
+                trust: None,
+                secret: false,
             })
             .collect();
         let draft = manual_draft(&sources);

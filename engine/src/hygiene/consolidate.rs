@@ -24,11 +24,11 @@ use memoria_shared::note::{Note, Status};
 use memoria_shared::{NoteId, slugify};
 use serde::{Deserialize, Serialize};
 
-use super::merge::{self, DraftKind, MergeDraft, MergeSource, Write};
+use super::merge::{self, DraftKind, MergeDraft, MergeSource};
 use super::topic;
+use crate::derive::{self, Derived, Labels, Origin, Planned, Write};
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::project::Scope;
 use crate::vault::{Engine, Written, with_final_newline};
@@ -85,6 +85,10 @@ pub struct ConsolidationCluster {
     /// The consolidated note's text, its provenance list included.
     pub draft: MergeDraft,
     pub tags: Vec<String>,
+    /// The labels the consolidated note gets from its sources (computed again from the notes
+    /// as they are when the cluster is applied).
+    #[serde(default)]
+    pub labels: Labels,
 }
 
 /// What a pass would do.
@@ -155,8 +159,10 @@ fn is_working(row: &IndexedNote) -> bool {
     matches!(row.status.as_deref(), None | Some("working"))
 }
 
-fn holds_secret(row: &IndexedNote) -> bool {
-    row.tags.iter().any(|t| t == SECRETS_TAG)
+/// Whether a note may be folded automatically: never a quarantined one, nor one holding a
+/// secret (the review still shows them as same-topic findings, for a person to act on).
+fn foldable(row: &IndexedNote) -> bool {
+    Origin::of(row).kept_from_automatic().is_none()
 }
 
 /// The connected components of `n` notes over `pairs` (i, j, cosine, lexical) with at least
@@ -208,10 +214,11 @@ fn draft_of(
     sources: &[MergeSource],
     provenance: &[&MergeSource],
     kind: DraftKind,
-    secret: bool,
+    private: bool,
 ) -> Result<MergeDraft> {
-    // A cluster with a note that holds a secret gets the manual draft: nothing goes to a model.
-    let kind = if secret { DraftKind::Manual } else { kind };
+    // A cluster with a note that is quarantined or holds a secret gets the manual draft:
+    // nothing of it goes to a model.
+    let kind = if private { DraftKind::Manual } else { kind };
     let mut d = merge::draft(engine, sources, kind)?;
     let mut body = d.body.trim_end().to_owned();
     body.push_str("\n\n");
@@ -323,6 +330,9 @@ pub(crate) fn plan(
         let Some(closing_row) = by_key.get(&(scope.clone(), closing.clone())) else {
             continue;
         };
+        if !foldable(closing_row) {
+            continue;
+        }
         if taken.contains(&(scope.clone(), closing.clone())) {
             continue;
         }
@@ -332,7 +342,9 @@ pub(crate) fn plan(
             .flatten()
             .filter(|id| *id != closing && *id != goal)
             .filter_map(|id| by_key.get(&(scope.clone(), id.clone())).copied())
-            .filter(|r| is_working(r) && !taken.contains(&(r.scope.clone(), r.id.clone())))
+            .filter(|r| {
+                is_working(r) && foldable(r) && !taken.contains(&(r.scope.clone(), r.id.clone()))
+            })
             .collect();
         if members.is_empty() {
             continue;
@@ -345,9 +357,13 @@ pub(crate) fn plan(
         let closing_source = merge::source_of(closing_row)?;
         let mut text = vec![closing_source.clone()];
         text.extend(sources.iter().cloned());
-        let secret = holds_secret(closing_row) || members.iter().any(|r| holds_secret(r));
         let provenance: Vec<&MergeSource> = sources.iter().collect();
-        let mut draft = draft_of(engine, &text, &provenance, kind, secret)?;
+        let mut draft = draft_of(engine, &text, &provenance, kind, false)?;
+        let origins: Vec<Origin> = members
+            .iter()
+            .chain([closing_row])
+            .map(|r| Origin::of(r))
+            .collect();
         draft.summary = closing_source.summary.clone();
         let mut all = vec![closing_source.clone()];
         all.extend(sources.iter().cloned());
@@ -362,6 +378,7 @@ pub(crate) fn plan(
                 closing_id: closing.clone(),
             },
             tags: union_tags(&all),
+            labels: derive::labels(&origins, None, draft.kind.author()),
             sources,
             into_id: closing.clone(),
             new_note: false,
@@ -377,7 +394,7 @@ pub(crate) fn plan(
         .copied()
         .filter(|r| {
             is_working(r)
-                && !holds_secret(r)
+                && foldable(r)
                 && !taken.contains(&(r.scope.clone(), r.id.clone()))
                 && r.updated_at
                     .or(r.created_at)
@@ -385,7 +402,9 @@ pub(crate) fn plan(
                     >= since
         })
         .collect();
-    candidates.sort_by(|a, b| (&a.scope, &a.id).cmp(&(&b.scope, &b.id)));
+    // By scope and trust: a similarity cluster never mixes trust levels, so folding never
+    // lowers a note's trust to a neighbour's.
+    candidates.sort_by(|a, b| (&a.scope, &a.trust, &a.id).cmp(&(&b.scope, &b.trust, &b.id)));
     let hashes: Vec<String> = candidates.iter().filter_map(|r| r.hash.clone()).collect();
     let vectors = super::cached_vectors(engine, &hashes)?;
     let words: Vec<_> = candidates
@@ -397,7 +416,7 @@ pub(crate) fn plan(
     for i in 0..candidates.len() {
         for j in i + 1..candidates.len() {
             let (a, b) = (candidates[i], candidates[j]);
-            if a.scope != b.scope {
+            if a.scope != b.scope || a.trust != b.trust {
                 break;
             }
             let shared = words[i].intersection(&words[j]).count();
@@ -433,11 +452,13 @@ pub(crate) fn plan(
         let draft = draft_of(engine, &sources, &provenance, kind, false)?;
         let into = new_id(&draft.summary, &sources)?;
         let scope = rows[0].scope.clone();
+        let origins: Vec<Origin> = rows.iter().map(|r| Origin::of(r)).collect();
         clusters.push(ConsolidationCluster {
             cluster_id: cluster_id(&scope, into.as_str(), &sources),
             scope,
             basis: ClusterBasis::Similar { cosine, lexical },
             tags: union_tags(&sources),
+            labels: derive::labels(&origins, None, draft.kind.author()),
             sources,
             into_id: into.to_string(),
             new_note: true,
@@ -461,8 +482,17 @@ struct Current {
     bytes: Vec<u8>,
 }
 
+impl Current {
+    fn planned(&self) -> Planned {
+        Planned {
+            row: self.row.clone(),
+            bytes: self.bytes.clone(),
+        }
+    }
+}
+
 /// The cluster's notes as they are now, or the reason to skip it: one changed or went since
-/// the plan.
+/// the plan, or may no longer be folded automatically.
 fn current_sources(
     engine: &Engine,
     key: &str,
@@ -483,18 +513,23 @@ fn current_sources(
         if note.content_hash().as_str() != s.hash {
             return Ok(Err(format!("note `{}` changed since the plan", s.id)));
         }
+        // Labels can change without the text: the notes as they are now decide.
+        if let Some(why) = Origin::of(&row).kept_from_automatic() {
+            return Ok(Err(why));
+        }
         out.push(Current { row, note, bytes });
     }
     Ok(Ok(out))
 }
 
-/// The consolidated note of `c`: a new note, or the closing note with the draft's text.
+/// The consolidated note of `c`, as the derive path takes it: a new note, or the closing note
+/// with the draft's text; its sources are every note whose text it holds.
 fn consolidated_note(
     engine: &Engine,
     c: &ConsolidationCluster,
     sources: &[Current],
     into: Option<&Current>,
-) -> Result<Note> {
+) -> Result<Derived> {
     let importance = sources
         .iter()
         .chain(into)
@@ -521,119 +556,77 @@ fn consolidated_note(
     note.tags = c.tags.clone();
     note.importance = Some((importance * 1.1).min(1.0));
     note.updated_at = Some(engine.now_ms());
-    engine.check_text(&note.summary, &note.body, &note.tags, &note.relations)?;
-    Ok(note)
+    Ok(Derived {
+        note,
+        over: into.map(Current::planned),
+        sources: sources
+            .iter()
+            .chain(into)
+            .map(|s| Origin::of(&s.row))
+            .collect(),
+        author: c.draft.kind.author(),
+        chosen_trust: None,
+    })
 }
 
-/// Applies `plan`: per cluster, the consolidated note written and each source marked
-/// `consolidated`, every changed note backed up. A cluster whose notes changed since the plan
-/// is skipped. With sync on for the scope, each cluster is committed to the cloud first
-/// ([`merge::write_batch`]).
+/// Refuses a plan that names a scope not visible from here or a similarity cluster whose id
+/// is not its notes' (a plan from a front end is checked as one planned here), before
+/// anything is written.
+fn check_plan(engine: &Engine, plan: &ConsolidationPlan) -> Result<()> {
+    let visible = engine.visible_scopes();
+    for c in &plan.clusters {
+        let scope = Scope::from_key(&c.scope)?;
+        if !visible.contains(&scope) {
+            return Err(Error::ScopeNotVisible {
+                scope: c.scope.clone(),
+                reason: format!("scope {scope} is not visible from here"),
+            });
+        }
+        if c.sources.is_empty() {
+            return Err(Error::Invalid(format!(
+                "cluster {} names no notes: plan the consolidation again",
+                c.cluster_id
+            )));
+        }
+        if c.new_note && cluster_id(&c.scope, &c.into_id, &c.sources) != c.cluster_id {
+            return Err(Error::Invalid(format!(
+                "cluster {} is not the cluster of its notes: plan the consolidation again",
+                c.cluster_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What became of one cluster.
+enum Outcome {
+    Applied(ConsolidatedCluster, Vec<String>),
+    Skipped(String),
+}
+
+/// Applies `plan`: per cluster, the consolidated note written through the derive path and each
+/// source marked `consolidated`, every changed note backed up. A cluster whose notes changed
+/// since the plan, or that cannot be written (its text trips the credential guard, is too
+/// long, another device changed a note), is skipped with its reason, whole, and the others go
+/// on. A plan naming a scope not visible from here is refused before anything is written.
 pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
+    check_plan(engine, &plan)?;
     let mut applied = Vec::new();
     let mut skipped = Vec::new();
     let mut backups = Vec::new();
     for c in &plan.clusters {
-        let scope = Scope::from_key(&c.scope)?;
-        let _lock = engine.lock_scope(&scope)?;
-        engine.rescan_scope(&scope)?;
-        let mut wanted: Vec<&MergeSource> = c.sources.iter().collect();
-        let closing;
-        if !c.new_note {
-            // The closing note is checked too: its text is replaced by the draft.
-            let row = engine
-                .index()
-                .find(&c.scope, &c.into_id)?
-                .into_iter()
-                .next();
-            closing = row.map(|r| merge::source_of(&r)).transpose()?;
-            match &closing {
-                Some(s) => {
-                    let planned = cluster_id(&c.scope, &c.into_id, &{
-                        let mut all = vec![s.clone()];
-                        all.extend(c.sources.iter().cloned());
-                        all
-                    });
-                    if planned != c.cluster_id {
-                        skipped.push(SkippedCluster {
-                            cluster_id: c.cluster_id.clone(),
-                            reason: format!("note `{}` changed since the plan", c.into_id),
-                        });
-                        continue;
-                    }
-                    wanted.push(s);
-                }
-                None => {
-                    skipped.push(SkippedCluster {
-                        cluster_id: c.cluster_id.clone(),
-                        reason: format!("note `{}` is gone since the plan", c.into_id),
-                    });
-                    continue;
-                }
-            }
-        }
-        let mut current = match current_sources(engine, &c.scope, &wanted)? {
-            Ok(x) => x,
-            Err(reason) => {
-                skipped.push(SkippedCluster {
-                    cluster_id: c.cluster_id.clone(),
-                    reason,
-                });
+        let reason = match apply_cluster(engine, c) {
+            Ok(Outcome::Applied(done, taken)) => {
+                applied.push(done);
+                backups.extend(taken);
                 continue;
             }
+            Ok(Outcome::Skipped(reason)) => reason,
+            Err(e) => e.to_string(),
         };
-        let into = if c.new_note { None } else { current.pop() };
-        let merged = consolidated_note(engine, c, &current, into.as_ref())?;
-        drop(_lock);
-        let into_written = match &into {
-            Some(i) => Written {
-                scope: scope.key(),
-                id: i.row.id.clone(),
-                path: i.row.path.clone(),
-            },
-            None => Written {
-                scope: scope.key(),
-                id: merged.id.to_string(),
-                path: engine
-                    .scope_dir(&scope)?
-                    .join(merged.id.file_name())
-                    .to_string_lossy()
-                    .into_owned(),
-            },
-        };
-        let mut writes = vec![match into {
-            Some(i) => Write::Replace {
-                row: i.row,
-                bytes: i.bytes,
-                new: Box::new(merged),
-            },
-            None => Write::Create(merged),
-        }];
-        for s in &current {
-            let mut n = s.note.clone();
-            n.status = Some(Status::Consolidated);
-            writes.push(Write::Replace {
-                row: s.row.clone(),
-                bytes: s.bytes.clone(),
-                new: Box::new(n),
-            });
-        }
-        match merge::write_batch(engine, &scope, &writes) {
-            Ok(taken) => backups.extend(taken),
-            // Another device changed a note of the cluster: this cluster waits, the others go on.
-            Err(Error::Sync(e)) if matches!(*e, crate::sync::SyncError::BatchRefused(_)) => {
-                skipped.push(SkippedCluster {
-                    cluster_id: c.cluster_id.clone(),
-                    reason: e.to_string(),
-                });
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
-        applied.push(ConsolidatedCluster {
+        skipped.push(SkippedCluster {
             cluster_id: c.cluster_id.clone(),
-            into: into_written,
-            sources: current.iter().map(|s| s.row.id.clone()).collect(),
+            reason,
         });
     }
     Ok(Consolidation {
@@ -643,6 +636,81 @@ pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Cons
         skipped,
         backups,
     })
+}
+
+fn apply_cluster(engine: &mut Engine, c: &ConsolidationCluster) -> Result<Outcome> {
+    let scope = Scope::from_key(&c.scope)?;
+    let lock = engine.lock_scope(&scope)?;
+    engine.rescan_scope(&scope)?;
+    let mut wanted: Vec<&MergeSource> = c.sources.iter().collect();
+    let closing;
+    if !c.new_note {
+        // The closing note is checked too: its text is replaced by the draft.
+        let row = engine
+            .index()
+            .find(&c.scope, &c.into_id)?
+            .into_iter()
+            .next();
+        closing = row.map(|r| merge::source_of(&r)).transpose()?;
+        let Some(s) = &closing else {
+            return Ok(Outcome::Skipped(format!(
+                "note `{}` is gone since the plan",
+                c.into_id
+            )));
+        };
+        let mut all = vec![s.clone()];
+        all.extend(c.sources.iter().cloned());
+        if cluster_id(&c.scope, &c.into_id, &all) != c.cluster_id {
+            return Ok(Outcome::Skipped(format!(
+                "note `{}` changed since the plan",
+                c.into_id
+            )));
+        }
+        wanted.push(s);
+    }
+    let mut current = match current_sources(engine, &c.scope, &wanted)? {
+        Ok(x) => x,
+        Err(reason) => return Ok(Outcome::Skipped(reason)),
+    };
+    let into = if c.new_note { None } else { current.pop() };
+    let merged = consolidated_note(engine, c, &current, into.as_ref())?;
+    drop(lock);
+    let into_written = match &into {
+        Some(i) => Written {
+            scope: scope.key(),
+            id: i.row.id.clone(),
+            path: i.row.path.clone(),
+        },
+        None => Written {
+            scope: scope.key(),
+            id: merged.note.id.to_string(),
+            path: engine
+                .scope_dir(&scope)?
+                .join(merged.note.id.file_name())
+                .to_string_lossy()
+                .into_owned(),
+        },
+    };
+    let marks: Vec<Write> = current
+        .iter()
+        .map(|s| {
+            let mut n = s.note.clone();
+            n.status = Some(Status::Consolidated);
+            Write::Replace {
+                over: s.planned(),
+                new: Box::new(n),
+            }
+        })
+        .collect();
+    let taken = derive::commit(engine, &scope, vec![merged], marks)?;
+    Ok(Outcome::Applied(
+        ConsolidatedCluster {
+            cluster_id: c.cluster_id.clone(),
+            into: into_written,
+            sources: current.iter().map(|s| s.row.id.clone()).collect(),
+        },
+        taken,
+    ))
 }
 
 /// A cluster a pass folded, as the last pass's record keeps it.

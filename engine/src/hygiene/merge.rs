@@ -5,21 +5,20 @@
 //! since: the person merged what they saw, or nothing.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use memoria_shared::slugify;
 use serde::{Deserialize, Serialize};
 
 use super::model::{self, ModelSettings};
-use crate::backup::BackupReason;
 use crate::config;
+use crate::derive::{self, Author, Derived, Labels, Origin, Planned, Write};
 use crate::error::{Error, Result};
 use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::project::Scope;
-use crate::sync::{BatchChange, Settings as SyncSettings, Syncer, sync_dir};
 use crate::vault::{Engine, Written, with_final_newline};
-use memoria_shared::note::Note;
+use memoria_shared::note::Trust;
 
 /// Who writes the draft.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +44,22 @@ pub struct MergeSource {
     pub updated_at: Option<i64>,
     pub path: String,
     pub body: String,
+    /// Its trust as the plan read it (`None`: none written, the person's own).
+    #[serde(default)]
+    pub trust: Option<Trust>,
+    /// Whether it holds a secret (tagged, or marked by the credential guard).
+    #[serde(default)]
+    pub secret: bool,
+}
+
+impl DraftKind {
+    /// Who wrote a draft of this kind.
+    pub(crate) fn author(self) -> Author {
+        match self {
+            DraftKind::Manual => Author::Person,
+            DraftKind::Model => Author::Model,
+        }
+    }
 }
 
 /// The merged note as proposed.
@@ -78,8 +93,12 @@ pub struct MergePlan {
     pub deleted_ids: Vec<String>,
     /// The notes merged, oldest first.
     pub sources: Vec<MergeSource>,
-    /// The tags of the merged note: every source's, in order, once.
+    /// The tags of the merged note: every source's, in order, once (`contains-secrets` when a
+    /// source holds a secret).
     pub tags: Vec<String>,
+    /// The labels the merged note gets from its sources and its draft: the lowest trust,
+    /// whether it holds a secret. A person may set another trust in the apply, by choice.
+    pub labels: Labels,
     pub draft: MergeDraft,
     /// Notes of the scope that link to a deleted id (their links will name the kept id).
     pub relinked: Vec<LinkingNote>,
@@ -129,6 +148,8 @@ pub(crate) fn source_of(row: &IndexedNote) -> Result<MergeSource> {
         updated_at: row.updated_at,
         path: row.path.clone(),
         body: row.body.clone(),
+        trust: derive::trust_of(row.trust.as_deref()),
+        secret: row.tags.iter().any(|t| t == SECRETS_TAG),
     })
 }
 
@@ -290,18 +311,29 @@ pub fn merge_plan(
             }
         }
     }
+    let origins: Vec<Origin> = rows.iter().map(Origin::of).collect();
+    if origins.iter().any(|o| o.secret) && !tags.iter().any(|t| t == SECRETS_TAG) {
+        tags.push(SECRETS_TAG.to_owned());
+    }
     if draft == DraftKind::Model {
         model_settings(engine)?;
-        if let Some(r) = rows
-            .iter()
-            .find(|r| r.tags.iter().any(|t| t == SECRETS_TAG))
-        {
+        if let Some(o) = origins.iter().find(|o| o.secret) {
             return Err(Error::Invalid(format!(
                 "note `{}` looks like it holds a secret, so it is not sent to a model: use the manual draft",
-                r.id
+                o.id
+            )));
+        }
+        if let Some(o) = origins
+            .iter()
+            .find(|o| o.trust == Some(Trust::Quarantined))
+        {
+            return Err(Error::Invalid(format!(
+                "note `{}` is quarantined (it may hold instructions meant for a model), so it is not sent to a model: use the manual draft",
+                o.id
             )));
         }
     }
+    let labels = derive::labels(&origins, None, draft.author());
     let draft = self::draft(engine, &sources, draft)?;
     let key = scope.key();
     let mut relinked: Vec<LinkingNote> = Vec::new();
@@ -334,116 +366,34 @@ pub fn merge_plan(
         deleted_ids,
         sources,
         tags,
+        labels,
         draft,
         relinked,
     })
 }
 
-/// One write of a batch.
-pub(crate) enum Write {
-    /// A note that is not there yet.
-    Create(Note),
-    /// A note as it was read (its index row and bytes) replaced by another version.
-    Replace {
-        row: IndexedNote,
-        bytes: Vec<u8>,
-        new: Box<Note>,
-    },
-    /// A note deleted.
-    Delete(IndexedNote),
-}
-
-/// The syncer a batch change of `scope` is committed through: `Some` when sync is on for the
-/// scope (domain scopes never sync).
-fn cloud_first(engine: &Engine, scope: &Scope) -> Result<Option<Syncer>> {
-    if matches!(scope, Scope::Domain(_)) {
-        return Ok(None);
-    }
-    let root = engine.home().root();
-    if !SyncSettings::load(&sync_dir(root))?.scope_on(&scope.key()) {
-        return Ok(None);
-    }
-    Ok(Some(Syncer::from_settings(
-        root,
-        crate::api::sync::env_token(),
-        engine.clock(),
-        Default::default(),
-    )?))
-}
-
-/// Writes a batch of changes to notes of `scope` (a merge, a consolidation), each changed or
-/// deleted note backed up first (reason `merge`); returns the backups' ids. A write is made
-/// only over the bytes the batch read: a version written meanwhile is kept, backed up. With
-/// sync on for the scope, the batch is committed to the cloud first (commitFirst): a change
-/// from another device since this machine last synced refuses the whole batch, and nothing
-/// is written here.
-pub(crate) fn write_batch(
-    engine: &mut Engine,
-    scope: &Scope,
-    writes: &[Write],
-) -> Result<Vec<String>> {
-    let mut backups = Vec::new();
-    if let Some(mut syncer) = cloud_first(engine, scope)? {
-        let before: std::collections::HashSet<String> =
-            engine.index().backup_ids()?.into_iter().collect();
-        let batch: Vec<BatchChange> = writes
-            .iter()
-            .map(|w| match w {
-                Write::Create(n) => BatchChange::Put(Box::new(n.clone())),
-                Write::Replace { new, .. } => BatchChange::Put(new.clone()),
-                Write::Delete(row) => BatchChange::Delete(row.id.clone()),
-            })
-            .collect();
-        syncer.commit_first(engine, scope, &batch)?;
-        let mut taken: Vec<String> = engine
-            .index()
-            .backup_ids()?
-            .into_iter()
-            .filter(|b| !before.contains(b))
-            .collect();
-        taken.sort();
-        return Ok(taken);
-    }
-    let _lock = engine.lock_scope(scope)?;
-    let dir = engine.scope_dir(scope)?;
-    for w in writes {
-        match w {
-            Write::Replace { row, bytes, new } => {
-                let taken = engine.replace_file(
-                    scope,
-                    row,
-                    bytes,
-                    new.serialize().as_bytes(),
-                    Some(BackupReason::Merge),
-                );
-                engine.index_file(scope, Path::new(&row.path), &row.rel_path)?;
-                backups.extend(taken?.map(|b| b.backup_id));
-            }
-            Write::Create(n) => {
-                let rel = n.id.file_name();
-                let abs = dir.join(&rel);
-                if !crate::fsx::create_new(&abs, n.serialize().as_bytes())? {
-                    return Err(Error::Exists(n.id.to_string()));
-                }
-                engine.index_file(scope, &abs, &rel)?;
-            }
-            Write::Delete(row) => {
-                let taken = engine.remove_checked(scope, row, Some(BackupReason::Merge))?;
-                backups.extend(taken.map(|b| b.backup_id));
-            }
-        }
-    }
-    Ok(backups)
+/// What the person settled on in the step that applies a merge, beyond the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MergeChoice {
+    /// Who wrote the draft the text started from: a model's draft makes the merged note at most
+    /// `derived`.
+    pub drafted_by: DraftKind,
+    /// A trust the person chose for the merged note, shown to them as a change from the
+    /// plan's `labels.trust`; `None`: the labels' rule alone.
+    pub trust: Option<Trust>,
 }
 
 /// Applies `plan` with the merged `summary` and `body` the person settled on. Refused
 /// (`changed_since`) when any source changed or went since the plan; nothing is written then.
-/// With sync on for the scope the merge is committed to the cloud first ([`write_batch`]).
+/// The kept note is written through the derive path ([`derive::commit`]): its labels come from
+/// every source as it is now, and with sync on the merge is committed to the cloud first.
 pub fn merge_apply(
     engine: &mut Engine,
     plan: &MergePlan,
     summary: &str,
     body: &str,
+    choice: MergeChoice,
 ) -> Result<Merged> {
     let scope = Scope::from_key(&plan.scope)?;
     if !engine.visible_scopes().contains(&scope) {
@@ -507,20 +457,21 @@ pub fn merge_apply(
     kept_note.summary = summary.trim().to_owned();
     kept_note.body = body;
     kept_note.tags = plan.tags.clone();
-    engine.check_text(
-        &kept_note.summary,
-        &kept_note.body,
-        &kept_note.tags,
-        &kept_note.relations,
-    )?;
     kept_note.updated_at = Some(engine.now_ms());
+    // The labels come from the sources as they are now, never from the plan's copy.
+    let merged = Derived {
+        note: kept_note,
+        over: Some(Planned {
+            row: kept_row.clone(),
+            bytes: kept_bytes,
+        }),
+        sources: current.iter().map(|(r, _, _)| Origin::of(r)).collect(),
+        author: choice.drafted_by.author(),
+        chosen_trust: choice.trust,
+    };
     // Every write, in order: the kept note, links elsewhere in the scope, then the deletions,
     // so a failure midway leaves every source's content in place or in a backup.
-    let mut writes: Vec<Write> = vec![Write::Replace {
-        row: kept_row.clone(),
-        bytes: kept_bytes,
-        new: Box::new(kept_note),
-    }];
+    let mut writes: Vec<Write> = Vec::new();
     let (mut relinked, mut not_relinked) = (Vec::new(), Vec::new());
     let mut linking: Vec<String> = Vec::new();
     for d in &plan.deleted_ids {
@@ -544,17 +495,19 @@ pub fn merge_apply(
         note.body = new_body;
         note.updated_at = Some(engine.now_ms());
         writes.push(Write::Replace {
-            row,
-            bytes,
+            over: Planned { row, bytes },
             new: Box::new(note),
         });
         relinked.push(id);
     }
-    for (row, _, _) in current.iter().filter(|(r, _, _)| r.id != plan.kept_id) {
-        writes.push(Write::Delete(row.clone()));
+    for (row, _, bytes) in current.iter().filter(|(r, _, _)| r.id != plan.kept_id) {
+        writes.push(Write::Delete(Planned {
+            row: row.clone(),
+            bytes: bytes.clone(),
+        }));
     }
     drop(_lock);
-    let backups = write_batch(engine, &scope, &writes)?;
+    let backups = derive::commit(engine, &scope, vec![merged], writes)?;
     let deleted = plan
         .sources
         .iter()

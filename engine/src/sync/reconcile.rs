@@ -1195,30 +1195,48 @@ impl Syncer {
     }
 }
 
-/// One change of a batch nobody reviews note by note (a review-queue merge, consolidation).
+/// One change of a batch nobody reviews note by note (a review-queue merge, consolidation),
+/// with the version of the note it was planned over: the batch is refused unless this
+/// machine's file is still that version.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchChange {
     /// Create or replace the note.
-    Put(Box<Note>),
+    Put {
+        note: Box<Note>,
+        /// The sync-form hash of the note the change was planned over; `None`: the note is new.
+        planned: Option<String>,
+    },
     /// Delete the note.
-    Delete(String),
+    Delete {
+        id: String,
+        /// The sync-form hash of the note the deletion was planned over.
+        planned: String,
+    },
 }
 
 impl BatchChange {
     fn id(&self) -> &str {
         match self {
-            BatchChange::Put(n) => n.id.as_str(),
-            BatchChange::Delete(id) => id,
+            BatchChange::Put { note, .. } => note.id.as_str(),
+            BatchChange::Delete { id, .. } => id,
+        }
+    }
+
+    fn planned(&self) -> Option<&str> {
+        match self {
+            BatchChange::Put { planned, .. } => planned.as_deref(),
+            BatchChange::Delete { planned, .. } => Some(planned),
         }
     }
 }
 
 impl Syncer {
     /// commitFirst: a batch change goes to the server before it is written here. Every note it
-    /// touches must be fully synced (this machine's version is its base, no conflict); the
-    /// commit names those base revisions, so a change from another device in between makes the
-    /// server refuse the whole batch, and then nothing is written locally. Returns the number of
-    /// changes applied.
+    /// touches must be the version the batch was planned over and fully synced (this machine's
+    /// version is its base, no conflict); the commit names those base revisions, so a change
+    /// from another device in between — in the cloud, or already downloaded here by a pass —
+    /// makes the whole batch refused, and then nothing is written locally. Returns the number
+    /// of changes applied.
     pub fn commit_first(
         &mut self,
         engine: &mut Engine,
@@ -1245,7 +1263,12 @@ impl Syncer {
                 local.remove(id);
                 refused.insert(id.to_owned(), why);
             }
-            if let BatchChange::Put(n) = ch
+            if local.get(id).map(|l| l.hash.as_str()) != ch.planned() {
+                return Err(SyncError::BatchRefused(format!(
+                    "note `{id}` changed since the plan"
+                )));
+            }
+            if let BatchChange::Put { note: n, .. } = ch
                 && !include_secrets
                 && guard::holds_secret(n)
             {
@@ -1273,14 +1296,14 @@ impl Syncer {
                     .map(|e| e.revision.clone())
             });
             changes.push(match ch {
-                BatchChange::Put(n) => Change {
+                BatchChange::Put { note: n, .. } => Change {
                     id: n.id.clone(),
                     op: ChangeOp::Put,
                     base_revision,
                     body: Some(n.serialize()),
                     hash: Some(ContentHash::of_synced_note(n)),
                 },
-                BatchChange::Delete(id) => Change {
+                BatchChange::Delete { id, .. } => Change {
                     id: NoteId::new(id).map_err(crate::Error::from)?,
                     op: ChangeOp::Delete,
                     base_revision,
@@ -1307,8 +1330,8 @@ impl Syncer {
         for (ch, applied) in batch.iter().zip(&resp.applied) {
             let id = ch.id();
             let new = match ch {
-                BatchChange::Put(n) => Some(&**n),
-                BatchChange::Delete(_) => None,
+                BatchChange::Put { note: n, .. } => Some(&**n),
+                BatchChange::Delete { .. } => None,
             };
             // A local edit that raced in stays, and so does this note's base: the next pass
             // sees the batch as the cloud's change and the edit as this machine's, and merges

@@ -8,8 +8,9 @@ use memoria_engine::Engine;
 use memoria_engine::api;
 use memoria_engine::api::hygiene::{
     self, ConsolidateQuery, Consolidation, ConsolidationPlan, Dismissed, DraftKind,
-    LastConsolidation, MergePlan, Merged, Review, ReviewQuery,
+    LastConsolidation, MergeChoice, MergePlan, Merged, Review, ReviewQuery,
 };
+use memoria_shared::note::Trust;
 use serde::{Deserialize, Serialize};
 use tauri::State;
 
@@ -25,7 +26,9 @@ pub struct ReviewQueue {
     pub model_configured: bool,
 }
 
-/// An apply: the notes, the plan the person saw and the text they settled on.
+/// An apply: the notes, the plan the person saw, the text they settled on, who drafted the
+/// text it started from, and a trust they chose for the merged note (shown beside the one
+/// its sources give it; absent unless they changed it).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MergeRequest {
@@ -34,6 +37,10 @@ pub struct MergeRequest {
     pub plan_id: String,
     pub summary: String,
     pub body: String,
+    #[serde(default)]
+    pub drafted_by: DraftKind,
+    #[serde(default)]
+    pub trust: Option<Trust>,
 }
 
 pub fn queue(engine: &Engine) -> Result<ReviewQueue, UiError> {
@@ -48,11 +55,16 @@ pub fn queue(engine: &Engine) -> Result<ReviewQueue, UiError> {
 pub fn apply(engine: &mut Engine, req: &MergeRequest) -> Result<Merged, UiError> {
     let plan = hygiene::merge_plan(engine, &req.ids, req.scope.as_deref(), DraftKind::Manual)?;
     hygiene::check_plan(&plan, &req.plan_id)?;
+    let choice = MergeChoice {
+        drafted_by: req.drafted_by,
+        trust: req.trust,
+    };
     Ok(hygiene::merge_apply(
         engine,
         &plan,
         &req.summary,
         &req.body,
+        choice,
     )?)
 }
 
@@ -203,6 +215,8 @@ mod tests {
             plan_id: plan_id.into(),
             summary: "Pricing cards have fills, not borders".into(),
             body: "Filled backgrounds, never borders.\n".into(),
+            drafted_by: DraftKind::Manual,
+            trust: None,
         };
         let stale = apply(&mut engine, &req("plan-000000000000")).unwrap_err();
         assert_eq!(stale.code, "changed_since");
