@@ -135,7 +135,9 @@ pub fn labels(sources: &[Origin], own: Option<Trust>, author: Author) -> Labels 
         trust = lowest(trust, Some(Trust::Derived));
     }
     Labels {
-        trust: trust.filter(|t| *t != Trust::Owner).or(own.filter(|t| *t == Trust::Owner)),
+        trust: trust
+            .filter(|t| *t != Trust::Owner)
+            .or(own.filter(|t| *t == Trust::Owner)),
         secret: sources.iter().any(|s| s.secret),
         inferred: sources.iter().any(|s| s.inferred),
     }
@@ -440,7 +442,10 @@ mod tests {
             origin("p", Some(Trust::Peer), false),
             origin("i", Some(Trust::Ingested), false),
         ];
-        assert_eq!(labels(&mixed, None, Author::Person).trust, Some(Trust::Peer));
+        assert_eq!(
+            labels(&mixed, None, Author::Person).trust,
+            Some(Trust::Peer)
+        );
         // All the person's own: no label written.
         assert_eq!(labels(&[owner.clone()], None, Author::Person).trust, None);
     }

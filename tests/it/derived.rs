@@ -31,7 +31,10 @@ fn json(d: &Device, args: &[&str]) -> Value {
 /// Every note file in the home's user scope, as text.
 fn all_notes(d: &Device) -> String {
     let mut out = String::new();
-    for e in std::fs::read_dir(d.home.join("memory/user")).unwrap().flatten() {
+    for e in std::fs::read_dir(d.home.join("memory/user"))
+        .unwrap()
+        .flatten()
+    {
         out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
     }
     out
@@ -70,7 +73,10 @@ fn consolidation_never_turns_quarantined_text_into_a_trusted_note() {
     assert!(!recalled.contains("evil.example"), "{recalled}");
     for i in 1..=3 {
         let f = std::fs::read_to_string(d.home.join(format!("memory/user/deploy-{i}.md")));
-        assert!(!f.unwrap().contains("consolidated"), "a quarantined note was folded");
+        assert!(
+            !f.unwrap().contains("consolidated"),
+            "a quarantined note was folded"
+        );
     }
     assert!(!all_notes(&d).contains("trust\":\"owner"));
 }
@@ -81,7 +87,15 @@ fn consolidation_never_turns_quarantined_text_into_a_trusted_note() {
 fn a_goal_fold_never_copies_a_secret_into_the_closing_note() {
     let tmp = tempfile::tempdir().unwrap();
     let d = home(tmp.path(), "home");
-    d.ok(&["add", "--id", "safe", "--summary", "Open the office safe", "--body", "The goal."]);
+    d.ok(&[
+        "add",
+        "--id",
+        "safe",
+        "--summary",
+        "Open the office safe",
+        "--body",
+        "The goal.",
+    ]);
     write(
         &d,
         "combination",
@@ -93,9 +107,11 @@ fn a_goal_fold_never_copies_a_secret_into_the_closing_note() {
         "---\n{\"id\":\"opened\",\"summary\":\"The safe is open\",\"relations\":[{\"kind\":\"closes\",\"target\":\"safe\"}]}\n---\nOpened it this morning.\n",
     );
     json(&d, &["consolidate"]);
-    assert!(!std::fs::read_to_string(d.home.join("memory/user/opened.md"))
-        .unwrap()
-        .contains("31-7-22"));
+    assert!(
+        !std::fs::read_to_string(d.home.join("memory/user/opened.md"))
+            .unwrap()
+            .contains("31-7-22")
+    );
     let recalled = d.ok(&["recall", "what is the office vault combination?"]);
     assert!(!recalled.contains("31-7-22"), "{recalled}");
     let out = tmp.path().join("export");
@@ -149,7 +165,10 @@ fn a_merge_with_a_secret_note_keeps_the_tag() {
     assert!(text.contains("tagged contains-secrets"), "{text}");
     d.ok(&["merge", "office", "vault", "--apply"]);
     let kept = std::fs::read_to_string(d.home.join("memory/user/office.md")).unwrap();
-    assert!(kept.contains("contains-secrets") && kept.contains("31-7-22"), "{kept}");
+    assert!(
+        kept.contains("contains-secrets") && kept.contains("31-7-22"),
+        "{kept}"
+    );
     assert!(kept.contains("derivedFrom"), "{kept}");
     let recalled = d.ok(&["recall", "what is the office vault combination?"]);
     assert!(!recalled.contains("31-7-22"), "{recalled}");
@@ -173,11 +192,21 @@ fn a_merge_never_reverts_an_edit_a_pass_downloaded_while_it_was_written() {
     let a = w.device_via("a", &token, &proxy.url);
     let b = w.device("b", &token);
     a.ok(&[
-        "add", "--id", "deploys", "--summary", "Deploy days", "--body",
+        "add",
+        "--id",
+        "deploys",
+        "--summary",
+        "Deploy days",
+        "--body",
         "Deploys go out on Tuesdays.",
     ]);
     a.ok(&[
-        "add", "--id", "deploy-day", "--summary", "Deploy day", "--body",
+        "add",
+        "--id",
+        "deploy-day",
+        "--summary",
+        "Deploy day",
+        "--body",
         "We deploy on Tuesday.",
     ]);
     a.ok(&["sync", "now"]);
@@ -189,18 +218,29 @@ fn a_merge_never_reverts_an_edit_a_pass_downloaded_while_it_was_written() {
     let merge = a.spawn(&["merge", "deploys", "deploy-day", "--apply"]);
     let start = Instant::now();
     while proxy.held() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(60), "the merge never asked the server");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the merge never asked the server"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // Meanwhile b edits the kept note, and a pass on a downloads the edit.
-    b.ok(&["edit", "deploys", "--body", "Deploys go out on Wednesdays now."]);
+    b.ok(&[
+        "edit",
+        "deploys",
+        "--body",
+        "Deploys go out on Wednesdays now.",
+    ]);
     b.ok(&["sync", "now"]);
     a.ok(&["sync", "now"]);
     assert!(a.note("deploys").unwrap().contains("Wednesdays"));
     proxy.hold(Hold::Nothing);
     let out = merge.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the merge went through over the edit");
+    assert!(
+        !out.status.success(),
+        "the merge went through over the edit"
+    );
     assert!(stderr.contains("changed since the plan"), "{stderr}");
     // Nothing was written, here or in the cloud: the edit stays everywhere.
     a.ok(&["sync", "now"]);

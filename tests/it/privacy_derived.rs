@@ -108,6 +108,10 @@ impl Row {
 struct Derivation {
     name: &'static str,
     run: fn(&World, &Row) -> String,
+    /// Whether the derived note's summary holds its sources' words. `memoria search` shows
+    /// summaries only, so where it does not (a goal fold keeps the closing note's summary) the
+    /// search door cannot show the control row, and shows no row's text either.
+    summary_from_sources: bool,
 }
 
 /// Three rewordings of one note, each with the row's labels, folded by a consolidation.
@@ -200,15 +204,29 @@ fn plant_pair(w: &World, row: &Row) -> (String, String) {
 fn manual_merge(w: &World, row: &Row) -> String {
     let (plain, labelled) = plant_pair(w, row);
     // Refused for a note holding text the guard matches: then nothing is written.
-    w.memoria(&["merge", &plain, &labelled, "--apply"], None);
+    let summary = format!("The {} notes", row.marker());
+    w.memoria(
+        &["merge", &plain, &labelled, "--apply", "--summary", &summary],
+        None,
+    );
     plain
 }
 
 fn model_merge(w: &World, row: &Row) -> String {
     let (plain, labelled) = plant_pair(w, row);
     // Refused for a note holding a secret or quarantined: nothing of it is sent to a model.
+    let summary = format!("The {} notes", row.marker());
     w.memoria(
-        &["merge", &plain, &labelled, "--draft", "model", "--apply"],
+        &[
+            "merge",
+            &plain,
+            &labelled,
+            "--draft",
+            "model",
+            "--apply",
+            "--summary",
+            &summary,
+        ],
         None,
     );
     plain
@@ -218,18 +236,22 @@ const DERIVATIONS: &[Derivation] = &[
     Derivation {
         name: "similarity fold",
         run: similarity,
+        summary_from_sources: true,
     },
     Derivation {
         name: "goal fold",
         run: goal,
+        summary_from_sources: false,
     },
     Derivation {
         name: "manual merge",
         run: manual_merge,
+        summary_from_sources: true,
     },
     Derivation {
         name: "model-draft merge",
         run: model_merge,
+        summary_from_sources: true,
     },
 ];
 
@@ -318,9 +340,11 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
     let mut leaks = Vec::new();
     for d in DERIVATIONS {
         let w = World::new();
-        let url = echo_model();
-        let (ok, _, err) = w.memoria(&["config", "set", "model.url", &url], None);
-        assert!(ok, "config: {err}");
+        if d.name == "model-draft merge" {
+            let url = echo_model();
+            let (ok, _, err) = w.memoria(&["config", "set", "model.url", &url], None);
+            assert!(ok, "config: {err}");
+        }
         let derived: Vec<String> = ROWS.iter().map(|r| (d.run)(&w, r)).collect();
         if d.name.ends_with("fold") {
             let (ok, out, err) = w.memoria(&["--json", "consolidate"], None);
@@ -350,10 +374,7 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
                 for n in list.as_array().unwrap() {
                     let nid = n["id"].as_str().unwrap();
                     if !nid.starts_with(&format!("{}-fold-", r.name))
-                        && n["summary"]
-                            .as_str()
-                            .unwrap_or("")
-                            .contains(&r.marker())
+                        && n["summary"].as_str().unwrap_or("").contains(&r.marker())
                     {
                         return nid.to_owned();
                     }
@@ -377,7 +398,12 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
         for (r, p) in ROWS.iter().zip(&planted) {
             if let Expect::Labelled(t) = r.expect {
                 let text = std::fs::read_to_string(&p.file).unwrap_or_default();
-                assert!(text.contains(&r.marker()), "{}: {} not derived", d.name, r.name);
+                assert!(
+                    text.contains(&r.marker()),
+                    "{}: {} not derived",
+                    d.name,
+                    r.name
+                );
                 let got = trust_in(&text);
                 if standing(got) > standing(Some(t)) {
                     leaks.push(format!(
@@ -408,10 +434,14 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
                         "{}: the {} row reached {name}:\n{text}",
                         d.name, r.name
                     )),
-                    Expect::Public if !shown => leaks.push(format!(
+                    Expect::Public
+                        if !shown && (d.summary_from_sources || *name != "memoria search") =>
+                    {
+                        leaks.push(format!(
                         "{}: the public control did not reach {name} (the door does not look):\n{text}",
                         d.name
-                    )),
+                    ))
+                    }
                     _ => {}
                 }
                 for s in SECRETS {

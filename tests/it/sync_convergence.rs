@@ -34,9 +34,9 @@ use memoria_engine::sync::client::{HttpReply, HttpRequest, SendError};
 use memoria_engine::sync::{Keep, Settings, SyncClient, SyncError, Syncer, Token, Transport};
 use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
-use memoria_shared::{ContentHash, FixedClock};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::Quotas;
+use memoria_shared::{ContentHash, FixedClock};
 use memoria_sync_server::config::RateLimit;
 use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::fs::FsStore;
@@ -988,7 +988,10 @@ fn sync_commit_first_batches() {
         .syncer
         .commit_first(&mut a.engine, &Scope::User, &batch)
         .unwrap_err();
-    assert!(err.to_string().contains("`x` changed since the plan"), "{err}");
+    assert!(
+        err.to_string().contains("`x` changed since the plan"),
+        "{err}"
+    );
     assert_eq!(
         a.engine.show("x", None).unwrap().note.unwrap().body,
         "x from b\n"

@@ -171,7 +171,9 @@ impl Shared {
             _ => None,
         };
         match first {
-            Some(p) if line.contains(p.as_str()) && !self.first_taken.swap(true, Ordering::SeqCst) => {
+            Some(p)
+                if line.contains(p.as_str()) && !self.first_taken.swap(true, Ordering::SeqCst) =>
+            {
                 Hold::First(p)
             }
             Some(_) => Hold::Nothing,

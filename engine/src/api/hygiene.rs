@@ -9,13 +9,13 @@ use crate::hygiene;
 use crate::project::Scope;
 use crate::vault::Engine;
 
+pub use crate::derive::{Author, Labels};
 pub use crate::hygiene::consolidate::{
     COSINE_CUT, ClusterBasis, ConsolidateQuery, ConsolidatedCluster, Consolidation,
     ConsolidationCluster, ConsolidationPlan, FoldedCluster, LastConsolidation, MAX_AGE_DAYS,
     MIN_CLUSTER, ReplacedHow, Replacement, SkippedCluster,
 };
 pub use crate::hygiene::decay::{ARCHIVE_BELOW, DecayRule, HALF_LIFE_DAYS};
-pub use crate::derive::{Author, Labels};
 pub use crate::hygiene::merge::{
     DraftKind, LinkingNote, MergeChoice, MergeDraft, MergePlan, MergeSource, Merged,
 };

@@ -6,9 +6,9 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use memoria_engine::api::config;
 use memoria_engine::api::hygiene::{self, DraftKind, FindingDetail, MergeChoice, ReviewQuery};
-use memoria_shared::note::Trust;
 use memoria_engine::backup::human_utc;
 use memoria_engine::counted;
+use memoria_shared::note::Trust;
 
 use super::{Globals, outln, print_json, read_body};
 

@@ -323,10 +323,7 @@ pub fn merge_plan(
                 o.id
             )));
         }
-        if let Some(o) = origins
-            .iter()
-            .find(|o| o.trust == Some(Trust::Quarantined))
-        {
+        if let Some(o) = origins.iter().find(|o| o.trust == Some(Trust::Quarantined)) {
             return Err(Error::Invalid(format!(
                 "note `{}` is quarantined (it may hold instructions meant for a model), so it is not sent to a model: use the manual draft",
                 o.id
