@@ -487,7 +487,7 @@ mod tests;
 
 /// A limit in bytes as a person reads it: with its KiB when it is a whole number of them.
 fn byte_limit(limit: usize) -> String {
-    if limit >= 1024 && limit % 1024 == 0 {
+    if limit >= 1024 && limit.is_multiple_of(1024) {
         format!("{limit} bytes ({} KiB)", limit / 1024)
     } else {
         format!("{limit} bytes")
