@@ -182,7 +182,7 @@ describe('consolidation in the app', () => {
     await user.click(screen.getByTestId('consolidation-apply'));
     const result = await screen.findByTestId('consolidation-result');
     expect(result).toHaveTextContent('Groups of notes consolidated: 0.');
-    expect(result).toHaveTextContent('Left as they were, because one of their notes changed since the preview: 1.');
+    expect(result).toHaveTextContent('Left as they were: 1. The reason for each is listed under the last pass.');
     expect(await screen.findByTestId('consolidation-skipped')).toHaveTextContent('limit-b');
     expect([...be.notes.values()].every((n) => !n.status)).toBe(true);
   });

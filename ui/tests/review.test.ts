@@ -86,6 +86,46 @@ describe('Review page (待整理)', () => {
     expect(screen.getByTestId('review-count')).toHaveTextContent('1');
   });
 
+  it('shows the trust and the secret the merged note gets from its notes, and sends a trust only when the person picks one', async () => {
+    const labelled = reviewNotes().map((n) => (n.id === 'deploys-on-tuesday-5c2' ? { ...n, trust: 'peer' as const, tags: [...n.tags, 'contains-secrets'] } : n));
+    const r = await renderApp(demoSeed({ notes: [...demoNotes(), ...labelled] }));
+    await goTo(r.user, 'review');
+    const topic = (await screen.findAllByTestId('review-finding')).find((f) => f.dataset.kind === 'same_topic')!;
+    await r.user.click(within(topic).getByTestId('review-merge'));
+    await waitFor(() => expect(editorText('merge-body')).toContain('## Deploys go out on Tuesdays'));
+    expect(screen.getByText(/deploys-on-tuesday-5c2 · from other people \(peer\)/)).toBeInTheDocument();
+    await r.user.click(screen.getByTestId('merge-preview-open'));
+    const preview = await screen.findByTestId('merge-preview');
+    const trust = within(preview).getByTestId('merge-trust') as HTMLSelectElement;
+    expect(trust.value).toBe('');
+    expect(trust.selectedOptions[0]).toHaveTextContent('As its notes give it: from other people (peer)');
+    expect(within(preview).getByTestId('merge-secret')).toHaveTextContent('tagged contains-secrets');
+    expect(within(preview).queryByTestId('merge-trust-chosen')).toBeNull();
+    await r.user.selectOptions(trust, 'owner');
+    await waitFor(() => expect(within(preview).getByTestId('merge-trust-chosen')).toHaveTextContent('You chose this instead of from other people (peer)'));
+    await r.user.click(within(preview).getByTestId('merge-apply'));
+    await waitFor(() => expect(screen.getByTestId('review-merged')).toBeInTheDocument());
+    expect(callsOf(r.be, 'mergeApply')[0][0]).toMatchObject({ draftedBy: 'manual', trust: 'owner' });
+    const kept = [...r.be.notes.values()].find((n) => n.id === 'deploys-tuesdays-0a1')!;
+    expect(kept.tags).toContain('contains-secrets');
+  });
+
+  it('sends no trust unless one is picked, and says who drafted the text', async () => {
+    const { be, user } = await openMerge({ chatModel: true });
+    await user.click(screen.getByTestId('merge-draft-model'));
+    await waitFor(() => expect(editorText('merge-body')).not.toContain('## '));
+    await user.click(screen.getByTestId('merge-preview-open'));
+    const preview = await screen.findByTestId('merge-preview');
+    expect((within(preview).getByTestId('merge-trust') as HTMLSelectElement).selectedOptions[0]).toHaveTextContent('As its notes give it: derived');
+    expect(within(preview).queryByTestId('merge-secret')).toBeNull();
+    await user.click(within(preview).getByTestId('merge-apply'));
+    await waitFor(() => expect(screen.getByTestId('review-merged')).toBeInTheDocument());
+    const req = callsOf(be, 'mergeApply')[0][0] as Record<string, unknown>;
+    expect(req.draftedBy).toBe('model');
+    expect('trust' in req).toBe(false);
+    expect([...be.notes.values()].find((n) => n.id === 'deploys-tuesdays-0a1')!.trust).toBe('derived');
+  });
+
   it('asks the configured model for a draft (生成合并建议)', async () => {
     const { be, user } = await openMerge({ chatModel: true });
     const model = screen.getByTestId('merge-draft-model');

@@ -18,6 +18,7 @@ import type {
   FindingNote,
   LastConsolidation,
   ImportReport,
+  Labels,
   ListFilter,
   MergePlan,
   MergeSource,
@@ -38,6 +39,9 @@ import type {
   SyncStatus,
   Trust,
 } from './types';
+
+/** The tag that keeps a note from agents, exports and the server. */
+const SECRETS_TAG = 'contains-secrets';
 
 export interface FakeNote {
   scope: ScopeKey;
@@ -402,6 +406,25 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     const d = dismissals.get(f.id);
     return !!d && f.notes.every((n) => d[`${n.scope}/${n.id}`] === n.hash);
   };
+  // The derive path's label rule, as the engine applies it.
+  const standing: Record<Trust, number> = { quarantined: 0, peer: 1, ingested: 2, derived: 3, owner: 4 };
+  const sourceOf = (n: FakeNote): MergeSource => ({
+    id: n.id,
+    summary: n.summary,
+    tags: n.tags.filter((t) => t !== SECRETS_TAG),
+    hash: hashOf(n),
+    createdAt: n.createdAt,
+    updatedAt: n.updatedAt,
+    path: `${n.id}.md`,
+    body: n.body,
+    trust: n.trust,
+    secret: n.tags.includes(SECRETS_TAG),
+  });
+  const labelsOf = (sources: MergeSource[], draft: DraftKind): Labels => {
+    let trust: Trust = draft === 'model' ? 'derived' : 'owner';
+    for (const x of sources) if (standing[x.trust ?? 'owner'] < standing[trust]) trust = x.trust ?? 'owner';
+    return { trust: trust === 'owner' ? null : trust, secret: sources.some((x) => x.secret), inferred: false };
+  };
   const plan = (ids: string[], scope: ScopeKey | null, draft: DraftKind): MergePlan => {
     if (ids.length < 2) throw fail('invalid_input', 'a merge needs two or more notes: name every note to merge');
     const found = ids.map((id) => {
@@ -410,9 +433,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       return n;
     });
     if (found.some((n) => n.scope !== found[0].scope)) throw fail('invalid_input', 'only notes of one scope can be merged');
-    const sources: MergeSource[] = found
-      .map((n) => ({ id: n.id, summary: n.summary, tags: [...n.tags], hash: hashOf(n), createdAt: n.createdAt, updatedAt: n.updatedAt, path: `${n.id}.md`, body: n.body }))
-      .sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id));
+    const sources: MergeSource[] = found.map(sourceOf).sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id));
     const keptId = sources[0].id;
     const deletedIds = sources.slice(1).map((x) => x.id);
     if (draft === 'model' && !seed.chatModel) {
@@ -432,7 +453,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       keptId,
       deletedIds,
       sources,
-      tags: [...new Set(sources.flatMap((x) => x.tags))],
+      tags: [...new Set([...sources.flatMap((x) => x.tags), ...(sources.some((x) => x.secret) ? [SECRETS_TAG] : [])])],
+      labels: labelsOf(sources, draft),
       draft: { kind: draft, summary: sources[0].summary, body },
       relinked,
     };
@@ -441,16 +463,17 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   // of one scope that say the same thing (by words here), folded into a new note.
   let lastConsolidation: LastConsolidation | null = seed.lastConsolidation ?? null;
   const consolidationPlan = (): ConsolidationPlan => {
-    const recent = [...notes.values()].filter((n) => !n.error && !n.status && Date.now() - n.updatedAt <= 7 * DAY);
+    // Never a quarantined note or one holding a secret; never notes of different trust together.
+    const recent = [...notes.values()].filter((n) => !n.error && !n.status && n.trust !== 'quarantined' && !n.tags.includes(SECRETS_TAG) && Date.now() - n.updatedAt <= 7 * DAY);
     const clusters: ConsolidationCluster[] = [];
     const taken = new Set<FakeNote>();
     for (const n of recent) {
       if (taken.has(n)) continue;
-      const group = recent.filter((o) => o.scope === n.scope && !taken.has(o) && (o === n || jaccard(topicWords(n), topicWords(o)) >= SAME_TOPIC));
+      const group = recent.filter((o) => o.scope === n.scope && o.trust === n.trust && !taken.has(o) && (o === n || jaccard(topicWords(n), topicWords(o)) >= SAME_TOPIC));
       if (group.length < 3) continue;
       for (const g of group) taken.add(g);
       const sources: MergeSource[] = group
-        .map((x) => ({ id: x.id, summary: x.summary, tags: [...x.tags], hash: hashOf(x), createdAt: x.createdAt, updatedAt: x.updatedAt, path: `${x.id}.md`, body: x.body }))
+        .map(sourceOf)
         .sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.id.localeCompare(b.id));
       const intoId = `${sources[0].id}-consolidated`;
       const body = `${sources.map((x) => x.body.trim()).join('\n\n')}\n\n## Consolidated from\n\n${sources.map((x) => `- [[${x.id}]] ${x.summary}`).join('\n')}\n`;
@@ -462,6 +485,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
         newNote: true,
         draft: { kind: 'manual', summary: sources[0].summary, body },
         tags: [...new Set(sources.flatMap((x) => x.tags))],
+        labels: labelsOf(sources, 'manual'),
         basis: 'similar',
         cosine: null,
         lexical: 1,
@@ -850,6 +874,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       kept.summary = req.summary.trim();
       kept.body = req.body.endsWith('\n') ? req.body : `${req.body}\n`;
       kept.tags = [...p.tags];
+      kept.trust = req.trust !== undefined ? (req.trust === 'owner' ? null : req.trust) : labelsOf(p.sources, req.draftedBy).trust;
       kept.updatedAt = Date.now();
       const relinked: string[] = [];
       for (const l of p.relinked) {
@@ -899,7 +924,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           continue;
         }
         const first = find(c.scope, c.sources[0].id);
-        const into: FakeNote = { ...first, id: c.intoId, summary: c.draft.summary, body: c.draft.body, tags: [...c.tags], createdAt: at, updatedAt: at, status: null, replacedBy: null };
+        const labels = labelsOf(c.sources.map((x) => sourceOf(find(c.scope, x.id))), c.draft.kind);
+        const into: FakeNote = { ...first, id: c.intoId, summary: c.draft.summary, body: c.draft.body, tags: [...c.tags], trust: labels.trust, createdAt: at, updatedAt: at, status: null, replacedBy: null };
         notes.set(key(c.scope, into.id), into);
         emit({ kind: 'noteAdded', scope: c.scope, id: into.id });
         for (const x of c.sources) {

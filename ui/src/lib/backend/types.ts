@@ -406,6 +406,18 @@ export interface MergeSource {
   updatedAt: number | null;
   path: string;
   body: string;
+  /** Its trust (`null`: none written, the person's own). */
+  trust: Trust | null;
+  /** Whether it holds a secret (tagged `contains-secrets`, or matched by the credential guard). */
+  secret: boolean;
+}
+
+/** The labels a note written from other notes gets from them: the lowest trust (`null`: full
+ * trust), `contains-secrets` when any holds a secret, and whether an agent inferred any. */
+export interface Labels {
+  trust: Trust | null;
+  secret: boolean;
+  inferred: boolean;
 }
 
 export interface MergePlan {
@@ -417,8 +429,10 @@ export interface MergePlan {
   deletedIds: string[];
   /** Oldest first. */
   sources: MergeSource[];
-  /** The merged note's tags: every source's, once. */
+  /** The merged note's tags: every source's, once (`contains-secrets` when a source holds a secret). */
   tags: string[];
+  /** The labels the merged note gets from its notes (and, for a model's draft, at most `derived`). */
+  labels: Labels;
   draft: { kind: DraftKind; summary: string; body: string };
   /** Notes of the scope whose `[[links]]` to a deleted id will name the kept id. */
   relinked: { id: string; summary: string }[];
@@ -431,6 +445,10 @@ export interface MergeRequest {
   planId: string;
   summary: string;
   body: string;
+  /** Who drafted the text it started from: a model's draft makes the merged note at most `derived`. */
+  draftedBy: DraftKind;
+  /** A trust the person chose for the merged note instead of its notes' lowest; absent unless chosen. */
+  trust?: Trust | null;
 }
 
 export interface Merged {
@@ -460,6 +478,8 @@ export type ConsolidationCluster = {
   newNote: boolean;
   draft: { kind: DraftKind; summary: string; body: string };
   tags: string[];
+  /** The labels the consolidated note gets from its notes. */
+  labels: Labels;
 } & ({ basis: 'similar'; cosine: number | null; lexical: number } | { basis: 'goal'; goalId: string; closingId: string });
 
 /** What a pass would do (`consolidation_preview`); sent back unchanged to apply it. */
