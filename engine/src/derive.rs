@@ -33,22 +33,11 @@ use crate::vault::Engine;
 /// The frontmatter key that names a derived note's sources.
 pub const DERIVED_FROM: &str = "derivedFrom";
 
-/// How a trust level stands against the others, lowest first: the order recall weighs them in
-/// (`quarantined` never recalled, `peer` below `ingested`, both below `derived` and `owner`).
-/// No trust written counts as `owner`: it is the person's own note.
-fn standing(t: Option<Trust>) -> u8 {
-    match t {
-        Some(Trust::Quarantined) => 0,
-        Some(Trust::Peer) => 1,
-        Some(Trust::Ingested) => 2,
-        Some(Trust::Derived) => 3,
-        Some(Trust::Owner) | None => 4,
-    }
-}
-
-/// The lower of two trusts by [`standing`].
+/// The lower of two trusts (`Trust` is ordered as recall weighs them); no trust written is
+/// the person's own note, the highest.
 fn lowest(a: Option<Trust>, b: Option<Trust>) -> Option<Trust> {
-    if standing(b) < standing(a) { b } else { a }
+    let own = |t: Option<Trust>| t.unwrap_or(Trust::Owner);
+    if own(b) < own(a) { b } else { a }
 }
 
 /// A trust as the index keeps it (`None`: none written). A name Memoria does not know reads
@@ -484,20 +473,21 @@ mod tests {
     }
 
     #[test]
-    fn standing_follows_the_weights_recall_gives() {
+    fn trust_is_ordered_as_recall_weighs_it() {
         let order = [
-            Some(Trust::Quarantined),
-            Some(Trust::Peer),
-            Some(Trust::Ingested),
-            Some(Trust::Derived),
-            Some(Trust::Owner),
-            None,
+            Trust::Quarantined,
+            Trust::Peer,
+            Trust::Ingested,
+            Trust::Derived,
+            Trust::Owner,
         ];
-        let weight = |t| crate::recall::rank::trust_weight(t).unwrap_or(-1.0);
+        let weight = |t| crate::recall::rank::trust_weight(Some(t)).unwrap_or(-1.0);
         for w in order.windows(2) {
-            assert!(standing(w[0]) <= standing(w[1]), "{w:?}");
+            assert!(w[0] < w[1], "{w:?}");
             assert!(weight(w[0]) <= weight(w[1]), "{w:?}");
         }
+        assert_eq!(lowest(None, Some(Trust::Owner)), None);
+        assert_eq!(lowest(None, Some(Trust::Derived)), Some(Trust::Derived));
     }
 
     #[test]

@@ -129,12 +129,14 @@ impl<'de> Deserialize<'de> for NoteType {
 }
 
 /// How far a note is trusted. Trust can only be lowered, never raised, by later writers.
+/// Ordered lowest first, as recall weighs them: a quarantined note is never recalled, a peer's
+/// words rank below ingested text, and both below what an agent derived and the owner's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trust {
     Quarantined,
-    Ingested,
     Peer,
+    Ingested,
     Derived,
     Owner,
 }

@@ -162,7 +162,7 @@ fn a_merge_with_a_secret_note_keeps_the_tag() {
     );
     assert_eq!(plan["labels"]["secret"], true, "{plan}");
     let text = d.ok(&["merge", "office", "vault"]);
-    assert!(text.contains("tagged contains-secrets"), "{text}");
+    assert!(text.contains("is tagged contains-secrets"), "{text}");
     d.ok(&["merge", "office", "vault", "--apply"]);
     let kept = std::fs::read_to_string(d.home.join("memory/user/office.md")).unwrap();
     assert!(

@@ -324,15 +324,9 @@ fn trust_in(text: &str) -> Option<Trust> {
     .and_then(|n| n.trust)
 }
 
-/// Lowest first, as recall weighs them.
-fn standing(t: Option<Trust>) -> u8 {
-    match t {
-        Some(Trust::Quarantined) => 0,
-        Some(Trust::Peer) => 1,
-        Some(Trust::Ingested) => 2,
-        Some(Trust::Derived) => 3,
-        Some(Trust::Owner) | None => 4,
-    }
+/// `Trust` is ordered lowest first; none written is the person's own.
+fn standing(t: Option<Trust>) -> Trust {
+    t.unwrap_or(Trust::Owner)
 }
 
 #[test]

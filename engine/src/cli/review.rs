@@ -291,17 +291,17 @@ pub fn merge(g: &Globals, a: &MergeArgs) -> Result<()> {
         );
     }
     outln!(
-        "the merged note: trust {}{} (the lowest of its sources'){}",
+        "the merged note: trust {} (the lowest of its notes'; --trust sets another){}{}",
         trust_name(plan.labels.trust),
-        if plan.labels.secret {
-            ", tagged contains-secrets (never recalled, exported or uploaded)"
-        } else {
-            ""
-        },
         if plan.tags.is_empty() {
             String::new()
         } else {
             format!("; tags {}", plan.tags.join(", "))
+        },
+        if plan.labels.secret {
+            "\n  one of these notes holds a secret: the merged note is tagged contains-secrets, so it is never recalled, exported or uploaded"
+        } else {
+            ""
         }
     );
     if !plan.relinked.is_empty() {

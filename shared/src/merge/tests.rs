@@ -282,6 +282,16 @@ fn metadata_only_changes_are_changes_and_merge_with_edits() {
         panic!("metadata never conflicts")
     };
     assert_eq!(m.trust, Some(Trust::Peer), "the lower trust");
+    // A peer's words rank below ingested text: peer is the lower of the two.
+    let (mut p, mut i) = (b.clone(), b.clone());
+    p.trust = Some(Trust::Peer);
+    i.trust = Some(Trust::Ingested);
+    for (x, y) in [(&p, &i), (&i, &p)] {
+        let MergeOutcome::Clean(Some(m)) = merge(Some(&b), Some(x), Some(y), LIMIT) else {
+            panic!("metadata never conflicts")
+        };
+        assert_eq!(m.trust, Some(Trust::Peer));
+    }
     assert_eq!(m.status, Some(Status::Archived), "the further along");
     assert_eq!(m.importance, Some(0.8));
     let targets: Vec<&str> = m.relations.iter().map(|r| r.target.as_str()).collect();
