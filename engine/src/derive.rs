@@ -436,13 +436,20 @@ mod tests {
             Some(Trust::Peer)
         );
         // All the person's own: no label written.
-        assert_eq!(labels(std::slice::from_ref(&owner), None, Author::Person).trust, None);
+        assert_eq!(
+            labels(std::slice::from_ref(&owner), None, Author::Person).trust,
+            None
+        );
     }
 
     #[test]
     fn the_replaced_note_own_trust_can_only_lower_and_a_model_draft_is_derived() {
         let owner = origin("a", None, false);
-        let l = labels(std::slice::from_ref(&owner), Some(Trust::Peer), Author::Person);
+        let l = labels(
+            std::slice::from_ref(&owner),
+            Some(Trust::Peer),
+            Author::Person,
+        );
         assert_eq!(l.trust, Some(Trust::Peer));
         let l = labels(std::slice::from_ref(&owner), None, Author::Model);
         assert_eq!(l.trust, Some(Trust::Derived));

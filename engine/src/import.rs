@@ -1,6 +1,10 @@
 //! Import and export of plain Markdown folders: an Obsidian vault, OpenClaw's `MEMORY.md` +
 //! `memory/*.md`, or a folder `memoria export` wrote. Re-importing the same folder changes
-//! nothing; a changed source file replaces its note after a backup. Sources are never modified.
+//! nothing. Re-import is a three-way decision, with the note as the last import wrote it as the
+//! base: a changed source file replaces a note nobody changed here since (after a backup); a
+//! note changed here since is never replaced — the source's new text goes into a note beside
+//! it (`<id>-imported`, itself updated by later imports while nobody edits it), and the report
+//! names both. Sources are never modified.
 //!
 //! A source file is identified by its folder, its path in that folder and its bytes: two folders'
 //! `MEMORY.md` are two sources, and a file whose modification time alone changed is unchanged.
@@ -40,7 +44,27 @@ pub struct ImportReport {
     pub unchanged: usize,
     pub flagged_secrets: usize,
     pub skipped: Vec<Skipped>,
+    /// Notes changed here since they were imported whose source changed too: each kept as it
+    /// is, with the source's new text in a note beside it.
+    pub kept_edited: Vec<KeptEdited>,
 }
+
+/// A note changed here since its import, kept as it is, and the note beside it that holds its
+/// source's new text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptEdited {
+    /// The source file, relative to the imported folder.
+    pub path: String,
+    /// The note kept as it was edited here.
+    pub id: String,
+    /// The note holding the source's new text.
+    pub beside: String,
+}
+
+/// Frontmatter key: the content hash of the note as the last import wrote it, the base that
+/// tells an edit made here since from the import's own text.
+const IMPORTED_AS: &str = "importedAs";
 
 /// Notes written together: a batch's files are fsynced in parallel and indexed in one go.
 const BATCH: usize = 256;
@@ -59,6 +83,8 @@ struct Update {
     read: Vec<u8>,
     note: Note,
     source_path: String,
+    /// Counted as an updated note (else only the source version a kept note was offered).
+    counted: bool,
 }
 
 impl Pending {
@@ -81,7 +107,7 @@ impl Pending {
                 Some(&u.note),
                 Some(BackupReason::ImportReplace),
             )?;
-            if !written {
+            if !written && u.counted {
                 report.updated -= 1;
                 report.skipped.push(Skipped {
                     path: u.source_path,
@@ -279,6 +305,7 @@ fn import_one(
         ..
     } = c;
     let earlier_hash = legacy_import_hash(&note);
+    let source_note = note.clone();
     note.extra
         .insert("importedFrom".into(), Value::String(rel.clone()));
     note.extra
@@ -331,12 +358,38 @@ fn import_one(
                     report.unchanged += 1;
                     return Ok(());
                 }
+                if edited_here(&old) {
+                    let kept = Update {
+                        rel: row.rel_path.clone(),
+                        read: text.into_bytes(),
+                        note: old,
+                        source_path: rel.clone(),
+                        counted: false,
+                    };
+                    let at = Beside {
+                        source,
+                        rel: &rel,
+                        source_hash: &source_hash,
+                    };
+                    return import_beside(
+                        engine,
+                        scope,
+                        dir_out,
+                        at,
+                        kept,
+                        source_note,
+                        report,
+                        pending,
+                    );
+                }
                 note.id = id;
+                stamp_imported_as(&mut note);
                 pending.updates.push(Update {
                     rel: row.rel_path.clone(),
                     read: text.into_bytes(),
                     note,
                     source_path: rel.clone(),
+                    counted: true,
                 });
                 report.updated += 1;
                 report.flagged_secrets += usize::from(flagged);
@@ -356,6 +409,7 @@ fn import_one(
                     continue;
                 }
                 note.id = id;
+                stamp_imported_as(&mut note);
                 pending.new_ids.insert(note.id.to_string());
                 pending.notes.push((note.id.file_name(), note));
                 report.added += 1;
@@ -367,6 +421,130 @@ fn import_one(
     Err(Error::Invalid(format!(
         "no free id for {rel}: rename the file or give it an \"id\""
     )))
+}
+
+/// Records, in the note about to be written, its content hash as this import writes it.
+fn stamp_imported_as(note: &mut Note) {
+    let hash = ContentHash::of_note(note).as_str().to_owned();
+    note.extra.insert(IMPORTED_AS.into(), Value::String(hash));
+}
+
+/// Whether a note was changed here since an import wrote it: its text is not what the import
+/// wrote. A note imported before the import recorded that cannot tell, and counts as changed:
+/// keeping it loses nothing.
+fn edited_here(note: &Note) -> bool {
+    note.extra.get(IMPORTED_AS).and_then(Value::as_str) != Some(ContentHash::of_note(note).as_str())
+}
+
+/// Where a source file's text came from.
+struct Beside<'a> {
+    source: &'a str,
+    rel: &'a str,
+    source_hash: &'a str,
+}
+
+/// The source of `kept` (a note changed here since its import) changed too: its text stays as
+/// it is, and the source's new text goes into the note beside it, which a later import keeps
+/// up to date while nobody edits it there either. `kept` records the source version it has now
+/// been offered (its text untouched), so the same source does not offer it again.
+#[allow(clippy::too_many_arguments)]
+fn import_beside(
+    engine: &mut Engine,
+    scope: &Scope,
+    dir_out: &Path,
+    at: Beside<'_>,
+    mut kept_update: Update,
+    mut note: Note,
+    report: &mut ImportReport,
+    pending: &mut Pending,
+) -> Result<()> {
+    let Beside {
+        source,
+        rel,
+        source_hash,
+    } = at;
+    let kept = kept_update.note.clone();
+    let beside = slugify(&format!("{}-imported", kept.id));
+    let done = |report: &mut ImportReport| {
+        report.kept_edited.push(KeptEdited {
+            path: rel.to_owned(),
+            id: kept.id.to_string(),
+            beside: beside.to_string(),
+        });
+    };
+    note.id = beside.clone();
+    note.extra
+        .insert("importedFrom".into(), Value::String(rel.to_owned()));
+    note.extra
+        .insert("importSource".into(), Value::String(source.to_owned()));
+    note.extra
+        .insert("importHash".into(), Value::String(source_hash.to_owned()));
+    note.extra
+        .insert("importedBeside".into(), Value::String(kept.id.to_string()));
+    stamp_imported_as(&mut note);
+    let flagged = note.tags.iter().any(|t| t == SECRETS_TAG);
+    match engine
+        .index()
+        .find(&scope.key(), beside.as_str())?
+        .into_iter()
+        .next()
+    {
+        None => {
+            if pending.new_ids.contains(beside.as_str())
+                || case_taken(engine, scope, dir_out, &beside)?
+            {
+                return Err(Error::Invalid(format!(
+                    "note `{}` was changed here and its source too, and `{beside}` is taken: rename one of them, then import again",
+                    kept.id
+                )));
+            }
+            pending.new_ids.insert(beside.to_string());
+            pending.notes.push((beside.file_name(), note));
+            report.added += 1;
+        }
+        Some(row) => {
+            let text = std::fs::read_to_string(&row.path).map_err(Error::io("read", &row.path))?;
+            let old = Note::parse(
+                &text,
+                FileContext {
+                    relative_path: &row.rel_path,
+                },
+            )
+            .ok();
+            let ours = old.as_ref().is_some_and(|o| {
+                o.extra.get("importedBeside").and_then(Value::as_str) == Some(kept.id.as_str())
+            });
+            if !ours {
+                return Err(Error::Invalid(format!(
+                    "note `{}` was changed here and its source too, and `{beside}` is another note: rename it, then import again",
+                    kept.id
+                )));
+            }
+            let old = old.expect("parsed above");
+            if edited_here(&old) {
+                return Err(Error::Invalid(format!(
+                    "note `{}` and the note beside it, `{beside}`, were both changed here since the last import, and the source changed again: nothing was replaced; merge them, then import again",
+                    kept.id
+                )));
+            }
+            pending.updates.push(Update {
+                rel: row.rel_path.clone(),
+                read: text.into_bytes(),
+                note,
+                source_path: rel.to_owned(),
+                counted: true,
+            });
+            report.updated += 1;
+        }
+    }
+    report.flagged_secrets += usize::from(flagged);
+    done(report);
+    kept_update
+        .note
+        .extra
+        .insert("importHash".into(), Value::String(source_hash.to_owned()));
+    pending.updates.push(kept_update);
+    Ok(())
 }
 
 fn case_taken(engine: &Engine, scope: &Scope, dir: &Path, id: &NoteId) -> Result<bool> {
@@ -522,6 +700,102 @@ mod tests {
                 .unwrap()
                 .body
                 .contains("Thursdays")
+        );
+    }
+
+    /// Re-import as a three-way decision: a note nobody changed here follows its source; a note
+    /// changed here keeps its text, the source's new text goes beside it, and later imports
+    /// keep that note up to date without offering the same source version twice.
+    #[test]
+    fn a_reimport_keeps_a_note_edited_here_and_puts_the_sources_text_beside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "deploys.md", "Deploys go out on Tuesdays.\n");
+        write(&src, "rollbacks.md", "Roll back with the previous tag.\n");
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &src).added, 2);
+        let body = |e: &Engine, id: &str| e.show(id, None).unwrap().note.unwrap().body;
+        e.edit(
+            "deploys",
+            None,
+            NoteEdit {
+                body: Some("Deploys go out on Tuesdays and Thursdays.".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        write(&src, "deploys.md", "Deploys go out on Wednesdays.\n");
+        write(&src, "rollbacks.md", "Roll back with the last green tag.\n");
+        let r = run(&mut e, &src);
+        // The unedited note follows its source; the edited one keeps its text.
+        assert_eq!((r.added, r.updated, r.unchanged), (1, 1, 0), "{r:?}");
+        assert_eq!(
+            body(&e, "rollbacks"),
+            "Roll back with the last green tag.\n"
+        );
+        assert_eq!(
+            body(&e, "deploys"),
+            "Deploys go out on Tuesdays and Thursdays.\n"
+        );
+        assert_eq!(
+            r.kept_edited,
+            [KeptEdited {
+                path: "deploys.md".into(),
+                id: "deploys".into(),
+                beside: "deploys-imported".into()
+            }]
+        );
+        assert_eq!(
+            body(&e, "deploys-imported"),
+            "Deploys go out on Wednesdays.\n"
+        );
+        // The same source again: nothing changes, nothing is offered twice.
+        let r = run(&mut e, &src);
+        assert_eq!((r.added, r.updated, r.unchanged), (0, 0, 2), "{r:?}");
+        assert!(r.kept_edited.is_empty(), "{r:?}");
+        assert_eq!(
+            body(&e, "deploys"),
+            "Deploys go out on Tuesdays and Thursdays.\n"
+        );
+        // Deleting the note beside it does not bring it back while the source stays as it is.
+        e.forget("deploys-imported", None).unwrap();
+        assert_eq!(run(&mut e, &src).added, 0);
+        // The source changes again: a new note beside it, the edit still kept.
+        write(&src, "deploys.md", "Deploys go out on Fridays.\n");
+        let r = run(&mut e, &src);
+        assert_eq!(r.kept_edited.len(), 1, "{r:?}");
+        assert_eq!(body(&e, "deploys-imported"), "Deploys go out on Fridays.\n");
+        // While nobody edits the note beside it, it follows the source.
+        write(&src, "deploys.md", "Deploys go out on Mondays.\n");
+        run(&mut e, &src);
+        assert_eq!(body(&e, "deploys-imported"), "Deploys go out on Mondays.\n");
+        assert_eq!(
+            body(&e, "deploys"),
+            "Deploys go out on Tuesdays and Thursdays.\n"
+        );
+        // Both edited here and the source changed again: nothing is replaced, and it says so.
+        e.edit(
+            "deploys-imported",
+            None,
+            NoteEdit {
+                body: Some("Mondays, but not in August.".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        write(&src, "deploys.md", "Deploys go out on Sundays.\n");
+        let r = run(&mut e, &src);
+        assert!(
+            r.skipped[0].reason.contains("were both changed here"),
+            "{r:?}"
+        );
+        assert_eq!(
+            body(&e, "deploys-imported"),
+            "Mondays, but not in August.\n"
+        );
+        assert_eq!(
+            body(&e, "deploys"),
+            "Deploys go out on Tuesdays and Thursdays.\n"
         );
     }
 

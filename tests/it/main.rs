@@ -9,6 +9,7 @@ mod privacy;
 mod privacy_derived;
 mod privacy_scope;
 mod recall_model;
+mod reimport;
 mod review;
 mod session;
 mod sync_convergence;

@@ -58,6 +58,14 @@ pub fn import(g: &Globals, a: &ImportArgs) -> Result<()> {
             counted(n, "note")
         );
     }
+    for k in &report.kept_edited {
+        outln!(
+            "kept your edits in {}: its source {} changed too, and its new text is in {}",
+            k.id,
+            k.path,
+            k.beside
+        );
+    }
     for s in &report.skipped {
         outln!("skipped {}: {}", s.path, s.reason);
     }

@@ -316,6 +316,9 @@ export interface ImportReport {
   unchanged: number;
   flaggedSecrets: number;
   skipped: { path: string; reason: string }[];
+  /** Notes changed here since their import whose source changed too: kept as they are, with
+   * the source's new text in the note `beside`. */
+  keptEdited: { path: string; id: string; beside: string }[];
 }
 
 export type Language = 'en' | 'zh' | 'es';

@@ -237,6 +237,8 @@ export const en = {
   'import.done': 'Imported {added} new, {updated} updated, {unchanged} unchanged from {files} files.',
   'import.secrets': '{n} notes look like they hold credentials: they are tagged contains-secrets and never synced or recalled.',
   'import.skipped': 'Skipped',
+  'import.keptEditedOne': '{id}: you changed it here and its source {path} changed too; the source’s new text is in {beside}.',
+  'import.keptEdited': 'Your edits were kept',
 
   'settings.title': 'Settings',
   'settings.language': 'Language',

@@ -237,6 +237,8 @@ export const es: Dict = {
   'import.done': 'Importadas {added} nuevas, {updated} actualizadas, {unchanged} sin cambios de {files} archivos.',
   'import.secrets': '{n} notas parecen contener credenciales: se etiquetan contains-secrets y nunca se sincronizan ni se recuerdan.',
   'import.skipped': 'Omitidos',
+  'import.keptEditedOne': '{id}: la cambiaste aquí y su origen {path} también cambió; el texto nuevo del origen está en {beside}.',
+  'import.keptEdited': 'Se conservaron tus cambios',
 
   'settings.title': 'Ajustes',
   'settings.language': 'Idioma',
