@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use crate::backup::BackupReason;
 use crate::error::{Error, Result};
-use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::vault::{Engine, NewNote, NoteEdit};
 
@@ -59,14 +58,7 @@ pub struct AgentHit {
     pub updated_at: Option<i64>,
 }
 
-/// Whether an agent may see a note at all: a file that does not parse, a quarantined note and a
-/// note marked `contains-secrets` are never shown, searched, recalled or changed by an agent.
-/// [`crate::index::Index::note_states`] applies the same rule in SQL.
-pub fn recallable<B>(row: &IndexedNote<B>) -> bool {
-    row.error.is_none()
-        && row.trust.as_deref() != Some("quarantined")
-        && !row.tags.iter().any(|t| t == SECRETS_TAG)
-}
+pub use crate::index::recallable;
 
 /// The label an agent sees for how far to trust a note.
 pub fn trust_label(row: &IndexedNote) -> &'static str {

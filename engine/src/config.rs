@@ -255,17 +255,21 @@ pub fn set(home: &Home, key: &str, value: Option<&str>) -> Result<ConfigValue> {
     get(home, key)
 }
 
+/// Days without a recall, an opening or an edit after which a note is "unused", unless the
+/// setting `review.unusedDays` says otherwise.
+pub const UNUSED_DAYS: u32 = 90;
+
 /// The "unused" threshold in force.
 pub fn unused_days(home: &Home) -> Result<u32> {
     Ok(get(home, "review.unusedDays")?
         .value
         .and_then(|v| v.parse().ok())
-        .unwrap_or(crate::hygiene::UNUSED_DAYS))
+        .unwrap_or(UNUSED_DAYS))
 }
 
 /// How importance decays and when a note is archived, by the settings in force.
-pub fn decay_rule(home: &Home) -> Result<crate::hygiene::decay::DecayRule> {
-    let mut rule = crate::hygiene::decay::DecayRule::default();
+pub fn decay_rule(home: &Home) -> Result<crate::decay::DecayRule> {
+    let mut rule = crate::decay::DecayRule::default();
     if let Some(d) = get(home, "decay.halfLifeDays")?
         .value
         .and_then(|v| v.parse::<u32>().ok())

@@ -43,7 +43,7 @@ fn lowest(a: Option<Trust>, b: Option<Trust>) -> Option<Trust> {
 /// A trust as the index keeps it (`None`: none written). A name Memoria does not know reads
 /// as quarantined.
 pub(crate) fn trust_of(name: Option<&str>) -> Option<Trust> {
-    name.map(|n| serde_json::from_value(Value::String(n.to_owned())).unwrap_or(Trust::Quarantined))
+    name.map(|n| crate::index::trust_of(n).unwrap_or(Trust::Quarantined))
 }
 
 /// What a derivation takes from one source: who it is, the version read, and its labels.

@@ -1,6 +1,7 @@
 //! The engine's one error type, and the closed set of codes a front end branches on.
 //!
-//! Every [`Error`] (sync failures included, through [`Error::Sync`]) has a stable
+//! Every [`Error`] (recall's and sync's failures included, each layer saying its own code
+//! through [`LayerError`]) has a stable
 //! [`ErrorCode`], a message a person reads without knowing any front end, and optional
 //! structured [`Error::detail`] (the limit, the rule that matched, the scope, the path).
 //! Messages never name a command or a flag: a front end adds its own hints by code.
@@ -12,8 +13,18 @@ use memoria_shared::IdError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::recall;
-use crate::sync::SyncError;
+/// A failure of a layer above the store (recall, the sync client), carried by [`Error`]: the
+/// layer says its code and detail. [`Error::layer`] gives the layer's own error back.
+pub trait LayerError: std::error::Error + Send + Sync + 'static {
+    /// The stable code of this failure.
+    fn code(&self) -> ErrorCode;
+    /// Structured facts about it, for front ends.
+    fn detail(&self) -> Option<Value> {
+        None
+    }
+    /// The layer's error itself, to look at its kind.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
 
 /// What kind of failure an error is: stable, serialized in `snake_case`. docs/errors.md says
 /// what each means and what a user does about it.
@@ -345,22 +356,13 @@ pub enum Error {
     Index(#[from] rusqlite::Error),
     /// Recall (the search index, the embedding model) failed.
     #[error("search: {0}")]
-    Recall(#[from] recall::Error),
+    Recall(Box<dyn LayerError>),
     /// A bug in Memoria: a state the code rules out.
     #[error("internal error: {0}")]
     Internal(String),
     /// A sync operation failed.
-    #[error(transparent)]
-    Sync(Box<SyncError>),
-}
-
-impl From<SyncError> for Error {
-    fn from(e: SyncError) -> Error {
-        match e {
-            SyncError::Engine(e) => e,
-            other => Error::Sync(Box::new(other)),
-        }
-    }
+    #[error("{0}")]
+    Sync(Box<dyn LayerError>),
 }
 
 impl Error {
@@ -370,6 +372,14 @@ impl Error {
     ) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { op, path, source }
+    }
+
+    /// The error of the layer `T` this error carries, if it is one.
+    pub fn layer<T: LayerError>(&self) -> Option<&T> {
+        match self {
+            Error::Recall(e) | Error::Sync(e) => e.as_any().downcast_ref(),
+            _ => None,
+        }
     }
 
     /// The stable code of this error.
@@ -402,17 +412,8 @@ impl Error {
             Error::Config(_) => ErrorCode::Config,
             Error::Io { .. } | Error::System { .. } => ErrorCode::Io,
             Error::Index(_) => ErrorCode::Index,
-            Error::Recall(e) => match e {
-                recall::Error::Io(_)
-                | recall::Error::Sqlite(_)
-                | recall::Error::Tantivy(_)
-                | recall::Error::Corrupt(_) => ErrorCode::Index,
-                recall::Error::Model(_) => ErrorCode::Model,
-                recall::Error::Busy(_) => ErrorCode::Busy,
-                recall::Error::EmptyQuery | recall::Error::Input(_) => ErrorCode::InvalidInput,
-            },
+            Error::Recall(e) | Error::Sync(e) => e.code(),
             Error::Internal(_) => ErrorCode::Internal,
-            Error::Sync(e) => e.code(),
         }
     }
 
@@ -459,7 +460,7 @@ impl Error {
             }
             Error::Io { op, path, .. } => json!({ "op": op, "path": path }),
             Error::System { op, .. } => json!({ "op": op }),
-            Error::Sync(e) => return e.detail(),
+            Error::Recall(e) | Error::Sync(e) => return e.detail(),
             _ => return None,
         })
     }

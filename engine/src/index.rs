@@ -72,7 +72,40 @@ pub struct NoteState {
     /// Whether an agent may see the note.
     pub recallable: bool,
     /// Ranking facts outside the content hash.
-    pub facts: crate::recall::RankFacts,
+    pub facts: RankFacts,
+}
+
+/// Tags that exempt a note from recency decay.
+pub const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
+
+/// Whether something else now stands for a note: it was folded into a consolidated note
+/// (`status: consolidated`), or another note of its scope names it in a `supersedes` relation.
+/// Ranking puts such a note below what replaced it. The second depends on other notes, so it
+/// can change while the note's own text and hash stay the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Standing {
+    pub consolidated: bool,
+    pub superseded: bool,
+}
+
+/// What ranking reads about a note beyond its content hash: a change to any of them must reach
+/// the index even when the text is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RankFacts {
+    pub updated_at_ms: Option<i64>,
+    pub trust: Option<memoria_shared::Trust>,
+    pub importance: Option<f64>,
+    pub evergreen: bool,
+    pub standing: Standing,
+}
+
+/// Whether an agent may see a note at all: a file that does not parse, a quarantined note and a
+/// note marked `contains-secrets` are never shown, searched, recalled or changed by an agent.
+/// [`Index::note_states`] applies the same rule in SQL.
+pub fn recallable<B>(row: &IndexedNote<B>) -> bool {
+    row.error.is_none()
+        && row.trust.as_deref() != Some("quarantined")
+        && !row.tags.iter().any(|t| t == crate::guard::SECRETS_TAG)
 }
 
 /// A stored trust name as recall reads it; `None` for a name Memoria does not know.
@@ -415,7 +448,7 @@ impl Index {
 
     /// Every indexed file's [`NoteState`], without reading bodies: what the recall index is
     /// compared against before each search. For an id claimed twice, the parsable file comes
-    /// first. Whether an agent may see the note is the rule of [`crate::agent::recallable`]
+    /// first. Whether an agent may see the note is the rule of [`recallable`]
     /// (not broken, not quarantined, not tagged `contains-secrets`), evaluated in SQL so a
     /// search need not load every row.
     pub fn note_states(&self) -> Result<Vec<NoteState>> {
@@ -433,7 +466,7 @@ impl Index {
                               AND o.scope = notes.scope AND o.error IS NULL AND o.id != notes.id)
              FROM notes ORDER BY scope, id, error IS NOT NULL, path",
         )?;
-        let evergreen = serde_json::to_string(&crate::search::EVERGREEN_TAGS).unwrap_or_default();
+        let evergreen = serde_json::to_string(&EVERGREEN_TAGS).unwrap_or_default();
         let rows = st.query_map(params![crate::guard::SECRETS_TAG, evergreen], |r| {
             Ok(NoteState {
                 scope: r.get(0)?,
@@ -441,12 +474,12 @@ impl Index {
                 hash: r.get(2)?,
                 path: r.get(3)?,
                 recallable: r.get(4)?,
-                facts: crate::recall::RankFacts {
+                facts: RankFacts {
                     updated_at_ms: r.get(5)?,
                     trust: r.get::<_, Option<String>>(6)?.as_deref().and_then(trust_of),
                     importance: r.get(7)?,
                     evergreen: r.get(8)?,
-                    standing: crate::recall::Standing {
+                    standing: Standing {
                         consolidated: r.get(9)?,
                         superseded: r.get(10)?,
                     },

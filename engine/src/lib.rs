@@ -8,6 +8,7 @@ pub mod agent;
 pub mod api;
 pub mod backup;
 pub mod config;
+pub mod decay;
 /// The one path every note derived from other notes is written by, with its labels.
 pub mod derive;
 pub mod doctor;
@@ -33,6 +34,7 @@ pub mod session;
 pub mod sync;
 pub mod vault;
 pub mod watch;
+mod words;
 
 pub use error::{Error, ErrorBody, ErrorCode, Result};
 pub use project::{Project, Scope};
@@ -40,21 +42,4 @@ pub use scan::ScanStats;
 pub use session::{Event, Reads, Session, SessionOptions};
 pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};
 
-/// A count with its noun for people to read: "1 note", "3 notes", "0 notes".
-pub fn counted(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn counted_uses_the_singular_for_one_only() {
-        assert_eq!(super::counted(0, "note"), "0 notes");
-        assert_eq!(super::counted(1, "note"), "1 note");
-        assert_eq!(super::counted(2, "session"), "2 sessions");
-    }
-}
+pub use words::counted;

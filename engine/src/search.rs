@@ -15,11 +15,10 @@ use crate::recall::{
 };
 use crate::vault::Engine;
 
-/// Tags that exempt a note from recency decay.
-pub(crate) const EVERGREEN_TAGS: [&str; 2] = ["evergreen", "pinned"];
+pub(crate) use crate::index::EVERGREEN_TAGS;
 
 fn recall_err(e: recall::Error) -> Error {
-    Error::Recall(e)
+    Error::from(e)
 }
 
 /// The recall document of an index row.

@@ -769,7 +769,7 @@ impl Engine {
         self.index.compact()?;
         let hashes: Vec<String> = row.hash.iter().cloned().collect();
         let recall = self.recall()?;
-        recall.purge(&hashes).map_err(Error::Recall)?;
+        recall.purge(&hashes).map_err(Error::from)?;
         Ok(Purged {
             scope: key,
             id: row.id,

@@ -289,9 +289,15 @@ fn forget_purge_with_the_search_index_held_elsewhere_is_busy_not_bad_input() {
 
 #[test]
 fn sync_errors_map_into_the_same_codes() {
-    let e: Error = SyncError::Off.into();
+    let e: Error = crate::sync::SyncError::Off.into();
     assert_eq!(e.code(), ErrorCode::SyncOff);
+    // The layer's own error is there to look at.
+    assert!(matches!(
+        e.layer::<crate::sync::SyncError>(),
+        Some(crate::sync::SyncError::Off)
+    ));
+    assert!(e.layer::<crate::recall::Error>().is_none());
     // An engine failure inside a sync operation keeps its own code.
-    let inner: Error = SyncError::Engine(Error::NotFound("n".into())).into();
+    let inner: Error = crate::sync::SyncError::Engine(Error::NotFound("n".into())).into();
     assert!(matches!(inner, Error::NotFound(_)));
 }

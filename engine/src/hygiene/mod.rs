@@ -9,7 +9,7 @@
 //! notes unasked, and it never deletes: originals are marked `consolidated` and backed up.
 
 pub mod consolidate;
-pub mod decay;
+pub use crate::decay;
 mod dismiss;
 pub mod files;
 pub mod merge;
@@ -35,9 +35,7 @@ pub use dismiss::Dismissed;
 
 /// A body longer than this many characters is a "too long" finding.
 pub const TOO_LONG_CHARS: usize = 8_000;
-/// Days without a recall, an opening or an edit after which a note is "unused", unless the
-/// setting `review.unusedDays` says otherwise.
-pub const UNUSED_DAYS: u32 = 90;
+pub use crate::config::UNUSED_DAYS;
 const DAY_MS: i64 = 86_400_000;
 
 /// What a finding is about.

@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 
 use memoria_shared::{Clock, ContentHash, Trust};
 
-use crate::hygiene::decay::DecayRule;
+use crate::decay::DecayRule;
 
 pub use block::{RecallBlock, RecallOptions};
 pub use embed::{Embedder, EmbedderChoice, HashEmbedder};
@@ -71,6 +71,30 @@ pub enum Error {
     /// Evaluation input could not be read.
     #[error("{0}")]
     Input(String),
+}
+
+impl crate::error::LayerError for Error {
+    fn code(&self) -> crate::error::ErrorCode {
+        use crate::error::ErrorCode;
+        match self {
+            Error::Io(_) | Error::Sqlite(_) | Error::Tantivy(_) | Error::Corrupt(_) => {
+                ErrorCode::Index
+            }
+            Error::Model(_) => ErrorCode::Model,
+            Error::Busy(_) => ErrorCode::Busy,
+            Error::EmptyQuery | Error::Input(_) => ErrorCode::InvalidInput,
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl From<Error> for crate::error::Error {
+    fn from(e: Error) -> Self {
+        crate::error::Error::Recall(Box::new(e))
+    }
 }
 
 /// How much of the in-memory state a reload replaces.

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use memoria_shared::Trust;
 
 use super::store::DocMeta;
-use crate::hygiene::decay::DecayRule;
+use crate::decay::DecayRule;
 
 /// How BM25 and vector candidates are combined.
 #[derive(Debug, Clone, Copy, PartialEq)]

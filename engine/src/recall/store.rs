@@ -47,26 +47,7 @@ impl DocMeta {
     }
 }
 
-/// Whether something else now stands for a note: it was folded into a consolidated note
-/// (`status: consolidated`), or another note of its scope names it in a `supersedes` relation.
-/// Ranking puts such a note below what replaced it. The second depends on other notes, so it
-/// can change while the note's own text and hash stay the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Standing {
-    pub consolidated: bool,
-    pub superseded: bool,
-}
-
-/// What ranking reads about a note beyond its content hash: a change to any of them must reach
-/// the index even when the text is unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct RankFacts {
-    pub updated_at_ms: Option<i64>,
-    pub trust: Option<Trust>,
-    pub importance: Option<f64>,
-    pub evergreen: bool,
-    pub standing: Standing,
-}
+pub use crate::index::{RankFacts, Standing};
 
 fn open(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;

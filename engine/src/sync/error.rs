@@ -119,6 +119,29 @@ pub enum SyncError {
     Engine(#[from] crate::Error),
 }
 
+impl crate::error::LayerError for SyncError {
+    fn code(&self) -> ErrorCode {
+        SyncError::code(self)
+    }
+
+    fn detail(&self) -> Option<Value> {
+        SyncError::detail(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl From<SyncError> for crate::Error {
+    fn from(e: SyncError) -> crate::Error {
+        match e {
+            SyncError::Engine(e) => e,
+            other => crate::Error::Sync(Box::new(other)),
+        }
+    }
+}
+
 impl SyncError {
     /// True when retrying later cannot help without the user doing something.
     pub fn is_permanent(&self) -> bool {
