@@ -1,40 +1,39 @@
-//! memoria-engine: everything that runs on a user's machine — the vault of Markdown notes, the
-//! SQLite index, backups, the credential guard, import/export, the file watcher, hybrid recall,
-//! the sync client and the MCP server. Front ends (the `memoria` CLI, the MCP server, the
-//! desktop app) call [`api`], never the index: it takes and returns plain serde DTOs. No GUI
-//! dependencies.
+//! memoria-engine: the vault of Markdown notes and its write path, the derive path, import and
+//! export, the file watcher, the bridge to recall, the sync client, hygiene, the Session and
+//! the MCP server, over the store (`memoria-store`) and recall (`memoria-recall`). Front ends
+//! (the `memoria` CLI, the MCP server, the desktop app) call [`api`], never the index: it takes
+//! and returns plain serde DTOs. No GUI dependencies.
 
 pub mod agent;
 pub mod api;
-pub mod backup;
-pub mod config;
-pub mod decay;
+pub use memoria_store::backup;
+pub use memoria_store::config;
+pub use memoria_store::decay;
 /// The one path every note derived from other notes is written by, with its labels.
 pub mod derive;
 pub mod doctor;
-pub mod error;
+pub use memoria_store::error;
 /// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.
 #[cfg(feature = "eval")]
 pub mod eval;
-pub(crate) mod fsx;
-pub mod guard;
-pub mod home;
+pub(crate) use memoria_store::fsx;
+pub use memoria_store::guard;
+pub use memoria_store::home;
 pub mod hook;
 /// Memory hygiene: the review queue's findings, dismissals, merging and decay. Front ends use
 /// [`api::hygiene`]; the pure parts are public for benchmarks.
 pub mod hygiene;
 pub mod import;
-pub(crate) mod index;
+pub(crate) use memoria_store::index;
 pub mod mcp;
-pub mod project;
+pub use memoria_store::project;
 pub mod recall;
-pub(crate) mod scan;
+pub(crate) use memoria_store::scan;
 pub mod search;
 pub mod session;
 pub mod sync;
 pub mod vault;
 pub mod watch;
-mod words;
 
 pub use error::{Error, ErrorBody, ErrorCode, Result};
 pub use project::{Project, Scope};
@@ -42,4 +41,7 @@ pub use scan::ScanStats;
 pub use session::{Event, Reads, Session, SessionOptions};
 pub use vault::{Engine, Limits, NewNote, NoteEdit, NoteView, OpenOptions, ScopeChoice, Written};
 
-pub use words::counted;
+pub use memoria_store::counted;
+
+#[cfg(test)]
+mod error_tests;

@@ -181,10 +181,7 @@ pub fn pack(
     if !index.is_empty() {
         let mut index_left = left / 2;
         add(
-            format!(
-                "## Memory index ({})\n",
-                crate::words::counted(total, "note")
-            ),
+            format!("## Memory index ({})\n", crate::counted(total, "note")),
             &mut index_left,
             &mut index_part,
         );
@@ -257,7 +254,7 @@ pub fn pack(
     if not_shown > 0 {
         body.push_str(&format!(
             "… {} not shown\n",
-            crate::words::counted(not_shown, "more note")
+            crate::counted(not_shown, "more note")
         ));
     }
     body.push_str(CLOSE);

@@ -227,7 +227,7 @@ pub const UNREADABLE_SIZE: i64 = -1;
 
 /// Reads at most [`MAX_FILE_BYTES`] + 1 bytes of a file, so an oversized file is known as such
 /// without reading it all.
-pub(crate) fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+pub fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     fs::File::open(path)?

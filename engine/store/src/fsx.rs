@@ -18,7 +18,7 @@ pub const TEMP_MARK: &str = ".tmp-";
 
 /// Test helper: moves `path`'s modification time 5 s ahead, so a rewrite of the same size within
 /// one clock tick still looks changed to a check of size and time.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-hooks"))]
 pub fn touch_later(path: &Path) {
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
     File::options()
@@ -210,28 +210,28 @@ pub enum Step {
 }
 
 /// A test's stand-in for another program writing at a [`Step`].
-#[cfg(test)]
+#[cfg(any(test, feature = "test-hooks"))]
 pub type Hook = Box<dyn FnMut(Step, &Path)>;
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-hooks"))]
 thread_local! {
     static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `hook` at each [`Step`] of replacements on this thread (tests only).
-#[cfg(test)]
+#[cfg(any(test, feature = "test-hooks"))]
 pub fn set_hook(hook: Option<Hook>) {
     HOOK.with(|h| *h.borrow_mut() = hook);
 }
 
 fn step(s: Step, path: &Path) {
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-hooks"))]
     HOOK.with(|h| {
         if let Some(f) = h.borrow_mut().as_mut() {
             f(s, path)
         }
     });
-    #[cfg(not(test))]
+    #[cfg(not(any(test, feature = "test-hooks")))]
     let _ = (s, path);
 }
 

@@ -366,10 +366,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Error {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { op, path, source }
     }
@@ -482,9 +479,6 @@ impl From<&Error> for ErrorBody {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-#[cfg(test)]
-mod tests;
 
 /// A limit in bytes as a person reads it: with its KiB when it is a whole number of them.
 fn byte_limit(limit: usize) -> String {

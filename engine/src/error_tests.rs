@@ -3,9 +3,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::*;
+use crate::error::*;
 use crate::vault::{Engine, Limits, NewNote, NoteEdit, OpenOptions, ScopeChoice};
 use crate::{Project, Scope};
+use serde_json::json;
 
 struct World {
     _tmp: tempfile::TempDir,
