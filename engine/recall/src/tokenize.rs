@@ -519,7 +519,7 @@ mod tests {
         assert_eq!(first, parsed);
         let compact = dir.path().join(COMPACT_FILE);
         let bytes = std::fs::read(&compact).unwrap();
-        let stamp = crate::recall::beside::stamp(&[&json]).unwrap();
+        let stamp = crate::beside::stamp(&[&json]).unwrap();
         assert_eq!(Tokenizer::from_compact(&bytes, &stamp, 512), Some(parsed));
         assert_eq!(Tokenizer::load(dir.path(), 512).unwrap(), first);
         assert_eq!(Tokenizer::load(dir.path(), 8).unwrap().max_len, 8);

@@ -425,10 +425,7 @@ mod tests {
             if i % 4 == 0 {
                 ix.apply(
                     &[],
-                    &[crate::recall::store::doc_key(
-                        "user",
-                        &format!("n{}", i / 2),
-                    )],
+                    &[crate::store::doc_key("user", &format!("n{}", i / 2))],
                 )
                 .unwrap();
             }

@@ -1,5 +1,6 @@
-//! Hybrid recall: BM25 (tantivy) and local embeddings, fused and ranked, plus the recall block
-//! an agent turn receives.
+//! memoria-recall — hybrid recall: BM25 (tantivy) and local embeddings, fused and ranked,
+//! plus the recall block an agent turn receives. It sits on the store (`memoria-store`) and
+//! below the engine.
 //!
 //! The module owns `$MEMORIA_HOME/index/recall/`: the lexical index (`lexical/`), the indexed
 //! documents (`docs.sqlite`) and, by default, the vector cache (`vectors.sqlite`, keyed by
@@ -26,6 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use memoria_shared::{Clock, ContentHash, Trust};
+// The store's modules, under the names the recall code uses for them.
+use memoria_store::{counted, decay, error, fsx, guard, index, scan};
 
 use crate::decay::DecayRule;
 
@@ -173,7 +176,7 @@ impl RecallDoc {
 
 /// Which retrievers take part in a search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "eval", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Mode {
     Bm25,
     Vector,
