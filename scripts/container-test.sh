@@ -67,7 +67,7 @@ if ! podman image exists "$base"; then
 fi
 
 step "memoria-sync and memoria, built on the host"
-cargo build --locked -p memoria-sync-server --bin memoria-sync -p memoria-engine --bin memoria
+cargo build --locked -p memoria-sync-server --bin memoria-sync -p memoria-cli --bin memoria
 bin=$CARGO_TARGET_DIR/debug
 memoria=$bin/memoria
 

@@ -13,9 +13,6 @@ pub use memoria_store::decay;
 pub mod derive;
 pub mod doctor;
 pub use memoria_store::error;
-/// The retrieval evaluation and benchmark harness behind `memoria eval` and `memoria bench`.
-#[cfg(feature = "eval")]
-pub mod eval;
 pub(crate) use memoria_store::fsx;
 pub use memoria_store::guard;
 pub use memoria_store::home;

@@ -1,8 +1,8 @@
-//! The retrieval evaluation and benchmark harness: `memoria eval beir` (nDCG@10, Recall@100,
-//! MRR@10 over a BEIR set), `memoria eval growth` (recall as near-duplicates pile up, and after
-//! the review's merges) and `memoria bench recall` (latency, throughput, memory), their
-//! arguments and runners. It drives [`crate::recall`] from outside and is built only with the
-//! `eval` feature: the library's core never depends on it.
+//! memoria-eval — the retrieval evaluation and benchmark harness: `memoria eval beir`
+//! (nDCG@10, Recall@100, MRR@10 over a BEIR set), `memoria eval growth` (recall as
+//! near-duplicates pile up, and after the review's merges) and `memoria bench recall` (latency,
+//! throughput, memory), their arguments and runners. It drives recall from outside; only the
+//! CLI links it, so no other front end compiles it.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use memoria_shared::{ContentHash, SystemClock};
+// The engine's parts the harness drives, under the names its code uses for them.
+use memoria_engine::{counted, hygiene, recall};
 
 pub mod calibration;
 pub mod crossval;

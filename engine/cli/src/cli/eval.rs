@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Subcommand;
-use memoria_engine::eval::growth::{GrowthArgs, run_growth};
-use memoria_engine::eval::{BenchArgs, EvalArgs, run_bench, run_eval};
+use memoria_eval::growth::{GrowthArgs, run_growth};
+use memoria_eval::{BenchArgs, EvalArgs, run_bench, run_eval};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
