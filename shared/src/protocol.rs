@@ -453,6 +453,8 @@ pub enum ErrorCode {
     NotFound,
     /// 409: some `baseRevision`s are not current; `stale` lists them.
     Stale,
+    /// 409: the `commitId` names an earlier commit with other changes; nothing was changed.
+    CommitIdReused,
     /// 410: the account was erased; its requests are refused from then on.
     AccountErased,
     /// 413: the request is larger than the server accepts, a body is over `bodyBytes`, or a

@@ -219,7 +219,7 @@ pub async fn snapshot(
         .receipt
         .as_deref()
         .and_then(|c| manifest.receipt(c))
-        .map(<[_]>::to_vec);
+        .map(|r| r.applied.clone());
     resp.notes = match delta {
         Some(entries) => {
             // Nothing was pruned for this answer: the manifest is the one stored, kept for the
@@ -413,14 +413,25 @@ pub async fn commit(
     // What the last manifest write tried would apply: every attempt gives each change the same
     // fresh revision id, so a later read can tell whether that write landed.
     let mut tried: Option<Vec<Applied>> = None;
+    let fingerprint = crate::manifest::commit_fingerprint(&req.changes);
     for attempt in 0..st.commit_attempts.max(1) {
         let now = st.clock.now_ms();
         let (mut current, etag) = load_manifest(&st, &key, None)
             .await?
             .unwrap_or_else(|| unreachable!("no validator was sent"));
         if let (Some(id), Some(etag)) = (&req.commit_id, &etag)
-            && let Some(applied) = current.receipt(id)
+            && let Some(receipt) = current.receipt(id)
         {
+            if receipt
+                .fingerprint
+                .as_ref()
+                .is_some_and(|f| *f != fingerprint)
+            {
+                // The id names another commit: answering with its receipt would report these
+                // changes as applied when none of them were.
+                remove_orphans(store, &written).await;
+                return Err(ApiError::CommitIdReused(id.clone()));
+            }
             // Applied before (its reply was lost, or this is a retry): the same answer again.
             return accepted(
                 &st,
@@ -428,7 +439,7 @@ pub async fn commit(
                 &key,
                 written,
                 etag.clone(),
-                applied.to_vec(),
+                receipt.applied.clone(),
                 None,
             )
             .await;
@@ -489,7 +500,7 @@ pub async fn commit(
             .collect();
         let mut next = plan.next;
         if let Some(id) = &req.commit_id {
-            next.add_receipt(id, applied.clone());
+            next.add_receipt(id, fingerprint.clone(), applied.clone());
         }
         let bytes = next.to_bytes();
         let generation = next.generation;

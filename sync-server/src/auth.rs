@@ -3,9 +3,10 @@
 //! `Authorization: Bearer …`; [`AuthUser`] verifies it, refuses erased accounts and applies the
 //! account's rate limit.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use memoria_shared::hash::sha256_hex;
@@ -134,7 +135,9 @@ impl FromRequestParts<Arc<AppState>> for AuthUser {
     }
 }
 
-/// A request carrying the admin key.
+/// A request carrying the admin key. The key is checked before anything is charged: the right
+/// key always gets through, and only wrong or missing keys spend their source's bucket, so a
+/// caller guessing the key can lock out only itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Admin;
 
@@ -145,21 +148,28 @@ impl FromRequestParts<Arc<AppState>> for Admin {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
-        state
-            .admin_limiter
-            .check("admin")
-            .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
         let Some(key) = &state.admin_key else {
             return Err(ApiError::Forbidden(
                 "erase is disabled on this server: set MEMORIA_SYNC_ADMIN_KEY".into(),
             ));
         };
-        match bearer(&parts.headers) {
-            Some(given) if constant_time_eq(given.as_bytes(), key.expose().as_bytes()) => Ok(Admin),
-            _ => Err(ApiError::Forbidden(
-                "this endpoint needs the admin key as the bearer token".into(),
-            )),
+        if let Some(given) = bearer(&parts.headers)
+            && constant_time_eq(given.as_bytes(), key.expose().as_bytes())
+        {
+            return Ok(Admin);
         }
+        // The peer's address when the server knows it (a real listener); one bucket otherwise.
+        let source = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "unknown".to_owned(), |c| c.0.ip().to_string());
+        state
+            .admin_limiter
+            .check(&source)
+            .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
+        Err(ApiError::Forbidden(
+            "this endpoint needs the admin key as the bearer token".into(),
+        ))
     }
 }
 

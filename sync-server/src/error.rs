@@ -57,6 +57,11 @@ pub enum ApiError {
     /// Rate limited.
     #[error("too many requests: retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    /// A `commitId` that names an earlier commit with other changes.
+    #[error(
+        "commit id {0} was already used for other changes: nothing was changed; send these changes with a new commit id"
+    )]
+    CommitIdReused(String),
     /// The manifest kept changing under the commit.
     #[error("the scope is busy (the manifest kept changing): retry shortly; nothing was changed")]
     Contention,
@@ -84,6 +89,7 @@ impl ApiError {
             ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
             ApiError::NotFound | ApiError::UnknownScope(_) => ErrorCode::NotFound,
             ApiError::Stale(_) => ErrorCode::Stale,
+            ApiError::CommitIdReused(_) => ErrorCode::CommitIdReused,
             ApiError::AccountErased => ErrorCode::AccountErased,
             ApiError::TooLarge(_) => ErrorCode::TooLarge,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
@@ -102,7 +108,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) | ApiError::QuotaExceeded { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound | ApiError::UnknownScope(_) => StatusCode::NOT_FOUND,
-            ApiError::Stale(_) => StatusCode::CONFLICT,
+            ApiError::Stale(_) | ApiError::CommitIdReused(_) => StatusCode::CONFLICT,
             ApiError::AccountErased => StatusCode::GONE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -34,8 +34,8 @@ pub use error::ApiError;
 pub use random::{OsRandom, Randomness, SeededRandom};
 pub use store::{ObjectStore, StoreError};
 
-/// Requests to the admin endpoint, all callers together: erase is rare, and a caller guessing
-/// the key gets a few tries a minute.
+/// Wrong or missing admin keys, per source address: erase is rare, and a caller guessing the
+/// key gets a few tries a minute. The right key is never charged.
 pub const ADMIN_RATE_LIMIT: config::RateLimit = config::RateLimit {
     burst: 10,
     per_minute: 10,
@@ -50,7 +50,7 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub rng: Arc<dyn Randomness>,
     pub limiter: ratelimit::RateLimiter,
-    /// One bucket for every request to the admin endpoint, right key or wrong.
+    /// Wrong admin keys, one bucket per source address.
     pub admin_limiter: ratelimit::RateLimiter,
     pub admin_key: Option<Secret>,
     pub commit_attempts: u32,
@@ -142,7 +142,9 @@ pub async fn serve_state(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    // The peer's address reaches the handlers: wrong admin keys are limited per source.
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -43,12 +43,32 @@ pub struct Manifest {
     pub receipts: Vec<Receipt>,
 }
 
-/// What a commit with a `commitId` applied.
+/// What a commit with a `commitId` applied, and which changes it carried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {
     pub commit_id: String,
     pub applied: Vec<Applied>,
+    /// A digest of the commit's changes ([`commit_fingerprint`]), so the same id sent with other
+    /// changes is told apart from a retry. Absent in receipts written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// A digest of a commit's changes: each note's id, operation, base revision and content hash,
+/// in order.
+pub fn commit_fingerprint(changes: &[memoria_shared::protocol::Change]) -> String {
+    let mut text = String::new();
+    for c in changes {
+        text.push_str(&format!(
+            "{}\n{:?}\n{}\n{}\n",
+            c.id,
+            c.op,
+            c.base_revision.as_deref().unwrap_or(""),
+            c.hash.as_ref().map_or("", |h| h.as_str())
+        ));
+    }
+    memoria_shared::hash::sha256_hex(text.as_bytes())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -121,20 +141,18 @@ impl Manifest {
     }
 
     /// What the commit `commit_id` applied, if this manifest remembers it.
-    pub fn receipt(&self, commit_id: &str) -> Option<&[Applied]> {
-        self.receipts
-            .iter()
-            .find(|r| r.commit_id == commit_id)
-            .map(|r| r.applied.as_slice())
+    pub fn receipt(&self, commit_id: &str) -> Option<&Receipt> {
+        self.receipts.iter().find(|r| r.commit_id == commit_id)
     }
 
     /// Remembers a commit's outcome, forgetting the oldest receipts past the bounds.
-    pub fn add_receipt(&mut self, commit_id: &str, applied: Vec<Applied>) {
+    pub fn add_receipt(&mut self, commit_id: &str, fingerprint: String, applied: Vec<Applied>) {
         self.receipts.insert(
             0,
             Receipt {
                 commit_id: commit_id.to_owned(),
                 applied,
+                fingerprint: Some(fingerprint),
             },
         );
         let mut entries = 0;
@@ -476,15 +494,18 @@ mod tests {
                 .collect()
         };
         for i in 0..MAX_RECEIPTS + 5 {
-            m.add_receipt(&format!("c{i}"), applied(1));
+            m.add_receipt(&format!("c{i}"), String::new(), applied(1));
         }
         assert_eq!(m.receipts.len(), MAX_RECEIPTS);
         assert!(m.receipt("c0").is_none(), "the oldest are forgotten");
         assert_eq!(
-            m.receipt(&format!("c{}", MAX_RECEIPTS + 4)).unwrap().len(),
+            m.receipt(&format!("c{}", MAX_RECEIPTS + 4))
+                .unwrap()
+                .applied
+                .len(),
             1
         );
-        m.add_receipt("big", applied(MAX_RECEIPT_ENTRIES));
+        m.add_receipt("big", String::new(), applied(MAX_RECEIPT_ENTRIES));
         assert_eq!(
             m.receipts.len(),
             1,

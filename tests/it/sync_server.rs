@@ -749,6 +749,75 @@ async fn rate_limit_answers_429_with_retry_after() {
     assert_eq!(id(&t).await.status, StatusCode::OK);
 }
 
+/// A `commitId` sent again with the same changes is answered as before; with other changes it
+/// is refused, and nothing of them is stored.
+#[tokio::test]
+async fn a_commit_id_reused_for_other_changes_is_refused_not_answered_as_applied() {
+    let h = Harness::new();
+    let alice = h.token("alice").await;
+    let commit = |changes: Vec<Change>| {
+        let body = json!({"scope": "user", "changes": changes, "commitId": "c-1"});
+        h.post("/v1/memory/commit", Some(&alice), body)
+    };
+    let first = commit(vec![put("a", None, "one")]).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json);
+    let again = commit(vec![put("a", None, "one")]).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.json);
+    assert_eq!(again.json["applied"], first.json["applied"]);
+    let before = h.tree();
+    let other = commit(vec![put("b", None, "two")]).await;
+    assert_eq!(other.status, StatusCode::CONFLICT, "{}", other.json);
+    assert_eq!(other.json["code"], "commit_id_reused");
+    assert!(
+        other.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was changed"),
+        "{}",
+        other.json
+    );
+    assert_eq!(h.tree(), before, "the refused changes left nothing behind");
+}
+
+/// Wrong admin keys spend only their own source's bucket, and the right key is never charged:
+/// a caller guessing the key cannot lock the admin out.
+#[tokio::test]
+async fn wrong_admin_keys_lock_out_only_their_source_and_never_the_right_key() {
+    let h = Harness::new();
+    let erase = |key: &'static str, from: [u8; 4]| {
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/admin/erase")
+            .header("authorization", format!("Bearer {key}"))
+            .header("content-type", "application/json")
+            .extension(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                from, 40_000,
+            ))))
+            .body(Body::from(json!({"userId": "carol"}).to_string()))
+            .unwrap();
+        let app = router(h.state.clone());
+        async move { app.oneshot(req).await.unwrap().status() }
+    };
+    let guesser = [10, 0, 0, 1];
+    let burst = memoria_sync_server::ADMIN_RATE_LIMIT.burst;
+    for _ in 0..burst {
+        assert_eq!(erase("wrong-key", guesser).await, StatusCode::FORBIDDEN);
+    }
+    assert_eq!(
+        erase("wrong-key", guesser).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another source's wrong key is still only refused, not rate limited.
+    assert_eq!(
+        erase("wrong-key", [10, 0, 0, 2]).await,
+        StatusCode::FORBIDDEN
+    );
+    // The right key gets through, even from the guesser's address, as often as it is used.
+    for _ in 0..burst + 2 {
+        assert_eq!(erase(ADMIN, guesser).await, StatusCode::OK);
+    }
+}
+
 #[tokio::test]
 async fn erase_needs_the_admin_key_deletes_everything_and_refuses_the_account() {
     let h = Harness::new();
@@ -1277,8 +1346,8 @@ async fn deletes_of_notes_that_never_existed_are_refused_and_stored_nowhere() {
     assert_eq!(s.notes.len(), 1);
 }
 
-/// The admin endpoint takes a few requests a minute, wrong keys included, then answers 429
-/// with `Retry-After`; a minute later it answers again.
+/// Wrong admin keys get a few tries a minute, then 429 with `Retry-After`; the right key is
+/// answered all the while; a minute later a wrong key is refused as before, not limited.
 #[tokio::test]
 async fn the_admin_endpoint_is_rate_limited() {
     let h = Harness::new();
@@ -1288,15 +1357,17 @@ async fn the_admin_endpoint_is_rate_limited() {
         let r = h.post("/v1/admin/erase", Some("guess"), body.clone()).await;
         assert_eq!(r.status, StatusCode::FORBIDDEN);
     }
-    for key in ["guess", ADMIN] {
+    for key in ["guess", ""] {
         let r = h.post("/v1/admin/erase", Some(key), body.clone()).await;
         assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.json);
         assert_eq!(r.json["code"], "rate_limited");
         assert!(r.headers.contains_key("retry-after"));
     }
-    h.clock.advance(60_000);
-    let r = h.post("/v1/admin/erase", Some(ADMIN), body).await;
+    let r = h.post("/v1/admin/erase", Some(ADMIN), body.clone()).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    h.clock.advance(60_000);
+    let r = h.post("/v1/admin/erase", Some("guess"), body).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
 }
 
 /// `memoria-sync serve` refuses to start with a short admin key, saying why and how long it

@@ -214,10 +214,12 @@ fn draft_of(
     sources: &[MergeSource],
     provenance: &[&MergeSource],
     kind: DraftKind,
-    private: bool,
 ) -> Result<MergeDraft> {
     // A cluster with a note that is quarantined or holds a secret gets the manual draft:
     // nothing of it goes to a model.
+    let private = sources
+        .iter()
+        .any(|s| s.secret || s.trust == Some(memoria_shared::note::Trust::Quarantined));
     let kind = if private { DraftKind::Manual } else { kind };
     let mut d = merge::draft(engine, sources, kind)?;
     let mut body = d.body.trim_end().to_owned();
@@ -358,7 +360,7 @@ pub(crate) fn plan(
         let mut text = vec![closing_source.clone()];
         text.extend(sources.iter().cloned());
         let provenance: Vec<&MergeSource> = sources.iter().collect();
-        let mut draft = draft_of(engine, &text, &provenance, kind, false)?;
+        let mut draft = draft_of(engine, &text, &provenance, kind)?;
         let origins: Vec<Origin> = members
             .iter()
             .chain([closing_row])
@@ -449,7 +451,7 @@ pub(crate) fn plan(
             .collect::<Result<Vec<_>>>()?;
         sources.sort_by_key(merge::age_key);
         let provenance: Vec<&MergeSource> = sources.iter().collect();
-        let draft = draft_of(engine, &sources, &provenance, kind, false)?;
+        let draft = draft_of(engine, &sources, &provenance, kind)?;
         let into = new_id(&draft.summary, &sources)?;
         let scope = rows[0].scope.clone();
         let origins: Vec<Origin> = rows.iter().map(|r| Origin::of(r)).collect();

@@ -32,7 +32,7 @@ pub struct FsStore {
 impl FsStore {
     /// Opens (creating if needed) the store at `root`.
     pub fn open(root: &Path) -> Result<Self, StoreError> {
-        fs::create_dir_all(root.join(LOCK_DIR)).map_err(|e| {
+        private_dirs(&root.join(LOCK_DIR)).map_err(|e| {
             StoreError::Other(format!(
                 "cannot create the store directory {}: {e}",
                 root.display()
@@ -60,7 +60,7 @@ impl FsStore {
             .join(LOCK_DIR)
             .join(format!("{}.lock", stripe(key)));
         blocking(move || {
-            let lock = OpenOptions::new()
+            let lock = private_file()
                 .create(true)
                 .truncate(false)
                 .write(true)
@@ -106,12 +106,30 @@ fn read(path: &Path) -> Result<Vec<u8>, StoreError> {
     }
 }
 
+/// Creates `dir` and its missing parents readable by the server's user only (0700), whatever the
+/// umask: the store holds every account's notes.
+fn private_dirs(dir: &Path) -> io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
+/// Options for a new file readable by the server's user only (0600).
+fn private_file() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o
+}
+
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path
         .parent()
         .ok_or_else(|| StoreError::Other("key has no parent directory".into()))?;
-    fs::create_dir_all(dir).map_err(StoreError::other)?;
+    private_dirs(dir).map_err(StoreError::other)?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -122,7 +140,11 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| -> io::Result<()> {
-        let mut f = File::create(&tmp)?;
+        let mut f = private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -241,6 +263,28 @@ impl ObjectStore for FsStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every folder and file the store makes is its user's alone, whatever the umask allows.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_store_is_private_to_its_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let store = FsStore::open(&root).unwrap();
+        store
+            .put_if_absent("users/alice/memory/manifest.json", b"{}".to_vec())
+            .await
+            .unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for d in ["", "users", "users/alice", "users/alice/memory", LOCK_DIR] {
+            assert_eq!(mode(&root.join(d)), 0o700, "{d}");
+        }
+        assert_eq!(mode(&root.join("users/alice/memory/manifest.json")), 0o600);
+        for lock in fs::read_dir(root.join(LOCK_DIR)).unwrap() {
+            assert_eq!(mode(&lock.unwrap().path()), 0o600);
+        }
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn fs_store_passes_the_conformance_suite() {
