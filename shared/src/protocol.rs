@@ -206,8 +206,9 @@ pub struct ManifestEntry {
 pub struct SnapshotRequest {
     pub scope: Scope,
     /// Content hashes whose bodies the client already holds; the server neither reads nor
-    /// returns those bodies.
-    #[serde(default)]
+    /// returns those bodies. Each must be a content hash (64 lowercase hex characters): checked
+    /// as it is read, so a request cannot hold longer strings in memory.
+    #[serde(default, deserialize_with = "content_hashes")]
     pub have: Vec<ContentHash>,
     /// The `manifestVersion` of the client's last snapshot. When it is still current the
     /// response is `unchanged: true` with no entries and no bodies: a cheap poll.
@@ -479,9 +480,74 @@ pub struct ErrorBody {
     pub stale: Vec<StaleNote>,
 }
 
+/// A list of content hashes, each checked as it is read (see [`SnapshotRequest::have`]): a
+/// string is looked at where the parser holds it and copied only once it is a content hash.
+fn content_hashes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentHash>, D::Error> {
+    struct Hashes;
+    impl<'de> serde::de::Visitor<'de> for Hashes {
+        type Value = Vec<ContentHash>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of content hashes (64 lowercase hex characters each)")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(CheckedHash(h)) = seq.next_element()? {
+                out.push(h);
+            }
+            Ok(out)
+        }
+    }
+    struct CheckedHash(ContentHash);
+    impl<'de> Deserialize<'de> for CheckedHash {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct One;
+            impl serde::de::Visitor<'_> for One {
+                type Value = CheckedHash;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a content hash (64 lowercase hex characters)")
+                }
+                fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<CheckedHash, E> {
+                    ContentHash::parse(s).map(CheckedHash).ok_or_else(|| {
+                        E::custom(format!(
+                            "have: {:?} is not a content hash (64 lowercase hex characters)",
+                            s.chars().take(70).collect::<String>()
+                        ))
+                    })
+                }
+            }
+            d.deserialize_str(One)
+        }
+    }
+    d.deserialize_seq(Hashes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn have_takes_only_content_hashes() {
+        let h = ContentHash::of_parts("x", "s", None, &[], "");
+        let ok: SnapshotRequest =
+            serde_json::from_str(&format!(r#"{{"scope":"user","have":["{}"]}}"#, h.as_str()))
+                .unwrap();
+        assert_eq!(ok.have, [h]);
+        for bad in [
+            r#"["a"]"#,
+            r#"[""]"#,
+            &format!(r#"["{}"]"#, "A".repeat(64)),
+            r#"[1]"#,
+        ] {
+            let e = serde_json::from_str::<SnapshotRequest>(&format!(
+                r#"{{"scope":"user","have":{bad}}}"#
+            ))
+            .unwrap_err();
+            assert!(e.to_string().contains("content hash"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn scope_round_trips_and_refuses_bad_ids() {

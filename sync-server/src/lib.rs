@@ -92,9 +92,33 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(state.request_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),
+            refuse_declared_oversize,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
             around_request,
         ))
         .with_state(state)
+}
+
+/// Refuses a request whose `Content-Length` is over the limit before any of its body is read;
+/// a body that does not declare its length is cut at the limit as it is read.
+async fn refuse_declared_oversize(
+    State(st): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > st.request_limit as u64) {
+        return axum::response::IntoResponse::into_response(ApiError::TooLarge(
+            "the request body is larger than this server accepts: split the commit".into(),
+        ));
+    }
+    next.run(req).await
 }
 
 /// Logs each request in a span named after its route, and announces the quotas on every

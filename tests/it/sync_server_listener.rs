@@ -231,3 +231,59 @@ pub fn counter_of(file: &str) -> u64 {
     .unwrap();
     note.body.trim().parse().unwrap()
 }
+
+/// A request declaring a body over the limit is refused before any of it is read: the answer
+/// comes while the body has not been sent at all. A `have` entry that is not a content hash is
+/// refused as it is parsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_requests_are_refused_before_their_body_is_read() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(dir.path()).unwrap());
+    let state = AppState::new(
+        &Settings::default(),
+        store.clone(),
+        Arc::new(FixedClock::new(1)),
+        Arc::new(SeededRandom::new(1)),
+    );
+    let token = auth::create_token(
+        store.as_ref(),
+        &SeededRandom::new(2),
+        &UserId::new("alice").unwrap(),
+        1,
+    )
+    .await
+    .unwrap();
+    let server = InProcessServer::start(state).await;
+    let addr = server.addr;
+    let head = format!(
+        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: 1000000000\r\n\r\n"
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
+    let r = reqwest::Client::new()
+        .post(server.url("/v1/memory/snapshot"))
+        .bearer_auth(&token)
+        .json(&json!({"scope": "user", "have": ["a", "b"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "bad_request");
+    assert!(
+        body["message"].as_str().unwrap().contains("content hash"),
+        "{body}"
+    );
+    server.stop().await;
+}
