@@ -69,6 +69,17 @@ fn sign_in_and_reach_failures() {
     let e = failure(&fresh, &login(&not_a_sync_server, &token));
     assert_eq!(e["code"], "server_error", "{e}");
     assert_eq!(e["detail"]["status"], 404, "{e}");
+
+    // An address without a scheme is refused before anything is sent, with how to write it.
+    let bare = w.server.url.trim_start_matches("http://").to_owned();
+    let e = failure(&fresh, &login(&bare, &token));
+    assert_eq!(e["code"], "invalid_input", "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("give it as http://{bare}")),
+        "{e}"
+    );
+    assert!(!message.contains("builder error"), "{e}");
 }
 
 #[test]

@@ -62,6 +62,7 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
     if server.is_empty() {
         return Err(Error::Invalid("give the sync server's address to sign in".into()).into());
     }
+    check_address(&server)?;
     let token = Token::new(req.token.clone().or_else(env_token).unwrap_or_default());
     if token.expose().is_empty() {
         return Err(SyncError::NoToken);
@@ -86,6 +87,25 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
     })
 }
 
+/// Refuses a server address that is not an `http://` or `https://` URL with a host, saying how
+/// to write it.
+fn check_address(server: &str) -> SyncResult<()> {
+    let rest = server
+        .strip_prefix("https://")
+        .or_else(|| server.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(()),
+        Some(_) => Err(Error::Invalid(format!(
+            "the sync server's address {server} has no host: give it as http://HOST:PORT or https://HOST"
+        ))
+        .into()),
+        None => Err(Error::Invalid(format!(
+            "the sync server's address {server} does not start with http:// or https://: give it as http://{server} (or https://{server} behind TLS)"
+        ))
+        .into()),
+    }
+}
+
 /// The sync server this home signs in to; `None`: none chosen.
 pub fn server(engine: &Engine) -> SyncResult<Option<String>> {
     Ok(Settings::load(&sync::sync_dir(engine.home().root()))?.server)
@@ -97,6 +117,9 @@ pub fn set_server(engine: &Engine, server: Option<&str>) -> SyncResult<Option<St
     let server = server
         .map(|s| s.trim().trim_end_matches('/').to_owned())
         .filter(|s| !s.is_empty());
+    if let Some(s) = &server {
+        check_address(s)?;
+    }
     Settings::update(&sync::sync_dir(engine.home().root()), |s| {
         s.server = server.clone();
     })?;

@@ -475,6 +475,15 @@ fn the_sync_server_is_chosen_without_signing_in_and_a_blank_one_is_refused() {
     assert_eq!(sync::server(&engine).unwrap(), set);
     assert_eq!(sync::set_server(&engine, Some("  ")).unwrap(), None);
     assert_eq!(sync::server(&engine).unwrap(), None);
+    // An address without a scheme or a host is refused, saying how to write it; nothing changes.
+    let e = sync::set_server(&engine, Some("sync.example.com:8787")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("give it as http://sync.example.com:8787"),
+        "{e}"
+    );
+    assert!(sync::set_server(&engine, Some("https://")).is_err());
+    assert_eq!(sync::server(&engine).unwrap(), None);
     let blank = sync::LoginRequest {
         server: " ".into(),
         token: Some("t".into()),

@@ -277,7 +277,7 @@ impl SyncClient {
             return serde_json::from_slice(&reply.body)
                 .map_err(|e| SyncError::BadReply(unreadable_reply(path, &reply.body, &e)));
         }
-        Err(error_of(reply))
+        Err(error_of(path, reply))
     }
 }
 
@@ -295,8 +295,29 @@ fn unreadable_reply(path: &str, body: &[u8], e: &serde_json::Error) -> String {
     }
 }
 
+/// What a person reads of a non-200 reply that is not the protocol's error body: never the page
+/// itself, but what it says about the address.
+fn foreign_reply(path: &str, status: u16, body: &[u8]) -> String {
+    let what = if body.trim_ascii_start().starts_with(b"<") {
+        "an HTML page"
+    } else if body.is_empty() {
+        "no body"
+    } else {
+        "a reply that is not the protocol's JSON"
+    };
+    if status >= 500 {
+        format!(
+            "the server answered HTTP {status} to {path} with {what}: a proxy in front of a sync server that is down, or not a Memoria sync server"
+        )
+    } else {
+        format!(
+            "this is not a Memoria sync server: HTTP {status} to {path}, with {what}; check the server's address"
+        )
+    }
+}
+
 /// Maps a non-200 reply to its typed error.
-fn error_of(reply: HttpReply) -> SyncError {
+fn error_of(path: &str, reply: HttpReply) -> SyncError {
     let body: Option<ErrorBody> = serde_json::from_slice(&reply.body).ok();
     match (reply.status, body) {
         (409, Some(b)) if b.code == ErrorCode::Stale => SyncError::Stale(b.stale),
@@ -306,15 +327,7 @@ fn error_of(reply: HttpReply) -> SyncError {
         (status, b) => SyncError::Server {
             status,
             code: b.as_ref().map(|b| b.code),
-            message: b.map_or_else(
-                || {
-                    String::from_utf8_lossy(&reply.body)
-                        .chars()
-                        .take(200)
-                        .collect()
-                },
-                |b| b.message,
-            ),
+            message: b.map_or_else(|| foreign_reply(path, status, &reply.body), |b| b.message),
             retry_after_s: reply.retry_after_s,
         },
     }
@@ -380,6 +393,25 @@ mod tests {
         assert!(matches!(c.identity(), Err(SyncError::Transport(_))));
         assert_eq!(c.traffic.snapshot().0, 5);
         assert_eq!(format!("{:?}", Token::new("secret")), "Token(<redacted>)");
+    }
+
+    /// A page from something that is not a Memoria sync server is summarized, never printed.
+    #[test]
+    fn a_foreign_page_is_summarized_not_printed() {
+        let page = "<!DOCTYPE html><html><body><h1>404 Not Found</h1>nginx</body></html>";
+        let c = client(vec![
+            reply(502, None, "<html><body>Bad Gateway</body></html>"),
+            reply(404, None, page),
+        ]);
+        let e = c.identity().unwrap_err().to_string();
+        assert!(
+            e.contains("this is not a Memoria sync server: HTTP 404 to /v1/memory/identity, with an HTML page"),
+            "{e}"
+        );
+        assert!(!e.contains("nginx") && !e.contains("<"), "{e}");
+        let e = c.identity().unwrap_err().to_string();
+        assert!(e.contains("HTTP 502") && e.contains("down"), "{e}");
+        assert!(!e.contains("Bad Gateway"), "{e}");
     }
 
     #[test]
