@@ -5,8 +5,6 @@
 //! reaches no door; a row that is only less trusted (`peer`, `ingested`) reaches them with
 //! its label; the public control row reaches every door, which shows each door really looks.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 
 use memoria_shared::note::{FileContext, Note, Trust};
@@ -259,40 +257,9 @@ const DERIVATIONS: &[Derivation] = &[
 /// word for word: a model that keeps every fact, so what a draft holds is what its sources
 /// held. Serves until the test ends.
 fn echo_model() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut length = 0;
-            loop {
-                let mut h = String::new();
-                reader.read_line(&mut h).unwrap();
-                if h == "\r\n" || h.is_empty() {
-                    break;
-                }
-                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let request: Value = serde_json::from_slice(&body).unwrap();
-            let notes = request["messages"][1]["content"].as_str().unwrap_or("");
-            let draft = serde_json::json!({"summary": "Merged notes", "body": notes}).to_string();
-            let reply = serde_json::json!({
-                "choices": [{"message": {"role": "assistant", "content": draft}}]
-            })
-            .to_string();
-            let mut out = stream;
-            let _ = write!(
-                out,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
+    let (url, _) = memoria_tests::chat::serve(None, |request| {
+        let notes = request["messages"][1]["content"].as_str().unwrap_or("");
+        serde_json::json!({"summary": "Merged notes", "body": notes}).to_string()
     });
     url
 }

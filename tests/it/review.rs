@@ -2,8 +2,6 @@
 //! `review dismiss`, `merge` (plan, draft, `--apply`), `config set model.url` with a model
 //! draft from a chat endpoint started here.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
@@ -222,45 +220,6 @@ fn merge_apply_is_refused_when_a_note_changed_since_the_plan() {
     assert!(json(&d, &["backups"]).as_array().unwrap().is_empty());
 }
 
-/// A one-request OpenAI-compatible chat endpoint answering `content`; returns its address and
-/// a handle giving back the request line and body.
-fn chat_stub(content: &str) -> (String, std::thread::JoinHandle<(String, String)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let reply = serde_json::json!({
-        "choices": [{"message": {"role": "assistant", "content": content}}]
-    })
-    .to_string();
-    let handle = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let mut length = 0;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).unwrap();
-            if h == "\r\n" || h.is_empty() {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let mut out = stream;
-        write!(
-            out,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-            reply.len()
-        )
-        .unwrap();
-        (line, String::from_utf8(body).unwrap())
-    });
-    (url, handle)
-}
-
 #[test]
 fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     let tmp = tempfile::tempdir().unwrap();
@@ -271,7 +230,9 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     assert_eq!(e["code"], "config", "{e}");
     assert!(e["message"].as_str().unwrap().contains("model.url"), "{e}");
 
-    let (url, stub) = chat_stub("{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}");
+    let (url, stub) = memoria_tests::chat::serve(Some(1), |_| {
+        "{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}".to_owned()
+    });
     let set = json(&d, &["config", "set", "model.url", &url]);
     assert_eq!(set["value"], url.as_str());
     assert_eq!(set["source"], "file");
@@ -279,7 +240,7 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     assert_eq!(plan["draft"]["kind"], "model", "{plan}");
     assert_eq!(plan["draft"]["summary"], "Alpha and beta");
     assert_eq!(plan["draft"]["body"], "Alpha. Beta.");
-    let (line, body) = stub.join().unwrap();
+    let (line, body) = stub.join().unwrap().remove(0);
     assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
     assert!(
         body.contains("Alpha fact.") && body.contains("Beta fact."),

@@ -15,8 +15,8 @@ use memoria_tests::sync_server::{
 };
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_process_server_on_port_zero_and_graceful_shutdown() {
+/// A server's state over a fresh filesystem store, and a token for alice.
+async fn alice_on_a_fresh_store() -> (tempfile::TempDir, Arc<AppState>, String) {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(dir.path()).unwrap());
     let state = AppState::new(
@@ -33,6 +33,12 @@ async fn in_process_server_on_port_zero_and_graceful_shutdown() {
     )
     .await
     .unwrap();
+    (dir, state, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_server_on_port_zero_and_graceful_shutdown() {
+    let (_dir, state, token) = alice_on_a_fresh_store().await;
     let server = InProcessServer::start(state).await;
     let http = reqwest::Client::new();
     let r = http.get(server.url("/healthz")).send().await.unwrap();
@@ -238,22 +244,7 @@ pub fn counter_of(file: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_requests_are_refused_before_their_body_is_read() {
     use std::io::{Read, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(dir.path()).unwrap());
-    let state = AppState::new(
-        &Settings::default(),
-        store.clone(),
-        Arc::new(FixedClock::new(1)),
-        Arc::new(SeededRandom::new(1)),
-    );
-    let token = auth::create_token(
-        store.as_ref(),
-        &SeededRandom::new(2),
-        &UserId::new("alice").unwrap(),
-        1,
-    )
-    .await
-    .unwrap();
+    let (_dir, state, token) = alice_on_a_fresh_store().await;
     let server = InProcessServer::start(state).await;
     let addr = server.addr;
     let head = format!(

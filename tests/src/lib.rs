@@ -1,5 +1,6 @@
 //! Fixtures shared by the integration tests.
 
+pub mod chat;
 pub mod moto;
 pub mod proxy;
 pub mod sync_server;
