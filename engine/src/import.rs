@@ -436,7 +436,7 @@ fn edited_here(note: &Note) -> bool {
     note.extra.get(IMPORTED_AS).and_then(Value::as_str) != Some(ContentHash::of_note(note).as_str())
 }
 
-/// Where a source file's text came from.
+/// The source file a text came from: its folder's id, its path in that folder, its hash.
 struct Beside<'a> {
     source: &'a str,
     rel: &'a str,
@@ -490,6 +490,14 @@ fn import_beside(
         .next()
     {
         None => {
+            if engine.index().count(&scope.key())? + pending.new_ids.len()
+                >= engine.limits().notes_per_scope
+            {
+                return Err(Error::ScopeFull {
+                    scope: scope.key(),
+                    limit: engine.limits().notes_per_scope,
+                });
+            }
             if pending.new_ids.contains(beside.as_str())
                 || case_taken(engine, scope, dir_out, &beside)?
             {
