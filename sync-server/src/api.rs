@@ -172,6 +172,20 @@ pub async fn snapshot(
             let bytes = match got {
                 Ok(Fetched::Object(o)) => o.bytes,
                 Ok(Fetched::NotModified) => unreachable!("no validator was sent"),
+                // A revision the manifest names but the store lost is that note's damage alone:
+                // the scope keeps serving every other note, and a new version repairs it.
+                Err(StoreError::NotFound) => {
+                    tracing::error!(
+                        %key,
+                        note = %e.id,
+                        "stored revision is damaged: the manifest names it but the store has no such file, not served"
+                    );
+                    damaged.push(DamagedNote {
+                        id: e.id,
+                        revision: e.revision,
+                    });
+                    continue;
+                }
                 Err(err) => {
                     return Err(ApiError::Internal(format!("revision {key}: {err}")));
                 }

@@ -409,6 +409,23 @@ fn stored_revision(dir: &Path, user: &str, id: &str) -> PathBuf {
 
 #[test]
 fn a_stored_revision_edited_in_the_store_is_reported_and_not_served() {
+    // Bit rot, or a hand edit in the store's folder.
+    damaged_revision_is_reported_and_repaired(|file| {
+        let text = std::fs::read_to_string(file).unwrap();
+        std::fs::write(file, text.replace("original", "0riginal")).unwrap();
+    });
+}
+
+#[test]
+fn a_stored_revision_missing_from_the_store_is_reported_and_the_scope_still_served() {
+    // A file lost from the store's folder (a failed disk, a restore that missed it).
+    damaged_revision_is_reported_and_repaired(|file| std::fs::remove_file(file).unwrap());
+}
+
+/// One note's stored revision `damage`d: a snapshot leaves its body out and names it as damaged
+/// while the other notes are served; a machine without it is told which note; a new version
+/// from the machine that holds it repairs it everywhere.
+fn damaged_revision_is_reported_and_repaired(damage: impl Fn(&Path)) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().canonicalize().unwrap();
     let server = LoggedServer::start(&dir);
@@ -425,10 +442,7 @@ fn a_stored_revision_edited_in_the_store_is_reported_and_not_served() {
         a.ok(&["add", "--id", id, "--summary", id, "--body", body]);
     }
     a.ok(&["sync", "now"]);
-    // Bit rot, or a hand edit in the store's folder.
-    let file = stored_revision(&dir, "alice", TARGET);
-    let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replace("original", "0riginal")).unwrap();
+    damage(&stored_revision(&dir, "alice", TARGET));
 
     // Asked directly, the server leaves the body out and names the note as damaged.
     let rt = tokio::runtime::Runtime::new().unwrap();
