@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use memoria_shared::ContentHash;
-use memoria_shared::note::{FileContext, Note, Source, Trust};
+use memoria_shared::note::{Note, Source, Trust};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -144,33 +144,23 @@ pub(crate) struct Derived {
     pub chosen_trust: Option<Trust>,
 }
 
-/// A note as a batch read it: its index row and its file's bytes.
+/// A note as a batch read it: its index row, its file's bytes, and the sync-form hash of the
+/// note they hold, which commitFirst checks the file against.
 #[derive(Debug, Clone)]
 pub(crate) struct Planned {
     pub row: IndexedNote,
     pub bytes: Vec<u8>,
+    synced_hash: String,
 }
 
 impl Planned {
-    /// The sync-form hash of the note as read, which commitFirst checks the file against.
-    fn synced_hash(&self) -> Result<String> {
-        let text = std::str::from_utf8(&self.bytes).map_err(|_| Error::Broken {
-            id: self.row.id.clone(),
-            path: self.row.path.clone().into(),
-            reason: "the file is not UTF-8 text".into(),
-        })?;
-        let note = Note::parse(
-            text,
-            FileContext {
-                relative_path: &self.row.rel_path,
-            },
-        )
-        .map_err(|e| Error::Broken {
-            id: self.row.id.clone(),
-            path: self.row.path.clone().into(),
-            reason: e.to_string(),
-        })?;
-        Ok(ContentHash::of_synced_note(&note).as_str().to_owned())
+    /// `row`'s file as read: `bytes`, which parsed as `note`.
+    pub(crate) fn new(row: IndexedNote, bytes: Vec<u8>, note: &Note) -> Planned {
+        Planned {
+            row,
+            bytes,
+            synced_hash: ContentHash::of_synced_note(note).as_str().to_owned(),
+        }
     }
 }
 
@@ -276,25 +266,23 @@ fn cloud_first(engine: &Engine, scope: &Scope) -> Result<Option<Syncer>> {
 fn write_batch(engine: &mut Engine, scope: &Scope, batch: &[Step]) -> Result<Vec<String>> {
     if let Some(mut syncer) = cloud_first(engine, scope)? {
         let before: HashSet<String> = engine.index().backup_ids()?.into_iter().collect();
-        let changes = batch
+        let changes: Vec<BatchChange> = batch
             .iter()
-            .map(|s| {
-                Ok(match s {
-                    Step::Create(n) => BatchChange::Put {
-                        note: Box::new(n.clone()),
-                        planned: None,
-                    },
-                    Step::Replace { over, new } => BatchChange::Put {
-                        note: new.clone(),
-                        planned: Some(over.synced_hash()?),
-                    },
-                    Step::Delete(over) => BatchChange::Delete {
-                        id: over.row.id.clone(),
-                        planned: over.synced_hash()?,
-                    },
-                })
+            .map(|s| match s {
+                Step::Create(n) => BatchChange::Put {
+                    note: Box::new(n.clone()),
+                    planned: None,
+                },
+                Step::Replace { over, new } => BatchChange::Put {
+                    note: new.clone(),
+                    planned: Some(over.synced_hash.clone()),
+                },
+                Step::Delete(over) => BatchChange::Delete {
+                    id: over.row.id.clone(),
+                    planned: over.synced_hash.clone(),
+                },
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
         syncer.commit_first(engine, scope, &changes)?;
         let mut taken: Vec<String> = engine
             .index()

@@ -486,10 +486,7 @@ struct Current {
 
 impl Current {
     fn planned(&self) -> Planned {
-        Planned {
-            row: self.row.clone(),
-            bytes: self.bytes.clone(),
-        }
+        Planned::new(self.row.clone(), self.bytes.clone(), &self.note)
     }
 }
 

@@ -451,6 +451,7 @@ pub fn merge_apply(
         .find(|(r, _, _)| r.id == kept_source.id)
         .cloned()
         .expect("the kept note is a source");
+    let kept_read = Planned::new(kept_row.clone(), kept_bytes, &kept_note);
     kept_note.summary = summary.trim().to_owned();
     kept_note.body = body;
     kept_note.tags = plan.tags.clone();
@@ -458,10 +459,7 @@ pub fn merge_apply(
     // The labels come from the sources as they are now, never from the plan's copy.
     let merged = Derived {
         note: kept_note,
-        over: Some(Planned {
-            row: kept_row.clone(),
-            bytes: kept_bytes,
-        }),
+        over: Some(kept_read),
         sources: current.iter().map(|(r, _, _)| Origin::of(r)).collect(),
         author: choice.drafted_by.author(),
         chosen_trust: choice.trust,
@@ -489,19 +487,21 @@ pub fn merge_apply(
         let Some(new_body) = rewrite_links(&note.body, &to) else {
             continue;
         };
+        let over = Planned::new(row, bytes, &note);
         note.body = new_body;
         note.updated_at = Some(engine.now_ms());
         writes.push(Write::Replace {
-            over: Planned { row, bytes },
+            over,
             new: Box::new(note),
         });
         relinked.push(id);
     }
-    for (row, _, bytes) in current.iter().filter(|(r, _, _)| r.id != plan.kept_id) {
-        writes.push(Write::Delete(Planned {
-            row: row.clone(),
-            bytes: bytes.clone(),
-        }));
+    for (row, note, bytes) in current.iter().filter(|(r, _, _)| r.id != plan.kept_id) {
+        writes.push(Write::Delete(Planned::new(
+            row.clone(),
+            bytes.clone(),
+            note,
+        )));
     }
     drop(_lock);
     let backups = derive::commit(engine, &scope, vec![merged], writes)?;
