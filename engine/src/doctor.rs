@@ -199,3 +199,35 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         sync,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use memoria_shared::FixedClock;
+
+    use crate::vault::{Engine, OpenOptions};
+
+    #[test]
+    fn a_broken_file_is_a_problem_the_doctor_reports() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let open = || {
+            Engine::open(OpenOptions {
+                home: Some(root.join("home")),
+                clock: Arc::new(FixedClock::new(1_789_000_000_000)),
+                // No model in unit tests: recall uses its deterministic hash embedder.
+                model_dir: Some(root.join("no-model")),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        drop(open());
+        let text = "---\n{\"id\": \"broken\", \"summary\": oops}\n---\nthe zebra body\n";
+        std::fs::write(root.join("home/memory/user/broken.md"), text).unwrap();
+        let mut e = open();
+        let report = super::run(&mut e).unwrap();
+        assert!(!report.ok);
+        assert_eq!(report.scopes[0].broken.len(), 1);
+    }
+}

@@ -1,36 +1,29 @@
-//! memoria-engine: the vault of Markdown notes and its write path, the derive path, import and
-//! export, the file watcher, the bridge to recall, the sync client, hygiene, the Session and
-//! the MCP server, over the store (`memoria-store`) and recall (`memoria-recall`). Front ends
-//! (the `memoria` CLI, the MCP server, the desktop app) call [`api`], never the index: it takes
-//! and returns plain serde DTOs. No GUI dependencies.
+//! memoria-engine: the API every front end calls ([`api`]: plain serde DTOs in and out) and the
+//! long-running [`session::Session`] (watcher, recall model, sync coordinator), over the layers
+//! below it — the store (`memoria-store`), recall (`memoria-recall`), the vault
+//! (`memoria-vault`), the sync client (`memoria-sync-client`), the derive path
+//! (`memoria-derive`) and hygiene (`memoria-hygiene`). Front ends (the `memoria` CLI, the MCP
+//! server, the desktop app) call [`api`] and the [`Session`]; the lower layers are re-exported
+//! under their module names for the types the API hands out. No GUI dependencies.
 
-pub mod agent;
+// A layer built on the vault: it may call the vault's internals (see clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 pub mod api;
-pub use memoria_store::backup;
-pub use memoria_store::config;
-pub use memoria_store::decay;
-/// The one path every note derived from other notes is written by, with its labels.
-pub mod derive;
 pub mod doctor;
-pub use memoria_store::error;
-pub(crate) use memoria_store::fsx;
-pub use memoria_store::guard;
-pub use memoria_store::home;
 pub mod hook;
+pub mod session;
+
+pub use memoria_derive as derive;
 /// Memory hygiene: the review queue's findings, dismissals, merging and decay. Front ends use
 /// [`api::hygiene`]; the pure parts are public for benchmarks.
-pub mod hygiene;
-pub mod import;
-pub(crate) use memoria_store::index;
-pub mod mcp;
+pub use memoria_hygiene as hygiene;
 pub use memoria_recall as recall;
-pub use memoria_store::project;
-pub(crate) use memoria_store::scan;
-pub mod search;
-pub mod session;
-pub mod sync;
-pub mod vault;
-pub mod watch;
+pub use memoria_store::{backup, config, decay, error, guard, home, project};
+pub use memoria_sync_client as sync;
+pub use memoria_vault::{agent, import, search, vault, watch};
+
+pub(crate) use memoria_store::{fsx, index, scan};
 
 pub use error::{Error, ErrorBody, ErrorCode, Result};
 pub use project::{Project, Scope};
@@ -42,3 +35,5 @@ pub use memoria_store::counted;
 
 #[cfg(test)]
 mod error_tests;
+#[cfg(test)]
+mod hygiene_tests;

@@ -27,6 +27,9 @@ pub mod search;
 pub mod sync;
 pub mod transfer;
 
+/// A random token of `bytes` bytes, as hex, from the operating system's generator.
+pub use crate::fsx::random_hex;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};

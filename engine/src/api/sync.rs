@@ -15,11 +15,7 @@ use crate::vault::Engine;
 pub use crate::sync::settings::Pin;
 pub use crate::sync::{DownloadCounts, PassReport, Pending, SyncError, SyncResult};
 
-/// The token in `MEMORIA_SYNC_TOKEN`, which overrides the stored one: what a front end hands
-/// its session (`SessionOptions::sync_token`).
-pub fn env_token() -> Option<String> {
-    std::env::var(token::TOKEN_ENV).ok()
-}
+pub use crate::sync::env_token;
 
 /// Whether `MEMORIA_SYNC_TOKEN` is set: a front end then need not ask for a token.
 pub fn token_in_environment() -> bool {

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
-use memoria_engine::mcp::{self, HttpAuth};
 use memoria_engine::{Event, Session, SessionOptions};
+use memoria_mcp::{self as mcp, HttpAuth};
 use serde_json::json;
 
 use super::{Globals, outln};

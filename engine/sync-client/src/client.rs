@@ -379,7 +379,7 @@ mod tests {
         assert!(e.to_string().contains("sign in again"), "{e}");
         match c.identity().unwrap_err() {
             e @ SyncError::Stale(_) => {
-                assert_eq!(e.code(), crate::error::ErrorCode::ChangedSince);
+                assert_eq!(e.code(), memoria_store::error::ErrorCode::ChangedSince);
                 assert_eq!(e.detail(), Some(serde_json::json!({ "notes": ["a"] })));
             }
             e => panic!("{e}"),
@@ -424,6 +424,6 @@ mod tests {
         )]);
         let e = c.identity().unwrap_err();
         assert!(matches!(e, SyncError::ProtocolTooNew(99)));
-        assert_eq!(e.code(), crate::error::ErrorCode::ProtocolTooNew);
+        assert_eq!(e.code(), memoria_store::error::ErrorCode::ProtocolTooNew);
     }
 }

@@ -14,6 +14,9 @@
 //! sync off, each file is checked under the scope lock before the first write, and a write
 //! that fails midway is undone.
 
+// A layer built on the vault: it may call the vault's internals (see clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -21,6 +24,11 @@ use memoria_shared::ContentHash;
 use memoria_shared::note::{Note, Source, Trust};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+// The layers below, by the paths this crate names them.
+use memoria_store::{backup, error, fsx, guard, index, project};
+use memoria_sync_client as sync;
+use memoria_vault::vault;
 
 use crate::backup::BackupReason;
 use crate::error::{Error, Result};
@@ -42,7 +50,7 @@ fn lowest(a: Option<Trust>, b: Option<Trust>) -> Option<Trust> {
 
 /// A trust as the index keeps it (`None`: none written). A name Memoria does not know reads
 /// as quarantined.
-pub(crate) fn trust_of(name: Option<&str>) -> Option<Trust> {
+pub fn trust_of(name: Option<&str>) -> Option<Trust> {
     name.map(|n| crate::index::trust_of(n).unwrap_or(Trust::Quarantined))
 }
 
@@ -64,7 +72,7 @@ pub struct Origin {
 
 impl Origin {
     /// The labels of an indexed note, as the index holds them (the guard's mark included).
-    pub(crate) fn of(row: &IndexedNote) -> Origin {
+    pub fn of(row: &IndexedNote) -> Origin {
         Origin {
             id: row.id.clone(),
             hash: row.hash.clone().unwrap_or_default(),
@@ -76,7 +84,7 @@ impl Origin {
 
     /// Whether an automatic derivation (a consolidation) may take this note in: never a
     /// quarantined note, nor one holding a secret. `Some(reason)` when it may not.
-    pub(crate) fn kept_from_automatic(&self) -> Option<String> {
+    pub fn kept_from_automatic(&self) -> Option<String> {
         if self.secret {
             Some(format!(
                 "note `{}` holds a secret, so it is never folded automatically",
@@ -133,7 +141,7 @@ pub fn labels(sources: &[Origin], own: Option<Trust>, author: Author) -> Labels 
 }
 
 /// A note written from other notes' text.
-pub(crate) struct Derived {
+pub struct Derived {
     /// The note with its settled text; its labels are set by [`commit`].
     pub note: Note,
     /// The note it replaces, as read (`None`: a new note).
@@ -147,7 +155,7 @@ pub(crate) struct Derived {
 /// A note as a batch read it: its index row, its file's bytes, and the sync-form hash of the
 /// note they hold, which commitFirst checks the file against.
 #[derive(Debug, Clone)]
-pub(crate) struct Planned {
+pub struct Planned {
     pub row: IndexedNote,
     pub bytes: Vec<u8>,
     synced_hash: String,
@@ -155,7 +163,7 @@ pub(crate) struct Planned {
 
 impl Planned {
     /// `row`'s file as read: `bytes`, which parsed as `note`.
-    pub(crate) fn new(row: IndexedNote, bytes: Vec<u8>, note: &Note) -> Planned {
+    pub fn new(row: IndexedNote, bytes: Vec<u8>, note: &Note) -> Planned {
         Planned {
             row,
             bytes,
@@ -166,7 +174,7 @@ impl Planned {
 
 /// A write of a batch whose text is the note's own (a status mark, a link pointed elsewhere,
 /// a deletion): it takes nothing from other notes.
-pub(crate) enum Write {
+pub enum Write {
     /// A note as read replaced by another version of itself.
     Replace { over: Planned, new: Box<Note> },
     /// A note deleted.
@@ -200,7 +208,7 @@ fn label(d: &mut Derived) {
 /// The one way a derived note is written: each of `derived` labelled from its sources and
 /// checked as any note is (the credential guard, the limits), then written with `rest` as one
 /// batch to `scope` (see the module docs). Returns the ids of the backups taken.
-pub(crate) fn commit(
+pub fn commit(
     engine: &mut Engine,
     scope: &Scope,
     derived: Vec<Derived>,
@@ -256,7 +264,7 @@ fn cloud_first(engine: &Engine, scope: &Scope) -> Result<Option<Syncer>> {
     }
     Ok(Some(Syncer::from_settings(
         root,
-        crate::api::sync::env_token(),
+        crate::sync::env_token(),
         engine.clock(),
         Default::default(),
     )?))
@@ -476,7 +484,7 @@ mod tests {
             Trust::Derived,
             Trust::Owner,
         ];
-        let weight = |t| crate::recall::rank::trust_weight(Some(t)).unwrap_or(-1.0);
+        let weight = |t| memoria_recall::rank::trust_weight(Some(t)).unwrap_or(-1.0);
         for w in order.windows(2) {
             assert!(w[0] < w[1], "{w:?}");
             assert!(weight(w[0]) <= weight(w[1]), "{w:?}");

@@ -31,7 +31,7 @@ struct File {
     dismissed: BTreeMap<String, Dismissed>,
 }
 
-pub(crate) struct DismissStore {
+pub struct DismissStore {
     path: PathBuf,
     file: File,
 }
@@ -44,7 +44,7 @@ fn versions(f: &Finding) -> BTreeMap<String, String> {
 }
 
 impl DismissStore {
-    pub(crate) fn open(home: &Home) -> Result<DismissStore> {
+    pub fn open(home: &Home) -> Result<DismissStore> {
         let path = home.root().join("review").join("dismissed.json");
         let file = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Damaged {
@@ -59,7 +59,7 @@ impl DismissStore {
     }
 
     /// Whether a dismissal of this finding holds for its notes as they are now.
-    pub(crate) fn holds(&self, f: &Finding) -> bool {
+    pub fn holds(&self, f: &Finding) -> bool {
         self.file
             .dismissed
             .get(&f.id)
@@ -67,7 +67,7 @@ impl DismissStore {
     }
 
     /// Stores a dismissal of `f` against its notes' current versions.
-    pub(crate) fn dismiss(mut self, f: &Finding, now_ms: i64) -> Result<Dismissed> {
+    pub fn dismiss(mut self, f: &Finding, now_ms: i64) -> Result<Dismissed> {
         let d = Dismissed {
             finding_id: f.id.clone(),
             notes: versions(f),

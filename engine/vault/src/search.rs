@@ -15,7 +15,7 @@ use crate::recall::{
 };
 use crate::vault::Engine;
 
-pub(crate) use crate::index::EVERGREEN_TAGS;
+pub use crate::index::EVERGREEN_TAGS;
 
 fn recall_err(e: recall::Error) -> Error {
     Error::from(e)
@@ -51,16 +51,16 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
     }
 }
 
-/// The recall index of a process, shared by its engines (a [`crate::session::Session`] reads
+/// The recall index of a process, shared by its engines (a Session reads
 /// on one and writes on another, and the model is loaded once), with the lock that keeps two
 /// of them from bringing it in step at the same time. Searches never take that lock.
-pub(crate) struct SharedRecall {
-    pub(crate) index: RecallIndex,
+pub struct SharedRecall {
+    pub index: RecallIndex,
     in_step: Mutex<()>,
 }
 
 impl SharedRecall {
-    pub(crate) fn new(index: RecallIndex) -> Arc<SharedRecall> {
+    pub fn new(index: RecallIndex) -> Arc<SharedRecall> {
         Arc::new(SharedRecall {
             index,
             in_step: Mutex::new(()),
@@ -107,7 +107,7 @@ impl Engine {
     }
 
     /// The shared recall index, opened on first use.
-    pub(crate) fn shared_recall(&self) -> Result<&Arc<SharedRecall>> {
+    pub fn shared_recall(&self) -> Result<&Arc<SharedRecall>> {
         if let Some(r) = self.recall_index.get() {
             return Ok(r);
         }
@@ -127,7 +127,7 @@ impl Engine {
     /// pinning changed gets its ranking facts updated (no re-embedding). Cheap when nothing
     /// changed: a comparison of hash and facts per note, no body read. Returns how
     /// many documents were re-indexed or dropped.
-    pub(crate) fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
+    pub fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
         self.sync_recall_with(progress, Vectors::Now)
     }
 
@@ -188,7 +188,7 @@ impl Engine {
     /// Counts an opening of a note in the recall index's usage (this machine's, never
     /// synced): it reinforces the note's importance and brings it back from the archive. The
     /// recall index's own file is updated when this engine has not opened it.
-    pub(crate) fn record_recall_use(&self, scope: &str, id: &str) -> Result<()> {
+    pub fn record_recall_use(&self, scope: &str, id: &str) -> Result<()> {
         let key = (scope.to_owned(), id.to_owned());
         match self.recall_index.get() {
             Some(shared) => shared.index.record_access(&[key]),

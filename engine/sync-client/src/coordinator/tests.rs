@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use memoria_shared::FixedClock;
 
 use super::*;
-use crate::sync::base::DownloadCounts;
+use crate::base::DownloadCounts;
 
 const T0: i64 = 1_800_000_000_000;
 const S: i64 = 1_000;
@@ -410,7 +410,7 @@ fn one_process_polls_for_the_home_and_another_takes_over_once_it_stops() {
 
     // A is killed (it never gives the lease up): the lease lapses, and B polls from then on.
     let held_until = lease.holder(clock.now_ms()).unwrap().until_ms;
-    assert!(held_until <= clock.now_ms() + crate::sync::schedule::POLL_MAX_MS + LEASE_GRACE_MS);
+    assert!(held_until <= clock.now_ms() + crate::schedule::POLL_MAX_MS + LEASE_GRACE_MS);
     drop(a);
     for _ in 0..3_600 {
         clock.advance(S);
@@ -418,7 +418,7 @@ fn one_process_polls_for_the_home_and_another_takes_over_once_it_stops() {
     }
     let took_over = rb.passes.lock().unwrap().clone();
     assert!(!took_over.is_empty());
-    assert!(took_over[0].1 <= held_until - T0 + crate::sync::schedule::POLL_MAX_MS);
+    assert!(took_over[0].1 <= held_until - T0 + crate::schedule::POLL_MAX_MS);
     assert_eq!(
         lease.holder(clock.now_ms()).unwrap().holder,
         b.lease_id,

@@ -7,6 +7,9 @@
 //! overwrites a local version without a backup, and never sends a request while sync is off.
 //! The engine never depends on the server crate: requests go through [`client::Transport`].
 
+// A layer built on the vault: it may call the vault's internals (see clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 pub mod base;
 pub mod client;
 pub mod conflict;
@@ -29,3 +32,9 @@ pub use pending::{Pending, PendingReason, cancel_pending, confirm_pending, list_
 pub use reconcile::{BatchChange, PassReport, Syncer, synced_scopes};
 pub use resolve::{Keep, Resolved, list_conflicts, resolve};
 pub use settings::{Settings, sync_dir};
+pub use token::env_token;
+
+// The layers below, by the paths this crate names them.
+pub(crate) use memoria_store::Error;
+use memoria_store::{backup, fsx, guard, home, index, project, scan};
+use memoria_vault::vault;

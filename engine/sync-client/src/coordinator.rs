@@ -27,10 +27,10 @@ use super::error::{SyncError, SyncResult};
 use super::reconcile::{PassReport, Syncer};
 use super::schedule::{PassOutcome, Schedule};
 use super::settings::{Settings, sync_dir};
-use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::project::Scope;
 use crate::vault::{Engine, OpenOptions};
+use memoria_store::error::{Error, Result};
 
 /// The longest an idle coordinator goes without re-reading the settings.
 pub const SETTINGS_CHECK_MS: i64 = 2_000;

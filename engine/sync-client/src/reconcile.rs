@@ -1583,9 +1583,9 @@ mod tests {
     use memoria_shared::FixedClock;
 
     use super::*;
-    use crate::sync::client::{HttpReply, HttpRequest, SendError};
-    use crate::sync::{Token, Transport};
+    use crate::client::{HttpReply, HttpRequest, SendError};
     use crate::vault::OpenOptions;
+    use crate::{Token, Transport};
 
     /// Counts requests; the server is always down.
     #[derive(Debug, Default)]
@@ -1612,11 +1612,11 @@ mod tests {
         .unwrap();
         for id in ["a", "b"] {
             engine
-                .add(crate::NewNote {
+                .add(crate::vault::NewNote {
                     summary: id.into(),
                     body: "x\n".into(),
                     id: Some(id.into()),
-                    scope: Some(crate::ScopeChoice::User),
+                    scope: Some(crate::vault::ScopeChoice::User),
                     ..Default::default()
                 })
                 .unwrap();

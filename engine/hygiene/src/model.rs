@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where and how to ask. The key, when there is one, comes from `MEMORIA_MODEL__API_KEY`.
-pub(crate) struct ModelSettings {
+pub struct ModelSettings {
     pub url: String,
     pub name: String,
     pub api_key: Option<String>,
@@ -30,7 +30,7 @@ impl std::fmt::Debug for ModelSettings {
 
 /// The chat-completions address for a configured URL: as given when it already names the
 /// path, else with `/v1/chat/completions` (or `/chat/completions` after a `/v1`) appended.
-pub(crate) fn endpoint(url: &str) -> String {
+pub fn endpoint(url: &str) -> String {
     let base = url.trim_end_matches('/');
     if base.ends_with("/chat/completions") {
         base.to_owned()
@@ -47,10 +47,7 @@ notes' language. Reply with a JSON object only: {\"summary\": \"one line, under 
 characters\", \"body\": \"the merged note in Markdown\"}.";
 
 /// Asks the model for a merged summary and body of `notes` (summary, body).
-pub(crate) fn draft(
-    settings: &ModelSettings,
-    notes: &[(String, String)],
-) -> Result<(String, String)> {
+pub fn draft(settings: &ModelSettings, notes: &[(String, String)]) -> Result<(String, String)> {
     let mut text = String::new();
     for (i, (summary, body)) in notes.iter().enumerate() {
         text.push_str(&format!(

@@ -1,6 +1,6 @@
 //! The MCP server: Memoria's tools for agents over stdio or streamable HTTP (rmcp).
 //!
-//! A thin boundary over [`crate::agent`]: it owns the JSON shapes and schemas agents see. A
+//! A thin boundary over [`memoria_engine::agent`]: it owns the JSON shapes and schemas agents see. A
 //! failure the agent can act on (a refused credential, forget without `confirm`, a missing note,
 //! a limit, arguments that do not fit the tool) is a tool result with `isError: true`, the
 //! message as its text and `{code, message, detail}` as its structured content, so the model
@@ -21,11 +21,11 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::api::agent::{self, AgentQuery, Remember};
-use crate::backup::date_to_ms;
-use crate::error::{Error, ErrorBody, ErrorCode};
-use crate::sync::SyncNotifier;
-use crate::vault::Engine;
+use memoria_engine::api::agent::{self, AgentQuery, Remember};
+use memoria_engine::backup::date_to_ms;
+use memoria_engine::error::{Error, ErrorBody, ErrorCode};
+use memoria_engine::sync::SyncNotifier;
+use memoria_engine::vault::Engine;
 
 /// The MCP server over one engine.
 #[derive(Clone)]
@@ -206,7 +206,7 @@ impl MemoriaMcp {
         Self::shared(Arc::new(Mutex::new(engine)))
     }
 
-    /// Serves an engine shared with its host (a [`crate::session::Session`]'s writer).
+    /// Serves an engine shared with its host (a [`memoria_engine::Session`]'s writer).
     pub fn shared(engine: Arc<Mutex<Engine>>) -> Self {
         let guard = engine.lock().unwrap_or_else(|p| p.into_inner());
         let scope = match guard.project() {
@@ -364,7 +364,7 @@ impl MemoriaMcp {
             if let Some(scope) = done
                 .as_ref()
                 .ok()
-                .and_then(|d| crate::Scope::from_key(&d.scope).ok())
+                .and_then(|d| memoria_engine::Scope::from_key(&d.scope).ok())
             {
                 self.sync.local_write(&scope);
             }
@@ -468,25 +468,25 @@ pub fn http_auth(
     addr: std::net::SocketAddr,
     given: Option<String>,
     no_token: bool,
-) -> crate::Result<HttpAuth> {
+) -> memoria_engine::Result<HttpAuth> {
     let loopback = addr.ip().is_loopback();
     match (given, no_token) {
         (Some(t), _) => Ok(HttpAuth::Given(t)),
         (None, true) if loopback => Ok(HttpAuth::Open),
-        (None, true) => Err(crate::Error::Invalid(format!(
+        (None, true) => Err(Error::Invalid(format!(
             "serving {addr} without a bearer token is refused: off loopback anyone on the network could read memory, so clients need a token"
         ))),
         (None, false) if loopback => {
             let path = token_path(home);
             let (token, created) =
-                loopback_token(home).map_err(crate::Error::io("read or create", &path))?;
+                loopback_token(home).map_err(Error::io("read or create", &path))?;
             Ok(HttpAuth::Kept {
                 token,
                 path,
                 created,
             })
         }
-        (None, false) => Err(crate::Error::Invalid(format!(
+        (None, false) => Err(Error::Invalid(format!(
             "serving {addr} needs a bearer token: off loopback anyone on the network could read memory"
         ))),
     }
@@ -510,7 +510,7 @@ pub fn loopback_token(home: &std::path::Path) -> std::io::Result<(String, bool)>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let token = crate::fsx::random_hex(24);
+    let token = memoria_engine::api::random_hex(24);
     let mut open = std::fs::OpenOptions::new();
     open.write(true).create_new(true);
     #[cfg(unix)]

@@ -26,12 +26,12 @@ use serde::{Deserialize, Serialize};
 
 use super::merge::{self, DraftKind, MergeDraft, MergeSource};
 use super::topic;
-use crate::derive::{self, Derived, Labels, Origin, Planned, Write};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::index::IndexedNote;
 use crate::project::Scope;
 use crate::vault::{Engine, Written, with_final_newline};
+use memoria_derive::{self, Derived, Labels, Origin, Planned, Write};
 
 /// The cosine of two notes' vectors at or above which they are one cluster's (unless the
 /// setting or the caller says otherwise).
@@ -281,11 +281,7 @@ fn new_id(summary: &str, sources: &[MergeSource]) -> Result<NoteId> {
 
 /// Plans a pass over `scopes`: goal clusters first, then similarity clusters of the recent
 /// working notes not in one, by scope.
-pub(crate) fn plan(
-    engine: &Engine,
-    scopes: &[Scope],
-    q: &ConsolidateQuery,
-) -> Result<ConsolidationPlan> {
+pub fn plan(engine: &Engine, scopes: &[Scope], q: &ConsolidateQuery) -> Result<ConsolidationPlan> {
     let threshold = q.threshold.unwrap_or(COSINE_CUT);
     if !(threshold.is_finite() && (-1.0..=1.0).contains(&threshold)) {
         return Err(Error::Invalid(format!(
@@ -380,7 +376,7 @@ pub(crate) fn plan(
                 closing_id: closing.clone(),
             },
             tags: union_tags(&all),
-            labels: derive::labels(&origins, None, draft.kind.author()),
+            labels: memoria_derive::labels(&origins, None, draft.kind.author()),
             sources,
             into_id: closing.clone(),
             new_note: false,
@@ -460,7 +456,7 @@ pub(crate) fn plan(
             scope,
             basis: ClusterBasis::Similar { cosine, lexical },
             tags: union_tags(&sources),
-            labels: derive::labels(&origins, None, draft.kind.author()),
+            labels: memoria_derive::labels(&origins, None, draft.kind.author()),
             sources,
             into_id: into.to_string(),
             new_note: true,
@@ -608,7 +604,7 @@ enum Outcome {
 /// since the plan, or that cannot be written (its text trips the credential guard, is too
 /// long, another device changed a note), is skipped with its reason, whole, and the others go
 /// on. A plan naming a scope not visible from here is refused before anything is written.
-pub(crate) fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
+pub fn apply(engine: &mut Engine, plan: ConsolidationPlan) -> Result<Consolidation> {
     check_plan(engine, &plan)?;
     let mut applied = Vec::new();
     let mut skipped = Vec::new();
@@ -701,7 +697,7 @@ fn apply_cluster(engine: &mut Engine, c: &ConsolidationCluster) -> Result<Outcom
             }
         })
         .collect();
-    let taken = derive::commit(engine, &scope, vec![merged], marks)?;
+    let taken = memoria_derive::commit(engine, &scope, vec![merged], marks)?;
     Ok(Outcome::Applied(
         ConsolidatedCluster {
             cluster_id: c.cluster_id.clone(),
@@ -838,19 +834,19 @@ fn write_marker(engine: &Engine, marker: &Marker) -> Result<()> {
 
 /// What the last consolidation pass on this machine did (`None`: none ran, or its record is
 /// unreadable).
-pub(crate) fn last_consolidation(engine: &Engine) -> Result<Option<LastConsolidation>> {
+pub fn last_consolidation(engine: &Engine) -> Result<Option<LastConsolidation>> {
     Ok(read_marker(engine)?.last)
 }
 
 /// Keeps `last` as the last pass's record; the daily pass's time stays as it is.
-pub(crate) fn record(engine: &Engine, last: LastConsolidation) -> Result<()> {
+pub fn record(engine: &Engine, last: LastConsolidation) -> Result<()> {
     let mut marker = read_marker(engine)?;
     marker.last = Some(last);
     write_marker(engine, &marker)
 }
 
 /// When the next daily pass falls due, by the engine's clock (ms): now when none ran.
-pub(crate) fn next_due(engine: &Engine) -> Result<i64> {
+pub fn next_due(engine: &Engine) -> Result<i64> {
     Ok(match read_marker(engine)?.last_pass_at {
         Some(last) if last <= engine.now_ms() => last + INTERVAL_MS,
         // A pass recorded in the future (the clock was set back) is not waited for.
@@ -891,7 +887,7 @@ fn provenance_names(body: &str, id: &str) -> bool {
 /// Every note of `scopes` that was replaced: consolidated ones with the note whose provenance
 /// names them, superseded ones with the note that supersedes them. A note both consolidated
 /// and superseded is listed once, as consolidated. By scope and id.
-pub(crate) fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Replacement>> {
+pub fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Replacement>> {
     let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
     let index = engine.index();
     let mut out: BTreeMap<(String, String), Replacement> = BTreeMap::new();
@@ -957,7 +953,7 @@ pub(crate) fn replacements(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Repl
 }
 
 /// A pass: planned, then applied unless `q.dry_run`.
-pub(crate) fn consolidate(
+pub fn consolidate(
     engine: &mut Engine,
     scopes: &[Scope],
     q: &ConsolidateQuery,
@@ -979,7 +975,7 @@ pub(crate) fn consolidate(
 /// engine's clock), else does nothing (`None`). The time is recorded before the pass, so a
 /// pass that fails is not retried until the next interval; the pass's result (or its error)
 /// is recorded after it, for [`last_consolidation`].
-pub(crate) fn consolidate_if_due(
+pub fn consolidate_if_due(
     engine: &mut Engine,
     scopes: &[Scope],
     q: &ConsolidateQuery,

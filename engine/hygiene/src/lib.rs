@@ -8,8 +8,11 @@
 //! vault's write path, with backups. Consolidation (`consolidate`) is the one pass that changes
 //! notes unasked, and it never deletes: originals are marked `consolidated` and backed up.
 
+// A layer built on the vault: it may call the vault's internals (see clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 pub mod consolidate;
-pub use crate::decay;
+pub use memoria_store::decay;
 mod dismiss;
 pub mod files;
 pub mod merge;
@@ -24,10 +27,14 @@ use memoria_shared::note::links_in;
 use memoria_shared::slugify;
 use serde::{Deserialize, Serialize};
 
+// The layers below, by the paths this crate names them.
+use memoria_recall as recall;
+use memoria_store::{config, error, fsx, guard, home, index, project};
+use memoria_vault::vault;
+
 use crate::error::Result;
 use crate::index::IndexedNote;
 use crate::project::Scope;
-use crate::recall;
 use crate::recall::embed::HashEmbedder;
 use crate::vault::Engine;
 
@@ -191,7 +198,7 @@ pub fn finding_id(kind: FindingKind, notes: &[(String, String)]) -> String {
 
 /// Everything the findings are computed from, gathered from the index, the recall index's
 /// files and the project folder.
-pub(crate) struct ReviewInput {
+pub struct ReviewInput {
     /// Every note of the visible scopes, bodies included.
     pub rows: Vec<IndexedNote>,
     /// The scopes under review.
@@ -228,7 +235,7 @@ fn single(row: &IndexedNote, message: String, detail: FindingDetail) -> Finding 
 }
 
 /// The findings over `input`, same topic first, then by scope and note.
-pub(crate) fn compute(input: &ReviewInput) -> Vec<Finding> {
+pub fn compute(input: &ReviewInput) -> Vec<Finding> {
     // The notes a link can name: every visible, parsable note, by id and by file name.
     let mut names: HashSet<String> = HashSet::new();
     let mut claimed: HashSet<(&str, &str)> = HashSet::new();
@@ -392,10 +399,7 @@ fn pick_vectors(found: Vec<(String, String, Vec<f32>)>) -> HashMap<String, Vec<f
 
 /// The cached first-passage vectors of `hashes` (see [`pick_vectors`]), read from the recall
 /// index's vector file directly, so no model loads; none when there is no such file.
-pub(crate) fn cached_vectors(
-    engine: &Engine,
-    hashes: &[String],
-) -> Result<HashMap<String, Vec<f32>>> {
+pub fn cached_vectors(engine: &Engine, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>> {
     let path = recall::default_dir(engine.home().root()).join("vectors.sqlite");
     if !path.exists() {
         return Ok(HashMap::new());
@@ -416,60 +420,58 @@ pub struct ReviewQuery {
     pub include_dismissed: bool,
 }
 
-impl Engine {
-    /// Gathers what the review reads: the index's rows of every visible scope, this
-    /// machine's usage (openings from the index, recalls from the recall index's documents)
-    /// and the cached vectors. The recall index's files are read directly, so no model loads.
-    pub(crate) fn review_input(&self, scopes: &[Scope], unused_days: u32) -> Result<ReviewInput> {
-        let visible: Vec<String> = self.visible_scopes().iter().map(Scope::key).collect();
-        let scopes: Vec<String> = scopes.iter().map(Scope::key).collect();
-        let rows = self.index().notes_with_bodies(&visible)?;
-        let mut last_used: HashMap<(String, String), i64> = HashMap::new();
-        let mut note_use = |scope: String, id: String, at: i64| {
-            let e = last_used.entry((scope, id)).or_insert(at);
-            *e = (*e).max(at);
-        };
-        for (s, i, at) in self.index().last_accesses(&scopes)? {
+/// Gathers what the review reads: the index's rows of every visible scope, this
+/// machine's usage (openings from the index, recalls from the recall index's documents)
+/// and the cached vectors. The recall index's files are read directly, so no model loads.
+fn review_input(engine: &Engine, scopes: &[Scope], unused_days: u32) -> Result<ReviewInput> {
+    let visible: Vec<String> = engine.visible_scopes().iter().map(Scope::key).collect();
+    let scopes: Vec<String> = scopes.iter().map(Scope::key).collect();
+    let rows = engine.index().notes_with_bodies(&visible)?;
+    let mut last_used: HashMap<(String, String), i64> = HashMap::new();
+    let mut note_use = |scope: String, id: String, at: i64| {
+        let e = last_used.entry((scope, id)).or_insert(at);
+        *e = (*e).max(at);
+    };
+    for (s, i, at) in engine.index().last_accesses(&scopes)? {
+        note_use(s, i, at);
+    }
+    let recall_dir = recall::default_dir(engine.home().root());
+    let docs_path = recall_dir.join("docs.sqlite");
+    if docs_path.exists() {
+        let (docs, _) = recall::store::DocStore::open(&docs_path)?;
+        for (s, i, at) in docs.last_recalls()? {
             note_use(s, i, at);
         }
-        let recall_dir = recall::default_dir(self.home().root());
-        let docs_path = recall_dir.join("docs.sqlite");
-        if docs_path.exists() {
-            let (docs, _) = recall::store::DocStore::open(&docs_path)?;
-            for (s, i, at) in docs.last_recalls()? {
-                note_use(s, i, at);
-            }
-        }
-        let hashes: Vec<String> = rows
-            .iter()
-            .filter(|r| r.error.is_none() && scopes.contains(&r.scope))
-            .filter_map(|r| r.hash.clone())
-            .collect();
-        let vectors = cached_vectors(self, &hashes)?;
-        let project = self.project().and_then(|p| {
-            let key = p.scope().key();
-            scopes.contains(&key).then(|| (p.root.clone(), key))
-        });
-        Ok(ReviewInput {
-            rows,
-            scopes,
-            project,
-            last_used,
-            vectors,
-            now_ms: self.now_ms(),
-            unused_days,
-        })
     }
+    let hashes: Vec<String> = rows
+        .iter()
+        .filter(|r| r.error.is_none() && scopes.contains(&r.scope))
+        .filter_map(|r| r.hash.clone())
+        .collect();
+    let vectors = cached_vectors(engine, &hashes)?;
+    let project = engine.project().and_then(|p| {
+        let key = p.scope().key();
+        scopes.contains(&key).then(|| (p.root.clone(), key))
+    });
+    Ok(ReviewInput {
+        rows,
+        scopes,
+        project,
+        last_used,
+        vectors,
+        now_ms: engine.now_ms(),
+        unused_days,
+    })
 }
 
 /// The review of `scopes` on `engine`: findings, dismissed ones left out unless asked for.
-pub(crate) fn review(
+pub fn review(
     engine: &Engine,
     scopes: &[Scope],
     unused_days: u32,
     include_dismissed: bool,
 ) -> Result<Review> {
-    let input = engine.review_input(scopes, unused_days)?;
+    let input = review_input(engine, scopes, unused_days)?;
     let all = compute(&input);
     let store = dismiss::DismissStore::open(engine.home())?;
     let (mut findings, mut dismissed) = (Vec::new(), 0);
@@ -529,7 +531,7 @@ pub struct Archive {
 /// from the recall index's documents (so no model loads) and each note's dates and importance
 /// from the index as they are now (an edit the recall index has not seen yet still brings a
 /// note back); a note the recall index has never seen is not archived.
-pub(crate) fn archived(engine: &Engine, scopes: &[Scope]) -> Result<Archive> {
+pub fn archived(engine: &Engine, scopes: &[Scope]) -> Result<Archive> {
     let rule = crate::config::decay_rule(engine.home())?;
     let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
     let docs_path = recall::default_dir(engine.home().root()).join("docs.sqlite");
@@ -577,16 +579,13 @@ pub(crate) fn archived(engine: &Engine, scopes: &[Scope]) -> Result<Archive> {
 }
 
 /// Dismisses a finding of the current review against its notes' current versions.
-pub(crate) fn dismiss(engine: &Engine, scopes: &[Scope], finding_id: &str) -> Result<Dismissed> {
+pub fn dismiss(engine: &Engine, scopes: &[Scope], finding_id: &str) -> Result<Dismissed> {
     // Only "unused" depends on the threshold; with none, every note is a candidate, so any
     // id a review showed is found.
-    let input = engine.review_input(scopes, 0)?;
+    let input = review_input(engine, scopes, 0)?;
     let found = compute(&input).into_iter().find(|f| f.id == finding_id);
     let Some(finding) = found else {
-        return Err(crate::Error::FindingNotFound(finding_id.to_owned()));
+        return Err(crate::error::Error::FindingNotFound(finding_id.to_owned()));
     };
     dismiss::DismissStore::open(engine.home())?.dismiss(&finding, engine.now_ms())
 }
-
-#[cfg(test)]
-mod tests;

@@ -175,7 +175,7 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
 
 /// The part of `body` around the first word of the queries it contains (else its start), on
 /// one line, at most [`SNIPPET_CHARS`] long.
-pub(crate) fn snippet(body: &str, queries: &[String]) -> String {
+pub fn snippet(body: &str, queries: &[String]) -> String {
     clip(
         &snippet_for(body, queries).replace('\n', " "),
         SNIPPET_CHARS,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use memoria_shared::FixedClock;
 
-use super::merge::{DraftKind, merge_apply, merge_plan};
-use super::*;
+use crate::hygiene::merge::{DraftKind, merge_apply, merge_plan};
+use crate::hygiene::*;
 use crate::project::Project;
 use crate::vault::{NewNote, NoteEdit, OpenOptions, ScopeChoice};
 use crate::{Engine, ErrorCode};
@@ -62,7 +62,7 @@ fn add(e: &mut Engine, id: &str, summary: &str, body: &str) {
 }
 
 fn review_all(e: &Engine) -> Review {
-    super::review(e, &e.visible_scopes(), UNUSED_DAYS, false).unwrap()
+    crate::hygiene::review(e, &e.visible_scopes(), UNUSED_DAYS, false).unwrap()
 }
 
 fn of_kind(r: &Review, kind: FindingKind) -> Vec<&Finding> {
@@ -257,13 +257,13 @@ fn a_dismissal_holds_until_one_of_its_notes_is_edited() {
     );
     let before = review_all(&e);
     let topic = of_kind(&before, FindingKind::SameTopic)[0].clone();
-    let d = super::dismiss(&e, &e.visible_scopes(), &topic.id).unwrap();
+    let d = crate::hygiene::dismiss(&e, &e.visible_scopes(), &topic.id).unwrap();
     assert_eq!(d.notes.len(), 2);
     let r = review_all(&e);
     assert!(of_kind(&r, FindingKind::SameTopic).is_empty());
     assert_eq!(r.dismissed, 1);
     assert_eq!(of_kind(&r, FindingKind::BrokenLink).len(), 1, "others stay");
-    let all = super::review(&e, &e.visible_scopes(), UNUSED_DAYS, true).unwrap();
+    let all = crate::hygiene::review(&e, &e.visible_scopes(), UNUSED_DAYS, true).unwrap();
     assert_eq!(of_kind(&all, FindingKind::SameTopic).len(), 1);
     // Another process sees the dismissal: it is kept in the home.
     assert!(of_kind(&review_all(&w.engine(None)), FindingKind::SameTopic).is_empty());
@@ -287,7 +287,7 @@ fn a_dismissal_holds_until_one_of_its_notes_is_edited() {
 fn dismissing_an_unknown_finding_is_not_found() {
     let w = World::new();
     let e = w.engine(None);
-    let err = super::dismiss(&e, &e.visible_scopes(), "topic-000000000000").unwrap_err();
+    let err = crate::hygiene::dismiss(&e, &e.visible_scopes(), "topic-000000000000").unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert!(err.to_string().contains("topic-000000000000"), "{err}");
 }
@@ -615,7 +615,7 @@ fn a_note_used_long_ago_ranks_below_an_equal_one_used_recently() {
 
 // Consolidation.
 
-use super::consolidate::{ClusterBasis, ConsolidateQuery, PROVENANCE_HEADING};
+use crate::hygiene::consolidate::{ClusterBasis, ConsolidateQuery, PROVENANCE_HEADING};
 use memoria_shared::note::{Relation, RelationKind};
 
 const RATE: &str =
@@ -693,7 +693,7 @@ fn rate_vault(w: &World) -> Engine {
     e
 }
 
-fn pass(e: &mut Engine, dry_run: bool) -> super::consolidate::Consolidation {
+fn pass(e: &mut Engine, dry_run: bool) -> crate::hygiene::consolidate::Consolidation {
     crate::api::hygiene::consolidate(
         e,
         &ConsolidateQuery {
@@ -1507,7 +1507,7 @@ fn a_merge_keeps_the_lowest_trust_and_the_secret_tag_and_a_person_may_choose() {
     add(&mut e, "more", "Office hours", "Open from nine.");
     let ids = vec!["plain".to_owned(), "more".to_owned()];
     let plan = merge_plan(&e, &ids, None, DraftKind::Manual).unwrap();
-    let choice = super::merge::MergeChoice {
+    let choice = crate::hygiene::merge::MergeChoice {
         drafted_by: DraftKind::Manual,
         trust: Some(Trust::Owner),
     };

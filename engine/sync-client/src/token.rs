@@ -257,6 +257,12 @@ pub fn forget(home_root: &Path, server: &str) -> SyncResult<()> {
     }
 }
 
+/// The token in `MEMORIA_SYNC_TOKEN`, which overrides the stored one: what a front end hands
+/// its session (`SessionOptions::sync_token`).
+pub fn env_token() -> Option<String> {
+    std::env::var(TOKEN_ENV).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{self, ModelSettings};
 use crate::config;
-use crate::derive::{self, Author, Derived, Labels, Origin, Planned, Write};
 use crate::error::{Error, Result};
 use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::project::Scope;
 use crate::vault::{Engine, Written, with_final_newline};
+use memoria_derive::{self, Author, Derived, Labels, Origin, Planned, Write};
 use memoria_shared::note::Trust;
 
 /// Who writes the draft.
@@ -54,7 +54,7 @@ pub struct MergeSource {
 
 impl DraftKind {
     /// Who wrote a draft of this kind.
-    pub(crate) fn author(self) -> Author {
+    pub fn author(self) -> Author {
         match self {
             DraftKind::Manual => Author::Person,
             DraftKind::Model => Author::Model,
@@ -119,14 +119,14 @@ pub struct Merged {
 }
 
 /// Age order: created, else updated, else never; ties by id.
-pub(crate) fn age_key(s: &MergeSource) -> (i64, String) {
+pub fn age_key(s: &MergeSource) -> (i64, String) {
     (
         s.created_at.or(s.updated_at).unwrap_or(i64::MAX),
         s.id.clone(),
     )
 }
 
-pub(crate) fn source_of(row: &IndexedNote) -> Result<MergeSource> {
+pub fn source_of(row: &IndexedNote) -> Result<MergeSource> {
     if let Some(reason) = &row.error {
         return Err(Error::Broken {
             id: row.id.clone(),
@@ -148,7 +148,7 @@ pub(crate) fn source_of(row: &IndexedNote) -> Result<MergeSource> {
         updated_at: row.updated_at,
         path: row.path.clone(),
         body: row.body.clone(),
-        trust: derive::trust_of(row.trust.as_deref()),
+        trust: memoria_derive::trust_of(row.trust.as_deref()),
         secret: row.tags.iter().any(|t| t == SECRETS_TAG),
     })
 }
@@ -235,18 +235,14 @@ fn model_settings(engine: &Engine) -> Result<ModelSettings> {
 }
 
 /// Whether a chat model is configured for drafts (`model.url`).
-pub(crate) fn model_configured(engine: &Engine) -> Result<bool> {
+pub fn model_configured(engine: &Engine) -> Result<bool> {
     Ok(config::get(engine.home(), "model.url")?.value.is_some())
 }
 
 /// The draft of `sources` (oldest first) of the kind asked for: the manual draft, or the
 /// configured model's (an error when none is configured or it fails). The caller keeps notes
 /// holding secrets from the model.
-pub(crate) fn draft(
-    engine: &Engine,
-    sources: &[MergeSource],
-    kind: DraftKind,
-) -> Result<MergeDraft> {
+pub fn draft(engine: &Engine, sources: &[MergeSource], kind: DraftKind) -> Result<MergeDraft> {
     Ok(match kind {
         DraftKind::Manual => manual_draft(sources),
         DraftKind::Model => {
@@ -330,7 +326,7 @@ pub fn merge_plan(
             )));
         }
     }
-    let labels = derive::labels(&origins, None, draft.author());
+    let labels = memoria_derive::labels(&origins, None, draft.author());
     let draft = self::draft(engine, &sources, draft)?;
     let key = scope.key();
     let mut relinked: Vec<LinkingNote> = Vec::new();
@@ -383,7 +379,7 @@ pub struct MergeChoice {
 
 /// Applies `plan` with the merged `summary` and `body` the person settled on. Refused
 /// (`changed_since`) when any source changed or went since the plan; nothing is written then.
-/// The kept note is written through the derive path ([`derive::commit`]): its labels come from
+/// The kept note is written through the derive path ([`memoria_derive::commit`]): its labels come from
 /// every source as it is now, and with sync on the merge is committed to the cloud first.
 pub fn merge_apply(
     engine: &mut Engine,
@@ -504,7 +500,7 @@ pub fn merge_apply(
         )));
     }
     drop(_lock);
-    let backups = derive::commit(engine, &scope, vec![merged], writes)?;
+    let backups = memoria_derive::commit(engine, &scope, vec![merged], writes)?;
     let deleted = plan
         .sources
         .iter()

@@ -5,7 +5,7 @@
 use memoria_shared::protocol::{self, StaleNote};
 use serde_json::{Value, json};
 
-use crate::error::ErrorCode;
+use memoria_store::error::ErrorCode;
 
 /// Everything that can stop a sync pass (or a sync command).
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +119,7 @@ pub enum SyncError {
     Engine(#[from] crate::Error),
 }
 
-impl crate::error::LayerError for SyncError {
+impl memoria_store::error::LayerError for SyncError {
     fn code(&self) -> ErrorCode {
         SyncError::code(self)
     }
@@ -253,8 +253,8 @@ impl SyncError {
     }
 
     /// The error as a front end sends it.
-    pub fn body(&self) -> crate::error::ErrorBody {
-        crate::error::ErrorBody {
+    pub fn body(&self) -> memoria_store::error::ErrorBody {
+        memoria_store::error::ErrorBody {
             code: self.code(),
             message: self.to_string(),
             detail: self.detail(),

@@ -483,7 +483,7 @@ fn components(n: usize, mut pairs: Vec<(usize, usize, Similarity)>) -> Vec<Topic
 /// [`groups`] by comparing every pair of notes of one scope: the reference the fast path is
 /// tested against.
 #[cfg(test)]
-pub(crate) fn groups_by_every_pair(docs: &[TopicDoc]) -> Vec<TopicGroup> {
+pub fn groups_by_every_pair(docs: &[TopicDoc]) -> Vec<TopicGroup> {
     let mut pairs = Vec::new();
     for i in 0..docs.len() {
         for j in i + 1..docs.len() {

@@ -162,10 +162,10 @@ pub struct Engine {
     model_dir: Option<PathBuf>,
     /// Opened on first search (loading the model takes a moment), or shared by the session
     /// that opened this engine; see `search.rs`.
-    pub(crate) recall_index: std::sync::OnceLock<Arc<crate::search::SharedRecall>>,
+    pub recall_index: std::sync::OnceLock<Arc<crate::search::SharedRecall>>,
     /// Whether a search first brings the recall index in step with the vault. A session's
     /// read engine leaves that to the session, so a read never waits for embedding.
-    pub(crate) recall_follows_reads: bool,
+    pub recall_follows_reads: bool,
 }
 
 impl Engine {
@@ -205,7 +205,7 @@ impl Engine {
     pub fn limits(&self) -> Limits {
         self.limits
     }
-    pub(crate) fn index(&self) -> &Index {
+    pub fn index(&self) -> &Index {
         &self.index
     }
     pub fn now_ms(&self) -> i64 {
@@ -269,7 +269,7 @@ impl Engine {
         Ok(total)
     }
 
-    pub(crate) fn rescan_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
+    pub fn rescan_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
         let dir = self.scope_dir(scope)?;
         let files = scan::list_for_scan(&dir)?;
         scan::rescan_listed(&mut self.index, &scope.key(), &files)
@@ -315,7 +315,7 @@ impl Engine {
         }
     }
 
-    pub(crate) fn check_text(
+    pub fn check_text(
         &self,
         summary: &str,
         body: &str,
@@ -500,7 +500,7 @@ impl Engine {
         })
     }
 
-    pub(crate) fn index_file(&mut self, scope: &Scope, abs: &Path, rel: &str) -> Result<()> {
+    pub fn index_file(&mut self, scope: &Scope, abs: &Path, rel: &str) -> Result<()> {
         let row = scan::read_file(&scope.key(), &FoundFile::stat(abs, rel)?)?;
         self.index.apply(&[row], &[])
     }
@@ -620,7 +620,7 @@ impl Engine {
     /// [`fsx::replace`]); the old version is backed up under `backup` first. A version another
     /// program wrote meanwhile is never overwritten: it stays in place, or when it was itself
     /// displaced, it is backed up.
-    pub(crate) fn replace_file(
+    pub fn replace_file(
         &self,
         scope: &Scope,
         row: &IndexedNote,
@@ -665,7 +665,7 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn load_writable(&self, row: &IndexedNote) -> Result<(Note, Vec<u8>)> {
+    pub fn load_writable(&self, row: &IndexedNote) -> Result<(Note, Vec<u8>)> {
         let broken = |reason: String| Error::Broken {
             id: row.id.clone(),
             path: row.path.clone().into(),
@@ -729,7 +729,7 @@ impl Engine {
     /// Removes a resolved note's file if it still holds what it held when read (under the
     /// caller's scope lock), backing it up under `backup`; a version another program wrote
     /// meanwhile stays, or is backed up when it was displaced. Returns the backup taken.
-    pub(crate) fn remove_checked(
+    pub fn remove_checked(
         &mut self,
         scope: &Scope,
         row: &IndexedNote,
@@ -919,12 +919,12 @@ impl Engine {
     }
 
     /// Takes the scope write lock, for bulk writers (import) in this crate.
-    pub(crate) fn lock_scope(&self, scope: &Scope) -> Result<FileLock> {
+    pub fn lock_scope(&self, scope: &Scope) -> Result<FileLock> {
         self.write_lock(scope)
     }
 
     /// Writes one prepared note at `rel` inside `scope` (sync; checks are the caller's).
-    pub(crate) fn put_note(&mut self, scope: &Scope, rel: &str, note: &Note) -> Result<Written> {
+    pub fn put_note(&mut self, scope: &Scope, rel: &str, note: &Note) -> Result<Written> {
         let dir = self.scope_dir(scope)?;
         self.write_note(scope, &dir, rel, note)
     }
@@ -932,11 +932,7 @@ impl Engine {
     /// Writes many prepared notes of one scope: the files in parallel (each atomic), then one
     /// index transaction. Crate-private: its one caller, import, has run every note through
     /// the credential guard (a note that trips it is tagged and kept from agents).
-    pub(crate) fn put_notes(
-        &mut self,
-        scope: &Scope,
-        notes: &[(String, Note)],
-    ) -> Result<Vec<Written>> {
+    pub fn put_notes(&mut self, scope: &Scope, notes: &[(String, Note)]) -> Result<Vec<Written>> {
         let dir = self.scope_dir(scope)?;
         let files: Vec<(PathBuf, Vec<u8>)> = notes
             .iter()
@@ -964,14 +960,14 @@ impl Engine {
     }
 
     /// Rescans one scope's files into the index (sync reads the scope fresh before a pass).
-    pub(crate) fn refresh_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
+    pub fn refresh_scope(&mut self, scope: &Scope) -> Result<ScanStats> {
         self.rescan_scope(scope)
     }
 
     /// [`Engine::refresh_scope`] against `files`, the scope's folder as
     /// [`scan::list_for_scan`] listed it; gives the scope's files as [`Index::files`] then
     /// would.
-    pub(crate) fn refresh_scope_listed(
+    pub fn refresh_scope_listed(
         &mut self,
         scope: &Scope,
         files: &[scan::FoundFile],
@@ -984,7 +980,7 @@ impl Engine {
     /// `reason` first, and a version another program wrote meanwhile is never overwritten nor
     /// lost (see [`fsx::replace`]). Returns false when the file changed meanwhile: what is there
     /// stays, and is indexed. For sync downloads and merges; checks are the caller's.
-    pub(crate) fn swap_note_file(
+    pub fn swap_note_file(
         &mut self,
         scope: &Scope,
         id: &str,
@@ -1028,7 +1024,7 @@ impl Engine {
 
     /// Backs up bytes that are not (or no longer) a file in the vault, e.g. the cloud's version
     /// of a note set aside by a merge or a conflict resolution.
-    pub(crate) fn backup_bytes(
+    pub fn backup_bytes(
         &self,
         scope: &Scope,
         id: &str,
@@ -1065,7 +1061,7 @@ fn check_importance(importance: Option<f64>) -> Result<()> {
 }
 
 /// Bodies written by Memoria end with a newline, as editors expect; an empty body stays empty.
-pub(crate) fn with_final_newline(mut body: String) -> String {
+pub fn with_final_newline(mut body: String) -> String {
     if !body.is_empty() && !body.ends_with('\n') {
         body.push('\n');
     }
