@@ -1,7 +1,8 @@
-//! Per-message recall for agent hosts that run a command on each prompt. Today: Claude Code's
-//! hooks (`UserPromptSubmit`, `SessionStart`). The hook reads the host's JSON on stdin and
-//! answers with the recall block as additional context. It must never block the user's prompt:
-//! every failure becomes "no context" plus a note on stderr, never exit code 2.
+//! Agent hosts that run a command on their events. Today: Claude Code's hooks. On
+//! `UserPromptSubmit` and `SessionStart` the hook answers with the recall block as additional
+//! context; on `Stop`, `PreCompact` and `SessionEnd` it captures the conversation's transcript
+//! (`transcript_path`) from where the last capture stopped, and answers nothing. It must never
+//! block the user: every failure becomes "no context" plus a note on stderr, never exit code 2.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -18,6 +19,9 @@ pub struct ClaudeCodeInput {
     pub cwd: Option<String>,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The conversation's transcript (JSON Lines).
+    #[serde(default)]
+    pub transcript_path: Option<String>,
 }
 
 /// What to recall for one hook event: `None` for events Memoria does not answer.
@@ -27,6 +31,9 @@ pub enum HookRequest {
     Message(String),
     /// Start of a session: the durable-notes index only.
     SessionStart,
+    /// The conversation moved on (a turn ended, a compaction, the session's end): capture its
+    /// transcript.
+    Capture(String),
 }
 
 impl ClaudeCodeInput {
@@ -41,6 +48,11 @@ impl ClaudeCodeInput {
                 self.prompt.clone().unwrap_or_default(),
             )),
             "SessionStart" => Some(HookRequest::SessionStart),
+            "Stop" | "PreCompact" | "SessionEnd" => self
+                .transcript_path
+                .clone()
+                .filter(|p| !p.is_empty())
+                .map(HookRequest::Capture),
             _ => None,
         }
     }
@@ -77,7 +89,15 @@ mod tests {
             ClaudeCodeInput::parse(START).unwrap().request(),
             Some(HookRequest::SessionStart)
         );
-        assert_eq!(ClaudeCodeInput::parse(OTHER).unwrap().request(), None);
+        assert_eq!(
+            ClaudeCodeInput::parse(OTHER).unwrap().request(),
+            Some(HookRequest::Capture("/t.jsonl".into()))
+        );
+        let notification = r#"{"session_id":"a","transcript_path":"/t.jsonl","hook_event_name":"Notification","message":"x"}"#;
+        assert_eq!(
+            ClaudeCodeInput::parse(notification).unwrap().request(),
+            None
+        );
         assert!(
             ClaudeCodeInput::parse("not json")
                 .unwrap_err()

@@ -14,12 +14,13 @@ pub mod doctor;
 pub mod hook;
 pub mod session;
 
+pub use memoria_capture as capture;
 pub use memoria_derive as derive;
 /// Memory hygiene: the review queue's findings, dismissals, merging and decay. Front ends use
 /// [`api::hygiene`]; the pure parts are public for benchmarks.
 pub use memoria_hygiene as hygiene;
 pub use memoria_recall as recall;
-pub use memoria_store::{backup, config, decay, error, guard, home, project};
+pub use memoria_store::{backup, config, decay, error, guard, home, log, project};
 pub use memoria_sync_client as sync;
 pub use memoria_vault::{agent, import, search, vault, watch};
 

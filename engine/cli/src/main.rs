@@ -58,7 +58,13 @@ enum Command {
     /// List notes (parse errors are shown, never hidden).
     List(cli::notes::ListArgs),
     /// Back a note up, then remove it; with --purge, remove it and every copy Memoria kept.
+    /// `--conversation ID --purge` removes a captured conversation and every copy of it.
     Forget(cli::notes::ForgetArgs),
+    /// Keep a conversation with an agent (a transcript: JSON Lines, Claude Code's, OpenClaw's)
+    /// in the raw log on this machine; its messages are recalled beside notes.
+    Capture(cli::conversations::CaptureArgs),
+    /// List the captured conversations; with ID, show its messages.
+    Conversations(cli::conversations::ConversationsArgs),
     /// Search the visible notes: BM25 and local embeddings, fused and ranked.
     Search(cli::search::SearchArgs),
     /// Print the recall block an agent turn gets for MESSAGE.
@@ -171,6 +177,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Edit(a) => cli::notes::edit(&g, a)?,
         Command::List(a) => cli::notes::list(&g, a)?,
         Command::Forget(a) => cli::notes::forget(&g, a)?,
+        Command::Capture(a) => cli::conversations::capture(&g, a)?,
+        Command::Conversations(a) => cli::conversations::conversations(&g, a)?,
         Command::Search(a) => cli::search::search(&g, a)?,
         Command::Recall(a) => cli::search::recall(&g, a)?,
         Command::Hook { host } => cli::hook::run(&g, host)?,

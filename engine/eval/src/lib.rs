@@ -19,6 +19,7 @@ use memoria_engine::{counted, hygiene, recall};
 pub mod calibration;
 pub mod crossval;
 pub mod growth;
+pub mod locomo;
 pub mod metrics;
 
 use self::metrics::Metrics;

@@ -22,10 +22,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use memoria_engine::api::agent::{self, AgentQuery, Remember};
-use memoria_engine::backup::date_to_ms;
+use memoria_engine::api::conversations::{self, CaptureRequest, Incoming};
+use memoria_engine::backup::time_to_ms;
 use memoria_engine::error::{Error, ErrorBody, ErrorCode};
+use memoria_engine::log::Role;
 use memoria_engine::sync::SyncNotifier;
 use memoria_engine::vault::Engine;
+use memoria_shared::hash::sha256_hex;
 
 /// The MCP server over one engine.
 #[derive(Clone)]
@@ -136,6 +139,45 @@ pub struct RememberArgs {
     pub relations: Option<Vec<RelationArg>>,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RoleArg {
+    /// The person you work for.
+    User,
+    /// You, or another agent.
+    Assistant,
+    /// A tool's output (kept only when the user turned that on).
+    Tool,
+    /// Another person or system (a pasted email, a channel message).
+    Other,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogMessageArg {
+    pub role: RoleArg,
+    /// What was said, verbatim.
+    pub text: String,
+    /// Who said it, by name, when it is not the user or you.
+    pub speaker: Option<String>,
+    /// When it was said (YYYY-MM-DDTHH:MM:SSZ); default: now.
+    pub time: Option<String>,
+    /// The message's id in your host, if it has one (logging it again then changes nothing).
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogArgs {
+    /// The conversation these messages belong to: your session's id.
+    pub conversation: String,
+    /// The messages, oldest first (at most 200 per call).
+    pub messages: Vec<LogMessageArg>,
+}
+
+/// Most messages one `memory_log` call takes.
+pub const MAX_LOG_MESSAGES: usize = 200;
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
@@ -170,27 +212,7 @@ fn answer(r: Result<impl serde::Serialize, Error>) -> Result<CallToolResult, Err
 }
 
 fn parse_time(s: &str) -> Result<i64, String> {
-    let bad = || format!("date {s:?} is not YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ");
-    let day = s.get(..10).and_then(date_to_ms).ok_or_else(bad)?;
-    let rest = &s[10..];
-    if rest.is_empty() {
-        return Ok(day);
-    }
-    let t = rest
-        .strip_prefix('T')
-        .ok_or_else(bad)?
-        .trim_end_matches('Z');
-    let parts: Vec<i64> = t
-        .split(':')
-        .map(|p| p.parse::<f64>().map(|f| f as i64))
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
-    let (h, m, sec) = (
-        parts.first().copied().unwrap_or(0),
-        parts.get(1).copied().unwrap_or(0),
-        parts.get(2).copied().unwrap_or(0),
-    );
-    Ok(day + ((h * 60 + m) * 60 + sec) * 1000)
+    time_to_ms(s).ok_or_else(|| format!("date {s:?} is not YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ"))
 }
 
 fn json(v: impl serde::Serialize) -> Result<CallToolResult, ErrorData> {
@@ -266,7 +288,7 @@ impl MemoriaMcp {
     }
 
     #[tool(
-        description = "Search the user's long-term memory (notes they or earlier sessions saved). Use it before answering questions that may depend on past preferences, decisions or project facts. Returns ranked notes with an id (vt:…), summary, a short snippet, a relevance (0–1: how likely the note answers the question) and a trust label ([CONFIRMED] by the user, [INFERRED] by an agent)."
+        description = "Search the user's long-term memory: notes they or earlier sessions saved, and what was said in earlier conversations (message hits carry `said`: conversation, speaker and date). Use it before answering questions that may depend on past preferences, decisions or project facts. Returns ranked notes with an id (vt:…), summary, a short snippet, a relevance (0–1: how likely the note answers the question) and a trust label ([CONFIRMED] by the user, [INFERRED] by an agent)."
     )]
     fn memory_search(
         &self,
@@ -369,6 +391,55 @@ impl MemoriaMcp {
                 self.sync.local_write(&scope);
             }
             answer(done)
+        })
+    }
+
+    #[tool(
+        description = "Keep what was said in this conversation in the user's memory, for hosts without a capture hook: send the user's messages and your replies as they happen (or in batches). They are kept verbatim on this machine, in this project's conversations, and found by memory_search later with their date and speaker. Text that looks like a credential is kept out of search. Logging the same message again (same id, or same role, time and text) changes nothing."
+    )]
+    fn memory_log(
+        &self,
+        Parameters(args): Parameters<LogArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if args.messages.is_empty() || args.messages.len() > MAX_LOG_MESSAGES {
+            return Ok(bad_arguments(format!(
+                "messages: give 1 to {MAX_LOG_MESSAGES} messages, not {}",
+                args.messages.len()
+            )));
+        }
+        let mut incoming = Vec::with_capacity(args.messages.len());
+        for m in args.messages {
+            let at = match m.time.as_deref().map(parse_time).transpose() {
+                Ok(at) => at,
+                Err(msg) => return Ok(bad_arguments(msg)),
+            };
+            let role = match m.role {
+                RoleArg::User => Role::User,
+                RoleArg::Assistant => Role::Assistant,
+                RoleArg::Tool => Role::Tool,
+                RoleArg::Other => Role::Other,
+            };
+            let mut said = Incoming::new(role, m.text);
+            // Without an id, a message is known by what it is: logging it twice keeps one.
+            said.id = m.id.or_else(|| {
+                let key = format!("{}\u{0}{:?}\u{0}{}", role.as_str(), m.time, said.text);
+                Some(format!("h{}", &sha256_hex(key.as_bytes())[..16]))
+            });
+            said.at = at;
+            said.speaker = m.speaker;
+            said.host = Some("mcp".into());
+            incoming.push(said);
+        }
+        self.with_engine(|e| {
+            let now = e.now_ms();
+            for m in &mut incoming {
+                m.at.get_or_insert(now);
+            }
+            let req = CaptureRequest {
+                conversation: Some(args.conversation.clone()),
+                ..Default::default()
+            };
+            answer(conversations::capture_messages(e, incoming, &req))
         })
     }
 

@@ -7,9 +7,11 @@ use crate::error::{Error, Result};
 use crate::hook::{ClaudeCodeInput, HookRequest, claude_code_output};
 use crate::vault::{Engine, OpenOptions};
 
-/// Claude Code's `UserPromptSubmit` and `SessionStart` hooks: reads the hook's JSON input and
-/// returns the JSON to print, or `None` for an event that gets no context. The project is the
-/// location's explicit one, else the hook's working folder.
+/// Claude Code's hooks: reads the hook's JSON input and returns the JSON to print, or `None`
+/// for an event that gets no context. `UserPromptSubmit` and `SessionStart` get the recall
+/// block; `Stop`, `PreCompact` and `SessionEnd` capture the transcript into the project's
+/// conversations (the user's outside a project). The project is the location's explicit one,
+/// else the hook's working folder.
 pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
     let input = ClaudeCodeInput::parse(input).map_err(Error::Invalid)?;
     let Some(request) = input.request() else {
@@ -27,6 +29,15 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
     let message = match &request {
         HookRequest::Message(m) => m.as_str(),
         HookRequest::SessionStart => "",
+        HookRequest::Capture(path) => {
+            let req = super::conversations::CaptureRequest {
+                format: Some(crate::capture::Format::ClaudeCode),
+                conversation: input.session_id.clone(),
+                ..Default::default()
+            };
+            super::conversations::capture_file(&engine, std::path::Path::new(path), &req)?;
+            return Ok(None);
+        }
     };
     let block = engine.recall_block(message, None, None)?;
     Ok(Some(claude_code_output(

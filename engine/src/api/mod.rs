@@ -17,6 +17,7 @@ pub mod backups;
 pub mod card;
 pub mod config;
 pub mod conflicts;
+pub mod conversations;
 pub mod doctor;
 pub mod hook;
 pub mod hygiene;

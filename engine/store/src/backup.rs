@@ -374,6 +374,65 @@ pub fn human_utc(ms: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
 }
 
+/// A day as a person reads it, in UTC: `8 May 2023`.
+pub fn human_date(ms: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let (y, mo, d, ..) = civil(ms);
+    format!("{d} {} {y}", MONTHS[(mo - 1) as usize])
+}
+
+/// Milliseconds since the epoch for an RFC 3339 time (`2024-05-08T13:56:00Z`, with an offset
+/// or fractional seconds) or a `YYYY-MM-DD` date (midnight UTC).
+pub fn time_to_ms(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.len() == 10 {
+        return date_to_ms(text);
+    }
+    let (date, rest) = text.split_at_checked(10)?;
+    let day = date_to_ms(date)?;
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    let (clock, zone) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let mut parts = clock.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let mi: i64 = parts.next()?.parse().ok()?;
+    let (s, frac_ms) = match parts.next() {
+        Some(sec) => {
+            let (whole, frac) = sec.split_once('.').unwrap_or((sec, ""));
+            let frac: String = frac.chars().chain("000".chars()).take(3).collect();
+            (whole.parse::<i64>().ok()?, frac.parse::<i64>().ok()?)
+        }
+        None => (0, 0),
+    };
+    if parts.next().is_some() || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let offset_min = match zone {
+        "" | "Z" | "z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let (oh, om) = z[1..].split_once(':').unwrap_or((&z[1..], "0"));
+            sign * (oh.parse::<i64>().ok()? * 60 + om.parse::<i64>().ok()?)
+        }
+    };
+    Some(day + ((h * 60 + mi - offset_min) * 60 + s) * 1000 + frac_ms)
+}
+
 /// Milliseconds since the epoch for a `YYYY-MM-DD` date (midnight UTC).
 pub fn date_to_ms(date: &str) -> Option<i64> {
     let mut parts = date.split('-');
@@ -436,5 +495,19 @@ mod tests {
         );
         assert_eq!(date_to_ms("2026-13-01"), None);
         assert_eq!(date_to_ms("notes"), None);
+    }
+
+    #[test]
+    fn times_as_transcripts_write_them() {
+        let day = date_to_ms("2023-05-08").unwrap();
+        let at = day + ((13 * 60 + 56) * 60) * 1000;
+        assert_eq!(time_to_ms("2023-05-08"), Some(day));
+        assert_eq!(time_to_ms("2023-05-08T13:56:00Z"), Some(at));
+        assert_eq!(time_to_ms("2023-05-08T13:56:00.250Z"), Some(at + 250));
+        assert_eq!(time_to_ms("2023-05-08T15:56:00+02:00"), Some(at));
+        assert_eq!(time_to_ms("2023-05-08 13:56"), Some(at));
+        assert_eq!(time_to_ms("2023-05-08T25:00:00Z"), None);
+        assert_eq!(time_to_ms("yesterday"), None);
+        assert_eq!(human_date(at), "8 May 2023");
     }
 }

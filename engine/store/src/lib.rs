@@ -12,6 +12,7 @@ pub mod fsx;
 pub mod guard;
 pub mod home;
 pub mod index;
+pub mod log;
 pub mod project;
 pub mod scan;
 pub mod words;

@@ -16,6 +16,7 @@ use crate::backup::BackupReason;
 use crate::error::{Error, Result};
 use crate::index::IndexedNote;
 use crate::vault::{Engine, NewNote, NoteEdit};
+use memoria_store::log::LogMessage;
 
 /// Longest snippet returned per hit, in characters.
 pub const SNIPPET_CHARS: usize = 280;
@@ -56,6 +57,90 @@ pub struct AgentHit {
     pub tags: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<i64>,
+    /// Set when the hit is a message of a captured conversation rather than a note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub said: Option<Said>,
+}
+
+/// Where and when a message was said, by whom.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Said {
+    pub conversation: String,
+    pub speaker: String,
+    pub role: memoria_store::log::Role,
+    /// Milliseconds since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<i64>,
+    /// The day, as a person reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+}
+
+impl Said {
+    fn of(m: &LogMessage) -> Said {
+        Said {
+            conversation: m.conversation.clone(),
+            speaker: crate::said::who(m),
+            role: m.role,
+            at: m.at,
+            date: m.at.map(crate::backup::human_date),
+        }
+    }
+}
+
+/// A message next to the one expanded.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SaidLine {
+    pub id: String,
+    pub said: Said,
+    pub text: String,
+}
+
+/// The label an agent sees for a message, by its author.
+fn message_trust_label(role: memoria_store::log::Role) -> &'static str {
+    match crate::said::trust_of_role(role) {
+        memoria_shared::Trust::Owner => "[CONFIRMED]",
+        memoria_shared::Trust::Derived => "[INFERRED]",
+        memoria_shared::Trust::Ingested => "[INGESTED]",
+        _ => "[PEER]",
+    }
+}
+
+/// A message hit as an agent sees it, unless the query's filters leave it out.
+fn message_hit(
+    engine: &Engine,
+    key: &str,
+    score: f64,
+    relevance: Option<f64>,
+    q: &AgentQuery,
+) -> Result<Option<AgentHit>> {
+    let Ok(m) = engine.visible_message(key) else {
+        return Ok(None);
+    };
+    let wanted_type = q.types.is_empty() || q.types.iter().any(|t| t == crate::said::MESSAGE_TYPE);
+    let at = m.at.unwrap_or(0);
+    if m.secret.is_some()
+        || !wanted_type
+        || !q.tags.is_empty()
+        || q.created_after.is_some_and(|a| at < a)
+        || q.created_before.is_some_and(|b| at > b)
+    {
+        return Ok(None);
+    }
+    Ok(Some(AgentHit {
+        id: m.key.clone(),
+        summary: crate::said::heading(&m),
+        snippet: snippet(&m.text, &q.queries),
+        score: (score * 1e4).round() / 1e4,
+        relevance,
+        trust: message_trust_label(m.role),
+        note_type: Some(crate::said::MESSAGE_TYPE.to_owned()),
+        tags: Vec::new(),
+        updated_at: m.at,
+        said: Some(Said::of(&m)),
+    }))
 }
 
 pub use crate::index::recallable;
@@ -136,6 +221,11 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     }
     let mut hits = Vec::new();
     for ((scope_key, id), score) in fused {
+        if crate::said::is_message_key(&id) {
+            let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
+            hits.extend(message_hit(engine, &id, score, relevance, q)?);
+            continue;
+        }
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
             continue;
         };
@@ -166,6 +256,7 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             note_type: row.note_type.clone(),
             tags: row.tags.clone(),
             updated_at: row.updated_at,
+            said: None,
         });
     }
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
@@ -232,10 +323,49 @@ pub struct Expanded {
     pub links: Vec<Link>,
     pub backlinks: Vec<String>,
     pub trust: &'static str,
+    /// For a message: the conversation around it, in order, the message itself included.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub around: Vec<SaidLine>,
+}
+
+/// Messages shown on each side of an expanded message.
+pub const AROUND_MESSAGES: usize = 3;
+
+fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
+    let m = engine.visible_message(key)?;
+    if m.secret.is_some() {
+        return Err(Error::NotFound(format!(
+            "no message {key} in the conversations visible here"
+        )));
+    }
+    let around = engine
+        .log()?
+        .around(key, AROUND_MESSAGES, AROUND_MESSAGES)?
+        .into_iter()
+        .filter(|n| n.secret.is_none())
+        .map(|n| SaidLine {
+            id: n.key.clone(),
+            said: Said::of(&n),
+            text: n.text,
+        })
+        .collect();
+    Ok(Expanded {
+        id: m.key.clone(),
+        scope: m.scope.clone(),
+        frontmatter: serde_json::to_value(Said::of(&m)).unwrap_or(Value::Null),
+        body: m.text.clone(),
+        links: Vec::new(),
+        backlinks: Vec::new(),
+        trust: message_trust_label(m.role),
+        around,
+    })
 }
 
 /// Opens a note by its recall id (or plain id).
 pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
+    if crate::said::is_message_key(reference) {
+        return expand_message(engine, reference);
+    }
     let (scope, row) = resolve_visible(engine, reference)?;
     let view = engine.show(reference, Some(&scope))?;
     let note = view.note.ok_or_else(|| Error::Broken {
@@ -267,6 +397,7 @@ pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
         links,
         backlinks,
         trust: trust_label(&row),
+        around: Vec::new(),
     })
 }
 

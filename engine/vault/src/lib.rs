@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod import;
+pub mod said;
 pub mod search;
 pub mod vault;
 pub mod watch;

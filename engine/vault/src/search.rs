@@ -17,7 +17,7 @@ use crate::vault::Engine;
 
 pub use crate::index::EVERGREEN_TAGS;
 
-fn recall_err(e: recall::Error) -> Error {
+pub(crate) fn recall_err(e: recall::Error) -> Error {
     Error::from(e)
 }
 
@@ -57,6 +57,8 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
 pub struct SharedRecall {
     pub index: RecallIndex,
     in_step: Mutex<()>,
+    /// The conversation log's state when its messages were last brought in (`said.rs`).
+    log_seen: Mutex<Option<crate::said::LogState>>,
 }
 
 impl SharedRecall {
@@ -64,6 +66,7 @@ impl SharedRecall {
         Arc::new(SharedRecall {
             index,
             in_step: Mutex::new(()),
+            log_seen: Mutex::new(None),
         })
     }
 }
@@ -131,6 +134,13 @@ impl Engine {
         self.sync_recall_with(progress, Vectors::Now)
     }
 
+    /// [`Self::sync_recall`] with the changed documents searchable by their words at once and
+    /// their vectors embedded in the background. Nothing when this engine has not opened the
+    /// recall index: whoever opens it next brings it in step.
+    pub fn sync_recall_later(&self) -> Result<usize> {
+        self.sync_recall_with(&mut |_, _| {}, Vectors::Later)
+    }
+
     fn sync_recall_with(&self, progress: RecallProgress<'_>, vectors: Vectors) -> Result<usize> {
         let Some(shared) = self.recall_index.get() else {
             return Ok(0);
@@ -171,6 +181,8 @@ impl Engine {
                 }
             }
         }
+        // The conversation log's messages, derived from the log as notes are from files.
+        changed.extend(self.log_docs(shared, &known, &mut keep)?);
         let mut touched = changed.len();
         if !changed.is_empty() {
             match vectors {
@@ -183,6 +195,55 @@ impl Engine {
             touched += recall.retain(&keep).map_err(recall_err)?;
         }
         Ok(touched)
+    }
+
+    /// The log's recallable messages recall lacks (or holds with other text or facts), and
+    /// every message key to keep in `keep`. Reads only what the log gained since the last
+    /// call, unless messages were removed or the recall index lost some.
+    fn log_docs(
+        &self,
+        shared: &SharedRecall,
+        known: &std::collections::HashMap<(String, String), (String, recall::RankFacts)>,
+        keep: &mut HashSet<(String, String)>,
+    ) -> Result<Vec<RecallDoc>> {
+        let known_messages: Vec<&(String, String)> = known
+            .keys()
+            .filter(|(_, id)| crate::said::is_message_key(id))
+            .collect();
+        if !memoria_store::log::log_path(self.home().root()).exists() {
+            return Ok(Vec::new()); // no log: any message document goes
+        }
+        let log = self.log()?;
+        let state = log.state()?;
+        let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let in_recall = known_messages.len() as i64;
+        let messages = match *seen {
+            Some(s) if s == state && in_recall == state.0 => Vec::new(),
+            Some((count, max)) if state.1 > max && in_recall == count => {
+                let added = log.recallable_after(max)?;
+                if count + added.len() as i64 == state.0 {
+                    added
+                } else {
+                    log.recallable(None)?
+                }
+            }
+            _ => log.recallable(None)?,
+        };
+        let full = messages.len() as i64 == state.0;
+        if !full {
+            keep.extend(known_messages.into_iter().cloned());
+        }
+        let mut docs = Vec::new();
+        for m in &messages {
+            let doc = crate::said::message_doc(m);
+            keep.insert((doc.scope.clone(), doc.id.clone()));
+            let current = known.get(&(doc.scope.clone(), doc.id.clone()));
+            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
+                docs.push(doc);
+            }
+        }
+        *seen = Some(state);
+        Ok(docs)
     }
 
     /// Counts an opening of a note in the recall index's usage (this machine's, never

@@ -166,6 +166,8 @@ pub struct Engine {
     /// Whether a search first brings the recall index in step with the vault. A session's
     /// read engine leaves that to the session, so a read never waits for embedding.
     pub recall_follows_reads: bool,
+    /// The conversation log, opened on first use (`said.rs`).
+    pub(crate) log: std::sync::OnceLock<std::sync::Mutex<memoria_store::log::Log>>,
 }
 
 impl Engine {
@@ -190,6 +192,7 @@ impl Engine {
             model_dir: opts.model_dir,
             recall_index: std::sync::OnceLock::new(),
             recall_follows_reads: true,
+            log: std::sync::OnceLock::new(),
         };
         engine.rescan(false)?;
         engine.backups.repair_index(&engine.index)?;

@@ -9,6 +9,9 @@ use memoria_eval::{BenchArgs, EvalArgs, run_bench, run_eval};
 pub enum EvalCommand {
     /// Index a BEIR corpus into a temporary home and report nDCG@10, Recall@100, MRR@10.
     Beir(EvalArgs),
+    /// Capture LoCoMo's conversations as an agent's hook would, ask each question (categories
+    /// 1-4) through the agent's search, and report evidence recall@5 and @10.
+    Locomo(memoria_eval::locomo::LocomoArgs),
     /// Index a BEIR corpus as notes, add five near-duplicate variants of every document
     /// relevant to the queries, and report nDCG@10 and top-1 clean, polluted and after the
     /// review's same-topic merges, with the same-topic rule's precision and recall.
@@ -25,6 +28,7 @@ pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
     match command {
         EvalCommand::Beir(args) => Ok(run_eval(args, json)?),
         EvalCommand::Growth(args) => Ok(run_growth(args, json)?),
+        EvalCommand::Locomo(args) => Ok(memoria_eval::locomo::run_locomo(args, json)?),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod backups;
 pub mod consolidate;
+pub mod conversations;
 pub mod doctor;
 pub mod eval;
 pub mod hook;

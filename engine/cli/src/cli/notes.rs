@@ -195,7 +195,15 @@ pub fn list(g: &Globals, a: &ListArgs) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct ForgetArgs {
-    id: String,
+    /// The note to forget.
+    #[arg(
+        required_unless_present = "conversation",
+        conflicts_with = "conversation"
+    )]
+    id: Option<String>,
+    /// Forget this captured conversation instead (with --purge: every copy, for good).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
     /// Required: forgetting is deliberate.
     #[arg(long)]
     confirm: bool,
@@ -208,8 +216,11 @@ pub struct ForgetArgs {
 }
 
 pub fn forget(g: &Globals, a: &ForgetArgs) -> Result<()> {
+    if let Some(conversation) = &a.conversation {
+        return super::conversations::forget(g, conversation, a.scope.as_deref(), a.purge);
+    }
     let req = ForgetRequest {
-        id: a.id.clone(),
+        id: a.id.clone().unwrap_or_default(),
         scope: a.scope.clone(),
         confirm: a.confirm,
         purge: a.purge,

@@ -1,0 +1,299 @@
+//! memoria-capture: conversations in. Transcripts from agents' hosts (Claude Code's transcript,
+//! OpenClaw's session logs, the generic JSON Lines format of `docs/conversations.md`) become
+//! messages of the raw log (`memoria_store::log`), which recall then searches beside notes.
+//!
+//! One path for every door (the CLI's `capture`, the hook, the MCP tool, the API, the eval
+//! harness): [`capture`]. It keeps each message verbatim with its time, author and
+//! conversation in the scope it is captured into; it drops tool output, system prompts and a
+//! model's reasoning unless asked to keep them; it runs the credential guard on every text (a
+//! message that trips it is kept, marked and never recalled); and capturing the same
+//! transcript twice adds nothing.
+//!
+//! **Invariant:** a conversation lives in one scope; nothing captured reaches another
+//! project, and nothing captured leaves this machine.
+
+pub mod format;
+
+use std::collections::HashMap;
+
+use memoria_store::log::{NewMessage, Role};
+use memoria_store::{Error, Result, Scope, guard};
+use memoria_vault::vault::Engine;
+use serde::Serialize;
+
+pub use format::{Incoming, parse_claude_code, parse_jsonl, parse_openclaw};
+
+/// How a capture runs.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureOptions {
+    /// The scope the conversation is kept in; `None`: the project's when the engine is opened
+    /// in one, else the user's.
+    pub scope: Option<Scope>,
+    /// The conversation of messages that name none.
+    pub conversation: Option<String>,
+    /// The host that produced the transcript (`claude-code`, `openclaw`, …), for messages that
+    /// name none.
+    pub host: Option<String>,
+    /// Keep tool output and system prompts too.
+    pub keep_tools: bool,
+}
+
+/// What a capture did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaptureReport {
+    pub scope: String,
+    /// Conversations the messages belong to.
+    pub conversations: Vec<String>,
+    /// Messages new to the log.
+    pub added: usize,
+    /// Messages the log already held (captured before).
+    pub already: usize,
+    /// Messages left out: tool output and system prompts (unless kept), empty texts.
+    pub skipped: usize,
+    /// Messages that tripped the credential guard: kept, never recalled.
+    pub secret: usize,
+    /// The keys of the messages added, in order.
+    pub keys: Vec<String>,
+}
+
+/// Longest message kept, in bytes; a longer one is cut at a character boundary and marked.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Captures messages into the raw log. An engine with its recall index open (a session's)
+/// finds them by their words at once, their vectors following in the background; otherwise
+/// the next search brings them in, so a capture never waits for the model.
+pub fn capture(
+    engine: &Engine,
+    incoming: Vec<Incoming>,
+    opts: &CaptureOptions,
+) -> Result<CaptureReport> {
+    let scope = match &opts.scope {
+        Some(s) => {
+            if !engine.visible_scopes().contains(s) {
+                return Err(Error::Invalid(format!(
+                    "{} is not visible from here: capture into this project's scope, the user's, or the project's domain",
+                    s.key()
+                )));
+            }
+            s.clone()
+        }
+        None => engine.project().map(|p| p.scope()).unwrap_or(Scope::User),
+    };
+    let mut report = CaptureReport {
+        scope: scope.key(),
+        ..Default::default()
+    };
+    // Messages without a place of their own follow what the log holds of their conversation.
+    let mut seqs: HashMap<String, i64> = HashMap::new();
+    let mut messages = Vec::new();
+    for m in incoming {
+        let Some(conversation) = m
+            .conversation
+            .clone()
+            .or_else(|| opts.conversation.clone())
+            .filter(|c| !c.trim().is_empty())
+        else {
+            return Err(Error::Invalid(
+                "a message names no conversation: give each one a \"conversation\", or name the conversation for the whole transcript".into(),
+            ));
+        };
+        let seq = match seqs.get_mut(&conversation) {
+            Some(s) => s,
+            None => {
+                let last = engine.log()?.last_seq(&scope.key(), &conversation)?;
+                seqs.entry(conversation.clone()).or_insert(last)
+            }
+        };
+        *seq = m.seq.unwrap_or(*seq + 1).max(*seq + 1);
+        let role = m.role;
+        let mut text = m.text.trim().to_owned();
+        for caption in &m.captions {
+            if !caption.trim().is_empty() {
+                text.push_str(&format!("\n[shared: {}]", caption.trim()));
+            }
+        }
+        if text.is_empty() || (!opts.keep_tools && matches!(role, Role::Tool | Role::System)) {
+            report.skipped += 1;
+            continue;
+        }
+        if text.len() > MAX_MESSAGE_BYTES {
+            let mut cut = MAX_MESSAGE_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(" […]");
+        }
+        let secret = guard::scan(&text).map(|f| f.rule.to_owned());
+        if !report.conversations.contains(&conversation) {
+            report.conversations.push(conversation.clone());
+        }
+        messages.push(NewMessage {
+            scope: scope.key(),
+            message_id: m
+                .id
+                .clone()
+                .or_else(|| m.seq.map(|s| s.to_string()))
+                .unwrap_or_else(|| seq.to_string()),
+            conversation,
+            seq: *seq,
+            at: m.at,
+            role,
+            speaker: m.speaker,
+            host: m.host.or_else(|| opts.host.clone()),
+            model: m.model,
+            text,
+            secret,
+        });
+    }
+    let now = engine.now_ms();
+    let added = engine.log()?.append(&messages, now)?;
+    report.already = messages.len() - added.len();
+    report.secret = messages
+        .iter()
+        .filter(|m| m.secret.is_some())
+        .filter(|m| {
+            added.contains(&memoria_store::log::message_key(
+                &m.scope,
+                &m.conversation,
+                &m.message_id,
+            ))
+        })
+        .count();
+    report.added = added.len();
+    report.keys = added;
+    if report.added > 0 {
+        engine.sync_recall_later()?;
+    }
+    Ok(report)
+}
+
+/// The transcript formats [`capture_file`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// The generic JSON Lines format (`docs/conversations.md`).
+    Jsonl,
+    /// Claude Code's transcript.
+    ClaudeCode,
+    /// OpenClaw's session log.
+    Openclaw,
+}
+
+impl Format {
+    /// Reads a transcript's text; `from_line` numbers its first line in error messages and
+    /// `conversation` names the conversation for formats whose lines may not.
+    pub fn parse(
+        self,
+        text: &str,
+        from_line: usize,
+        conversation: Option<&str>,
+    ) -> Result<Vec<Incoming>> {
+        match self {
+            Format::Jsonl => format::parse_jsonl_from(text, from_line),
+            Format::ClaudeCode => parse_claude_code(text, from_line),
+            Format::Openclaw => parse_openclaw(text, conversation),
+        }
+    }
+}
+
+/// Largest transcript read in one capture.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Where each transcript file's capture stopped: its path → (bytes read, lines read).
+type Progress = std::collections::BTreeMap<String, (u64, usize)>;
+
+fn progress_path(engine: &Engine) -> std::path::PathBuf {
+    engine.home().root().join("log").join("transcripts.json")
+}
+
+/// Captures a transcript file from where the last capture of the same file stopped (from the
+/// start when the file is now shorter: rewritten or replaced). Only complete lines are read; a
+/// line still being written is read next time. Capturing is idempotent anyway: this only
+/// saves reading the file again.
+pub fn capture_file(
+    engine: &Engine,
+    path: &std::path::Path,
+    format: Format,
+    opts: &CaptureOptions,
+) -> Result<CaptureReport> {
+    use std::io::{Read, Seek, SeekFrom};
+    let abs = std::fs::canonicalize(path).map_err(Error::io("read", path))?;
+    let key = abs.to_string_lossy().into_owned();
+    let state_path = progress_path(engine);
+    let mut progress: Progress = match std::fs::read(&state_path) {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
+        Err(_) => Progress::new(),
+    };
+    let mut file = std::fs::File::open(&abs).map_err(Error::io("read", &abs))?;
+    let len = file.metadata().map_err(Error::io("read", &abs))?.len();
+    let (mut offset, mut line) = progress.get(&key).copied().unwrap_or((0, 0));
+    if offset > len {
+        (offset, line) = (0, 0);
+    }
+    if len - offset > MAX_TRANSCRIPT_BYTES {
+        return Err(Error::Invalid(format!(
+            "the transcript {} has {} MiB to read, more than the {} MiB one capture takes: split it",
+            abs.display(),
+            (len - offset) >> 20,
+            MAX_TRANSCRIPT_BYTES >> 20
+        )));
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(Error::io("read", &abs))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(Error::io("read", &abs))?;
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    bytes.truncate(complete);
+    let text = String::from_utf8_lossy(&bytes);
+    let stem = abs.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let mut opts = opts.clone();
+    if opts.conversation.is_none() {
+        opts.conversation = stem.clone();
+    }
+    let incoming = format.parse(&text, line + 1, opts.conversation.as_deref())?;
+    let mut report = capture(engine, incoming, &opts)?;
+    if report.scope.is_empty() {
+        report.scope = opts.scope.as_ref().map(Scope::key).unwrap_or_default();
+    }
+    progress.insert(key, (offset + complete as u64, line + text.lines().count()));
+    let bytes = serde_json::to_vec_pretty(&progress)
+        .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
+    memoria_store::fsx::write_atomic(&state_path, &bytes)?;
+    Ok(report)
+}
+
+/// What [`forget_conversation`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forgotten {
+    pub scope: String,
+    pub conversation: String,
+    pub messages: usize,
+}
+
+/// Removes a conversation of `scope` and everything kept of it: its messages and texts from
+/// the log and their documents (and vectors) from recall.
+pub fn forget_conversation(
+    engine: &Engine,
+    scope: &Scope,
+    conversation: &str,
+) -> Result<Forgotten> {
+    let removed = engine
+        .log()?
+        .purge_conversation(&scope.key(), conversation)?;
+    if removed.is_empty() {
+        return Err(Error::NotFound(format!(
+            "no conversation {conversation} in {}",
+            scope.key()
+        )));
+    }
+    engine.forget_messages(&scope.key(), &removed)?;
+    Ok(Forgotten {
+        scope: scope.key(),
+        conversation: conversation.to_owned(),
+        messages: removed.len(),
+    })
+}

@@ -1,0 +1,171 @@
+//! `capture`, `conversations` and `forget --conversation`: what was said with agents.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use memoria_engine::api::conversations::{self, CaptureRequest};
+use memoria_engine::backup::human_utc;
+use memoria_engine::capture::{CaptureReport, Format};
+use memoria_engine::counted;
+
+use super::{Globals, outln, print_json};
+
+/// A transcript's format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// One JSON object per line: conversation, id, role, speaker, time, text, captions.
+    Jsonl,
+    /// Claude Code's transcript (~/.claude/projects/…/<session>.jsonl).
+    ClaudeCode,
+    /// OpenClaw's session log (~/.openclaw/agents/…/sessions/<id>.jsonl).
+    Openclaw,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Jsonl => Format::Jsonl,
+            FormatArg::ClaudeCode => Format::ClaudeCode,
+            FormatArg::Openclaw => Format::Openclaw,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct CaptureArgs {
+    /// The transcript file, or `-` for standard input. A file captured before is read from
+    /// where its last capture stopped.
+    file: PathBuf,
+    #[arg(long, value_enum, default_value = "jsonl")]
+    format: FormatArg,
+    /// The conversation of messages that name none (default: the file's name).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// Keep the conversation in this scope: user, project or domain (default: the project's,
+    /// else the user's).
+    #[arg(long)]
+    scope: Option<String>,
+    /// Keep tool output and system prompts too (left out by default).
+    #[arg(long)]
+    keep_tools: bool,
+}
+
+pub fn capture(g: &Globals, a: &CaptureArgs) -> Result<()> {
+    let engine = g.location.open()?;
+    let req = CaptureRequest {
+        scope: a.scope.clone(),
+        conversation: a.conversation.clone(),
+        format: Some(a.format.into()),
+        keep_tools: a.keep_tools,
+    };
+    let report = if a.file.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading the transcript from standard input")?;
+        conversations::capture_text(&engine, &text, &req)?
+    } else {
+        conversations::capture_file(&engine, &a.file, &req)?
+    };
+    if g.json {
+        return print_json(&report);
+    }
+    print_report(&report)
+}
+
+fn print_report(r: &CaptureReport) -> Result<()> {
+    outln!(
+        "captured {} into {} ({}{})",
+        counted(r.added, "new message"),
+        r.scope,
+        counted(r.conversations.len(), "conversation"),
+        if r.already > 0 {
+            format!("; {} already kept", counted(r.already, "message"))
+        } else {
+            String::new()
+        }
+    );
+    if r.skipped > 0 {
+        outln!(
+            "left out {}: tool output and system prompts (--keep-tools keeps them), empty texts",
+            counted(r.skipped, "message")
+        );
+    }
+    if r.secret > 0 {
+        outln!(
+            "{} look like credentials: kept, never recalled",
+            counted(r.secret, "message")
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ConversationsArgs {
+    /// Show this conversation's messages.
+    id: Option<String>,
+    /// The scope of the conversation (when one id is in several).
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn conversations(g: &Globals, a: &ConversationsArgs) -> Result<()> {
+    let engine = g.location.open()?;
+    let Some(id) = &a.id else {
+        let all = conversations::list(&engine)?;
+        if g.json {
+            return print_json(&all);
+        }
+        if all.is_empty() {
+            outln!(
+                "no conversations captured: `memoria capture FILE`, or the hook (docs/conversations.md)"
+            );
+        }
+        for c in all {
+            outln!(
+                "{}  {}  {}  {}",
+                c.scope,
+                c.id,
+                counted(c.messages, "message"),
+                c.last_at.map_or_else(|| "no time".to_owned(), human_utc)
+            );
+        }
+        return Ok(());
+    };
+    let messages = conversations::show(&engine, id, a.scope.as_deref())?;
+    if g.json {
+        return print_json(&messages);
+    }
+    for m in messages {
+        let who = m
+            .speaker
+            .clone()
+            .unwrap_or_else(|| m.role.as_str().to_owned());
+        let when = m.at.map(human_utc).unwrap_or_default();
+        outln!("[{when}] {who}: {}", m.text);
+    }
+    Ok(())
+}
+
+/// `forget --conversation ID --purge`.
+pub fn forget(g: &Globals, id: &str, scope: Option<&str>, purge: bool) -> Result<()> {
+    if !purge {
+        anyhow::bail!(
+            "forgetting a conversation removes it and every copy for good (there is no backup): add --purge"
+        );
+    }
+    let engine = g.location.open()?;
+    let done = conversations::forget(&engine, id, scope)?;
+    if g.json {
+        return print_json(&done);
+    }
+    outln!(
+        "forgot conversation {} of {} for good: {} and their copies in the index are gone",
+        done.conversation,
+        done.scope,
+        counted(done.messages, "message")
+    );
+    Ok(())
+}

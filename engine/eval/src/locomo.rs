@@ -1,0 +1,338 @@
+//! `memoria eval locomo`: recall over what was said, on LoCoMo's long conversations.
+//!
+//! Each conversation goes into a home of its own through the capture path an agent's hook
+//! uses (one captured conversation per session, the session's date as its messages' time,
+//! an image's caption with its turn), then every question of categories 1–4 is asked through
+//! the agent's search (`api::agent::search`, what `memory_search` answers). The ids read back
+//! are LoCoMo's `dia_id`s in the order an agent would read them: a message hit is its own id.
+//! Evidence recall@k is the share of a question's evidence turns among the first k ids,
+//! averaged over questions. A TREC run (`<sample_id>-q<index in qa>`) can be written for
+//! outside scoring.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use memoria_engine::api::agent::{AgentQuery, search};
+use memoria_engine::backup;
+use memoria_engine::capture::{CaptureOptions, Incoming, capture};
+use memoria_engine::log::Role;
+use memoria_engine::vault::{Engine, OpenOptions};
+use memoria_shared::SystemClock;
+use serde_json::Value;
+
+use crate::ModelArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct LocomoArgs {
+    /// LoCoMo's JSON file (a list of samples with `conversation` and `qa`).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Only the first N conversations.
+    #[arg(long)]
+    pub conversations: Option<usize>,
+    /// Only the first N questions of each conversation (of categories 1–4).
+    #[arg(long)]
+    pub questions: Option<usize>,
+    /// Write the TREC run here.
+    #[arg(long)]
+    pub run: Option<PathBuf>,
+    /// Fail unless the ONNX model loaded.
+    #[arg(long)]
+    pub require_model: bool,
+    /// Fail when evidence recall@5 is below this.
+    #[arg(long)]
+    pub min_recall5: Option<f64>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// The results of a run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocomoReport {
+    pub conversations: usize,
+    pub messages: usize,
+    pub questions: usize,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+    /// Per category (1 single-hop, 2 temporal, 3 multi-hop, 4 open-domain): questions, R@5, R@10.
+    pub by_category: Vec<(u64, usize, f64, f64)>,
+    pub embedder: String,
+    pub capture_ms: u128,
+    pub search_ms_per_question: f64,
+}
+
+/// LoCoMo's session time, `1:56 pm on 8 May, 2023`, in ms since the epoch (as UTC).
+pub fn session_time(text: &str) -> Option<i64> {
+    let (clock, date) = text.split_once(" on ")?;
+    let (hm, half) = clock.trim().rsplit_once(' ')?;
+    let (h, m) = hm.split_once(':')?;
+    let (mut h, m): (i64, i64) = (h.trim().parse().ok()?, m.trim().parse().ok()?);
+    match half.to_ascii_lowercase().as_str() {
+        "pm" if h != 12 => h += 12,
+        "am" if h == 12 => h = 0,
+        "am" | "pm" => {}
+        _ => return None,
+    }
+    let date = date.replace(',', "");
+    let mut parts = date.split_whitespace();
+    let day: u32 = parts.next()?.parse().ok()?;
+    let month = parts.next()?.to_ascii_lowercase();
+    let year: i32 = parts.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let mo = MONTHS.iter().position(|x| *x == month)? + 1;
+    let day_ms = backup::date_to_ms(&format!("{year:04}-{mo:02}-{day:02}"))?;
+    Some(day_ms + (h * 60 + m) * 60_000)
+}
+
+/// A conversation's turns as the capture path reads them, session by session.
+pub fn incoming_of(sample_id: &str, conversation: &Value) -> anyhow::Result<Vec<Incoming>> {
+    let mut out = Vec::new();
+    for k in 1.. {
+        let Some(turns) = conversation
+            .get(format!("session_{k}"))
+            .and_then(Value::as_array)
+        else {
+            if k > 1 && conversation.get(format!("session_{}", k + 1)).is_none() {
+                break;
+            }
+            continue;
+        };
+        let when = conversation
+            .get(format!("session_{k}_date_time"))
+            .and_then(Value::as_str)
+            .and_then(session_time)
+            .with_context(|| format!("{sample_id}: session {k} has no readable date"))?;
+        for (i, t) in turns.iter().enumerate() {
+            let text = t.get("text").and_then(Value::as_str).unwrap_or("");
+            let mut m = Incoming::new(Role::User, text);
+            m.conversation = Some(format!("{sample_id}-session-{k}"));
+            m.id = t.get("dia_id").and_then(Value::as_str).map(str::to_owned);
+            // Turns keep their order within the session's minute.
+            m.at = Some(when + i as i64 * 1000);
+            m.speaker = t.get("speaker").and_then(Value::as_str).map(str::to_owned);
+            if let Some(c) = t.get("blip_caption").and_then(Value::as_str) {
+                m.captions.push(c.to_owned());
+            }
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// `D1:3` and `D1:03` name the same turn.
+fn normal_dia(id: &str) -> String {
+    match id.trim().rsplit_once(':') {
+        Some((d, t)) => format!("{d}:{}", t.trim_start_matches('0')),
+        None => id.trim().to_owned(),
+    }
+}
+
+pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.data)
+        .with_context(|| format!("reading {}", args.data.display()))?;
+    let samples: Vec<Value> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not LoCoMo's JSON list of samples",
+            args.data.display()
+        )
+    })?;
+    let mut run = match &args.run {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let model_dir = args.model.resolve();
+    let mut report = LocomoReport::default();
+    let mut per_cat: HashMap<u64, (usize, f64, f64)> = HashMap::new();
+    let (mut sum5, mut sum10) = (0.0, 0.0);
+    let mut search_ms = 0.0;
+    for sample in samples
+        .iter()
+        .take(args.conversations.unwrap_or(usize::MAX))
+    {
+        let id = sample
+            .get("sample_id")
+            .and_then(Value::as_str)
+            .context("a sample has no sample_id")?;
+        let conv = sample
+            .get("conversation")
+            .context("a sample has no conversation")?;
+        let incoming = incoming_of(id, conv)?;
+        let home = tempfile::tempdir()?;
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(home.path().to_path_buf()),
+            clock: Arc::new(SystemClock),
+            model_dir: model_dir.clone(),
+            ..Default::default()
+        })?;
+        let started = std::time::Instant::now();
+        let n = incoming.len();
+        let captured = capture(
+            &engine,
+            incoming,
+            &CaptureOptions {
+                host: Some("locomo".into()),
+                ..Default::default()
+            },
+        )?;
+        report.capture_ms += started.elapsed().as_millis();
+        if captured.added != n {
+            bail!("{id}: {n} turns, {} captured", captured.added);
+        }
+        report.messages += n;
+        // Opening recall brings the messages in with their vectors, as a session's indexer
+        // leaves them before the questions.
+        let status = engine.recall()?.status();
+        report.embedder = status.model_id.clone();
+        if args.require_model && status.fallback_reason.is_some() {
+            bail!(
+                "the embedding model did not load: {}",
+                status.fallback_reason.unwrap_or_default()
+            );
+        }
+        report.conversations += 1;
+        let qa = sample
+            .get("qa")
+            .and_then(Value::as_array)
+            .context("no qa")?;
+        let mut asked = 0;
+        for (qi, q) in qa.iter().enumerate() {
+            let cat = q.get("category").and_then(Value::as_u64).unwrap_or(0);
+            if !(1..=4).contains(&cat) {
+                continue;
+            }
+            if args.questions.is_some_and(|max| asked >= max) {
+                break;
+            }
+            asked += 1;
+            let question = q.get("question").and_then(Value::as_str).unwrap_or("");
+            let evidence: Vec<String> = q
+                .get("evidence")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(normal_dia).collect())
+                .unwrap_or_default();
+            let t = std::time::Instant::now();
+            let hits = search(
+                &mut engine,
+                &AgentQuery {
+                    queries: vec![question.to_owned()],
+                    limit: 10,
+                    ..Default::default()
+                },
+            )?;
+            search_ms += t.elapsed().as_secs_f64() * 1000.0;
+            let mut ids: Vec<String> = Vec::new();
+            {
+                let log = engine.log()?;
+                for h in &hits {
+                    if let Some(m) = log.get(&h.id)? {
+                        ids.push(normal_dia(&m.message_id));
+                    }
+                }
+            }
+            if let Some(w) = run.as_mut() {
+                for (rank, d) in ids.iter().enumerate() {
+                    writeln!(w, "{id}-q{qi} Q0 {d} {} {} memoria", rank + 1, 100 - rank)?;
+                }
+            }
+            let found = |k: usize| {
+                if evidence.is_empty() {
+                    return 0.0;
+                }
+                let top: Vec<&String> = ids.iter().take(k).collect();
+                evidence.iter().filter(|e| top.contains(e)).count() as f64 / evidence.len() as f64
+            };
+            let (r5, r10) = (found(5), found(10));
+            sum5 += r5;
+            sum10 += r10;
+            let c = per_cat.entry(cat).or_default();
+            c.0 += 1;
+            c.1 += r5;
+            c.2 += r10;
+            report.questions += 1;
+        }
+        eprintln!(
+            "{id}: {n} turns, {asked} questions, R@5 so far {:.3}",
+            sum5 / report.questions.max(1) as f64
+        );
+    }
+    if let Some(mut w) = run {
+        w.flush()?;
+    }
+    let q = report.questions.max(1) as f64;
+    report.recall_at_5 = sum5 / q;
+    report.recall_at_10 = sum10 / q;
+    report.search_ms_per_question = search_ms / q;
+    let mut cats: Vec<_> = per_cat.into_iter().collect();
+    cats.sort_by_key(|(c, _)| *c);
+    report.by_category = cats
+        .into_iter()
+        .map(|(c, (n, r5, r10))| (c, n, r5 / n as f64, r10 / n as f64))
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "LoCoMo: {} conversations, {} turns, {} questions (categories 1-4), embedder {}",
+            report.conversations, report.messages, report.questions, report.embedder
+        );
+        println!(
+            "evidence recall@5 {:.4}  recall@10 {:.4}",
+            report.recall_at_5, report.recall_at_10
+        );
+        for (c, n, r5, r10) in &report.by_category {
+            println!("  category {c}: {n} questions, R@5 {r5:.4}, R@10 {r10:.4}");
+        }
+        println!(
+            "capture {} ms in all; search {:.1} ms per question",
+            report.capture_ms, report.search_ms_per_question
+        );
+    }
+    if let Some(min) = args.min_recall5
+        && report.recall_at_5 < min
+    {
+        bail!(
+            "evidence recall@5 {:.4} is below the gate {min}",
+            report.recall_at_5
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_times_read_as_locomo_writes_them() {
+        let day = backup::date_to_ms("2023-05-08").unwrap();
+        assert_eq!(
+            session_time("1:56 pm on 8 May, 2023"),
+            Some(day + (13 * 60 + 56) * 60_000)
+        );
+        assert_eq!(
+            session_time("12:09 am on 8 May, 2023"),
+            Some(day + 9 * 60_000)
+        );
+        assert_eq!(session_time("sometime"), None);
+        assert_eq!(normal_dia("D30:05"), "D30:5");
+    }
+}

@@ -1,0 +1,128 @@
+//! Conversations: capture a transcript into the raw log, list and read what was captured, and
+//! forget a conversation for good. Captured messages are recalled beside notes by every search
+//! (`api::search`, `api::agent`, the recall block).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::scope_arg;
+use crate::capture::{self, CaptureOptions, CaptureReport, Forgotten, Format};
+use crate::error::{Error, Result};
+use crate::log::{Conversation, LogMessage, LogStats};
+use crate::vault::Engine;
+
+pub use crate::capture::{Incoming, MAX_MESSAGE_BYTES};
+
+/// A capture as a front end asks for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaptureRequest {
+    /// `user`, `project`, `domain` or a visible scope's key; `None`: the project's when there
+    /// is one, else the user's.
+    pub scope: Option<String>,
+    /// The conversation of messages that name none (a file's name when capturing a file).
+    pub conversation: Option<String>,
+    /// `jsonl` (the default), `claude-code` or `openclaw`.
+    pub format: Option<Format>,
+    /// Keep tool output and system prompts too.
+    pub keep_tools: bool,
+}
+
+fn options(engine: &Engine, req: &CaptureRequest, host: Option<&str>) -> Result<CaptureOptions> {
+    Ok(CaptureOptions {
+        scope: scope_arg(engine, req.scope.as_deref())?,
+        conversation: req.conversation.clone(),
+        host: host.map(str::to_owned),
+        keep_tools: req.keep_tools,
+    })
+}
+
+fn host_of(format: Format) -> Option<&'static str> {
+    match format {
+        Format::Jsonl => None,
+        Format::ClaudeCode => Some("claude-code"),
+        Format::Openclaw => Some("openclaw"),
+    }
+}
+
+/// Captures a transcript's text (standard input, a pasted log).
+pub fn capture_text(engine: &Engine, text: &str, req: &CaptureRequest) -> Result<CaptureReport> {
+    let format = req.format.unwrap_or(Format::Jsonl);
+    let incoming = format.parse(text, 1, req.conversation.as_deref())?;
+    capture::capture(engine, incoming, &options(engine, req, host_of(format))?)
+}
+
+/// Captures a transcript file from where its last capture stopped.
+pub fn capture_file(engine: &Engine, path: &Path, req: &CaptureRequest) -> Result<CaptureReport> {
+    let format = req.format.unwrap_or(Format::Jsonl);
+    capture::capture_file(
+        engine,
+        path,
+        format,
+        &options(engine, req, host_of(format))?,
+    )
+}
+
+/// Captures messages a front end already read (the MCP tool, the app).
+pub fn capture_messages(
+    engine: &Engine,
+    messages: Vec<Incoming>,
+    req: &CaptureRequest,
+) -> Result<CaptureReport> {
+    capture::capture(engine, messages, &options(engine, req, None)?)
+}
+
+/// The conversations visible here, the latest first.
+pub fn list(engine: &Engine) -> Result<Vec<Conversation>> {
+    let visible: Vec<String> = engine.visible_scopes().iter().map(|s| s.key()).collect();
+    engine.log()?.conversations(Some(&visible))
+}
+
+/// One conversation's messages, in order. A message the guard marked shows its rule in place
+/// of its text.
+pub fn show(engine: &Engine, conversation: &str, scope: Option<&str>) -> Result<Vec<LogMessage>> {
+    let found = find(engine, conversation, scope)?;
+    let mut messages = engine.log()?.messages(&found.scope, &found.id)?;
+    for m in &mut messages {
+        if let Some(rule) = &m.secret {
+            m.text = format!("[held back: it looks like a credential ({rule})]");
+        }
+    }
+    Ok(messages)
+}
+
+/// Removes a conversation and every copy of it: the log's messages and texts, and their
+/// documents and vectors in the recall index. It cannot be undone.
+pub fn forget(engine: &Engine, conversation: &str, scope: Option<&str>) -> Result<Forgotten> {
+    let found = find(engine, conversation, scope)?;
+    let scope = crate::project::Scope::from_key(&found.scope)?;
+    capture::forget_conversation(engine, &scope, &found.id)
+}
+
+/// What the log holds.
+pub fn stats(engine: &Engine) -> Result<LogStats> {
+    engine.log()?.stats()
+}
+
+fn find(engine: &Engine, conversation: &str, scope: Option<&str>) -> Result<Conversation> {
+    let scope = scope_arg(engine, scope)?.map(|s| s.key());
+    let all: Vec<Conversation> = list(engine)?
+        .into_iter()
+        .filter(|c| c.id == conversation && scope.as_ref().is_none_or(|s| *s == c.scope))
+        .collect();
+    match all.as_slice() {
+        [] => Err(Error::NotFound(format!(
+            "no conversation {conversation} visible here"
+        ))),
+        [one] => Ok(one.clone()),
+        several => Err(Error::Invalid(format!(
+            "conversation {conversation} is in several scopes ({}): name the scope",
+            several
+                .iter()
+                .map(|c| c.scope.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,633 @@
+//! The raw log (L0): every captured message of a conversation, verbatim, on this machine only.
+//!
+//! `$MEMORIA_HOME/log/log.sqlite` holds conversations, their messages (time, role, speaker,
+//! host, model, scope) and the messages' texts, compressed and stored once per content: a
+//! transcript captured twice, or a message quoted again, costs no space. A message is keyed by
+//! its scope, conversation and message id ([`message_key`]), so capturing the same transcript
+//! twice adds nothing and a longer one adds only its new messages. Conversations never sync.
+//! Deleting overwrites the freed pages (`secure_delete`) and truncates the write-ahead log, so a
+//! purged conversation leaves no copy of its text in the file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::home::Home;
+
+/// The prefix of a message's key; no note id can start with it (`:` is not allowed in ids).
+pub const MESSAGE_PREFIX: &str = "msg:";
+
+/// Whether `id` names a captured message rather than a note.
+pub fn is_message_key(id: &str) -> bool {
+    id.starts_with(MESSAGE_PREFIX)
+}
+
+/// The stable key of a message: the same scope, conversation and message id always give the
+/// same key, on every capture.
+pub fn message_key(scope: &str, conversation: &str, message_id: &str) -> String {
+    let digest = memoria_shared::hash::sha256_hex(
+        format!("{scope}\u{0}{conversation}\u{0}{message_id}").as_bytes(),
+    );
+    format!("{MESSAGE_PREFIX}{}", &digest[..20])
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The person the memory belongs to.
+    User,
+    /// An agent or model.
+    Assistant,
+    /// A tool's output.
+    Tool,
+    /// A system or developer prompt.
+    System,
+    /// Another person or system (a pasted email, a channel, another agent).
+    Other,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::System => "system",
+            Role::Other => "other",
+        }
+    }
+
+    /// Reads a role as transcripts spell it; anything unknown is another author.
+    pub fn parse(s: &str) -> Role {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "user" | "human" | "person" => Role::User,
+            "assistant" | "ai" | "model" | "agent" | "bot" => Role::Assistant,
+            "tool" | "tool_result" | "function" | "tool_use" => Role::Tool,
+            "system" | "developer" => Role::System,
+            _ => Role::Other,
+        }
+    }
+}
+
+/// A message to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub scope: String,
+    pub conversation: String,
+    pub message_id: String,
+    /// Its place in the conversation (messages are read back in this order).
+    pub seq: i64,
+    /// When it was said, in ms since the epoch.
+    pub at: Option<i64>,
+    pub role: Role,
+    pub speaker: Option<String>,
+    pub host: Option<String>,
+    pub model: Option<String>,
+    pub text: String,
+    /// The text tripped the credential guard: kept, never recalled.
+    pub secret: Option<String>,
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogMessage {
+    pub key: String,
+    pub scope: String,
+    pub conversation: String,
+    pub message_id: String,
+    pub seq: i64,
+    pub at: Option<i64>,
+    pub role: Role,
+    pub speaker: Option<String>,
+    pub host: Option<String>,
+    pub model: Option<String>,
+    pub text: String,
+    /// The guard rule the text tripped, if any.
+    pub secret: Option<String>,
+}
+
+/// One conversation of a scope.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    pub scope: String,
+    pub id: String,
+    pub host: Option<String>,
+    pub messages: usize,
+    pub first_at: Option<i64>,
+    pub last_at: Option<i64>,
+}
+
+/// What the log holds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogStats {
+    pub conversations: usize,
+    pub messages: usize,
+    /// Distinct texts stored.
+    pub texts: usize,
+    /// The texts' size before compression.
+    pub text_bytes: u64,
+    /// The database file's size on disk.
+    pub file_bytes: u64,
+}
+
+/// The raw log of one home.
+pub struct Log {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").field("path", &self.path).finish()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS texts (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    key TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER,
+    role TEXT NOT NULL,
+    speaker TEXT,
+    host TEXT,
+    model TEXT,
+    text TEXT NOT NULL REFERENCES texts(hash),
+    secret TEXT,
+    captured_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(scope, conversation, seq);
+CREATE INDEX IF NOT EXISTS messages_by_text ON messages(text);
+CREATE INDEX IF NOT EXISTS messages_by_capture ON messages(captured_at);
+";
+
+/// Where the log lives in a home.
+pub fn log_path(home: &Path) -> PathBuf {
+    home.join("log").join("log.sqlite")
+}
+
+fn db_err(e: rusqlite::Error) -> Error {
+    Error::System {
+        op: "use the conversation log".into(),
+        reason: e.to_string(),
+    }
+}
+
+impl Log {
+    /// Opens (creating if needed) the log of `home`, readable by its user only.
+    pub fn open(home: &Home) -> Result<Log> {
+        let path = log_path(home.root());
+        let dir = path.parent().expect("log path has a parent");
+        fsx::private_dir(dir)?;
+        let conn = Connection::open(&path).map_err(db_err)?;
+        conn.busy_timeout(Duration::from_secs(15)).map_err(db_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db_err)?;
+        // A deleted message's text is overwritten, not left in a free page.
+        conn.pragma_update(None, "secure_delete", "ON")
+            .map_err(db_err)?;
+        conn.execute_batch(SCHEMA).map_err(db_err)?;
+        fsx::private_file(&path)?;
+        Ok(Log { conn, path })
+    }
+
+    /// Appends messages; one already there (same key) is left as it is. Returns the keys of the
+    /// messages added, in the order given.
+    pub fn append(&mut self, messages: &[NewMessage], now_ms: i64) -> Result<Vec<String>> {
+        let tx = self.conn.transaction().map_err(db_err)?;
+        let mut added = Vec::new();
+        {
+            let mut text = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO texts (hash, size, data) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?;
+            let mut message = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO messages (key, scope, conversation, message_id, seq, \
+                     at, role, speaker, host, model, text, secret, captured_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                )
+                .map_err(db_err)?;
+            for m in messages {
+                let key = message_key(&m.scope, &m.conversation, &m.message_id);
+                let hash = memoria_shared::hash::sha256_hex(m.text.as_bytes());
+                text.execute(params![
+                    hash,
+                    m.text.len() as i64,
+                    lz4_flex::compress_prepend_size(m.text.as_bytes())
+                ])
+                .map_err(db_err)?;
+                let n = message
+                    .execute(params![
+                        key,
+                        m.scope,
+                        m.conversation,
+                        m.message_id,
+                        m.seq,
+                        m.at,
+                        m.role.as_str(),
+                        m.speaker,
+                        m.host,
+                        m.model,
+                        hash,
+                        m.secret,
+                        now_ms
+                    ])
+                    .map_err(db_err)?;
+                if n == 1 {
+                    added.push(key);
+                }
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(added)
+    }
+
+    /// The highest place taken in a conversation (0 for a new one).
+    pub fn last_seq(&self, scope: &str, conversation: &str) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE scope = ?1 AND conversation = ?2",
+                params![scope, conversation],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
+    }
+
+    /// The message with this key.
+    pub fn get(&self, key: &str) -> Result<Option<LogMessage>> {
+        self.conn
+            .query_row(
+                &format!("{SELECT} WHERE m.key = ?1"),
+                params![key],
+                row_message,
+            )
+            .optional()
+            .map_err(db_err)?
+            .map(finish)
+            .transpose()
+    }
+
+    /// The messages of a conversation, in order.
+    pub fn messages(&self, scope: &str, conversation: &str) -> Result<Vec<LogMessage>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 ORDER BY m.seq, m.key"
+            ))
+            .map_err(db_err)?;
+        let rows = st
+            .query_map(params![scope, conversation], row_message)
+            .map_err(db_err)?;
+        rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
+    }
+
+    /// The messages around `key` in its conversation: up to `before` earlier ones, the message
+    /// itself and up to `after` later ones.
+    pub fn around(&self, key: &str, before: usize, after: usize) -> Result<Vec<LogMessage>> {
+        let Some(m) = self.get(key)? else {
+            return Ok(Vec::new());
+        };
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT * FROM (({SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 \
+                 AND (m.seq < ?3 OR (m.seq = ?3 AND m.key < ?4)) ORDER BY m.seq DESC, m.key DESC \
+                 LIMIT ?5) UNION ALL ({SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 \
+                 AND (m.seq > ?3 OR (m.seq = ?3 AND m.key >= ?4)) ORDER BY m.seq, m.key \
+                 LIMIT ?6)) ORDER BY seq, key"
+            ))
+            .map_err(db_err)?;
+        let rows = st
+            .query_map(
+                params![
+                    m.scope,
+                    m.conversation,
+                    m.seq,
+                    m.key,
+                    before as i64,
+                    after as i64 + 1
+                ],
+                row_message,
+            )
+            .map_err(db_err)?;
+        rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
+    }
+
+    /// The conversations of `scopes` (every scope when `None`), the latest first.
+    pub fn conversations(&self, scopes: Option<&[String]>) -> Result<Vec<Conversation>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT scope, conversation, MAX(host), COUNT(*), MIN(at), MAX(at) \
+                 FROM messages GROUP BY scope, conversation \
+                 ORDER BY MAX(COALESCE(at, captured_at)) DESC",
+            )
+            .map_err(db_err)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(Conversation {
+                    scope: r.get(0)?,
+                    id: r.get(1)?,
+                    host: r.get(2)?,
+                    messages: r.get::<_, i64>(3)? as usize,
+                    first_at: r.get(4)?,
+                    last_at: r.get(5)?,
+                })
+            })
+            .map_err(db_err)?;
+        let all: Vec<Conversation> = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
+        Ok(all
+            .into_iter()
+            .filter(|c| scopes.is_none_or(|s| s.contains(&c.scope)))
+            .collect())
+    }
+
+    /// Every message of `scopes` (every scope when `None`) that may be recalled: not marked by
+    /// the guard.
+    pub fn recallable(&self, scopes: Option<&[String]>) -> Result<Vec<LogMessage>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE m.secret IS NULL ORDER BY m.scope, m.conversation, m.seq"
+            ))
+            .map_err(db_err)?;
+        let rows = st.query_map([], row_message).map_err(db_err)?;
+        let mut out = Vec::new();
+        for r in rows {
+            let m = finish(r.map_err(db_err)?)?;
+            if scopes.is_none_or(|s| s.contains(&m.scope)) {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A fingerprint of the recallable messages: their count and the highest row number. It
+    /// changes whenever one is added or removed.
+    pub fn state(&self) -> Result<(i64, i64)> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM messages WHERE secret IS NULL",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(db_err)
+    }
+
+    /// The recallable messages stored after row `rowid` (see [`Log::state`]).
+    pub fn recallable_after(&self, rowid: i64) -> Result<Vec<LogMessage>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE m.secret IS NULL AND m.rowid > ?1 ORDER BY m.rowid"
+            ))
+            .map_err(db_err)?;
+        let rows = st.query_map(params![rowid], row_message).map_err(db_err)?;
+        rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
+    }
+
+    /// The keys of every message, with their scope.
+    pub fn keys(&self) -> Result<Vec<(String, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT scope, key FROM messages")
+            .map_err(db_err)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    }
+
+    /// Removes a conversation's messages and every text no other message uses. Returns the
+    /// removed messages' keys.
+    pub fn purge_conversation(&mut self, scope: &str, conversation: &str) -> Result<Vec<String>> {
+        self.remove_where(
+            "scope = ?1 AND conversation = ?2",
+            params![scope, conversation],
+        )
+    }
+
+    /// Removes every message captured before `before_ms` (a retention policy by age).
+    pub fn purge_captured_before(&mut self, before_ms: i64) -> Result<Vec<String>> {
+        self.remove_where("captured_at < ?1", params![before_ms])
+    }
+
+    fn remove_where(
+        &mut self,
+        cond: &str,
+        args: impl rusqlite::Params + Clone,
+    ) -> Result<Vec<String>> {
+        let tx = self.conn.transaction().map_err(db_err)?;
+        let keys: Vec<String> = {
+            let mut st = tx
+                .prepare(&format!("SELECT key FROM messages WHERE {cond}"))
+                .map_err(db_err)?;
+            let rows = st.query_map(args.clone(), |r| r.get(0)).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+        };
+        tx.execute(&format!("DELETE FROM messages WHERE {cond}"), args)
+            .map_err(db_err)?;
+        tx.execute(
+            "DELETE FROM texts WHERE hash NOT IN (SELECT text FROM messages)",
+            [],
+        )
+        .map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        // The write-ahead log still holds the deleted pages' old content: fold it in and empty it.
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(db_err)?;
+        Ok(keys)
+    }
+
+    /// Counts of what the log holds.
+    pub fn stats(&self) -> Result<LogStats> {
+        let (conversations, messages): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT COUNT(DISTINCT scope || char(0) || conversation), COUNT(*) FROM messages",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(db_err)?;
+        let (texts, text_bytes): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM texts",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(db_err)?;
+        let file_bytes = ["", "-wal"]
+            .iter()
+            .filter_map(|ext| std::fs::metadata(format!("{}{ext}", self.path.display())).ok())
+            .map(|m| m.len())
+            .sum();
+        Ok(LogStats {
+            conversations: conversations as usize,
+            messages: messages as usize,
+            texts: texts as usize,
+            text_bytes: text_bytes as u64,
+            file_bytes,
+        })
+    }
+}
+
+const SELECT: &str = "SELECT m.key, m.scope, m.conversation, m.message_id, m.seq, m.at, m.role, \
+     m.speaker, m.host, m.model, t.data, m.secret FROM messages m JOIN texts t ON t.hash = m.text";
+
+type Raw = (LogMessage, Vec<u8>);
+
+fn row_message(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+    let role: String = r.get(6)?;
+    Ok((
+        LogMessage {
+            key: r.get(0)?,
+            scope: r.get(1)?,
+            conversation: r.get(2)?,
+            message_id: r.get(3)?,
+            seq: r.get(4)?,
+            at: r.get(5)?,
+            role: Role::parse(&role),
+            speaker: r.get(7)?,
+            host: r.get(8)?,
+            model: r.get(9)?,
+            text: String::new(),
+            secret: r.get(11)?,
+        },
+        r.get(10)?,
+    ))
+}
+
+fn finish((mut m, data): Raw) -> Result<LogMessage> {
+    let bytes = lz4_flex::decompress_size_prepended(&data).map_err(|e| damaged(&m.key, e))?;
+    m.text = String::from_utf8(bytes).map_err(|e| damaged(&m.key, e))?;
+    Ok(m)
+}
+
+fn damaged(key: &str, e: impl std::fmt::Display) -> Error {
+    Error::System {
+        op: format!("read message {key} of the conversation log"),
+        reason: format!("its stored text is damaged: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(conv: &str, id: &str, seq: i64, text: &str) -> NewMessage {
+        NewMessage {
+            scope: "user".into(),
+            conversation: conv.into(),
+            message_id: id.into(),
+            seq,
+            at: Some(1_000 + seq),
+            role: Role::User,
+            speaker: Some("Ana".into()),
+            host: Some("test".into()),
+            model: None,
+            text: text.into(),
+            secret: None,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Log) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(dir.path())).unwrap();
+        let log = Log::open(&home).unwrap();
+        (dir, log)
+    }
+
+    #[test]
+    fn appending_twice_adds_nothing_and_a_longer_transcript_adds_only_the_new() {
+        let (_d, mut log) = open();
+        let first = [msg("c", "1", 1, "hello"), msg("c", "2", 2, "hello")];
+        assert_eq!(log.append(&first, 5).unwrap().len(), 2);
+        assert!(log.append(&first, 6).unwrap().is_empty());
+        let longer = [
+            msg("c", "1", 1, "hello"),
+            msg("c", "2", 2, "hello"),
+            msg("c", "3", 3, "bye"),
+        ];
+        let added = log.append(&longer, 7).unwrap();
+        assert_eq!(added, vec![message_key("user", "c", "3")]);
+        let stats = log.stats().unwrap();
+        assert_eq!(
+            (stats.messages, stats.texts),
+            (3, 2),
+            "one text stored once"
+        );
+        let texts: Vec<String> = log
+            .messages("user", "c")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["hello", "hello", "bye"]);
+    }
+
+    #[test]
+    fn around_gives_the_neighbours_in_order() {
+        let (_d, mut log) = open();
+        let all: Vec<NewMessage> = (0..10)
+            .map(|i| msg("c", &i.to_string(), i, &format!("m{i}")))
+            .collect();
+        log.append(&all, 1).unwrap();
+        let got: Vec<String> = log
+            .around(&message_key("user", "c", "5"), 2, 1)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(got, ["m3", "m4", "m5", "m6"]);
+        let edge: Vec<String> = log
+            .around(&message_key("user", "c", "0"), 3, 0)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(edge, ["m0"]);
+    }
+
+    #[test]
+    fn a_purged_conversation_leaves_no_copy_of_its_text_in_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(dir.path())).unwrap();
+        let mut log = Log::open(&home).unwrap();
+        let secret = "the quetzal-marmalade-zeppelin plan ".repeat(20);
+        log.append(
+            &[msg("gone", "1", 1, &secret), msg("kept", "1", 1, "stays")],
+            1,
+        )
+        .unwrap();
+        let removed = log.purge_conversation("user", "gone").unwrap();
+        assert_eq!(removed, vec![message_key("user", "gone", "1")]);
+        assert_eq!(log.stats().unwrap().messages, 1);
+        drop(log);
+        for entry in std::fs::read_dir(dir.path().join("log")).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let hay = String::from_utf8_lossy(&bytes);
+            assert!(
+                !hay.contains("quetzal"),
+                "a copy of the purged text remains"
+            );
+        }
+    }
+}

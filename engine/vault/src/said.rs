@@ -1,0 +1,106 @@
+//! What was said: the conversation log's messages in recall, beside notes.
+//!
+//! The recall index holds each recallable message of the raw log (`memoria_store::log`) as a
+//! document keyed by its message key (`msg:…`, which no note id can be), derived from the log
+//! as note documents are derived from files: `Engine::sync_recall` adds what the log gained
+//! and drops what it lost. A message the guard marked is never a document. A message is
+//! ranked as a note is (its own time for recency; its author for trust) and shown as the
+//! passage around the match with its date, speaker and conversation.
+
+use std::sync::{Mutex, MutexGuard};
+
+use memoria_shared::Trust;
+use memoria_store::log::{Log, LogMessage, Role};
+
+use crate::error::{Error, Result};
+use crate::recall::RecallDoc;
+use crate::vault::Engine;
+
+pub use memoria_store::log::{is_message_key, message_key};
+
+/// The type recall gives a message's document.
+pub const MESSAGE_TYPE: &str = "message";
+
+/// How far to trust what someone said, by who said it: the person's own words are `owner`, an
+/// agent's `derived`, a tool's output `ingested`, anyone else's `peer`.
+pub fn trust_of_role(role: Role) -> Trust {
+    match role {
+        Role::User => Trust::Owner,
+        Role::Assistant => Trust::Derived,
+        Role::Tool | Role::System => Trust::Ingested,
+        Role::Other => Trust::Peer,
+    }
+}
+
+/// Who said it, as a reader names them: the speaker's name, else the role.
+pub fn who(m: &LogMessage) -> String {
+    m.speaker
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| m.role.as_str().to_owned())
+}
+
+/// The line a message is listed under: who said it and when.
+pub fn heading(m: &LogMessage) -> String {
+    match m.at {
+        Some(at) => format!("{} · {}", who(m), crate::backup::human_date(at)),
+        None => who(m),
+    }
+}
+
+/// A message as recall indexes it: the heading (speaker and date are words a question uses)
+/// and the text.
+pub fn message_doc(m: &LogMessage) -> RecallDoc {
+    let mut doc = RecallDoc::new(&m.scope, &m.key, &heading(m), &m.text);
+    doc.note_type = Some(MESSAGE_TYPE.to_owned());
+    doc.updated_at_ms = m.at;
+    doc.trust = Some(trust_of_role(m.role));
+    doc.rehash()
+}
+
+/// A fingerprint of the log's recallable messages: it changes whenever one is added or removed.
+pub type LogState = (i64, i64);
+
+impl Engine {
+    /// The raw log of this home, opened on first use.
+    pub fn log(&self) -> Result<MutexGuard<'_, Log>> {
+        if self.log.get().is_none() {
+            let log = Log::open(self.home())?;
+            let _ = self.log.set(Mutex::new(log));
+        }
+        Ok(self
+            .log
+            .get()
+            .expect("set above")
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Removes messages already purged from the log from recall, leaving no copy of their text
+    /// or vectors in its files.
+    pub fn forget_messages(&self, scope: &str, keys: &[String]) -> Result<()> {
+        let shared = self.shared_recall()?;
+        let recall = &shared.index;
+        let mut hashes = Vec::new();
+        for key in keys {
+            if let Some(doc) = recall.get(scope, key).map_err(crate::search::recall_err)? {
+                hashes.push(doc.hash.to_string());
+            }
+            recall
+                .remove(scope, key)
+                .map_err(crate::search::recall_err)?;
+        }
+        recall.purge(&hashes).map_err(crate::search::recall_err)
+    }
+
+    /// A message this engine's scopes may see.
+    pub fn visible_message(&self, key: &str) -> Result<LogMessage> {
+        let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
+        match self.log()?.get(key)? {
+            Some(m) if visible.contains(&m.scope) => Ok(m),
+            _ => Err(Error::NotFound(format!(
+                "no message {key} in the conversations visible here"
+            ))),
+        }
+    }
+}
