@@ -269,6 +269,23 @@ impl Log {
             .map_err(db_err)
     }
 
+    /// The message just before place `seq` of a conversation.
+    pub fn before(&self, scope: &str, conversation: &str, seq: i64) -> Result<Option<LogMessage>> {
+        self.conn
+            .query_row(
+                &format!(
+                    "{SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 AND m.seq < ?3 \
+                     ORDER BY m.seq DESC LIMIT 1"
+                ),
+                params![scope, conversation, seq],
+                row_message,
+            )
+            .optional()
+            .map_err(db_err)?
+            .map(finish)
+            .transpose()
+    }
+
     /// The message with this key.
     pub fn get(&self, key: &str) -> Result<Option<LogMessage>> {
         self.conn

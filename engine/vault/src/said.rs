@@ -6,6 +6,12 @@
 //! and drops what it lost. A message the guard marked is never a document. A message is
 //! ranked as a note is (its own time for recency; its author for trust) and shown as the
 //! passage around the match with its date, speaker and conversation.
+//!
+//! Two rules shape how a message is found. A reply is read with what it answers: its document
+//! is the speaker's name and text led by the end of the message before it
+//! ([`CONTEXT_WORDS`] words), since "yes, every Tuesday" means nothing alone. And a question
+//! that names a speaker is most likely about what that person said: among the hits, their
+//! messages count double ([`rank_named_speakers`]).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -48,14 +54,57 @@ pub fn heading(m: &LogMessage) -> String {
     }
 }
 
-/// A message as recall indexes it: the heading (speaker and date are words a question uses)
-/// and the text.
-pub fn message_doc(m: &LogMessage) -> RecallDoc {
-    let mut doc = RecallDoc::new(&m.scope, &m.key, &heading(m), &m.text);
+/// Words of the message before a message that lead its document.
+pub const CONTEXT_WORDS: usize = 25;
+
+/// A message as recall indexes it: the end of the message before it (`previous`, in the same
+/// conversation), then who said it and what. No summary: a speaker's name there would outweigh
+/// what was said.
+pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
+    let mut body = String::new();
+    if let Some(p) = previous {
+        let words: Vec<&str> = p.text.split_whitespace().collect();
+        let tail = words[words.len().saturating_sub(CONTEXT_WORDS)..].join(" ");
+        body.push_str(&format!("{}: {tail}\n", who(p)));
+    }
+    body.push_str(&format!("{}: {}", who(m), m.text));
+    let mut doc = RecallDoc::new(&m.scope, &m.key, "", &body);
     doc.note_type = Some(MESSAGE_TYPE.to_owned());
     doc.updated_at_ms = m.at;
     doc.trust = Some(trust_of_role(m.role));
     doc.rehash()
+}
+
+/// Among `hits`, the messages of a speaker `query` names count double; the hits are then in
+/// score order again.
+pub fn rank_named_speakers(log: &Log, query: &str, hits: &mut [crate::recall::Hit]) -> Result<()> {
+    let words: Vec<String> = query
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut changed = false;
+    for h in hits.iter_mut().filter(|h| is_message_key(&h.id)) {
+        let Some(m) = log.get(&h.id)? else { continue };
+        let Some(speaker) = m.speaker.as_deref() else {
+            continue;
+        };
+        let name: Vec<String> = speaker
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if !name.is_empty() && name.iter().all(|n| words.contains(n)) {
+            h.score *= 2.0;
+            changed = true;
+        }
+    }
+    if changed {
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    }
+    Ok(())
 }
 
 /// A fingerprint of the log's recallable messages: it changes whenever one is added or removed.

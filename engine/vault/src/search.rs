@@ -234,8 +234,23 @@ impl Engine {
             keep.extend(known_messages.into_iter().cloned());
         }
         let mut docs = Vec::new();
+        // Each message is read with the one before it: from this batch, else from the log.
+        let by_place: std::collections::HashMap<
+            (&str, &str, i64),
+            &memoria_store::log::LogMessage,
+        > = messages
+            .iter()
+            .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
+            .collect();
         for m in &messages {
-            let doc = crate::said::message_doc(m);
+            let before = log.before(&m.scope, &m.conversation, m.seq)?;
+            let previous = before.as_ref().map(|b| {
+                by_place
+                    .get(&(b.scope.as_str(), b.conversation.as_str(), b.seq))
+                    .copied()
+                    .unwrap_or(b)
+            });
+            let doc = crate::said::message_doc(m, previous);
             keep.insert((doc.scope.clone(), doc.id.clone()));
             let current = known.get(&(doc.scope.clone(), doc.id.clone()));
             if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
@@ -270,11 +285,15 @@ impl Engine {
             ));
         }
         opts.visible_scopes = Some(self.visible_scopes().iter().map(|s| s.key()).collect());
-        match self.recall()?.search(query, &opts) {
-            Ok(hits) => Ok(hits),
-            Err(recall::Error::EmptyQuery) => Ok(Vec::new()),
-            Err(e) => Err(recall_err(e)),
+        let mut hits = match self.recall()?.search(query, &opts) {
+            Ok(hits) => hits,
+            Err(recall::Error::EmptyQuery) => return Ok(Vec::new()),
+            Err(e) => return Err(recall_err(e)),
+        };
+        if hits.iter().any(|h| crate::said::is_message_key(&h.id)) {
+            crate::said::rank_named_speakers(&*self.log()?, query, &mut hits)?;
         }
+        Ok(hits)
     }
 
     /// The recall block for one agent turn. It never waits for the model to embed notes that
