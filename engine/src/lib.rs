@@ -22,7 +22,7 @@ pub use memoria_hygiene as hygiene;
 pub use memoria_recall as recall;
 pub use memoria_store::{backup, config, decay, error, guard, home, log, project};
 pub use memoria_sync_client as sync;
-pub use memoria_vault::{agent, import, search, vault, watch};
+pub use memoria_vault::{agent, import, said, search, vault, watch};
 
 pub(crate) use memoria_store::{fsx, index, scan};
 

@@ -86,6 +86,7 @@ pub fn capture(
     };
     // Messages without a place of their own follow what the log holds of their conversation.
     let mut seqs: HashMap<String, i64> = HashMap::new();
+    let mut occurrences: HashMap<String, usize> = HashMap::new();
     let mut messages = Vec::new();
     for m in incoming {
         let Some(conversation) = m
@@ -131,11 +132,11 @@ pub fn capture(
         }
         messages.push(NewMessage {
             scope: scope.key(),
-            message_id: m
-                .id
-                .clone()
-                .or_else(|| m.seq.map(|s| s.to_string()))
-                .unwrap_or_else(|| seq.to_string()),
+            message_id: match (&m.id, m.seq) {
+                (Some(id), _) => id.clone(),
+                (None, Some(line)) => line.to_string(),
+                (None, None) => content_id(&m, &mut occurrences),
+            },
             conversation,
             seq: *seq,
             at: m.at,
@@ -167,6 +168,23 @@ pub fn capture(
         engine.sync_recall_later()?;
     }
     Ok(report)
+}
+
+/// The id of a message that has none and no line of its own: what it is (role, speaker, time,
+/// text) and how many times the same was said before it in this capture, so capturing it
+/// again changes nothing and "ok" said twice is kept twice.
+fn content_id(m: &Incoming, seen: &mut HashMap<String, usize>) -> String {
+    let what = format!(
+        "{}\u{0}{}\u{0}{:?}\u{0}{}",
+        m.role.as_str(),
+        m.speaker.as_deref().unwrap_or(""),
+        m.at,
+        m.text
+    );
+    let digest = memoria_shared::hash::sha256_hex(what.as_bytes());
+    let n = seen.entry(digest.clone()).or_insert(0);
+    *n += 1;
+    format!("h{}-{n}", &digest[..16])
 }
 
 /// The transcript formats [`capture_file`] reads.
@@ -246,7 +264,17 @@ pub fn capture_file(
     file.read_to_end(&mut bytes)
         .map_err(Error::io("read", &abs))?;
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    bytes.truncate(complete);
+    // A last line without its newline is read when it is whole JSON (a file written at once);
+    // else it is still being written and waits for the next capture.
+    if complete < bytes.len()
+        && serde_json::from_slice::<serde_json::Value>(&bytes[complete..]).is_ok()
+    {
+        bytes.push(b'\n');
+    } else {
+        bytes.truncate(complete);
+    }
+    // What the file gave, without a newline added here.
+    let consumed = bytes.len().min(len as usize - offset as usize) as u64;
     let text = String::from_utf8_lossy(&bytes);
     let stem = abs.file_stem().map(|s| s.to_string_lossy().into_owned());
     let mut opts = opts.clone();
@@ -258,7 +286,7 @@ pub fn capture_file(
     if report.scope.is_empty() {
         report.scope = opts.scope.as_ref().map(Scope::key).unwrap_or_default();
     }
-    progress.insert(key, (offset + complete as u64, line + text.lines().count()));
+    progress.insert(key, (offset + consumed, line + text.lines().count()));
     let bytes = serde_json::to_vec_pretty(&progress)
         .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
     memoria_store::fsx::write_atomic(&state_path, &bytes)?;
@@ -297,3 +325,6 @@ pub fn forget_conversation(
         messages: removed.len(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,6 @@ use memoria_engine::error::{Error, ErrorBody, ErrorCode};
 use memoria_engine::log::Role;
 use memoria_engine::sync::SyncNotifier;
 use memoria_engine::vault::Engine;
-use memoria_shared::hash::sha256_hex;
 
 /// The MCP server over one engine.
 #[derive(Clone)]
@@ -160,7 +159,7 @@ pub struct LogMessageArg {
     pub text: String,
     /// Who said it, by name, when it is not the user or you.
     pub speaker: Option<String>,
-    /// When it was said (YYYY-MM-DDTHH:MM:SSZ); default: now.
+    /// When it was said (YYYY-MM-DDTHH:MM:SSZ).
     pub time: Option<String>,
     /// The message's id in your host, if it has one (logging it again then changes nothing).
     pub id: Option<String>,
@@ -395,7 +394,7 @@ impl MemoriaMcp {
     }
 
     #[tool(
-        description = "Keep what was said in this conversation in the user's memory, for hosts without a capture hook: send the user's messages and your replies as they happen (or in batches). They are kept verbatim on this machine, in this project's conversations, and found by memory_search later with their date and speaker. Text that looks like a credential is kept out of search. Logging the same message again (same id, or same role, time and text) changes nothing."
+        description = "Keep what was said in this conversation in the user's memory, for hosts without a capture hook: send the user's messages and your replies as they happen (or in batches). They are kept verbatim on this machine, in this project's conversations, and found by memory_search later with their date and speaker. Text that looks like a credential is kept out of search. Logging the same message again (same id, or without one the same role, speaker, time and text) changes nothing."
     )]
     fn memory_log(
         &self,
@@ -420,21 +419,13 @@ impl MemoriaMcp {
                 RoleArg::Other => Role::Other,
             };
             let mut said = Incoming::new(role, m.text);
-            // Without an id, a message is known by what it is: logging it twice keeps one.
-            said.id = m.id.or_else(|| {
-                let key = format!("{}\u{0}{:?}\u{0}{}", role.as_str(), m.time, said.text);
-                Some(format!("h{}", &sha256_hex(key.as_bytes())[..16]))
-            });
+            said.id = m.id;
             said.at = at;
             said.speaker = m.speaker;
             said.host = Some("mcp".into());
             incoming.push(said);
         }
         self.with_engine(|e| {
-            let now = e.now_ms();
-            for m in &mut incoming {
-                m.at.get_or_insert(now);
-            }
             let req = CaptureRequest {
                 conversation: Some(args.conversation.clone()),
                 ..Default::default()
@@ -712,7 +703,12 @@ mod tests {
         assert_eq!(parse_time("1970-01-02").unwrap(), 86_400_000);
         assert_eq!(parse_time("1970-01-01T01:00:00Z").unwrap(), 3_600_000);
         assert!(parse_time("yesterday").is_err());
-        assert!(parse_time("2026-01-01 10:00").is_err());
+        assert!(parse_time("2026-01-01T25:00").is_err());
+        // RFC 3339 allows a space for the T.
+        assert_eq!(
+            parse_time("1970-01-01 01:00").unwrap(),
+            parse_time("1970-01-01T01:00:00Z").unwrap()
+        );
     }
 
     #[test]

@@ -211,7 +211,8 @@ impl LexicalIndex {
 
     fn document(&self, d: &RecallDoc, key: String) -> TantivyDocument {
         let tags = d.tags.join(" ");
-        let all = format!("{}\n{}\n{}", d.summary, tags, d.body);
+        let summary = d.searched_summary();
+        let all = format!("{summary}\n{tags}\n{}", d.body);
         let lang = detect(&all);
         let pre = |text: &str| PreTokenizedString {
             text: String::new(),
@@ -227,7 +228,7 @@ impl LexicalIndex {
                 Detected::Unclear => "",
             },
         );
-        doc.add_pre_tokenized_text(self.f.summary, pre(&d.summary));
+        doc.add_pre_tokenized_text(self.f.summary, pre(summary));
         doc.add_pre_tokenized_text(self.f.tags, pre(&tags));
         doc.add_pre_tokenized_text(self.f.body, pre(&d.body));
         doc

@@ -107,6 +107,9 @@ enum Reload {
     Changed,
 }
 
+/// The type of a document that is a message of a conversation rather than a note.
+pub const MESSAGE_TYPE: &str = "message";
+
 /// One note as recall sees it. The vault builds these from its notes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecallDoc {
@@ -160,6 +163,17 @@ impl RecallDoc {
 
     pub fn key(&self) -> String {
         doc_key(&self.scope, &self.id)
+    }
+
+    /// The summary as searched: a message's summary is its heading (who said it and when),
+    /// shown but not searched, since its words are in its body and a heading's would outweigh
+    /// them.
+    pub fn searched_summary(&self) -> &str {
+        if self.note_type.as_deref() == Some(MESSAGE_TYPE) {
+            ""
+        } else {
+            &self.summary
+        }
     }
 
     /// What ranking reads beyond the content hash.
@@ -608,7 +622,9 @@ impl RecallIndex {
                 need.push((
                     k,
                     d.hash.as_str().to_owned(),
-                    self.shared.chunking.chunks(&d.summary, &d.tags, &d.body),
+                    self.shared
+                        .chunking
+                        .chunks(d.searched_summary(), &d.tags, &d.body),
                 ));
             }
         }
@@ -744,7 +760,9 @@ impl RecallIndex {
                 (
                     d.key(),
                     d.hash.as_str().to_owned(),
-                    self.shared.chunking.chunks(&d.summary, &d.tags, &d.body),
+                    self.shared
+                        .chunking
+                        .chunks(d.searched_summary(), &d.tags, &d.body),
                 )
             })
             .collect();

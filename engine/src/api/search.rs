@@ -141,7 +141,8 @@ pub struct SearchHit {
     /// Present when the search asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<ScoreParts>,
-    /// Present when the search asked for it and the note has a body.
+    /// Present when the search asked for it and the note has a body, and always for a
+    /// message (its summary is only who said it and when).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
 }
@@ -159,8 +160,8 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
     Ok(hits
         .into_iter()
         .map(|h| SearchHit {
-            snippet: req
-                .snippets
+            // A message has no title of its own: what was said is always shown.
+            snippet: (req.snippets || crate::said::is_message_key(&h.id))
                 .then(|| snippet(engine, &h.scope, &h.id, &req.query))
                 .flatten(),
             scope: h.scope,
@@ -177,6 +178,10 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
 
 /// The piece of a hit's body an agent's search shows, on one line.
 fn snippet(engine: &Engine, scope: &str, id: &str, query: &str) -> Option<String> {
+    if crate::said::is_message_key(id) {
+        let m = engine.visible_message(id).ok()?;
+        return Some(crate::agent::snippet(&m.text, &[query.to_owned()]));
+    }
     let scope = Scope::from_key(scope).ok()?;
     let (_, row) = engine.resolve(id, Some(&scope)).ok()?;
     Some(crate::agent::snippet(&row.body, &[query.to_owned()])).filter(|s| !s.is_empty())

@@ -320,26 +320,39 @@ impl Log {
         let Some(m) = self.get(key)? else {
             return Ok(Vec::new());
         };
+        let mut out = self.side(
+            &m,
+            "(m.seq < ?3 OR (m.seq = ?3 AND m.key < ?4))",
+            "DESC",
+            before,
+        )?;
+        out.reverse();
+        out.extend(self.side(
+            &m,
+            "(m.seq > ?3 OR (m.seq = ?3 AND m.key >= ?4))",
+            "ASC",
+            after + 1,
+        )?);
+        Ok(out)
+    }
+
+    fn side(
+        &self,
+        m: &LogMessage,
+        cond: &str,
+        order: &str,
+        limit: usize,
+    ) -> Result<Vec<LogMessage>> {
         let mut st = self
             .conn
             .prepare_cached(&format!(
-                "SELECT * FROM (({SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 \
-                 AND (m.seq < ?3 OR (m.seq = ?3 AND m.key < ?4)) ORDER BY m.seq DESC, m.key DESC \
-                 LIMIT ?5) UNION ALL ({SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 \
-                 AND (m.seq > ?3 OR (m.seq = ?3 AND m.key >= ?4)) ORDER BY m.seq, m.key \
-                 LIMIT ?6)) ORDER BY seq, key"
+                "{SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 AND {cond} \
+                 ORDER BY m.seq {order}, m.key {order} LIMIT ?5"
             ))
             .map_err(db_err)?;
         let rows = st
             .query_map(
-                params![
-                    m.scope,
-                    m.conversation,
-                    m.seq,
-                    m.key,
-                    before as i64,
-                    after as i64 + 1
-                ],
+                params![m.scope, m.conversation, m.seq, m.key, limit as i64],
                 row_message,
             )
             .map_err(db_err)?;

@@ -25,7 +25,7 @@ use crate::vault::Engine;
 pub use memoria_store::log::{is_message_key, message_key};
 
 /// The type recall gives a message's document.
-pub const MESSAGE_TYPE: &str = "message";
+pub use crate::recall::MESSAGE_TYPE;
 
 /// How far to trust what someone said, by who said it: the person's own words are `owner`, an
 /// agent's `derived`, a tool's output `ingested`, anyone else's `peer`.
@@ -58,8 +58,8 @@ pub fn heading(m: &LogMessage) -> String {
 pub const CONTEXT_WORDS: usize = 25;
 
 /// A message as recall indexes it: the end of the message before it (`previous`, in the same
-/// conversation), then who said it and what. No summary: a speaker's name there would outweigh
-/// what was said.
+/// conversation), then who said it and what. Its summary is its heading, shown and not
+/// searched (`RecallDoc::searched_summary`).
 pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     let mut body = String::new();
     if let Some(p) = previous {
@@ -68,7 +68,7 @@ pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
         body.push_str(&format!("{}: {tail}\n", who(p)));
     }
     body.push_str(&format!("{}: {}", who(m), m.text));
-    let mut doc = RecallDoc::new(&m.scope, &m.key, "", &body);
+    let mut doc = RecallDoc::new(&m.scope, &m.key, &heading(m), &body);
     doc.note_type = Some(MESSAGE_TYPE.to_owned());
     doc.updated_at_ms = m.at;
     doc.trust = Some(trust_of_role(m.role));

@@ -67,6 +67,9 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
             h.id,
             h.summary
         );
+        if let (Some(said), Some("message")) = (&h.snippet, h.note_type.as_deref()) {
+            outln!("        “{said}”");
+        }
         if let Some(x) = &h.explain {
             outln!("        {}", explain_line(x));
         }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use memoria_shared::note::{FileContext, Note};
 use serde_json::Value;
 
+mod conversations;
+
 struct Memoria {
     _tmp: tempfile::TempDir,
     home: PathBuf,

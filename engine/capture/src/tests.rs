@@ -1,0 +1,349 @@
+//! Capture on real homes: idempotence, files read from where they stopped, the guard, scopes,
+//! recall beside notes, and forgetting that leaves no copy.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memoria_shared::FixedClock;
+use memoria_store::Project;
+use memoria_vault::agent::{self, AgentQuery};
+use memoria_vault::vault::{NewNote, OpenOptions};
+
+use super::*;
+
+const T0: i64 = 1_789_000_000_000;
+
+struct World {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        World {
+            root: tmp.path().canonicalize().unwrap(),
+            _tmp: tmp,
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn engine(&self, project: Option<&Path>) -> Engine {
+        Engine::open(OpenOptions {
+            home: Some(self.home()),
+            project_dir: project.map(Path::to_path_buf),
+            clock: Arc::new(FixedClock::new(T0)),
+            // No model in unit tests: recall uses its deterministic hash embedder.
+            model_dir: Some(self.root.join("no-model")),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn project(&self, name: &str) -> PathBuf {
+        Project::init(&self.root.join(name), None).unwrap().root
+    }
+}
+
+fn line(conv: &str, id: &str, role: &str, speaker: &str, text: &str) -> String {
+    serde_json::json!({"conversation": conv, "id": id, "role": role, "speaker": speaker,
+        "time": "2024-05-08T13:56:00Z", "text": text})
+    .to_string()
+}
+
+fn found(e: &mut Engine, query: &str) -> Vec<String> {
+    agent::search(
+        e,
+        &AgentQuery {
+            queries: vec![query.into()],
+            limit: 10,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .into_iter()
+    .map(|h| h.snippet)
+    .collect()
+}
+
+#[test]
+fn a_transcript_captured_twice_adds_nothing_and_a_longer_one_only_its_new_messages() {
+    let w = World::new();
+    let e = w.engine(None);
+    let file = w.root.join("chat.jsonl");
+    let mut lines = vec![
+        line("c1", "1", "user", "Ana", "We deploy on Tuesdays"),
+        line("c1", "2", "assistant", "", "Noted: Tuesdays"),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let opts = CaptureOptions::default();
+    let first = capture_file(&e, &file, Format::Jsonl, &opts).unwrap();
+    assert_eq!((first.added, first.already), (2, 0));
+    assert_eq!(first.scope, "user");
+    let again = capture_file(&e, &file, Format::Jsonl, &opts).unwrap();
+    assert_eq!(again.added, 0, "the file is read from where it stopped");
+    // A line being written is read when it is complete.
+    lines.push(line("c1", "3", "user", "Ana", "And freeze on Fridays"));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    write!(f, "{}\n{{\"conversation\":\"c1\",\"text\":\"half", lines[2]).unwrap();
+    drop(f);
+    let longer = capture_file(&e, &file, Format::Jsonl, &opts).unwrap();
+    assert_eq!(longer.added, 1);
+    // The same text through another door changes nothing either.
+    let text = lines.join("\n");
+    let replay = capture(&e, format::parse_jsonl(&text).unwrap(), &opts).unwrap();
+    assert_eq!((replay.added, replay.already), (0, 3));
+    let texts: Vec<String> = e
+        .log()
+        .unwrap()
+        .messages("user", "c1")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "We deploy on Tuesdays",
+            "Noted: Tuesdays",
+            "And freeze on Fridays"
+        ]
+    );
+    // A rewritten (shorter) file is read again from its start.
+    std::fs::write(&file, line("c2", "1", "user", "Ana", "A new chat") + "\n").unwrap();
+    assert_eq!(
+        capture_file(&e, &file, Format::Jsonl, &opts).unwrap().added,
+        1
+    );
+}
+
+#[test]
+fn tool_output_and_system_prompts_stay_out_unless_kept() {
+    let w = World::new();
+    let e = w.engine(None);
+    let mut tool = Incoming::new(Role::Tool, "exit 0");
+    tool.conversation = Some("c".into());
+    let mut said = Incoming::new(Role::User, "run the tests");
+    said.conversation = Some("c".into());
+    let r = capture(
+        &e,
+        vec![said.clone(), tool.clone()],
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((r.added, r.skipped), (1, 1));
+    let kept = CaptureOptions {
+        keep_tools: true,
+        ..Default::default()
+    };
+    assert_eq!(capture(&e, vec![said, tool], &kept).unwrap().added, 1);
+    let mut nameless = Incoming::new(Role::User, "hello");
+    nameless.conversation = None;
+    let err = capture(&e, vec![nameless], &CaptureOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("conversation"), "{err}");
+}
+
+#[test]
+fn messages_are_found_beside_notes_and_open_with_their_neighbours() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    e.add(NewNote {
+        summary: "Release checklist".into(),
+        body: "Tag, build, publish the release notes.".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let text = [
+        line(
+            "standup",
+            "1",
+            "user",
+            "Ana",
+            "Who owns the quarterly pricing review?",
+        ),
+        line(
+            "standup",
+            "2",
+            "other",
+            "Bruno",
+            "Carla does; she presents it on the ninth",
+        ),
+        line("standup", "3", "user", "Ana", "Thanks"),
+    ]
+    .join("\n");
+    capture(
+        &e,
+        format::parse_jsonl(&text).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    let hits = agent::search(
+        &mut e,
+        &AgentQuery {
+            queries: vec!["who presents the pricing review".into()],
+            limit: 5,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let top = hits
+        .iter()
+        .find(|h| h.snippet.contains("Carla"))
+        .expect("the reply is found");
+    let said = top
+        .said
+        .as_ref()
+        .expect("a message hit says where it was said");
+    assert_eq!(
+        (said.conversation.as_str(), said.speaker.as_str()),
+        ("standup", "Bruno")
+    );
+    assert_eq!(top.trust, "[PEER]", "another person's words are a peer's");
+    assert_eq!(said.date.as_deref(), Some("8 May 2024"));
+    let notes = found(&mut e, "release checklist publish");
+    assert!(notes.iter().any(|s| s.contains("publish")), "{notes:?}");
+    let open = agent::expand(&mut e, &top.id).unwrap();
+    let around: Vec<&str> = open.around.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        around,
+        [
+            "Who owns the quarterly pricing review?",
+            "Carla does; she presents it on the ninth",
+            "Thanks"
+        ]
+    );
+}
+
+#[test]
+fn a_message_holding_a_credential_is_kept_marked_and_never_recalled() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let text = [
+        line(
+            "c",
+            "1",
+            "user",
+            "Ana",
+            "the staging password=hunter2-zebra-quartz for the db",
+        ),
+        line(
+            "c",
+            "2",
+            "user",
+            "Ana",
+            "the staging zebra database moved to eu-west",
+        ),
+    ]
+    .join("\n");
+    let r = capture(
+        &e,
+        format::parse_jsonl(&text).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((r.added, r.secret), (2, 1));
+    let got = found(&mut e, "staging zebra database password");
+    assert!(got.iter().any(|s| s.contains("eu-west")), "{got:?}");
+    assert!(!got.iter().any(|s| s.contains("hunter2")), "{got:?}");
+    let secret_key = memoria_store::log::message_key("user", "c", "1");
+    assert!(agent::expand(&mut e, &secret_key).is_err());
+}
+
+#[test]
+fn a_projects_conversations_stay_in_that_project() {
+    let w = World::new();
+    let alpha = w.project("alpha");
+    let beta = w.project("beta");
+    let a = w.engine(Some(&alpha));
+    let text = line(
+        "design",
+        "1",
+        "user",
+        "Ana",
+        "the alpha launch codename is bluefin",
+    );
+    let r = capture(
+        &a,
+        format::parse_jsonl(&text).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    assert!(r.scope.starts_with("project:"), "{}", r.scope);
+    let mut b = w.engine(Some(&beta));
+    assert!(found(&mut b, "launch codename bluefin").is_empty());
+    let mut user = w.engine(None);
+    assert!(found(&mut user, "launch codename bluefin").is_empty());
+    let mut a = w.engine(Some(&alpha));
+    assert!(!found(&mut a, "launch codename bluefin").is_empty());
+    // Asking for another project's scope by key is refused.
+    let other = CaptureOptions {
+        scope: Some(Scope::from_key(&r.scope).unwrap()),
+        ..Default::default()
+    };
+    assert!(capture(&b, format::parse_jsonl(&text).unwrap(), &other).is_err());
+}
+
+#[test]
+fn forgetting_a_conversation_leaves_no_copy_of_it_in_the_home() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let word = "xylophonequetzal";
+    let text = [
+        line(
+            "gone",
+            "1",
+            "user",
+            "Ana",
+            &format!("my {word} plan for the garden"),
+        ),
+        line(
+            "kept",
+            "1",
+            "user",
+            "Ana",
+            "the kept conversation about tomatoes",
+        ),
+    ]
+    .join("\n");
+    capture(
+        &e,
+        format::parse_jsonl(&text).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    assert!(!found(&mut e, &format!("{word} garden plan")).is_empty());
+    let done = forget_conversation(&e, &Scope::User, "gone").unwrap();
+    assert_eq!(done.messages, 1);
+    assert!(
+        found(&mut e, &format!("{word} garden plan"))
+            .iter()
+            .all(|s| !s.contains(word))
+    );
+    assert!(!found(&mut e, "tomatoes conversation").is_empty());
+    drop(e);
+    let mut stack = vec![w.home()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
+                    "{} still holds the forgotten text",
+                    p.display()
+                );
+            }
+        }
+    }
+    let e = w.engine(None);
+    assert!(forget_conversation(&e, &Scope::User, "gone").is_err());
+}

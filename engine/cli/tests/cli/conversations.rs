@@ -1,0 +1,221 @@
+//! Conversations through the binary's doors: Claude Code's hook on a recorded-shape
+//! transcript, `memoria capture` in the generic format and OpenClaw's, search beside notes,
+//! scopes, and `forget --conversation --purge`.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use super::Memoria;
+
+fn hook(m: &Memoria, input: &Value) -> std::process::Output {
+    let mut child = m
+        .command()
+        .args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Lines in the shape Claude Code writes them (user prompts as strings, assistant content as
+/// blocks, tool results as user lines, meta lines, a summary line).
+fn claude_lines(session: &str, from: usize, texts: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (kind, text)) in texts.iter().enumerate() {
+        let n = from + i;
+        let line = match *kind {
+            "user" => json!({"type": "user", "uuid": format!("u{n}"), "parentUuid": null,
+                "sessionId": session, "timestamp": format!("2025-06-01T10:{:02}:00.000Z", n % 60),
+                "cwd": "/x", "isSidechain": false, "message": {"role": "user", "content": text}}),
+            "assistant" => json!({"type": "assistant", "uuid": format!("a{n}"),
+                "sessionId": session, "timestamp": format!("2025-06-01T10:{:02}:30.000Z", n % 60),
+                "isSidechain": false, "message": {"role": "assistant", "model": "claude-test",
+                "id": format!("msg_{n}"), "content": [{"type": "text", "text": text}]}}),
+            "tool" => json!({"type": "user", "uuid": format!("t{n}"), "sessionId": session,
+                "timestamp": "2025-06-01T10:00:40.000Z", "message": {"role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "x", "content": text}]}}),
+            _ => json!({"type": "summary", "summary": text, "leafUuid": "u1"}),
+        };
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn the_claude_code_hook_captures_the_transcript_where_it_stopped_and_search_finds_it() {
+    let m = Memoria::new();
+    let proj = m.cwd.join("app");
+    m.ok(&["init", proj.to_str().unwrap()]);
+    let transcript = m.cwd.join("s1.jsonl");
+    std::fs::write(
+        &transcript,
+        claude_lines(
+            "s1",
+            1,
+            &[
+                ("summary", "an earlier session"),
+                ("user", "Our staging database is called heron-stage"),
+                ("assistant", "Understood, heron-stage it is."),
+                ("tool", "tool output nobody said"),
+            ],
+        ),
+    )
+    .unwrap();
+    let stop = json!({"session_id": "s1", "transcript_path": transcript, "cwd": proj,
+        "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": false});
+    let out = hook(&m, &stop);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The session goes on; the end of the session captures only what is new.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&transcript)
+        .unwrap();
+    f.write_all(
+        claude_lines(
+            "s1",
+            5,
+            &[(
+                "user",
+                "And production is heron-prod, never touch it on Fridays",
+            )],
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    drop(f);
+    let end = json!({"session_id": "s1", "transcript_path": transcript, "cwd": proj,
+        "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"});
+    assert_eq!(hook(&m, &end).status.code(), Some(0));
+    assert_eq!(
+        hook(&m, &end).status.code(),
+        Some(0),
+        "twice changes nothing"
+    );
+    let in_project = |args: &[&str]| -> Value {
+        let out = m
+            .command()
+            .current_dir(&proj)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let convs = in_project(&["conversations"]);
+    assert_eq!(convs.as_array().unwrap().len(), 1, "{convs}");
+    assert_eq!(convs[0]["id"], "s1");
+    assert_eq!(
+        convs[0]["messages"], 3,
+        "the tool result is left out: {convs}"
+    );
+    let messages = in_project(&["conversations", "s1"]);
+    let texts: Vec<&str> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Our staging database is called heron-stage",
+            "Understood, heron-stage it is.",
+            "And production is heron-prod, never touch it on Fridays"
+        ]
+    );
+    // Outside the project, its conversation is not visible.
+    assert_eq!(m.json(&["conversations"]), json!([]));
+    let out = m
+        .command()
+        .current_dir(&proj)
+        .args(["search", "what is the production database called"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("heron-prod"), "{text}");
+}
+
+#[test]
+fn capture_reads_the_generic_format_and_openclaw_and_forget_purges_a_conversation() {
+    let m = Memoria::new();
+    let chat = m.cwd.join("chat.jsonl");
+    std::fs::write(
+        &chat,
+        [
+            json!({"conversation": "trip", "role": "user", "speaker": "Ana", "time": "2024-05-08T09:00:00Z", "text": "Book the hotel in Porto for the 12th"}),
+            json!({"conversation": "trip", "role": "assistant", "time": "2024-05-08T09:00:05Z", "text": "Booked the Porto hotel."}),
+        ]
+        .map(|v| v.to_string())
+        .join("\n"),
+    )
+    .unwrap();
+    let r = m.json(&["capture", chat.to_str().unwrap()]);
+    assert_eq!(
+        (r["added"].as_u64(), r["scope"].as_str()),
+        (Some(2), Some("user"))
+    );
+    let again = m.ok(&["capture", chat.to_str().unwrap()]);
+    assert!(again.contains("captured 0 new messages"), "{again}");
+    let session = m.cwd.join("4f2a.jsonl");
+    std::fs::write(
+        &session,
+        [
+            json!({"type": "session", "version": 3, "id": "4f2a", "timestamp": "2026-01-02T08:00:00.000Z", "cwd": "/w"}),
+            json!({"type": "message", "id": "e1", "parentId": null, "timestamp": "2026-01-02T08:00:01.000Z", "message": {"role": "user", "content": [{"type": "text", "text": "Remind me the dentist is on Friday"}], "timestamp": 1767340801000_i64}}),
+            json!({"type": "message", "id": "e2", "parentId": "e1", "timestamp": "2026-01-02T08:00:02.000Z", "message": {"role": "toolResult", "toolCallId": "c", "toolName": "cron", "content": [{"type": "text", "text": "{}"}], "isError": false}}),
+        ]
+        .map(|v| v.to_string())
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let r = m.json(&["capture", "--format", "openclaw", session.to_str().unwrap()]);
+    assert_eq!(
+        (r["added"].as_u64(), r["skipped"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let hits = m.json(&["search", "when is the dentist"]);
+    assert!(hits.to_string().contains("dentist"), "{hits}");
+    // A bad line is an error naming it, and nothing of that capture is kept.
+    let bad = m.cwd.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"text\": \"fine\", \"conversation\": \"b\"}\nnot json\n",
+    )
+    .unwrap();
+    let out = m.run(&["capture", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+    assert_eq!(m.json(&["conversations"]).as_array().unwrap().len(), 2);
+    // Forgetting needs --purge, then leaves nothing.
+    let out = m.run(&["forget", "--conversation", "trip"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--purge"));
+    let done = m.ok(&["forget", "--conversation", "trip", "--purge"]);
+    assert!(done.contains("forgot conversation trip"), "{done}");
+    let hits = m.json(&["search", "Porto hotel booking"]);
+    assert!(!hits.to_string().contains("Porto"), "{hits}");
+    let out = m.run(&["forget", "--conversation", "trip", "--purge"]);
+    assert_eq!(out.status.code(), Some(1));
+}
