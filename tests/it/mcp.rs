@@ -68,7 +68,37 @@ fn python_sdk_client(python: &Path) -> Value {
     assert_eq!(facts["instructions_name_project"], true);
     assert_eq!(
         facts["tools"],
-        serde_json::json!(["forget", "memory_expand", "memory_search", "remember"])
+        serde_json::json!([
+            "forget",
+            "memory_expand",
+            "memory_log",
+            "memory_search",
+            "remember"
+        ])
+    );
+    assert_eq!(facts["log_added"], serde_json::json!([3, 0, 3]));
+    assert!(
+        facts["log_scope"].as_str().unwrap().starts_with("project:"),
+        "{}",
+        facts["log_scope"]
+    );
+    let hit = &facts["log_hit"];
+    assert_eq!(hit["said"]["conversation"], "chat-1", "{hit}");
+    assert_eq!(hit["said"]["date"], "1 March 2025", "{hit}");
+    assert!(hit["snippet"].as_str().unwrap().contains("Carla"), "{hit}");
+    assert_eq!(
+        facts["log_around"],
+        serde_json::json!([
+            "The quarterly pricing review is with Carla on the ninth",
+            "Noted: Carla, the ninth.",
+            "ok"
+        ])
+    );
+    assert_eq!(facts["log_errors"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        facts["b_sees_a_said"],
+        serde_json::json!([]),
+        "project B must never see project A's conversations"
     );
     assert_eq!(facts["search_schema_has_query"], true);
     let id = facts["remember_id"].as_str().unwrap();
@@ -174,7 +204,7 @@ fn streamable_http_with_a_bearer_token() {
     let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
     assert_eq!(facts["without_token"], 401);
     assert_eq!(facts["foreign_origin"], 403);
-    assert_eq!(facts["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(facts["tools"].as_array().unwrap().len(), 5);
     assert_eq!(facts["found"], serde_json::json!([facts["remembered"]]));
 }
 

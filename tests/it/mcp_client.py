@@ -109,6 +109,27 @@ async def session_a():
             still = structured(await s.call_tool("memory_search", {"query": "tuesdays"}))["results"]
             facts["serving_after_errors"] = still[0]["id"] == rem["id"]
 
+            # What was said, for a host without hooks: logged, then found with who and when.
+            said = [
+                {"role": "user", "text": "The quarterly pricing review is with Carla on the ninth", "time": "2025-03-01T09:00:00Z"},
+                {"role": "assistant", "text": "Noted: Carla, the ninth.", "time": "2025-03-01T09:00:05Z"},
+                {"role": "other", "speaker": "Bruno", "text": "ok", "time": "2025-03-01T09:01:00Z"},
+            ]
+            logged = structured(await s.call_tool("memory_log", {"conversation": "chat-1", "messages": said}))
+            again = structured(await s.call_tool("memory_log", {"conversation": "chat-1", "messages": said}))
+            facts["log_added"] = [logged["added"], again["added"], again["already"]]
+            facts["log_scope"] = logged["scope"]
+            found = structured(await s.call_tool("memory_search", {"query": "who runs the pricing review"}))["results"]
+            msg = [h for h in found if h.get("said")]
+            facts["log_hit"] = {"said": msg[0]["said"], "snippet": msg[0]["snippet"], "trust": msg[0]["trust"]} if msg else None
+            if msg:
+                opened = structured(await s.call_tool("memory_expand", {"id": msg[0]["id"]}))
+                facts["log_around"] = [m["text"] for m in opened["around"]]
+            facts["log_errors"] = [
+                await expect_tool_error(s, "memory_log", {"conversation": "c", "messages": []}, "invalid_input", "messages"),
+                await expect_tool_error(s, "memory_log", {"conversation": "c", "messages": [{"role": "user", "text": "x", "time": "soon"}]}, "invalid_input", "date"),
+            ]
+
 
 async def session_b():
     async with stdio_client(params(PROJ_B)) as (r, w):
@@ -120,6 +141,9 @@ async def session_b():
             user = structured(await s.call_tool("memory_search", {"query": "tea"}))["results"]
             facts["b_sees_user_note"] = user[0]["summary"] == "Prefers tea over coffee"
             facts["b_expand_a"] = await expect_tool_error(s, "memory_expand", {"id": facts["remember_id"]}, "not_found", "not found")
+            # Project A's conversations stay in project A.
+            said = structured(await s.call_tool("memory_search", {"query": "quarterly pricing review Carla ninth"}))["results"]
+            facts["b_sees_a_said"] = [h["id"] for h in said if h.get("said")]
 
 
 async def session_a_forget():
