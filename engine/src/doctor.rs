@@ -89,10 +89,24 @@ pub struct DoctorReport {
     /// Recall runs on a semantic model; false: on the hash fallback, which matches words
     /// only (the report is then not all good, even when `ok`).
     pub semantic_model: bool,
+    /// The conversation log: what it holds and how long it keeps it; the doctor applies the
+    /// policy first.
+    pub conversations: ConversationsHealth,
     /// The sync sign-in; `None` when not signed in.
     pub sync: Option<SyncSignIn>,
     /// True when nothing is broken.
     pub ok: bool,
+}
+
+/// The raw log's figures in a doctor's report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationsHealth {
+    pub path: String,
+    pub stats: crate::log::LogStats,
+    pub policy: crate::log::LogPolicy,
+    /// Messages this run removed under the policy.
+    pub removed: usize,
 }
 
 /// Where the signed-in server's token is read from, as a sync pass would find it.
@@ -174,6 +188,21 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         Err(e) => (None, Some(e.to_string())),
     };
     let home = engine.home();
+    let log_path = crate::log::log_path(home.root());
+    let conversations = ConversationsHealth {
+        path: log_path.to_string_lossy().into_owned(),
+        removed: if log_path.exists() {
+            crate::capture::apply_retention(engine)?
+        } else {
+            0
+        },
+        stats: if log_path.exists() {
+            engine.log()?.stats()?
+        } else {
+            crate::log::LogStats::default()
+        },
+        policy: crate::log::LogPolicy::load(home.root())?,
+    };
     let sync = sync_sign_in(home.root())?;
     let ok = ok && sync.as_ref().is_none_or(|s| s.token.is_some());
     Ok(DoctorReport {
@@ -196,6 +225,7 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         semantic_model: recall.as_ref().is_some_and(|r| r.embedder == "onnx"),
         recall,
         recall_error,
+        conversations,
         sync,
     })
 }

@@ -164,6 +164,7 @@ pub fn capture(
         .count();
     report.added = added.len();
     report.keys = added;
+    apply_retention(engine)?;
     if report.added > 0 {
         engine.sync_recall_later()?;
     }
@@ -291,6 +292,24 @@ pub fn capture_file(
         .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
     memoria_store::fsx::write_atomic(&state_path, &bytes)?;
     Ok(report)
+}
+
+/// Applies the home's retention policy for conversations (`LogPolicy`): what it removes from
+/// the log leaves recall too. Returns how many messages went.
+pub fn apply_retention(engine: &Engine) -> Result<usize> {
+    let policy = memoria_store::log::LogPolicy::load(engine.home().root())?;
+    if policy == memoria_store::log::LogPolicy::default() {
+        return Ok(0);
+    }
+    let removed = engine.log()?.apply(&policy, engine.now_ms())?;
+    let mut by_scope: HashMap<String, Vec<String>> = HashMap::new();
+    for (scope, key) in &removed {
+        by_scope.entry(scope.clone()).or_default().push(key.clone());
+    }
+    for (scope, keys) in by_scope {
+        engine.forget_messages(&scope, &keys)?;
+    }
+    Ok(removed.len())
 }
 
 /// What [`forget_conversation`] removed.

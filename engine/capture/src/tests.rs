@@ -347,3 +347,51 @@ fn forgetting_a_conversation_leaves_no_copy_of_it_in_the_home() {
     let e = w.engine(None);
     assert!(forget_conversation(&e, &Scope::User, "gone").is_err());
 }
+
+#[test]
+fn a_time_the_question_names_ranks_what_was_said_then_first() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    // The clock stands in September 2026.
+    let said = |conv: &str, time: &str| {
+        serde_json::json!({"conversation": conv, "role": "user", "time": time,
+            "text": "the marketing budget for the fair is settled"})
+        .to_string()
+    };
+    let text = [
+        said("february", "2026-02-10T10:00:00Z"),
+        said("may", "2026-05-10T10:00:00Z"),
+        said("august", "2026-08-10T10:00:00Z"),
+    ]
+    .join("\n");
+    capture(
+        &e,
+        format::parse_jsonl(&text).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+    let first = |e: &mut Engine, q: &str| {
+        agent::search(
+            e,
+            &AgentQuery {
+                queries: vec![q.into()],
+                limit: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap()[0]
+            .said
+            .clone()
+            .unwrap()
+            .conversation
+    };
+    assert_eq!(
+        first(&mut e, "what did we settle about the budget last May"),
+        "may"
+    );
+    assert_eq!(
+        first(&mut e, "el presupuesto de la feria en febrero"),
+        "february"
+    );
+    assert_eq!(first(&mut e, "the fair budget in August 2026"), "august");
+}

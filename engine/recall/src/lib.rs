@@ -19,6 +19,7 @@ pub mod relevance;
 pub mod store;
 pub mod tokenize;
 pub mod vectors;
+pub mod when;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -149,7 +149,12 @@ pub fn half_life_days(meta: &DocMeta) -> Option<f64> {
     if meta.evergreen {
         return None;
     }
-    match meta.note_type.as_deref() {
+    type_half_life_days(meta.note_type.as_deref())
+}
+
+/// Half-lives of recency decay by type, in days; `None` is never decayed.
+pub fn type_half_life_days(note_type: Option<&str>) -> Option<f64> {
+    match note_type {
         // Who the user is and how they want things done stay true until changed.
         Some("user" | "feedback" | "reference" | "domain") => None,
         Some("fact") => Some(30.0),
@@ -163,7 +168,12 @@ pub const DECAY_FLOOR: f64 = 0.35;
 
 /// Multiplier for age: `e^(−ln2 · age / half-life)`, floored at [`DECAY_FLOOR`].
 pub fn decay(meta: &DocMeta, now_ms: i64) -> f64 {
-    let (Some(hl), Some(updated)) = (half_life_days(meta), meta.updated_at_ms) else {
+    age_decay(half_life_days(meta), meta.updated_at_ms, now_ms)
+}
+
+/// [`decay`] for a half-life and a time.
+pub fn age_decay(half_life_days: Option<f64>, updated_at_ms: Option<i64>, now_ms: i64) -> f64 {
+    let (Some(hl), Some(updated)) = (half_life_days, updated_at_ms) else {
         return 1.0;
     };
     let age_days = ((now_ms - updated).max(0) as f64) / 86_400_000.0;

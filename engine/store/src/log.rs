@@ -137,6 +137,63 @@ pub struct LogStats {
     pub file_bytes: u64,
 }
 
+/// How long conversations stay: `conversations` in `config.json`
+/// (`{"conversations": {"maxAgeDays": 365, "maxTotalMb": 500}}`), or
+/// `MEMORIA_CONVERSATIONS__MAX_AGE_DAYS` / `MEMORIA_CONVERSATIONS__MAX_TOTAL_MB`; 0 (the default)
+/// means no limit. A message's age is from when it was said (when it was captured, for one
+/// without a time); the size counts texts before compression, and the oldest messages go first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LogPolicy {
+    pub max_age_days: u32,
+    pub max_total_mb: u32,
+}
+
+impl LogPolicy {
+    /// The policy of the home at `root`.
+    pub fn load(root: &Path) -> Result<LogPolicy> {
+        #[derive(serde::Deserialize, Default)]
+        struct ConfigFile {
+            #[serde(default)]
+            conversations: Option<LogPolicy>,
+        }
+        let path = root.join("config.json");
+        let mut policy = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<ConfigFile>(&bytes)
+                .map_err(|e| Error::Damaged {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                    fix: "fix it",
+                })?
+                .conversations
+                .unwrap_or_default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LogPolicy::default(),
+            Err(e) => return Err(Error::io("read", &path)(e)),
+        };
+        for (var, field) in [
+            (
+                "MEMORIA_CONVERSATIONS__MAX_AGE_DAYS",
+                &mut policy.max_age_days,
+            ),
+            (
+                "MEMORIA_CONVERSATIONS__MAX_TOTAL_MB",
+                &mut policy.max_total_mb,
+            ),
+        ] {
+            if let Ok(v) = std::env::var(var)
+                && !v.is_empty()
+            {
+                *field = v.trim().parse().map_err(|_| {
+                    Error::Config(format!(
+                        "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
+                    ))
+                })?;
+            }
+        }
+        Ok(policy)
+    }
+}
+
 /// The raw log of one home.
 pub struct Log {
     conn: Connection,
@@ -447,30 +504,75 @@ impl Log {
     /// Removes a conversation's messages and every text no other message uses. Returns the
     /// removed messages' keys.
     pub fn purge_conversation(&mut self, scope: &str, conversation: &str) -> Result<Vec<String>> {
-        self.remove_where(
-            "scope = ?1 AND conversation = ?2",
-            params![scope, conversation],
-        )
+        Ok(self
+            .remove_where(
+                "scope = ?1 AND conversation = ?2",
+                params![scope, conversation],
+            )?
+            .into_iter()
+            .map(|(_, key)| key)
+            .collect())
     }
 
-    /// Removes every message captured before `before_ms` (a retention policy by age).
-    pub fn purge_captured_before(&mut self, before_ms: i64) -> Result<Vec<String>> {
-        self.remove_where("captured_at < ?1", params![before_ms])
+    /// Applies a retention policy at `now_ms`; returns the removed messages' scopes and keys.
+    pub fn apply(&mut self, policy: &LogPolicy, now_ms: i64) -> Result<Vec<(String, String)>> {
+        let mut removed = Vec::new();
+        if policy.max_age_days > 0 {
+            let before = now_ms - i64::from(policy.max_age_days) * 86_400_000;
+            removed.extend(self.remove_where("COALESCE(at, captured_at) < ?1", params![before])?);
+        }
+        if policy.max_total_mb > 0 {
+            let limit = u64::from(policy.max_total_mb) << 20;
+            let newest_first: Vec<(String, u64)> = {
+                let mut st = self
+                    .conn
+                    .prepare(
+                        "SELECT m.key, t.size FROM messages m JOIN texts t ON t.hash = m.text \
+                         ORDER BY COALESCE(m.at, m.captured_at) DESC, m.seq DESC",
+                    )
+                    .map_err(db_err)?;
+                let rows = st
+                    .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+            };
+            let mut total = 0u64;
+            let mut over = Vec::new();
+            for (key, size) in newest_first {
+                total += size;
+                if total > limit {
+                    over.push(key);
+                }
+            }
+            for chunk in over.chunks(500) {
+                let list = vec!["?"; chunk.len()].join(",");
+                removed.extend(self.remove_where(
+                    &format!("key IN ({list})"),
+                    rusqlite::params_from_iter(chunk.iter()),
+                )?);
+            }
+        }
+        Ok(removed)
     }
 
     fn remove_where(
         &mut self,
         cond: &str,
         args: impl rusqlite::Params + Clone,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<(String, String)>> {
         let tx = self.conn.transaction().map_err(db_err)?;
-        let keys: Vec<String> = {
+        let keys: Vec<(String, String)> = {
             let mut st = tx
-                .prepare(&format!("SELECT key FROM messages WHERE {cond}"))
+                .prepare(&format!("SELECT scope, key FROM messages WHERE {cond}"))
                 .map_err(db_err)?;
-            let rows = st.query_map(args.clone(), |r| r.get(0)).map_err(db_err)?;
+            let rows = st
+                .query_map(args.clone(), |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(db_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
         };
+        if keys.is_empty() {
+            return Ok(keys);
+        }
         tx.execute(&format!("DELETE FROM messages WHERE {cond}"), args)
             .map_err(db_err)?;
         tx.execute(
@@ -611,6 +713,43 @@ mod tests {
             .map(|m| m.text)
             .collect();
         assert_eq!(texts, ["hello", "hello", "bye"]);
+    }
+
+    #[test]
+    fn retention_removes_the_oldest_by_age_and_by_size() {
+        let (_d, mut log) = open();
+        let day = 86_400_000;
+        let mut old = msg("c", "old", 1, &"o".repeat(600_000));
+        old.at = Some(10 * day);
+        let mut mid = msg("c", "mid", 2, &"m".repeat(600_000));
+        mid.at = Some(40 * day);
+        let mut new = msg("c", "new", 3, &"n".repeat(600_000));
+        new.at = Some(50 * day);
+        log.append(&[old, mid, new], 50 * day).unwrap();
+        assert!(
+            log.apply(&LogPolicy::default(), 50 * day)
+                .unwrap()
+                .is_empty()
+        );
+        let by_age = LogPolicy {
+            max_age_days: 30,
+            max_total_mb: 0,
+        };
+        let gone = log.apply(&by_age, 50 * day).unwrap();
+        assert_eq!(
+            gone,
+            vec![("user".to_owned(), message_key("user", "c", "old"))]
+        );
+        let by_size = LogPolicy {
+            max_age_days: 0,
+            max_total_mb: 1,
+        };
+        let gone = log.apply(&by_size, 50 * day).unwrap();
+        assert_eq!(
+            gone,
+            vec![("user".to_owned(), message_key("user", "c", "mid"))]
+        );
+        assert_eq!(log.stats().unwrap().messages, 1);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! is the speaker's name and text led by the end of the message before it
 //! ([`CONTEXT_WORDS`] words), since "yes, every Tuesday" means nothing alone. And a question
 //! that names a speaker is most likely about what that person said: among the hits, their
-//! messages count double ([`rank_named_speakers`]).
+//! messages count double, as do the messages said within a time the question names
+//! ([`rank_messages`]).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -75,9 +76,16 @@ pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     doc.rehash()
 }
 
-/// Among `hits`, the messages of a speaker `query` names count double; the hits are then in
-/// score order again.
-pub fn rank_named_speakers(log: &Log, query: &str, hits: &mut [crate::recall::Hit]) -> Result<()> {
+/// Among `hits`, the messages of a speaker `query` names count double, and so do the messages
+/// said within the time the query names ("last May", "hace un mes": `recall::when`), their
+/// age no longer counting against them; the hits are then in score order again.
+pub fn rank_messages(
+    log: &Log,
+    query: &str,
+    now_ms: i64,
+    hits: &mut [crate::recall::Hit],
+) -> Result<()> {
+    let window = crate::recall::when::window(query, now_ms);
     let words: Vec<String> = query
         .to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
@@ -87,6 +95,18 @@ pub fn rank_named_speakers(log: &Log, query: &str, hits: &mut [crate::recall::Hi
     let mut changed = false;
     for h in hits.iter_mut().filter(|h| is_message_key(&h.id)) {
         let Some(m) = log.get(&h.id)? else { continue };
+        if let (Some((start, end)), Some(at)) = (window, m.at)
+            && (start..end).contains(&at)
+        {
+            // Said when the question asks about: its age no longer counts against it.
+            let age = crate::recall::rank::age_decay(
+                crate::recall::rank::type_half_life_days(Some(MESSAGE_TYPE)),
+                Some(at),
+                now_ms,
+            );
+            h.score *= 2.0 / age;
+            changed = true;
+        }
         let Some(speaker) = m.speaker.as_deref() else {
             continue;
         };

@@ -291,7 +291,7 @@ impl Engine {
             Err(e) => return Err(recall_err(e)),
         };
         if hits.iter().any(|h| crate::said::is_message_key(&h.id)) {
-            crate::said::rank_named_speakers(&*self.log()?, query, &mut hits)?;
+            crate::said::rank_messages(&*self.log()?, query, self.now_ms(), &mut hits)?;
         }
         Ok(hits)
     }

@@ -49,6 +49,28 @@ fn print(r: &DoctorReport) -> Result<()> {
             counted(r.backups_pruned, "old backup")
         );
     }
+    let c = &r.conversations;
+    outln!(
+        "conversations: {} of {} ({} KiB on disk) in {}; kept {}{}",
+        counted(c.stats.messages, "message"),
+        counted(c.stats.conversations, "conversation"),
+        c.stats.file_bytes.div_ceil(1024),
+        c.path,
+        match c.policy.max_age_days {
+            0 => "without an age limit".to_owned(),
+            d => format!("{d} days"),
+        },
+        match c.policy.max_total_mb {
+            0 => String::new(),
+            mb => format!(", at most {mb} MiB"),
+        }
+    );
+    if c.removed > 0 {
+        outln!(
+            "          removed {} past the policy",
+            counted(c.removed, "old message")
+        );
+    }
     match (&r.recall, &r.recall_error) {
         (Some(s), _) if r.semantic_model => {
             outln!(
