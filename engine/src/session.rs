@@ -255,14 +255,16 @@ impl Kick {
         self.wake.notify_all();
     }
 
-    /// Waits for work; false once stopping.
-    fn wait(&self) -> bool {
-        let mut st = lock(&self.state);
-        while !st.0 && !st.1 {
-            st = self.wake.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-        st.0 = false;
-        !st.1
+    /// Waits for a kick or for `timeout`: `Some(true)` when kicked, `Some(false)` when the
+    /// time ran out, `None` once stopping.
+    fn wait_or_time_out(&self, timeout: std::time::Duration) -> Option<bool> {
+        let st = lock(&self.state);
+        let (mut st, _) = self
+            .wake
+            .wait_timeout_while(st, timeout, |st| !st.0 && !st.1)
+            .unwrap_or_else(|p| p.into_inner());
+        let kicked = std::mem::take(&mut st.0);
+        (!st.1).then_some(kicked)
     }
 
     /// Waits for a kick or for `timeout`, whichever comes first; false once stopping.
@@ -276,6 +278,9 @@ impl Kick {
         !st.1
     }
 }
+
+/// How often the indexer looks at the conversation log for what other programs captured.
+const LOG_POLL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The longest the consolidation thread sleeps before it reads the clock again: a machine
 /// that was suspended past the due time catches up within this long of waking.
@@ -429,14 +434,25 @@ impl Session {
                 .spawn(move || {
                     let mut progress = Publisher(bus.clone()).progress(IndexTask::Embedding);
                     loop {
+                        let log_seen = reads.engine.log_state().ok().flatten();
                         if let Err(e) = reads.engine.sync_recall(&mut progress) {
                             bus.publish(Event::Error {
                                 scope: None,
                                 message: e.to_string(),
                             });
                         }
-                        if !kick.wait() {
-                            return;
+                        // Conversations another program captured (a hook, the CLI) come in
+                        // within a poll: no watcher sees the log.
+                        loop {
+                            match kick.wait_or_time_out(LOG_POLL) {
+                                None => return,
+                                Some(true) => break,
+                                Some(false) => {
+                                    if reads.engine.log_state().ok().flatten() != log_seen {
+                                        break;
+                                    }
+                                }
+                            }
                         }
                     }
                 })

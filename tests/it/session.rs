@@ -360,3 +360,36 @@ fn shutdown_ends_the_watcher_sync_indexer_and_model_threads() {
     let again = Session::start(options(&home)).unwrap();
     assert_eq!(again.watched().len(), 1);
 }
+
+#[test]
+fn a_conversation_another_program_captured_is_found_by_the_session_within_seconds() {
+    let (_tmp, home) = home();
+    let session = Session::start(options(&home)).unwrap();
+    // The hook or the CLI, in another process: it never opens the recall index.
+    let transcript = home.join("chat.jsonl");
+    std::fs::write(
+        &transcript,
+        "{\"conversation\":\"c1\",\"role\":\"user\",\"text\":\"the kayak rental opens at seven\"}\n",
+    )
+    .unwrap();
+    let other = Device::new(home.clone(), "");
+    other.ok(&["capture", transcript.to_str().unwrap()]);
+    let reads = session.reads();
+    let opts = SearchOptions {
+        mode: Mode::Bm25,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let hits = reads.search("kayak rental", opts.clone()).unwrap();
+        if hits.iter().any(|h| h.id.starts_with("msg:")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the captured message never reached the session's search"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    session.shutdown();
+}

@@ -162,6 +162,14 @@ impl Engine {
         recall.purge(&hashes).map_err(crate::search::recall_err)
     }
 
+    /// The log's state ([`LogState`]); `None` while nothing was ever captured in this home.
+    pub fn log_state(&self) -> Result<Option<LogState>> {
+        if !memoria_store::log::log_path(self.home().root()).exists() {
+            return Ok(None);
+        }
+        Ok(Some(self.log()?.state()?))
+    }
+
     /// A message this engine's scopes may see.
     pub fn visible_message(&self, key: &str) -> Result<LogMessage> {
         let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
