@@ -210,6 +210,9 @@ fn messages_are_found_beside_notes_and_open_with_their_neighbours() {
     let notes = found(&mut e, "release checklist publish");
     assert!(notes.iter().any(|s| s.contains("publish")), "{notes:?}");
     let open = agent::expand(&mut e, &top.id).unwrap();
+    // The recall block names it with its scope, as it names notes.
+    let named = agent::expand(&mut e, &format!("vt:user/{}", top.id)).unwrap();
+    assert_eq!(named.body, open.body);
     let around: Vec<&str> = open.around.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(
         around,

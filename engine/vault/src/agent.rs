@@ -363,8 +363,13 @@ fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
 
 /// Opens a note by its recall id (or plain id).
 pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
-    if crate::said::is_message_key(reference) {
-        return expand_message(engine, reference);
+    // A message as search names it (`msg:…`) or as the recall block does (`vt:user/msg:…`).
+    let bare = reference
+        .strip_prefix("vt:")
+        .and_then(|r| r.split_once('/'))
+        .map_or(reference, |(_, id)| id);
+    if crate::said::is_message_key(bare) {
+        return expand_message(engine, bare);
     }
     let (scope, row) = resolve_visible(engine, reference)?;
     let view = engine.show(reference, Some(&scope))?;
