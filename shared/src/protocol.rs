@@ -482,6 +482,14 @@ pub struct ErrorBody {
 
 /// A list of content hashes, each checked as it is read (see [`SnapshotRequest::have`]): a
 /// string is looked at where the parser holds it and copied only once it is a content hash.
+/// Most `have` entries a snapshot request may list: more than any scope's note quota, so a
+/// client never needs more, and few enough that a request stays small (about 6.7 MB of JSON).
+pub const MAX_HAVE: usize = 100_000;
+
+/// Largest snapshot request body a server reads: `MAX_HAVE` hashes and the rest, far below a
+/// commit's limit, since a snapshot carries no note bodies.
+pub const SNAPSHOT_REQUEST_BYTES: usize = 8 << 20;
+
 fn content_hashes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentHash>, D::Error> {
     struct Hashes;
     impl<'de> serde::de::Visitor<'de> for Hashes {
@@ -495,6 +503,11 @@ fn content_hashes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentH
         ) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
             while let Some(CheckedHash(h)) = seq.next_element()? {
+                if out.len() == MAX_HAVE {
+                    return Err(serde::de::Error::custom(format!(
+                        "have: more than {MAX_HAVE} content hashes; a scope never holds that many notes"
+                    )));
+                }
                 out.push(h);
             }
             Ok(out)

@@ -85,7 +85,10 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(api::healthz))
         .route("/v1/memory/identity", get(api::identity))
-        .route("/v1/memory/snapshot", post(api::snapshot))
+        .route(
+            "/v1/memory/snapshot",
+            post(api::snapshot).layer(DefaultBodyLimit::max(snapshot_limit(&state))),
+        )
         .route("/v1/memory/commit", post(api::commit))
         .route("/v1/admin/erase", post(api::erase))
         .fallback(api::not_found)
@@ -101,6 +104,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// The body limit of a snapshot request: it carries hashes, never note bodies.
+fn snapshot_limit(st: &AppState) -> usize {
+    st.request_limit
+        .min(memoria_shared::protocol::SNAPSHOT_REQUEST_BYTES)
+}
+
 /// Refuses a request whose `Content-Length` is over the limit before any of its body is read;
 /// a body that does not declare its length is cut at the limit as it is read.
 async fn refuse_declared_oversize(
@@ -113,7 +122,12 @@ async fn refuse_declared_oversize(
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > st.request_limit as u64) {
+    let limit = if req.uri().path() == "/v1/memory/snapshot" {
+        snapshot_limit(&st)
+    } else {
+        st.request_limit
+    };
+    if declared.is_some_and(|n| n > limit as u64) {
         return axum::response::IntoResponse::into_response(ApiError::TooLarge(
             "the request body is larger than this server accepts: split the commit".into(),
         ));

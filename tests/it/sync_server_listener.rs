@@ -276,5 +276,44 @@ async fn oversized_requests_are_refused_before_their_body_is_read() {
         body["message"].as_str().unwrap().contains("content hash"),
         "{body}"
     );
+    // A snapshot carries hashes, never bodies: its limit is far below a commit's, and `have`
+    // is capped as it is parsed.
+    let limit = memoria_shared::protocol::SNAPSHOT_REQUEST_BYTES;
+    let over = format!("{{\"scope\":\"user\",\"pad\":\"{}\"}}", "x".repeat(limit));
+    let r = reqwest::Client::new()
+        .post(server.url("/v1/memory/snapshot"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(over)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let hash = "0".repeat(64);
+    let many = format!(
+        "{{\"scope\":\"user\",\"have\":[{}]}}",
+        vec![format!("\"{hash}\""); memoria_shared::protocol::MAX_HAVE + 1].join(",")
+    );
+    assert!(
+        many.len() < limit,
+        "the cap is reached before the body limit"
+    );
+    let r = reqwest::Client::new()
+        .post(server.url("/v1/memory/snapshot"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(many)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 100000"),
+        "{body}"
+    );
     server.stop().await;
 }
