@@ -266,7 +266,7 @@ impl RecallIndex {
     /// best three by words and not unlikely by meaning. Without a calibrated relevance (the
     /// hash embedder, or a note not embedded yet) the cosine decides against the embedder's
     /// own floor.
-    fn relevant_to_the_message(&self, h: &Hit) -> bool {
+    pub fn relevant_to_the_message(&self, h: &Hit) -> bool {
         let top_words = h.bm25_rank.is_some_and(|r| r <= 3);
         match h.relevance {
             Some(r) => r >= BLOCK_FLOOR || top_words && r >= BLOCK_FLOOR / 2.0,

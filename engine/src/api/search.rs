@@ -47,6 +47,17 @@ pub struct SearchRequest {
     /// Include archived notes (importance decayed below the archive threshold), which are
     /// otherwise left out.
     pub archived: bool,
+    /// Only hits as likely to answer as the recall block asks of its notes; the others are
+    /// counted in `SearchResults::below_floor` (see [`search_with_floor`]).
+    pub relevant_only: bool,
+    /// Only notes of these types (`message` for what was said).
+    pub types: Vec<String>,
+    /// Only notes carrying all of these tags.
+    pub tags: Vec<String>,
+    /// Only notes created (messages said) at or after this time, in ms since the epoch.
+    pub after: Option<i64>,
+    /// Only notes created (messages said) at or before this time, in ms since the epoch.
+    pub before: Option<i64>,
 }
 
 impl Default for SearchRequest {
@@ -58,8 +69,21 @@ impl Default for SearchRequest {
             explain: false,
             snippets: false,
             archived: false,
+            relevant_only: false,
+            types: Vec::new(),
+            tags: Vec::new(),
+            after: None,
+            before: None,
         }
     }
+}
+
+/// Hits, and how many more the relevance floor left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResults {
+    pub hits: Vec<SearchHit>,
+    pub below_floor: usize,
 }
 
 /// The parts of a hit's score. A retriever that did not find the note has no rank.
@@ -149,15 +173,42 @@ pub struct SearchHit {
 
 /// Hybrid search over the visible notes.
 pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+    Ok(search_with_floor(engine, req)?.hits)
+}
+
+/// Hybrid search over the visible notes, the filters applied, and how many hits the relevance
+/// floor left out when asked for.
+pub fn search_with_floor(engine: &Engine, req: &SearchRequest) -> Result<SearchResults> {
+    let limit = req.limit.clamp(1, 1000);
+    let filtered = !req.types.is_empty()
+        || !req.tags.is_empty()
+        || req.after.is_some()
+        || req.before.is_some();
     let opts = SearchOptions {
-        limit: req.limit.clamp(1, 1000),
+        // Filters and the floor are applied to a larger pool, then cut to the limit.
+        limit: if filtered || req.relevant_only {
+            (limit * 5).clamp(50, 1000)
+        } else {
+            limit
+        },
         mode: req.mode.into(),
         explain: req.explain,
         include_archived: req.archived,
         ..Default::default()
     };
-    let hits = engine.hybrid_search(&req.query, opts)?;
-    Ok(hits
+    let mut hits = engine.hybrid_search(&req.query, opts)?;
+    if filtered {
+        hits.retain(|h| passes(engine, h, req));
+    }
+    let mut below_floor = 0;
+    if req.relevant_only {
+        let recall = engine.recall()?;
+        let before = hits.len();
+        hits.retain(|h| recall.relevant_to_the_message(h));
+        below_floor = before - hits.len();
+    }
+    hits.truncate(limit);
+    let hits = hits
         .into_iter()
         .map(|h| SearchHit {
             // A message has no title of its own: what was said is always shown.
@@ -173,7 +224,31 @@ pub fn search(engine: &Engine, req: &SearchRequest) -> Result<Vec<SearchHit>> {
             archived: h.archived,
             explain: h.explain.map(ScoreParts::from),
         })
-        .collect())
+        .collect();
+    Ok(SearchResults { hits, below_floor })
+}
+
+/// Whether a hit passes the request's filters: type, tags, and when it was created or said.
+fn passes(engine: &Engine, h: &recall::Hit, req: &SearchRequest) -> bool {
+    let (note_type, tags, at) = if crate::said::is_message_key(&h.id) {
+        match engine.visible_message(&h.id) {
+            Ok(m) => (Some(crate::said::MESSAGE_TYPE.to_owned()), Vec::new(), m.at),
+            Err(_) => return false,
+        }
+    } else {
+        let Ok(scope) = Scope::from_key(&h.scope) else {
+            return false;
+        };
+        match engine.resolve(&h.id, Some(&scope)) {
+            Ok((_, row)) => (row.note_type, row.tags, row.created_at),
+            Err(_) => return false,
+        }
+    };
+    let at = at.unwrap_or(0);
+    (req.types.is_empty() || note_type.is_some_and(|t| req.types.contains(&t)))
+        && req.tags.iter().all(|t| tags.contains(t))
+        && req.after.is_none_or(|a| at >= a)
+        && req.before.is_none_or(|b| at <= b)
 }
 
 /// The piece of a hit's body an agent's search shows, on one line.

@@ -37,6 +37,34 @@ pub struct SearchArgs {
     /// Search archived notes too (notes nobody recalled, opened or edited for long).
     #[arg(long)]
     archived: bool,
+    /// Only notes of this type (repeat for several; `message` for what was said).
+    #[arg(long = "type", value_name = "TYPE")]
+    types: Vec<String>,
+    /// Only notes carrying this tag (repeat: all of them).
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
+    /// Only notes created (messages said) on or after this date (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "DATE")]
+    after: Option<String>,
+    /// Only notes created (messages said) on or before this date (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "DATE")]
+    before: Option<String>,
+    /// List every hit, also those unlikely to answer (the list stops at the recall block's
+    /// relevance floor otherwise; `--json` always lists every hit).
+    #[arg(long)]
+    all: bool,
+}
+
+fn date_arg(flag: &str, value: Option<&str>) -> Result<Option<i64>> {
+    value
+        .map(|v| {
+            memoria_engine::backup::time_to_ms(v).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--{flag} {v:?} is not a date: give YYYY-MM-DD or 2024-05-08T13:56:00Z"
+                )
+            })
+        })
+        .transpose()
 }
 
 pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
@@ -47,23 +75,34 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         explain: a.explain,
         snippets: false,
         archived: a.archived,
+        relevant_only: !a.all && !g.json,
+        types: a.types.clone(),
+        tags: a.tags.clone(),
+        after: date_arg("after", a.after.as_deref())?,
+        before: date_arg("before", a.before.as_deref())?,
     };
-    let hits = search::search(&g.location.open()?, &req)?;
+    let found = search::search_with_floor(&g.location.open()?, &req)?;
+    let hits = found.hits;
     if g.json {
         return print_json(&hits);
     }
     if hits.is_empty() {
         outln!("no matches");
+    } else {
+        // Ranked by the score (words, meaning, trust, age and use); "relevant" is how likely
+        // each hit answers the query, where the semantic model can tell.
+        outln!(" score  relevant");
     }
     for h in &hits {
         let kind = h.scope.split(':').next().unwrap_or("");
         // How likely the note answers the query, where the semantic model can tell.
         let relevance = h
             .relevance
-            .map_or_else(|| "   –".to_owned(), |r| format!("{:>3.0}%", r * 100.0));
+            .map_or_else(|| "–".to_owned(), |r| format!("{:.0}%", r * 100.0));
         let archived = if h.archived { "  (archived)" } else { "" };
         outln!(
-            "{relevance}  vt:{kind}/{:<32} {}{archived}",
+            "{:>6.3}  {relevance:>8}  vt:{kind}/{:<32} {}{archived}",
+            h.score,
             h.id,
             h.summary
         );
@@ -73,6 +112,12 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
         if let Some(x) = &h.explain {
             outln!("        {}", explain_line(x));
         }
+    }
+    if found.below_floor > 0 {
+        outln!(
+            "{} unlikely to answer not shown (--all lists them)",
+            memoria_engine::counted(found.below_floor, "more hit")
+        );
     }
     Ok(())
 }

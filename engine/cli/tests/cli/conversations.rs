@@ -219,3 +219,45 @@ fn capture_reads_the_generic_format_and_openclaw_and_forget_purges_a_conversatio
     let out = m.run(&["forget", "--conversation", "trip", "--purge"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn search_lists_hits_in_the_order_of_the_number_shown_and_takes_the_agents_filters() {
+    let m = Memoria::new();
+    for (summary, tag, ty) in [
+        ("Deploys go out on Tuesdays", "ops", "feedback"),
+        ("Deploy freeze during the holidays", "ops", "project"),
+        ("Deploy the docs site by hand", "docs", "project"),
+        ("Tea over coffee", "food", "user"),
+    ] {
+        m.ok(&["add", "--summary", summary, "--tags", tag, "--type", ty]);
+    }
+    let out = m.ok(&["search", "deploy", "--all"]);
+    let scores: Vec<f64> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(scores.len() >= 3, "{out}");
+    assert!(
+        scores.windows(2).all(|w| w[0] >= w[1]),
+        "the number shown first is the order: {out}"
+    );
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["search", "deploy"];
+        all.extend_from_slice(args);
+        m.json(&all)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["summary"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&["--tag", "docs"]), ["Deploy the docs site by hand"]);
+    let projects = ids(&["--type", "project"]);
+    assert_eq!(projects.len(), 2, "{projects:?}");
+    assert!(ids(&["--after", "2999-01-01"]).is_empty());
+    assert_eq!(ids(&["--before", "2999-01-01", "--tag", "ops"]).len(), 2);
+    let out = m.run(&["search", "deploy", "--after", "soon"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("YYYY-MM-DD"));
+}
