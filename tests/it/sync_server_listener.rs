@@ -279,16 +279,25 @@ async fn oversized_requests_are_refused_before_their_body_is_read() {
     // A snapshot carries hashes, never bodies: its limit is far below a commit's, and `have`
     // is capped as it is parsed.
     let limit = memoria_shared::protocol::SNAPSHOT_REQUEST_BYTES;
-    let over = format!("{{\"scope\":\"user\",\"pad\":\"{}\"}}", "x".repeat(limit));
-    let r = reqwest::Client::new()
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .header("content-type", "application/json")
-        .body(over)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 413);
+    let head = format!(
+        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        limit + 1
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "a snapshot over its own limit, far under a commit's: {answer:?}"
+    );
     let hash = "0".repeat(64);
     let many = format!(
         "{{\"scope\":\"user\",\"have\":[{}]}}",
