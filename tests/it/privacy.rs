@@ -355,9 +355,12 @@ fn doctor_lists_notes_the_guard_marked() {
     for row in ROWS {
         (row.plant)(&w);
     }
+    // The broken-frontmatter row is a problem the doctor reports: exit code 1, the report on
+    // standard output all the same.
     let (ok, out, err) = w.memoria(&["--json", "doctor"], None);
-    assert!(ok, "doctor: {err}");
+    assert!(!ok, "doctor found the broken file: {err}");
     let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["ok"], false);
     let user = report["scopes"]
         .as_array()
         .unwrap()

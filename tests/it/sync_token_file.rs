@@ -156,7 +156,9 @@ fn headless_sign_in_is_found_by_later_processes_and_kept_in_a_private_file() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no sync token"), "{err}");
-    let doctor = ok(&d, &["doctor"]);
+    let out = headless(&d, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "a problem found is exit code 1");
+    let doctor = String::from_utf8_lossy(&out.stdout);
     assert!(doctor.contains("sign in again"), "{doctor}");
     assert!(doctor.contains("problems found"), "{doctor}");
 }

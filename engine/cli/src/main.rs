@@ -93,7 +93,7 @@ enum Command {
     Consolidate(cli::consolidate::ConsolidateArgs),
     /// Machine-local settings: list, `get KEY`, `set KEY VALUE`, `unset KEY`.
     Config(cli::review::ConfigArgs),
-    /// Paths, counts, files with errors and index health.
+    /// Paths, counts, files with errors and index health; exits 1 when it found a problem.
     Doctor(cli::doctor::DoctorArgs),
     /// Keep the index in step with edits made outside Memoria until interrupted.
     Watch,
@@ -146,6 +146,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of standard output went away (`memoria list | head`): not a failure.
         Err(e) if cli::is_closed_pipe(&e) => ExitCode::SUCCESS,
+        // The problems were printed already (`doctor`).
+        Err(e) if e.downcast_ref::<cli::ProblemsFound>().is_some() => ExitCode::from(1),
         Err(e) => {
             hints::print_error(&e, json);
             ExitCode::from(1)

@@ -21,9 +21,15 @@ pub struct DoctorArgs {
 pub fn run(g: &Globals, a: &DoctorArgs) -> Result<()> {
     let report = doctor::doctor(&g.location, DoctorRequest { rebuild: a.rebuild })?;
     if g.json {
-        return print_json(&report);
+        print_json(&report)?;
+    } else {
+        print(&report)?;
     }
-    print(&report)
+    // A script (or CI) learns from the exit code that something needs fixing.
+    if !report.ok {
+        return Err(super::ProblemsFound.into());
+    }
+    Ok(())
 }
 
 fn print(r: &DoctorReport) -> Result<()> {

@@ -67,6 +67,19 @@ pub fn read_body(arg: Option<&str>) -> Result<Option<String>> {
     }
 }
 
+/// A check that ran and printed the problems it found: the exit code is 1 and nothing more
+/// is said.
+#[derive(Debug)]
+pub struct ProblemsFound;
+
+impl std::fmt::Display for ProblemsFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("problems found")
+    }
+}
+
+impl std::error::Error for ProblemsFound {}
+
 /// Whether an error is a write to a closed pipe (the reader went away: not a failure).
 pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

@@ -999,3 +999,24 @@ fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
     let v: Value = serde_json::from_slice(&c.output().unwrap().stdout).unwrap();
     assert_eq!(v["semanticModel"], false, "{v}");
 }
+
+#[test]
+fn doctor_exits_1_when_it_found_a_problem() {
+    let m = Memoria::new();
+    m.ok(&["init"]);
+    m.ok(&["doctor"]);
+    std::fs::write(
+        m.user_dir().join("broken.md"),
+        "---\nid: broken\nsummary: [unclosed\n---\nbody\n",
+    )
+    .unwrap();
+    let out = m.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("problems found"), "{text}");
+    assert!(out.stderr.is_empty(), "nothing more is said on stderr");
+    let out = m.run(&["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+}
