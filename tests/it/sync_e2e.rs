@@ -266,6 +266,31 @@ fn same_line_edits_conflict_and_resolve_each_way(backend: Backend) {
     a.ok(&["sync", "now"]);
     assert!(a.note("quiet").unwrap().contains("four"));
 
+    // One conflict reads as diffs from the last synced version (plain when piped), and
+    // `resolve` without a choice names the flags that choose.
+    let shown = b.ok(&["conflicts", "k-local"]);
+    for want in [
+        "--- last synced",
+        "+++ this machine",
+        "+++ the cloud",
+        "-two",
+        "+TWO from b",
+        "+TWO from a",
+        "memoria resolve k-local --keep",
+    ] {
+        assert!(shown.contains(want), "{want:?} missing from:\n{shown}");
+    }
+    assert!(!shown.contains('\x1b'), "no color codes into a pipe");
+    let out = b.run(&["conflicts", "quiet"]);
+    assert!(!out.status.success());
+    let out = b.run(&["resolve", "k-local"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--keep local") && err.contains("--merged-file"),
+        "{err}"
+    );
+
     b.ok(&["resolve", "k-local", "--keep", "local"]);
     b.ok(&["resolve", "k-cloud", "--keep", "cloud"]);
     let both = json(&b.ok(&["--json", "resolve", "k-both", "--keep", "both"]));

@@ -112,8 +112,8 @@ enum Command {
         #[command(subcommand)]
         command: cli::sync::SyncCommand,
     },
-    /// Notes held back by sync conflicts.
-    Conflicts,
+    /// Notes held back by sync conflicts; with ID, what changed here and in the cloud, as diffs.
+    Conflicts(cli::sync::ConflictsArgs),
     /// Resolve a sync conflict: keep this machine's version, the cloud's, both, or a merged file.
     Resolve(cli::sync::ResolveArgs),
     /// Serve Memoria's tools to an agent over MCP (stdio by default). The scope is locked to the
@@ -196,7 +196,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Projects { command } => cli::projects::run(&g, command.as_ref())?,
         Command::Model { command } => cli::model::run(&g, command)?,
         Command::Sync { command } => cli::sync::run(&g, command)?,
-        Command::Conflicts => cli::sync::list_conflicts(&g)?,
+        Command::Conflicts(a) => cli::sync::list_conflicts(&g, a)?,
         Command::Resolve(a) => cli::sync::resolve(&g, a)?,
         Command::Eval(c) => cli::eval::eval(c, json)?,
         Command::Bench(c) => cli::eval::bench(c, json)?,

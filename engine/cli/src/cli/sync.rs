@@ -286,8 +286,30 @@ fn print_status(s: &SyncStatus) -> Result<()> {
     Ok(())
 }
 
-pub fn list_conflicts(g: &Globals) -> Result<()> {
-    let list = conflicts::list(&g.location.open()?)?;
+#[derive(Args, Debug)]
+pub struct ConflictsArgs {
+    /// Show this note's conflict: what changed here and in the cloud since the last sync.
+    id: Option<String>,
+    /// The conflict's scope, when the id has one in several.
+    #[arg(long)]
+    scope: Option<String>,
+}
+
+pub fn list_conflicts(g: &Globals, a: &ConflictsArgs) -> Result<()> {
+    let mut list = conflicts::list(&g.location.open()?)?;
+    if let Some(id) = &a.id {
+        list.retain(|c| c.id == *id && a.scope.as_ref().is_none_or(|s| c.scope == *s));
+        if list.is_empty() {
+            anyhow::bail!("no sync conflict for {id}: `memoria conflicts` lists them");
+        }
+        if g.json {
+            return print_json(&list);
+        }
+        for c in &list {
+            show_conflict(c)?;
+        }
+        return Ok(());
+    }
     if g.json {
         return print_json(&list);
     }
@@ -316,6 +338,59 @@ pub fn list_conflicts(g: &Globals) -> Result<()> {
     Ok(())
 }
 
+/// One conflict as diffs: the last synced version against this machine's and the cloud's (or
+/// the two against each other without a common version), colored on a terminal.
+fn show_conflict(c: &memoria_engine::sync::Conflict) -> Result<()> {
+    use std::io::IsTerminal;
+    let color = std::io::stdout().is_terminal();
+    outln!("{}  {}", c.scope, c.id);
+    let empty = String::new();
+    let local = c.local.as_ref().unwrap_or(&empty);
+    let cloud = c.cloud.as_ref().unwrap_or(&empty);
+    let pairs: Vec<(&str, &str, &str, &str)> = match &c.base {
+        Some(base) => vec![
+            ("last synced", "this machine", base, local),
+            ("last synced", "the cloud", base, cloud),
+        ],
+        None => vec![("this machine", "the cloud", local, cloud)],
+    };
+    for (from, to, a, b) in pairs {
+        if c.local.is_none() && to == "this machine" {
+            outln!("\n{to}: deleted");
+            continue;
+        }
+        if c.cloud.is_none() && to == "the cloud" {
+            outln!("\n{to}: deleted");
+            continue;
+        }
+        outln!("");
+        let diff = similar::TextDiff::from_lines(a, b);
+        let text = diff
+            .unified_diff()
+            .context_radius(3)
+            .header(from, to)
+            .to_string();
+        for line in text.lines() {
+            let paint = match line.chars().next() {
+                _ if !color => None,
+                Some('+') if !line.starts_with("+++") => Some("32"),
+                Some('-') if !line.starts_with("---") => Some("31"),
+                Some('@') => Some("36"),
+                _ => None,
+            };
+            match paint {
+                Some(code) => outln!("\x1b[{code}m{line}\x1b[0m"),
+                None => outln!("{line}"),
+            }
+        }
+    }
+    outln!(
+        "\nresolve it: `memoria resolve {} --keep local|cloud|both` or `--merged-file FILE`",
+        c.id
+    );
+    Ok(())
+}
+
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
     id: String,
@@ -331,6 +406,14 @@ pub struct ResolveArgs {
 }
 
 pub fn resolve(g: &Globals, a: &ResolveArgs) -> Result<()> {
+    if a.keep.is_none() && a.merged_file.is_none() {
+        anyhow::bail!(
+            "say what to keep: --keep local (this machine's version), --keep cloud, --keep both \
+             (the cloud's becomes a new note beside), or --merged-file FILE; `memoria conflicts {}` \
+             shows the versions",
+            a.id
+        );
+    }
     let merged = a
         .merged_file
         .as_ref()
