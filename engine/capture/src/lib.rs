@@ -151,11 +151,12 @@ pub fn capture(
     let now = engine.now_ms();
     let added = engine.log()?.append(&messages, now)?;
     report.already = messages.len() - added.len();
+    let new: std::collections::HashSet<&String> = added.iter().collect();
     report.secret = messages
         .iter()
         .filter(|m| m.secret.is_some())
         .filter(|m| {
-            added.contains(&memoria_store::log::message_key(
+            new.contains(&memoria_store::log::message_key(
                 &m.scope,
                 &m.conversation,
                 &m.message_id,
@@ -220,8 +221,21 @@ impl Format {
 /// Largest transcript read in one capture.
 pub const MAX_TRANSCRIPT_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Where each transcript file's capture stopped: its path → (bytes read, lines read).
-type Progress = std::collections::BTreeMap<String, (u64, usize)>;
+/// Where each transcript file's capture stopped: its path → (bytes read, lines read, a hash of
+/// the bytes read, up to [`PREFIX_BYTES`] of them from the start).
+type Progress = std::collections::BTreeMap<String, (u64, usize, String)>;
+
+/// How much of a transcript's start identifies it: a file replaced by another is read again
+/// from its start, not from the middle of a line.
+const PREFIX_BYTES: u64 = 4096;
+
+fn prefix_hash(file: &mut std::fs::File, upto: u64) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut head = vec![0u8; upto.min(PREFIX_BYTES) as usize];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut head)?;
+    Ok(memoria_shared::hash::sha256_hex(&head))
+}
 
 fn progress_path(engine: &Engine) -> std::path::PathBuf {
     engine.home().root().join("log").join("transcripts.json")
@@ -247,10 +261,15 @@ pub fn capture_file(
     };
     let mut file = std::fs::File::open(&abs).map_err(Error::io("read", &abs))?;
     let len = file.metadata().map_err(Error::io("read", &abs))?.len();
-    let (mut offset, mut line) = progress.get(&key).copied().unwrap_or((0, 0));
-    if offset > len {
-        (offset, line) = (0, 0);
-    }
+    let (offset, line) = match progress.get(&key) {
+        Some((offset, line, head))
+            if *offset <= len
+                && prefix_hash(&mut file, *offset).map_err(Error::io("read", &abs))? == *head =>
+        {
+            (*offset, *line)
+        }
+        _ => (0, 0),
+    };
     if len - offset > MAX_TRANSCRIPT_BYTES {
         return Err(Error::Invalid(format!(
             "the transcript {} has {} MiB to read, more than the {} MiB one capture takes: split it",
@@ -287,7 +306,9 @@ pub fn capture_file(
     if report.scope.is_empty() {
         report.scope = opts.scope.as_ref().map(Scope::key).unwrap_or_default();
     }
-    progress.insert(key, (offset + consumed, line + text.lines().count()));
+    let read_to = offset + consumed;
+    let head = prefix_hash(&mut file, read_to).map_err(Error::io("read", &abs))?;
+    progress.insert(key, (read_to, line + text.lines().count(), head));
     let bytes = serde_json::to_vec_pretty(&progress)
         .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
     memoria_store::fsx::write_atomic(&state_path, &bytes)?;
@@ -295,19 +316,24 @@ pub fn capture_file(
 }
 
 /// Applies the home's retention policy for conversations (`LogPolicy`): what it removes from
-/// the log leaves recall too. Returns how many messages went.
+/// the log leaves recall too, at once when this engine has the recall index open, else at the
+/// index's next update. Returns how many messages went.
 pub fn apply_retention(engine: &Engine) -> Result<usize> {
     let policy = memoria_store::log::LogPolicy::load(engine.home().root())?;
     if policy == memoria_store::log::LogPolicy::default() {
         return Ok(0);
     }
     let removed = engine.log()?.apply(&policy, engine.now_ms())?;
-    let mut by_scope: HashMap<String, Vec<String>> = HashMap::new();
-    for (scope, key) in &removed {
-        by_scope.entry(scope.clone()).or_default().push(key.clone());
-    }
-    for (scope, keys) in by_scope {
-        engine.forget_messages(&scope, &keys)?;
+    // An engine with the recall index open purges them from it now; otherwise the index's next
+    // update drops them (a capture, the hook among them, never loads the model for this).
+    if engine.recall_index.get().is_some() {
+        let mut by_scope: HashMap<String, Vec<String>> = HashMap::new();
+        for (scope, key) in &removed {
+            by_scope.entry(scope.clone()).or_default().push(key.clone());
+        }
+        for (scope, keys) in by_scope {
+            engine.forget_messages(&scope, &keys)?;
+        }
     }
     Ok(removed.len())
 }

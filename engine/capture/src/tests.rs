@@ -116,6 +116,23 @@ fn a_transcript_captured_twice_adds_nothing_and_a_longer_one_only_its_new_messag
             "And freeze on Fridays"
         ]
     );
+    // A file replaced by a longer one is read from its start, not from the old place.
+    let replaced: Vec<String> = (1..=6)
+        .map(|i| {
+            line(
+                "c3",
+                &i.to_string(),
+                "user",
+                "Ana",
+                &format!("line number {i} of a new file"),
+            )
+        })
+        .collect();
+    std::fs::write(&file, replaced.join("\n") + "\n").unwrap();
+    assert_eq!(
+        capture_file(&e, &file, Format::Jsonl, &opts).unwrap().added,
+        6
+    );
     // A rewritten (shorter) file is read again from its start.
     std::fs::write(&file, line("c2", "1", "user", "Ana", "A new chat") + "\n").unwrap();
     assert_eq!(
