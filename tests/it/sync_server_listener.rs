@@ -238,19 +238,14 @@ pub fn counter_of(file: &str) -> u64 {
     note.body.trim().parse().unwrap()
 }
 
-/// A request declaring a body over the limit is refused before any of it is read: the answer
-/// comes while the body has not been sent at all. A `have` entry that is not a content hash is
-/// refused as it is parsed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_requests_are_refused_before_their_body_is_read() {
+/// What a listening server answers a snapshot request that declares a body of `len` bytes and
+/// sends none of it.
+async fn declared_length_answer(addr: std::net::SocketAddr, token: &str, len: usize) -> String {
     use std::io::{Read, Write};
-    let (_dir, state, token) = alice_on_a_fresh_store().await;
-    let server = InProcessServer::start(state).await;
-    let addr = server.addr;
     let head = format!(
-        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: 1000000000\r\n\r\n"
+        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
     );
-    let answer = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
             .unwrap();
@@ -260,7 +255,18 @@ async fn oversized_requests_are_refused_before_their_body_is_read() {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// A request declaring a body over the limit is refused before any of it is read: the answer
+/// comes while the body has not been sent at all. A `have` entry that is not a content hash is
+/// refused as it is parsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_requests_are_refused_before_their_body_is_read() {
+    let (_dir, state, token) = alice_on_a_fresh_store().await;
+    let server = InProcessServer::start(state).await;
+    let addr = server.addr;
+    let answer = declared_length_answer(addr, &token, 1_000_000_000).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
     let r = reqwest::Client::new()
         .post(server.url("/v1/memory/snapshot"))
@@ -279,21 +285,7 @@ async fn oversized_requests_are_refused_before_their_body_is_read() {
     // A snapshot carries hashes, never bodies: its limit is far below a commit's, and `have`
     // is capped as it is parsed.
     let limit = memoria_shared::protocol::SNAPSHOT_REQUEST_BYTES;
-    let head = format!(
-        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        limit + 1
-    );
-    let answer = tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        s.write_all(head.as_bytes()).unwrap();
-        let mut buf = [0u8; 512];
-        let n = s.read(&mut buf).unwrap_or(0);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
-    })
-    .await
-    .unwrap();
+    let answer = declared_length_answer(addr, &token, limit + 1).await;
     assert!(
         answer.starts_with("HTTP/1.1 413"),
         "a snapshot over its own limit, far under a commit's: {answer:?}"

@@ -3,6 +3,8 @@
 //! A few fixed forms in English, Spanish, German, French and Chinese; anything else names no
 //! window. Times are UTC days.
 
+use memoria_store::backup::{day_ms as day_start, ymd as civil};
+
 const DAY: i64 = 86_400_000;
 
 /// `[start, end)` in ms since the epoch.
@@ -22,29 +24,6 @@ const MONTHS: [[&str; 4]; 12] = [
     ["november", "noviembre", "november", "novembre"],
     ["december", "diciembre", "dezember", "décembre"],
 ];
-
-/// (year, month 1-12, day) of a time.
-fn civil(ms: i64) -> (i64, i64, i64) {
-    let z = ms.div_euclid(DAY) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Ms at the start of a day.
-fn day_start(y: i64, m: i64, d: i64) -> i64 {
-    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    (era * 146_097 + doe - 719_468) * DAY
-}
 
 fn month_window(y: i64, m: i64) -> Window {
     let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };

@@ -112,39 +112,14 @@ impl Default for BackupPolicy {
 impl BackupPolicy {
     /// The policy of the home at `root`.
     pub fn load(root: &Path) -> Result<BackupPolicy> {
-        #[derive(Deserialize, Default)]
-        struct ConfigFile {
-            #[serde(default)]
-            backups: Option<BackupPolicy>,
-        }
-        let path = root.join("config.json");
-        let mut policy = match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<ConfigFile>(&bytes)
-                .map_err(|e| Error::Damaged {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                    fix: "fix it",
-                })?
-                .backups
-                .unwrap_or_default(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BackupPolicy::default(),
-            Err(e) => return Err(Error::io("read", &path)(e)),
-        };
-        for (var, field) in [
-            ("MEMORIA_BACKUPS__MAX_AGE_DAYS", &mut policy.max_age_days),
-            ("MEMORIA_BACKUPS__MAX_TOTAL_MB", &mut policy.max_total_mb),
-        ] {
-            if let Ok(v) = std::env::var(var)
-                && !v.is_empty()
-            {
-                *field = v.trim().parse().map_err(|_| {
-                    Error::Config(format!(
-                        "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
-                    ))
-                })?;
-            }
-        }
-        Ok(policy)
+        crate::config::limits_section(
+            root,
+            "backups",
+            &[
+                ("MEMORIA_BACKUPS__MAX_AGE_DAYS", "maxAgeDays"),
+                ("MEMORIA_BACKUPS__MAX_TOTAL_MB", "maxTotalMb"),
+            ],
+        )
     }
 
     fn max_age_ms(&self) -> Option<i64> {
@@ -446,13 +421,24 @@ pub fn date_to_ms(date: &str) -> Option<i64> {
     {
         return None;
     }
+    Some(day_ms(y, m, d))
+}
+
+/// Milliseconds since the epoch at the start (UTC) of day `d` of month `m` (1–12) of year `y`.
+pub fn day_ms(y: i64, m: i64, d: i64) -> i64 {
     // Howard Hinnant's days_from_civil.
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    Some((era * 146097 + doe - 719468) * 86_400_000)
+    (era * 146097 + doe - 719468) * 86_400_000
+}
+
+/// The (year, month 1–12, day) of a time, in UTC.
+pub fn ymd(ms: i64) -> (i64, i64, i64) {
+    let (y, m, d, ..) = civil(ms);
+    (y, m, d)
 }
 
 fn civil(ms: i64) -> (i64, i64, i64, i64, i64, i64, i64) {

@@ -12,6 +12,51 @@ use crate::error::{Error, Result};
 use crate::fsx;
 use crate::home::Home;
 
+/// A section of `config.json` holding limits (`{"backups": {"maxAgeDays": 30}}`), read as `T`,
+/// with whole-number overrides from the environment: `overrides` pairs each variable
+/// (`MEMORIA_BACKUPS__MAX_AGE_DAYS`) with the field it sets (`maxAgeDays`). No file, no section:
+/// `T::default()` with the overrides.
+pub fn limits_section<T: serde::de::DeserializeOwned + Default>(
+    root: &Path,
+    key: &str,
+    overrides: &[(&str, &str)],
+) -> Result<T> {
+    let path = root.join("config.json");
+    let damaged = |e: serde_json::Error| Error::Damaged {
+        path: path.clone(),
+        reason: e.to_string(),
+        fix: "fix it",
+    };
+    let mut section = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .map_err(damaged)?
+            .get(key)
+            .cloned()
+            .unwrap_or(Value::Null),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Null,
+        Err(e) => return Err(Error::io("read", &path)(e)),
+    };
+    for (var, field) in overrides {
+        if let Ok(v) = std::env::var(var)
+            && !v.is_empty()
+        {
+            let n: u32 = v.trim().parse().map_err(|_| {
+                Error::Config(format!(
+                    "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
+                ))
+            })?;
+            if !section.is_object() {
+                section = Value::Object(Map::new());
+            }
+            section[*field] = Value::from(n);
+        }
+    }
+    if section.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(section).map_err(damaged)
+}
+
 /// What a setting's value must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

@@ -152,45 +152,14 @@ pub struct LogPolicy {
 impl LogPolicy {
     /// The policy of the home at `root`.
     pub fn load(root: &Path) -> Result<LogPolicy> {
-        #[derive(serde::Deserialize, Default)]
-        struct ConfigFile {
-            #[serde(default)]
-            conversations: Option<LogPolicy>,
-        }
-        let path = root.join("config.json");
-        let mut policy = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<ConfigFile>(&bytes)
-                .map_err(|e| Error::Damaged {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                    fix: "fix it",
-                })?
-                .conversations
-                .unwrap_or_default(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LogPolicy::default(),
-            Err(e) => return Err(Error::io("read", &path)(e)),
-        };
-        for (var, field) in [
-            (
-                "MEMORIA_CONVERSATIONS__MAX_AGE_DAYS",
-                &mut policy.max_age_days,
-            ),
-            (
-                "MEMORIA_CONVERSATIONS__MAX_TOTAL_MB",
-                &mut policy.max_total_mb,
-            ),
-        ] {
-            if let Ok(v) = std::env::var(var)
-                && !v.is_empty()
-            {
-                *field = v.trim().parse().map_err(|_| {
-                    Error::Config(format!(
-                        "{var}={v:?} is not a whole number: give days or MiB, or 0 for no limit"
-                    ))
-                })?;
-            }
-        }
-        Ok(policy)
+        crate::config::limits_section(
+            root,
+            "conversations",
+            &[
+                ("MEMORIA_CONVERSATIONS__MAX_AGE_DAYS", "maxAgeDays"),
+                ("MEMORIA_CONVERSATIONS__MAX_TOTAL_MB", "maxTotalMb"),
+            ],
+        )
     }
 }
 
