@@ -52,10 +52,25 @@ fn sign_in_and_reach_failures() {
         "{human}"
     );
 
-    let e = failure(&fresh, &login(&w.server.url, "msync_not-a-real-token"));
+    // A refused token at sign-in says so, and the hint names how to get a token, not "sign in".
+    let bad = login(&w.server.url, "msync_not-a-real-token");
+    let e = failure(&fresh, &bad);
     assert_eq!(e["code"], "not_signed_in", "{e}");
-    assert_eq!(e["detail"]["status"], 401, "{e}");
-    assert_eq!(e["detail"]["serverCode"], "unauthorized", "{e}");
+    assert_eq!(e["detail"]["tokenRefused"], true, "{e}");
+    assert_eq!(e["detail"]["server"], w.server.url.as_str(), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused this token"),
+        "{e}"
+    );
+    let out = fresh.run(&bad);
+    let human = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        human.contains("memoria-sync token create") && human.contains("--token TOKEN"),
+        "{human}"
+    );
 
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

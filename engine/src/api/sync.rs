@@ -64,7 +64,14 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
         return Err(SyncError::NoToken);
     }
     let transport = Arc::new(sync::HttpTransport::new(&server)?);
-    let identity = SyncClient::new(transport, token.clone()).identity()?;
+    let identity = SyncClient::new(transport, token.clone())
+        .identity()
+        .map_err(|e| match e.code() {
+            crate::error::ErrorCode::NotSignedIn => SyncError::TokenRefused {
+                server: server.clone(),
+            },
+            _ => e,
+        })?;
     let (keychain, keychain_error) = match token::store(root, &server, &token) {
         Ok(kc) => (Some(kc.to_string()), None),
         Err(e) if env_token().is_some() => (None, Some(e.to_string())),

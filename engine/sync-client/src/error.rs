@@ -23,6 +23,11 @@ pub enum SyncError {
     /// No server is configured.
     #[error("not signed in to a sync server: sign in with the server's URL and a token")]
     NotSignedIn,
+    /// Signing in: the server refused the token given.
+    #[error(
+        "the sync server at {server} refused this token: check it was copied whole, or ask whoever runs the server for a new one"
+    )]
+    TokenRefused { server: String },
     /// No token in the keychain, the token file, nor `MEMORIA_SYNC_TOKEN`.
     #[error(
         "no sync token for this server on this machine (neither in the keychain nor in the token file): sign in again (or set MEMORIA_SYNC_TOKEN)"
@@ -171,7 +176,9 @@ impl SyncError {
     pub fn code(&self) -> ErrorCode {
         match self {
             SyncError::Off | SyncError::ScopeOff(_) => ErrorCode::SyncOff,
-            SyncError::NotSignedIn | SyncError::NoToken => ErrorCode::NotSignedIn,
+            SyncError::NotSignedIn | SyncError::NoToken | SyncError::TokenRefused { .. } => {
+                ErrorCode::NotSignedIn
+            }
             SyncError::Keychain(_) => ErrorCode::KeychainUnavailable,
             SyncError::Pinned { .. } => ErrorCode::AccountMismatch,
             SyncError::ProtocolTooNew(_) => ErrorCode::ProtocolTooNew,
@@ -217,6 +224,7 @@ impl SyncError {
             }),
             SyncError::ProtocolTooNew(v) => json!({ "serverProtocol": v }),
             SyncError::ScopeOff(scope) => json!({ "scope": scope }),
+            SyncError::TokenRefused { server } => json!({ "server": server, "tokenRefused": true }),
             SyncError::RateLimited { retry_after_s } => json!({ "retryAfterS": retry_after_s }),
             SyncError::Stale(notes) => {
                 json!({ "notes": notes.iter().map(|n| &n.id).collect::<Vec<_>>() })

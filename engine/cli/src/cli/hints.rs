@@ -133,6 +133,12 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::Index => "`memoria doctor --rebuild` recreates the index from the notes".into(),
         ErrorCode::Model => "`memoria doctor` shows which embedding model recall uses".into(),
         ErrorCode::SyncOff => "turn it on with `memoria sync on`".into(),
+        ErrorCode::NotSignedIn if e.detail.as_ref().is_some_and(|d| d["tokenRefused"] == true) => {
+            format!(
+                "an admin creates a token on the server with `memoria-sync token create --user NAME`; then `memoria sync login --server {} --token TOKEN`",
+                detail("server").unwrap_or("URL")
+            )
+        }
         ErrorCode::NotSignedIn => "sign in with `memoria sync login --server URL`".into(),
         ErrorCode::AccountMismatch => {
             "sign in with the original account: `memoria sync login --server URL`".into()
