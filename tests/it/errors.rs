@@ -79,6 +79,12 @@ fn sign_in_and_reach_failures() {
     let token = w.server.token("alice");
     let e = failure(&fresh, &login(&closed, &token));
     assert_eq!(e["code"], "server_unreachable", "{e}");
+    // A one-shot command promises no retry it will not make.
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        !message.contains("will retry") && message.contains("tries again by itself"),
+        "{e}"
+    );
 
     let not_a_sync_server = format!("{}/not/here", w.server.url);
     let e = failure(&fresh, &login(&not_a_sync_server, &token));

@@ -67,7 +67,9 @@ pub enum SyncError {
         retry_after_s: Option<u64>,
     },
     /// The server could not be reached, or the reply was lost.
-    #[error("cannot reach the sync server ({0}): will retry in a minute")]
+    #[error(
+        "cannot reach the sync server ({0}): check its address and this machine's connection; a running app, `memoria watch` or `memoria mcp` tries again by itself"
+    )]
     Transport(String),
     /// A reply that is not what the protocol promises.
     #[error(
