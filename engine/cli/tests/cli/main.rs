@@ -10,6 +10,7 @@ use memoria_shared::note::{FileContext, Note};
 use serde_json::Value;
 
 mod conversations;
+mod docs;
 
 struct Memoria {
     _tmp: tempfile::TempDir,
