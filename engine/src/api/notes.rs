@@ -325,7 +325,7 @@ pub enum Forgotten {
 /// Backs a note up and removes it; with `purge`, removes it and every copy Memoria kept.
 pub fn forget(engine: &mut Engine, req: &ForgetRequest) -> Result<Forgotten> {
     if !req.confirm {
-        return Err(Error::Invalid(if req.purge {
+        return Err(Error::ConfirmationRequired(if req.purge {
             format!(
                 "purging `{}` needs a confirmation: it removes the note and all its backups for good",
                 req.id

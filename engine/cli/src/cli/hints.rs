@@ -124,6 +124,7 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
             "`memoria sync confirm` lets the sync go ahead; `memoria sync cancel` keeps the notes"
                 .into()
         }
+        ErrorCode::ConfirmationRequired => "add --confirm to go ahead".into(),
         // A merge or consolidation refused by commitFirst: a note it touches has changes this
         // machine has not synced, or another device changed one meanwhile.
         ErrorCode::Conflict => {

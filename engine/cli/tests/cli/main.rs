@@ -1002,6 +1002,16 @@ fn doctor_says_once_that_there_is_no_semantic_model_and_is_not_all_good() {
 }
 
 #[test]
+fn forget_without_confirm_names_the_flag() {
+    let m = Memoria::new();
+    m.ok(&["add", "--summary", "keep me", "--id", "keep-me"]);
+    let out = m.run(&["forget", "keep-me"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("hint: add --confirm"), "{err}");
+}
+
+#[test]
 fn doctor_exits_1_when_it_found_a_problem() {
     let m = Memoria::new();
     m.ok(&["init"]);
