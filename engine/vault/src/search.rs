@@ -216,6 +216,14 @@ impl Engine {
         let log = self.log()?;
         let state = log.state()?;
         let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
+        // What the last process to bring the log in saw, so a new process (each CLI command)
+        // reads only what is new.
+        let seen_file = recall::default_dir(self.home().root()).join("log-state.json");
+        if seen.is_none() {
+            *seen = std::fs::read(&seen_file)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+        }
         let in_recall = known_messages.len() as i64;
         let messages = match *seen {
             Some(s) if s == state && in_recall == state.0 => Vec::new(),
@@ -257,7 +265,13 @@ impl Engine {
                 docs.push(doc);
             }
         }
-        *seen = Some(state);
+        if *seen != Some(state) {
+            *seen = Some(state);
+            if let Ok(bytes) = serde_json::to_vec(&state) {
+                // Only a hint: without it the next process reads the whole log once.
+                let _ = crate::fsx::write_atomic(&seen_file, &bytes);
+            }
+        }
         Ok(docs)
     }
 
