@@ -414,9 +414,8 @@ impl Log {
             .collect())
     }
 
-    /// Every message of `scopes` (every scope when `None`) that may be recalled: not marked by
-    /// the guard.
-    pub fn recallable(&self, scopes: Option<&[String]>) -> Result<Vec<LogMessage>> {
+    /// Every message that may be recalled: not marked by the guard.
+    pub fn recallable(&self) -> Result<Vec<LogMessage>> {
         let mut st = self
             .conn
             .prepare_cached(&format!(
@@ -424,14 +423,7 @@ impl Log {
             ))
             .map_err(db_err)?;
         let rows = st.query_map([], row_message).map_err(db_err)?;
-        let mut out = Vec::new();
-        for r in rows {
-            let m = finish(r.map_err(db_err)?)?;
-            if scopes.is_none_or(|s| s.contains(&m.scope)) {
-                out.push(m);
-            }
-        }
-        Ok(out)
+        rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
     }
 
     /// A fingerprint of the recallable messages: their count and the highest row number. It
@@ -456,18 +448,6 @@ impl Log {
             .map_err(db_err)?;
         let rows = st.query_map(params![rowid], row_message).map_err(db_err)?;
         rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
-    }
-
-    /// The keys of every message, with their scope.
-    pub fn keys(&self) -> Result<Vec<(String, String)>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT scope, key FROM messages")
-            .map_err(db_err)?;
-        let rows = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
     /// Removes a conversation's messages and every text no other message uses. Returns the

@@ -59,10 +59,15 @@ pub fn heading(m: &LogMessage) -> String {
 pub const CONTEXT_WORDS: usize = 25;
 
 /// A message as recall indexes it: the end of the message before it (`previous`, in the same
-/// conversation), then who said it and what. Its summary is its heading, shown and not
+/// conversation, unless that one holds a secret or came from a less trusted author), then who
+/// said it and what. Its summary is its heading, shown and not
 /// searched (`RecallDoc::searched_summary`).
 pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     let mut body = String::new();
+    // A message is never a way around another's labels: the words of one the guard marked, or
+    // of a less trusted author, never lead a document that carries this message's trust.
+    let previous =
+        previous.filter(|p| p.secret.is_none() && trust_of_role(p.role) >= trust_of_role(m.role));
     if let Some(p) = previous {
         let words: Vec<&str> = p.text.split_whitespace().collect();
         let tail = words[words.len().saturating_sub(CONTEXT_WORDS)..].join(" ");

@@ -232,10 +232,10 @@ impl Engine {
                 if count + added.len() as i64 == state.0 {
                     added
                 } else {
-                    log.recallable(None)?
+                    log.recallable()?
                 }
             }
-            _ => log.recallable(None)?,
+            _ => log.recallable()?,
         };
         let full = messages.len() as i64 == state.0;
         if !full {
