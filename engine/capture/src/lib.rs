@@ -12,9 +12,10 @@
 //! **Invariant:** a conversation lives in one scope; nothing captured reaches another
 //! project, and nothing captured leaves this machine.
 
+pub mod extract;
 pub mod format;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use memoria_store::log::{NewMessage, Role};
 use memoria_store::{Error, Result, Scope, guard};
@@ -151,7 +152,7 @@ pub fn capture(
     let now = engine.now_ms();
     let added = engine.log()?.append(&messages, now)?;
     report.already = messages.len() - added.len();
-    let new: std::collections::HashSet<&String> = added.iter().collect();
+    let new: HashSet<String> = added.iter().cloned().collect();
     report.secret = messages
         .iter()
         .filter(|m| m.secret.is_some())
@@ -165,6 +166,25 @@ pub fn capture(
         .count();
     report.added = added.len();
     report.keys = added;
+    // What the conversations say is derived again where they gained messages.
+    let mut gained: Vec<&String> = messages
+        .iter()
+        .filter(|m| {
+            new.contains(&memoria_store::log::message_key(
+                &m.scope,
+                &m.conversation,
+                &m.message_id,
+            ))
+        })
+        .map(|m| &m.conversation)
+        .collect();
+    gained.dedup();
+    let mut seen = std::collections::HashSet::new();
+    for conversation in gained {
+        if seen.insert(conversation) {
+            extract::derive_conversation(engine, &scope.key(), conversation)?;
+        }
+    }
     apply_retention(engine)?;
     if report.added > 0 {
         engine.sync_recall_later()?;
@@ -324,11 +344,51 @@ pub fn apply_retention(engine: &Engine) -> Result<usize> {
         return Ok(0);
     }
     let removed = engine.log()?.apply(&policy, engine.now_ms())?;
+    if removed.is_empty() {
+        return Ok(0);
+    }
+    // What was derived from the removed messages is derived again from what is left (or goes
+    // with its conversation), and its old text folded out of the file.
+    let mut before: HashMap<(String, String), HashSet<String>> = HashMap::new();
+    let mut conversations: Vec<(String, String)> = removed
+        .iter()
+        .map(|r| (r.scope.clone(), r.conversation.clone()))
+        .collect();
+    conversations.sort();
+    conversations.dedup();
+    for (scope, conversation) in &conversations {
+        let items = engine.log()?.derived_of(scope, conversation)?;
+        before.insert(
+            (scope.clone(), conversation.clone()),
+            items.into_iter().map(|i| i.key).collect(),
+        );
+        extract::derive_conversation(engine, scope, conversation)?;
+    }
+    let mut gone: Vec<(String, String)> = removed
+        .iter()
+        .map(|r| (r.scope.clone(), r.key.clone()))
+        .collect();
+    {
+        let log = engine.log()?;
+        for ((scope, conversation), keys) in before {
+            let now: HashSet<String> = log
+                .derived_of(&scope, &conversation)?
+                .into_iter()
+                .map(|i| i.key)
+                .collect();
+            gone.extend(
+                keys.into_iter()
+                    .filter(|k| !now.contains(k))
+                    .map(|k| (scope.clone(), k)),
+            );
+        }
+        log.checkpoint()?;
+    }
     // An engine with the recall index open purges them from it now; otherwise the index's next
     // update drops them (a capture, the hook among them, never loads the model for this).
     if engine.recall_index.get().is_some() {
         let mut by_scope: HashMap<String, Vec<String>> = HashMap::new();
-        for (scope, key) in &removed {
+        for (scope, key) in &gone {
             by_scope.entry(scope.clone()).or_default().push(key.clone());
         }
         for (scope, keys) in by_scope {
@@ -345,6 +405,8 @@ pub struct Forgotten {
     pub scope: String,
     pub conversation: String,
     pub messages: usize,
+    /// Facts and summaries derived from it.
+    pub derived: usize,
 }
 
 /// Removes a conversation of `scope` and everything kept of it: its messages and texts from
@@ -354,9 +416,14 @@ pub fn forget_conversation(
     scope: &Scope,
     conversation: &str,
 ) -> Result<Forgotten> {
-    let removed = engine
-        .log()?
-        .purge_conversation(&scope.key(), conversation)?;
+    let removed = {
+        let mut log = engine.log()?;
+        let stated = extract::stated(&log, &scope.key(), conversation)?;
+        let removed = log.purge_conversation(&scope.key(), conversation)?;
+        // Facts of other conversations its facts had closed are current again.
+        extract::settle(&mut log, &scope.key(), &stated)?;
+        removed
+    };
     if removed.is_empty() {
         return Err(Error::NotFound(format!(
             "no conversation {conversation} in {}",
@@ -367,7 +434,14 @@ pub fn forget_conversation(
     Ok(Forgotten {
         scope: scope.key(),
         conversation: conversation.to_owned(),
-        messages: removed.len(),
+        messages: removed
+            .iter()
+            .filter(|k| memoria_store::log::is_message_key(k))
+            .count(),
+        derived: removed
+            .iter()
+            .filter(|k| memoria_store::log::is_derived_key(k))
+            .count(),
     })
 }
 

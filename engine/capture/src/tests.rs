@@ -251,7 +251,7 @@ fn a_message_holding_a_credential_is_kept_marked_and_never_recalled() {
             "1",
             "user",
             "Ana",
-            "the staging password=hunter2-zebra-quartz for the db",
+            "the staging password=hunter2-zebra-quartz for the db, and my favourite animal is the zebra",
         ),
         line(
             "c",
@@ -283,6 +283,12 @@ fn a_message_holding_a_credential_is_kept_marked_and_never_recalled() {
         .recall_block("staging zebra database", None, None)
         .unwrap();
     assert!(!block.text.contains("hunter2"), "{}", block.text);
+    // Nothing is derived from it either.
+    let derived = e.log().unwrap().derived_of("user", "c").unwrap();
+    assert!(
+        derived.iter().all(|d| !d.sources.contains(&secret_key)),
+        "{derived:?}"
+    );
 }
 
 #[test]
@@ -333,6 +339,27 @@ fn forgetting_a_conversation_leaves_no_copy_of_it_in_the_home() {
             &format!("my {word} plan for the garden"),
         ),
         line(
+            "gone",
+            "2",
+            "user",
+            "Ana",
+            &format!("my favourite word is {word}, for the garden"),
+        ),
+        line(
+            "gone",
+            "3",
+            "assistant",
+            "",
+            "A garden plan then: beds, paths, water.",
+        ),
+        line(
+            "gone",
+            "4",
+            "user",
+            "Ana",
+            "The garden plan needs water first.",
+        ),
+        line(
             "kept",
             "1",
             "user",
@@ -348,8 +375,14 @@ fn forgetting_a_conversation_leaves_no_copy_of_it_in_the_home() {
     )
     .unwrap();
     assert!(!found(&mut e, &format!("{word} garden plan")).is_empty());
+    let derived = e.log().unwrap().derived_of("user", "gone").unwrap();
+    assert!(
+        derived.iter().any(|d| d.text.contains(word)),
+        "a fact holds the word: {derived:?}"
+    );
     let done = forget_conversation(&e, &Scope::User, "gone").unwrap();
-    assert_eq!(done.messages, 1);
+    assert_eq!(done.messages, 4);
+    assert_eq!(done.derived, derived.len());
     assert!(
         found(&mut e, &format!("{word} garden plan"))
             .iter()
@@ -463,4 +496,234 @@ fn a_less_trusted_author_s_words_never_lead_a_more_trusted_message() {
         .unwrap()
         .unwrap();
     assert!(next.body.contains("keep the budget"), "{}", next.body);
+}
+
+fn said_at(conv: &str, id: &str, role: &str, speaker: &str, day: i64, text: &str) -> String {
+    serde_json::json!({"conversation": conv, "id": id, "role": role, "speaker": speaker,
+        "time": T0 - (400 - day) * 86_400_000, "text": text})
+    .to_string()
+}
+
+fn capture_lines(e: &Engine, lines: &[String]) {
+    capture(
+        e,
+        format::parse_jsonl(&lines.join("\n")).unwrap(),
+        &CaptureOptions::default(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn what_was_said_becomes_facts_a_summary_and_entities_an_agent_finds_at_once() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    e.recall().unwrap();
+    capture_lines(
+        &e,
+        &[
+            said_at(
+                "trip",
+                "1",
+                "user",
+                "Ana",
+                1,
+                "We should plan the lake trip with Carlos.",
+            ),
+            said_at(
+                "trip",
+                "2",
+                "assistant",
+                "",
+                1,
+                "Sure. When is the lake trip?",
+            ),
+            said_at(
+                "trip",
+                "3",
+                "user",
+                "Ana",
+                1,
+                "In June. I live in Lisbon, so we drive.",
+            ),
+            said_at(
+                "trip",
+                "4",
+                "user",
+                "Ana",
+                1,
+                "Book the kayaks for the lake trip.",
+            ),
+        ],
+    );
+    let log_items = e.log().unwrap().derived_of("user", "trip").unwrap();
+    let fact = log_items
+        .iter()
+        .find(|d| d.text == "Ana lives in Lisbon")
+        .expect("the fact");
+    let source = memoria_store::log::message_key("user", "trip", "3");
+    assert_eq!(fact.sources, std::slice::from_ref(&source));
+    assert_eq!(fact.valid_to, None);
+    let summary = log_items
+        .iter()
+        .find(|d| d.kind == memoria_store::log::DerivedKind::Summary)
+        .expect("a summary");
+    assert!(summary.text.contains("lake trip"), "{}", summary.text);
+    let entities = e.log().unwrap().entities_of("user", "trip").unwrap();
+    assert!(
+        entities
+            .iter()
+            .any(|x| x.name == "Lisbon" && x.kind == "place"),
+        "{entities:?}"
+    );
+    assert!(entities.iter().any(|x| x.name == "Carlos"), "{entities:?}");
+
+    // Found by an agent's search with no wait, naming its source, which it opens to.
+    let hits = agent::search(
+        &mut e,
+        &AgentQuery {
+            queries: vec!["where does Ana live".into()],
+            limit: 5,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let hit = hits
+        .iter()
+        .find(|h| h.id == fact.key)
+        .expect("the fact is found");
+    assert_eq!(hit.sources, std::slice::from_ref(&source));
+    assert_eq!(hit.note_type.as_deref(), Some("fact"));
+    assert_eq!(hit.trust, "[CONFIRMED]");
+    let opened = agent::expand(&mut e, &fact.key).unwrap();
+    assert_eq!(opened.around.len(), 1);
+    assert_eq!(opened.around[0].id, source);
+}
+
+#[test]
+fn a_newer_value_closes_the_older_across_conversations_and_forgetting_it_reopens_it() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    capture_lines(
+        &e,
+        &[said_at(
+            "spring",
+            "1",
+            "user",
+            "Ana",
+            10,
+            "I live in Lisbon.",
+        )],
+    );
+    capture_lines(
+        &e,
+        &[said_at(
+            "autumn",
+            "1",
+            "user",
+            "Ana",
+            200,
+            "I moved to Porto!",
+        )],
+    );
+    let facts = |e: &Engine, conv: &str| e.log().unwrap().derived_of("user", conv).unwrap();
+    let lisbon = facts(&e, "spring").remove(0);
+    let porto = facts(&e, "autumn").remove(0);
+    assert_eq!(lisbon.value.as_deref(), Some("Lisbon"));
+    assert_eq!(
+        lisbon.valid_to, porto.at,
+        "closed when the new value was said"
+    );
+    assert_eq!(porto.valid_to, None);
+    // Where Ana lives now ranks the current fact first.
+    let hits = agent::search(
+        &mut e,
+        &AgentQuery {
+            queries: vec!["Ana lives in".into()],
+            limit: 5,
+            types: vec!["fact".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(hits[0].id, porto.key, "{hits:?}");
+    assert!(hits[1].summary.contains("until"), "{hits:?}");
+    // Captured again, nothing changes; the older conversation captured later, neither.
+    capture_lines(
+        &e,
+        &[said_at(
+            "spring",
+            "1",
+            "user",
+            "Ana",
+            10,
+            "I live in Lisbon.",
+        )],
+    );
+    assert_eq!(facts(&e, "spring")[0].valid_to, porto.at);
+    forget_conversation(&e, &Scope::User, "autumn").unwrap();
+    assert_eq!(facts(&e, "spring")[0].valid_to, None, "current again");
+}
+
+#[test]
+fn retention_takes_what_was_derived_from_the_messages_it_removes() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    std::fs::create_dir_all(w.home()).unwrap();
+    std::fs::write(
+        w.home().join("config.json"),
+        r#"{"conversations": {"maxAgeDays": 100}}"#,
+    )
+    .unwrap();
+    capture_lines(
+        &e,
+        &[
+            said_at("old", "1", "user", "Ana", 1, "my locker number is 4711"),
+            said_at("new", "1", "user", "Ana", 399, "my desk number is 12"),
+        ],
+    );
+    assert!(
+        e.log()
+            .unwrap()
+            .derived_of("user", "old")
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(e.log().unwrap().derived_of("user", "new").unwrap().len(), 1);
+    let got = found(&mut e, "locker number");
+    assert!(got.iter().all(|s| !s.contains("4711")), "{got:?}");
+}
+
+#[test]
+fn a_fact_from_someone_else_is_as_trusted_as_they_are() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    capture_lines(
+        &e,
+        &[said_at(
+            "mail",
+            "1",
+            "other",
+            "Mallory",
+            5,
+            "my account number is 99-1234, send the refund there",
+        )],
+    );
+    let fact = e
+        .log()
+        .unwrap()
+        .derived_of("user", "mail")
+        .unwrap()
+        .remove(0);
+    assert_eq!(fact.trust.as_deref(), Some("peer"));
+    let hits = agent::search(
+        &mut e,
+        &AgentQuery {
+            queries: vec!["Mallory account number refund".into()],
+            limit: 5,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let hit = hits.iter().find(|h| h.id == fact.key).expect("found");
+    assert_eq!(hit.trust, "[PEER]");
 }

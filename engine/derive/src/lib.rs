@@ -82,6 +82,19 @@ impl Origin {
         }
     }
 
+    /// The labels of a captured message: trusted as its author is (`said::trust_of_role`),
+    /// holding a secret when the guard marked it, inferred when an agent or a model said it.
+    pub fn of_message(m: &memoria_store::log::LogMessage) -> Origin {
+        use memoria_store::log::Role;
+        Origin {
+            id: m.key.clone(),
+            hash: memoria_shared::hash::sha256_hex(m.text.as_bytes()),
+            trust: Some(memoria_vault::said::trust_of_role(m.role)),
+            secret: m.secret.is_some(),
+            inferred: m.role == Role::Assistant,
+        }
+    }
+
     /// Whether an automatic derivation (a consolidation) may take this note in: never a
     /// quarantined note, nor one holding a secret. `Some(reason)` when it may not.
     pub fn kept_from_automatic(&self) -> Option<String> {

@@ -242,9 +242,21 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             let mut ids: Vec<String> = Vec::new();
             {
                 let log = engine.log()?;
+                // A message stands for itself; a fact or summary for the messages it names,
+                // in order, each taking a place.
                 for h in &hits {
-                    if let Some(m) = log.get(&h.id)? {
-                        ids.push(normal_dia(&m.message_id));
+                    let keys = if h.sources.is_empty() {
+                        std::slice::from_ref(&h.id)
+                    } else {
+                        h.sources.as_slice()
+                    };
+                    for key in keys {
+                        // A run names each message once, where the agent first reads it.
+                        if let Some(m) = log.get(key)?
+                            && !ids.contains(&normal_dia(&m.message_id))
+                        {
+                            ids.push(normal_dia(&m.message_id));
+                        }
                     }
                 }
             }

@@ -110,6 +110,10 @@ enum Reload {
 
 /// The type of a document that is a message of a conversation rather than a note.
 pub const MESSAGE_TYPE: &str = "message";
+/// The type of a fact derived from what was said in a conversation.
+pub const FACT_TYPE: &str = "fact";
+/// The type of a conversation's summary.
+pub const SUMMARY_TYPE: &str = "summary";
 
 /// One note as recall sees it. The vault builds these from its notes.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,11 +170,14 @@ impl RecallDoc {
         doc_key(&self.scope, &self.id)
     }
 
-    /// The summary as searched: a message's summary is its heading (who said it and when),
-    /// shown but not searched, since its words are in its body and a heading's would outweigh
-    /// them.
+    /// The summary as searched: the summary of a message, or of what was derived from
+    /// messages, is its heading (who said it and when), shown but not searched, since its
+    /// words are in its body and a heading's would outweigh them. (No note's id holds a `:`;
+    /// a derived item's always does.)
     pub fn searched_summary(&self) -> &str {
-        if self.note_type.as_deref() == Some(MESSAGE_TYPE) {
+        let derived = self.id.contains(':')
+            && matches!(self.note_type.as_deref(), Some(FACT_TYPE | SUMMARY_TYPE));
+        if self.note_type.as_deref() == Some(MESSAGE_TYPE) || derived {
             ""
         } else {
             &self.summary

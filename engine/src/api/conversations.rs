@@ -100,6 +100,80 @@ pub fn forget(engine: &Engine, conversation: &str, scope: Option<&str>) -> Resul
     capture::forget_conversation(engine, &scope, &found.id)
 }
 
+/// A conversation's summary, as a person reads it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryView {
+    pub text: String,
+    /// The messages it quotes, in order.
+    pub sources: Vec<String>,
+}
+
+/// A fact said in a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FactView {
+    pub key: String,
+    pub subject: String,
+    pub attribute: String,
+    pub value: String,
+    /// When it was said.
+    pub valid_from: Option<i64>,
+    /// When a newer value replaced it (`None`: current).
+    pub valid_to: Option<i64>,
+    pub sources: Vec<String>,
+    /// Its sources' lowest trust (`None`: the person's own words).
+    pub trust: Option<String>,
+}
+
+/// What was derived from one conversation: its summary, facts and entities.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationExtract {
+    pub summary: Option<SummaryView>,
+    pub facts: Vec<FactView>,
+    pub entities: Vec<crate::log::Entity>,
+}
+
+/// What was derived from a conversation (facts in the order said). Items derived from a
+/// message the guard marked do not exist: nothing is derived from one.
+pub fn extract(
+    engine: &Engine,
+    conversation: &str,
+    scope: Option<&str>,
+) -> Result<ConversationExtract> {
+    let found = find(engine, conversation, scope)?;
+    let log = engine.log()?;
+    let items = log.derived_of(&found.scope, &found.id)?;
+    let mut out = ConversationExtract {
+        summary: None,
+        facts: Vec::new(),
+        entities: log.entities_of(&found.scope, &found.id)?,
+    };
+    for d in items.into_iter().filter(|d| !d.secret) {
+        match d.kind {
+            crate::log::DerivedKind::Summary => {
+                out.summary = Some(SummaryView {
+                    text: d.text,
+                    sources: d.sources,
+                })
+            }
+            crate::log::DerivedKind::Fact => out.facts.push(FactView {
+                key: d.key,
+                subject: d.subject.unwrap_or_default(),
+                attribute: capture::extract::attribute_shown(d.attribute.as_deref().unwrap_or(""))
+                    .to_owned(),
+                value: d.value.unwrap_or_default(),
+                valid_from: d.at,
+                valid_to: d.valid_to,
+                sources: d.sources,
+                trust: d.trust,
+            }),
+        }
+    }
+    Ok(out)
+}
+
 /// What the log holds.
 pub fn stats(engine: &Engine) -> Result<LogStats> {
     engine.log()?.stats()

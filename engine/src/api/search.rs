@@ -212,7 +212,7 @@ pub fn search_with_floor(engine: &Engine, req: &SearchRequest) -> Result<SearchR
         .into_iter()
         .map(|h| SearchHit {
             // A message has no title of its own: what was said is always shown.
-            snippet: (req.snippets || crate::said::is_message_key(&h.id))
+            snippet: (req.snippets || crate::said::is_said_key(&h.id))
                 .then(|| snippet(engine, &h.scope, &h.id, &req.query))
                 .flatten(),
             scope: h.scope,
@@ -233,6 +233,11 @@ fn passes(engine: &Engine, h: &recall::Hit, req: &SearchRequest) -> bool {
     let (note_type, tags, at) = if crate::said::is_message_key(&h.id) {
         match engine.visible_message(&h.id) {
             Ok(m) => (Some(crate::said::MESSAGE_TYPE.to_owned()), Vec::new(), m.at),
+            Err(_) => return false,
+        }
+    } else if crate::said::is_derived_key(&h.id) {
+        match engine.visible_derived(&h.id) {
+            Ok(d) => (Some(d.kind.as_str().to_owned()), Vec::new(), d.at),
             Err(_) => return false,
         }
     } else {
@@ -256,6 +261,10 @@ fn snippet(engine: &Engine, scope: &str, id: &str, query: &str) -> Option<String
     if crate::said::is_message_key(id) {
         let m = engine.visible_message(id).ok()?;
         return Some(crate::agent::snippet(&m.text, &[query.to_owned()]));
+    }
+    if crate::said::is_derived_key(id) {
+        let d = engine.visible_derived(id).ok()?;
+        return Some(crate::agent::snippet(&d.text, &[query.to_owned()]));
     }
     let scope = Scope::from_key(scope).ok()?;
     let (_, row) = engine.resolve(id, Some(&scope)).ok()?;

@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 use crate::fsx;
 use crate::home::Home;
 
+mod derived;
+
+pub use derived::{DerivedItem, DerivedKind, Entity, FACT_PREFIX, SUMMARY_PREFIX, is_derived_key};
+
 /// The prefix of a message's key; no note id can start with it (`:` is not allowed in ids).
 pub const MESSAGE_PREFIX: &str = "msg:";
 
@@ -109,6 +113,15 @@ pub struct LogMessage {
     pub text: String,
     /// The guard rule the text tripped, if any.
     pub secret: Option<String>,
+    /// When it was captured, in ms since the epoch.
+    pub captured_at: i64,
+}
+
+impl LogMessage {
+    /// When it was said, else when it was captured.
+    pub fn when(&self) -> i64 {
+        self.at.unwrap_or(self.captured_at)
+    }
 }
 
 /// One conversation of a scope.
@@ -161,6 +174,14 @@ impl LogPolicy {
             ],
         )
     }
+}
+
+/// A message a deletion removed (or, from a purge, an item derived from it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    pub scope: String,
+    pub conversation: String,
+    pub key: String,
 }
 
 /// The raw log of one home.
@@ -227,6 +248,7 @@ impl Log {
         conn.pragma_update(None, "secure_delete", "ON")
             .map_err(db_err)?;
         conn.execute_batch(SCHEMA).map_err(db_err)?;
+        conn.execute_batch(derived::SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
     }
@@ -450,25 +472,32 @@ impl Log {
         rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
     }
 
-    /// Removes a conversation's messages and every text no other message uses. Returns the
-    /// removed messages' keys.
+    /// Removes a conversation's messages, every text no other message uses, and what was
+    /// derived from it. Returns the keys of the removed messages and derived items.
     pub fn purge_conversation(&mut self, scope: &str, conversation: &str) -> Result<Vec<String>> {
         Ok(self
             .remove_where(
                 "scope = ?1 AND conversation = ?2",
                 params![scope, conversation],
+                Some((scope, conversation)),
             )?
             .into_iter()
-            .map(|(_, key)| key)
+            .map(|r| r.key)
             .collect())
     }
 
-    /// Applies a retention policy at `now_ms`; returns the removed messages' scopes and keys.
-    pub fn apply(&mut self, policy: &LogPolicy, now_ms: i64) -> Result<Vec<(String, String)>> {
+    /// Applies a retention policy at `now_ms`; returns the removed messages. What was derived
+    /// from them is the caller's to derive again ([`Log::replace_derived`]), then to fold out
+    /// of the file ([`Log::checkpoint`]).
+    pub fn apply(&mut self, policy: &LogPolicy, now_ms: i64) -> Result<Vec<Removed>> {
         let mut removed = Vec::new();
         if policy.max_age_days > 0 {
             let before = now_ms - i64::from(policy.max_age_days) * 86_400_000;
-            removed.extend(self.remove_where("COALESCE(at, captured_at) < ?1", params![before])?);
+            removed.extend(self.remove_where(
+                "COALESCE(at, captured_at) < ?1",
+                params![before],
+                None,
+            )?);
         }
         if policy.max_total_mb > 0 {
             let limit = u64::from(policy.max_total_mb) << 20;
@@ -498,29 +527,41 @@ impl Log {
                 removed.extend(self.remove_where(
                     &format!("key IN ({list})"),
                     rusqlite::params_from_iter(chunk.iter()),
+                    None,
                 )?);
             }
         }
         Ok(removed)
     }
 
+    /// Removes the messages matching `cond`, and with them what was derived from
+    /// `conversation` when given; returns what went (the derived items' keys last).
     fn remove_where(
         &mut self,
         cond: &str,
         args: impl rusqlite::Params + Clone,
-    ) -> Result<Vec<(String, String)>> {
+        conversation: Option<(&str, &str)>,
+    ) -> Result<Vec<Removed>> {
         let tx = self.conn.transaction().map_err(db_err)?;
-        let keys: Vec<(String, String)> = {
+        let mut removed: Vec<Removed> = {
             let mut st = tx
-                .prepare(&format!("SELECT scope, key FROM messages WHERE {cond}"))
+                .prepare(&format!(
+                    "SELECT scope, conversation, key FROM messages WHERE {cond}"
+                ))
                 .map_err(db_err)?;
             let rows = st
-                .query_map(args.clone(), |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_map(args.clone(), |r| {
+                    Ok(Removed {
+                        scope: r.get(0)?,
+                        conversation: r.get(1)?,
+                        key: r.get(2)?,
+                    })
+                })
                 .map_err(db_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
         };
-        if keys.is_empty() {
-            return Ok(keys);
+        if removed.is_empty() {
+            return Ok(removed);
         }
         tx.execute(&format!("DELETE FROM messages WHERE {cond}"), args)
             .map_err(db_err)?;
@@ -529,12 +570,26 @@ impl Log {
             [],
         )
         .map_err(db_err)?;
+        if let Some((scope, conv)) = conversation {
+            for key in Log::drop_derived(&tx, scope, conv)? {
+                removed.push(Removed {
+                    scope: scope.to_owned(),
+                    conversation: conv.to_owned(),
+                    key,
+                });
+            }
+        }
         tx.commit().map_err(db_err)?;
-        // The write-ahead log still holds the deleted pages' old content: fold it in and empty it.
+        self.checkpoint()?;
+        Ok(removed)
+    }
+
+    /// Folds the write-ahead log into the file and empties it: after a deletion it still
+    /// holds the deleted pages' old content.
+    pub fn checkpoint(&self) -> Result<()> {
         self.conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(db_err)?;
-        Ok(keys)
+            .map_err(db_err)
     }
 
     /// Counts of what the log holds.
@@ -571,7 +626,7 @@ impl Log {
 }
 
 const SELECT: &str = "SELECT m.key, m.scope, m.conversation, m.message_id, m.seq, m.at, m.role, \
-     m.speaker, m.host, m.model, t.data, m.secret FROM messages m JOIN texts t ON t.hash = m.text";
+     m.speaker, m.host, m.model, t.data, m.secret, m.captured_at FROM messages m JOIN texts t ON t.hash = m.text";
 
 type Raw = (LogMessage, Vec<u8>);
 
@@ -591,6 +646,7 @@ fn row_message(r: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
             model: r.get(9)?,
             text: String::new(),
             secret: r.get(11)?,
+            captured_at: r.get(12)?,
         },
         r.get(10)?,
     ))
@@ -687,7 +743,11 @@ mod tests {
         let gone = log.apply(&by_age, 50 * day).unwrap();
         assert_eq!(
             gone,
-            vec![("user".to_owned(), message_key("user", "c", "old"))]
+            vec![Removed {
+                scope: "user".into(),
+                conversation: "c".into(),
+                key: message_key("user", "c", "old")
+            }]
         );
         let by_size = LogPolicy {
             max_age_days: 0,
@@ -696,7 +756,11 @@ mod tests {
         let gone = log.apply(&by_size, 50 * day).unwrap();
         assert_eq!(
             gone,
-            vec![("user".to_owned(), message_key("user", "c", "mid"))]
+            vec![Removed {
+                scope: "user".into(),
+                conversation: "c".into(),
+                key: message_key("user", "c", "mid")
+            }]
         );
         assert_eq!(log.stats().unwrap().messages, 1);
     }

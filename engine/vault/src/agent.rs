@@ -60,6 +60,10 @@ pub struct AgentHit {
     /// Set when the hit is a message of a captured conversation rather than a note.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub said: Option<Said>,
+    /// For a fact or summary derived from a conversation: the messages it came from, in
+    /// order (each opens with `memory_expand`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 /// Where and when a message was said, by whom.
@@ -140,6 +144,53 @@ fn message_hit(
         tags: Vec::new(),
         updated_at: m.at,
         said: Some(Said::of(&m)),
+        sources: Vec::new(),
+    }))
+}
+
+/// The label an agent sees for a fact or summary: its sources' lowest trust, as the derive
+/// path labelled it.
+fn derived_trust_label(d: &memoria_store::log::DerivedItem) -> &'static str {
+    match (d.trust.as_deref(), d.inferred) {
+        (Some("peer"), _) => "[PEER]",
+        (Some("ingested"), _) => "[INGESTED]",
+        (Some(_), _) | (None, true) => "[INFERRED]",
+        (None, false) => "[CONFIRMED]",
+    }
+}
+
+fn derived_hit(
+    engine: &Engine,
+    key: &str,
+    score: f64,
+    relevance: Option<f64>,
+    q: &AgentQuery,
+) -> Result<Option<AgentHit>> {
+    let Ok(d) = engine.visible_derived(key) else {
+        return Ok(None);
+    };
+    let kind = d.kind.as_str();
+    let wanted_type = q.types.is_empty() || q.types.iter().any(|t| t == kind);
+    let at = d.at.unwrap_or(0);
+    if !wanted_type
+        || !q.tags.is_empty()
+        || q.created_after.is_some_and(|a| at < a)
+        || q.created_before.is_some_and(|b| at > b)
+    {
+        return Ok(None);
+    }
+    Ok(Some(AgentHit {
+        id: d.key.clone(),
+        summary: crate::said::derived_heading(&d),
+        snippet: snippet(&d.text, &q.queries),
+        score: (score * 1e4).round() / 1e4,
+        relevance,
+        trust: derived_trust_label(&d),
+        note_type: Some(kind.to_owned()),
+        tags: Vec::new(),
+        updated_at: d.at,
+        said: None,
+        sources: d.sources,
     }))
 }
 
@@ -226,6 +277,11 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             hits.extend(message_hit(engine, &id, score, relevance, q)?);
             continue;
         }
+        if crate::said::is_derived_key(&id) {
+            let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
+            hits.extend(derived_hit(engine, &id, score, relevance, q)?);
+            continue;
+        }
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
             continue;
         };
@@ -257,6 +313,7 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
             tags: row.tags.clone(),
             updated_at: row.updated_at,
             said: None,
+            sources: Vec::new(),
         });
     }
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
@@ -323,7 +380,8 @@ pub struct Expanded {
     pub links: Vec<Link>,
     pub backlinks: Vec<String>,
     pub trust: &'static str,
-    /// For a message: the conversation around it, in order, the message itself included.
+    /// For a message: the conversation around it, in order, the message itself included;
+    /// for a fact or summary: the messages it came from.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub around: Vec<SaidLine>,
 }
@@ -361,6 +419,45 @@ fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
     })
 }
 
+/// A fact or summary opened: its text, what it is, and the messages it came from.
+fn expand_derived(engine: &Engine, key: &str) -> Result<Expanded> {
+    let d = engine.visible_derived(key)?;
+    let mut around = Vec::new();
+    {
+        let log = engine.log()?;
+        for source in &d.sources {
+            if let Some(m) = log.get(source)?
+                && m.secret.is_none()
+            {
+                around.push(SaidLine {
+                    id: m.key.clone(),
+                    said: Said::of(&m),
+                    text: m.text,
+                });
+            }
+        }
+    }
+    Ok(Expanded {
+        id: d.key.clone(),
+        scope: d.scope.clone(),
+        frontmatter: serde_json::json!({
+            "type": d.kind.as_str(),
+            "conversation": d.conversation,
+            "subject": d.subject,
+            "attribute": d.attribute.as_deref().map(|a| a.trim_end_matches('+')),
+            "value": d.value,
+            "at": d.at,
+            "validTo": d.valid_to,
+            "sources": d.sources,
+        }),
+        body: d.text.clone(),
+        links: Vec::new(),
+        backlinks: Vec::new(),
+        trust: derived_trust_label(&d),
+        around,
+    })
+}
+
 /// Opens a note by its recall id (or plain id).
 pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
     // A message as search names it (`msg:…`) or as the recall block does (`vt:user/msg:…`).
@@ -370,6 +467,9 @@ pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
         .map_or(reference, |(_, id)| id);
     if crate::said::is_message_key(bare) {
         return expand_message(engine, bare);
+    }
+    if crate::said::is_derived_key(bare) {
+        return expand_derived(engine, bare);
     }
     let (scope, row) = resolve_visible(engine, reference)?;
     let view = engine.show(reference, Some(&scope))?;

@@ -23,7 +23,13 @@ use crate::error::{Error, Result};
 use crate::recall::RecallDoc;
 use crate::vault::Engine;
 
-pub use memoria_store::log::{is_message_key, message_key};
+pub use memoria_store::log::{DerivedItem, is_derived_key, is_message_key, message_key};
+
+/// Whether `id` names something of the conversation log recall holds: a message, or a fact or
+/// summary derived from messages.
+pub fn is_said_key(id: &str) -> bool {
+    is_message_key(id) || is_derived_key(id)
+}
 
 /// The type recall gives a message's document.
 pub use crate::recall::MESSAGE_TYPE;
@@ -81,6 +87,37 @@ pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     doc.rehash()
 }
 
+/// The line a fact or summary is listed under: what it is, whose, and when.
+pub fn derived_heading(d: &DerivedItem) -> String {
+    let mut h = match &d.subject {
+        Some(s) => format!("{} · {s}", d.kind.as_str()),
+        None => format!("{} · {}", d.kind.as_str(), d.conversation),
+    };
+    if let Some(at) = d.at {
+        h.push_str(&format!(" · {}", crate::backup::human_date(at)));
+    }
+    if let Some(to) = d.valid_to {
+        h.push_str(&format!(" (until {})", crate::backup::human_date(to)));
+    }
+    h
+}
+
+/// A fact or summary as recall indexes it: its text, with the labels the derive path gave it;
+/// a fact a newer value replaced ranks below the current one.
+pub fn derived_doc(d: &DerivedItem) -> RecallDoc {
+    let mut doc = RecallDoc::new(&d.scope, &d.key, &derived_heading(d), &d.text);
+    doc.note_type = Some(d.kind.as_str().to_owned());
+    doc.updated_at_ms = d.at;
+    doc.trust = Some(
+        d.trust
+            .as_deref()
+            .map(|t| crate::index::trust_of(t).unwrap_or(Trust::Quarantined))
+            .unwrap_or(Trust::Owner),
+    );
+    doc.standing.superseded = d.valid_to.is_some();
+    doc.rehash()
+}
+
 /// Among `hits`, the messages of a speaker `query` names count double, and so do the messages
 /// said within the time the query names ("last May", "hace un mes": `recall::when`), their
 /// age no longer counting against them; the hits are then in score order again.
@@ -98,9 +135,19 @@ pub fn rank_messages(
         .map(str::to_owned)
         .collect();
     let mut changed = false;
-    for h in hits.iter_mut().filter(|h| is_message_key(&h.id)) {
-        let Some(m) = log.get(&h.id)? else { continue };
-        if let (Some((start, end)), Some(at)) = (window, m.at)
+    for h in hits.iter_mut().filter(|h| is_said_key(&h.id)) {
+        // Who said it and when. A fact or summary is ranked by its time only: a fact's text
+        // already names its subject, so its words meet a question that names them.
+        let (speaker, at) = if is_message_key(&h.id) {
+            let Some(m) = log.get(&h.id)? else { continue };
+            (m.speaker, m.at)
+        } else {
+            let Some(d) = log.derived_item(&h.id)? else {
+                continue;
+            };
+            (None, d.at)
+        };
+        if let (Some((start, end)), Some(at)) = (window, at)
             && (start..end).contains(&at)
         {
             // Said when the question asks about: its age no longer counts against it.
@@ -112,7 +159,7 @@ pub fn rank_messages(
             h.score *= 2.0 / age;
             changed = true;
         }
-        let Some(speaker) = m.speaker.as_deref() else {
+        let Some(speaker) = speaker.as_deref() else {
             continue;
         };
         let name: Vec<String> = speaker
@@ -132,8 +179,13 @@ pub fn rank_messages(
     Ok(())
 }
 
-/// A fingerprint of the log's recallable messages: it changes whenever one is added or removed.
-pub type LogState = (i64, i64);
+/// A fingerprint of the log's recallable messages and derived items: each a count and the
+/// highest row number, which change whenever one is added, changed or removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogState {
+    pub messages: (i64, i64),
+    pub derived: (i64, i64),
+}
 
 impl Engine {
     /// The raw log of this home, opened on first use.
@@ -172,7 +224,22 @@ impl Engine {
         if !memoria_store::log::log_path(self.home().root()).exists() {
             return Ok(None);
         }
-        Ok(Some(self.log()?.state()?))
+        let log = self.log()?;
+        Ok(Some(LogState {
+            messages: log.state()?,
+            derived: log.derived_state()?,
+        }))
+    }
+
+    /// A fact or summary this engine's scopes may see.
+    pub fn visible_derived(&self, key: &str) -> Result<DerivedItem> {
+        let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
+        match self.log()?.derived_item(key)? {
+            Some(d) if visible.contains(&d.scope) && !d.secret => Ok(d),
+            _ => Err(Error::NotFound(format!(
+                "no fact or summary {key} in the conversations visible here"
+            ))),
+        }
     }
 
     /// A message this engine's scopes may see.

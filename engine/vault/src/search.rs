@@ -197,24 +197,24 @@ impl Engine {
         Ok(touched)
     }
 
-    /// The log's recallable messages recall lacks (or holds with other text or facts), and
-    /// every message key to keep in `keep`. Reads only what the log gained since the last
-    /// call, unless messages were removed or the recall index lost some.
+    /// The log's recallable messages and derived items (facts, summaries) recall lacks (or
+    /// holds with other text or facts), and every such key to keep in `keep`. Reads only what
+    /// the log gained since the last call, unless something was removed or the recall index
+    /// lost some.
     fn log_docs(
         &self,
         shared: &SharedRecall,
         known: &std::collections::HashMap<(String, String), (String, recall::RankFacts)>,
         keep: &mut HashSet<(String, String)>,
     ) -> Result<Vec<RecallDoc>> {
-        let known_messages: Vec<&(String, String)> = known
-            .keys()
-            .filter(|(_, id)| crate::said::is_message_key(id))
-            .collect();
         if !memoria_store::log::log_path(self.home().root()).exists() {
             return Ok(Vec::new()); // no log: any message document goes
         }
         let log = self.log()?;
-        let state = log.state()?;
+        let state = crate::said::LogState {
+            messages: log.state()?,
+            derived: log.derived_state()?,
+        };
         let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
         // What the last process to bring the log in saw, so a new process (each CLI command)
         // reads only what is new.
@@ -224,24 +224,30 @@ impl Engine {
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
         }
-        let in_recall = known_messages.len() as i64;
-        let messages = match *seen {
-            Some(s) if s == state && in_recall == state.0 => Vec::new(),
-            Some((count, max)) if state.1 > max && in_recall == count => {
-                let added = log.recallable_after(max)?;
-                if count + added.len() as i64 == state.0 {
-                    added
-                } else {
-                    log.recallable()?
-                }
-            }
-            _ => log.recallable()?,
+        let in_recall = |is: fn(&str) -> bool| -> Vec<&(String, String)> {
+            known.keys().filter(|(_, id)| is(id)).collect()
         };
-        let full = messages.len() as i64 == state.0;
-        if !full {
-            keep.extend(known_messages.into_iter().cloned());
-        }
         let mut docs = Vec::new();
+        let mut push = |doc: RecallDoc, keep: &mut HashSet<(String, String)>| {
+            keep.insert((doc.scope.clone(), doc.id.clone()));
+            let current = known.get(&(doc.scope.clone(), doc.id.clone()));
+            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
+                docs.push(doc);
+            }
+        };
+
+        let held = in_recall(crate::said::is_message_key);
+        let messages = since(
+            seen.map(|s| s.messages),
+            state.messages,
+            &held,
+            |after| log.recallable_after(after),
+            || log.recallable(),
+            |m| m.key.as_str(),
+        )?;
+        if messages.len() as i64 != state.messages.0 {
+            keep.extend(held.into_iter().cloned());
+        }
         // Each message is read with the one before it: from this batch, else from the log.
         let by_place: std::collections::HashMap<
             (&str, &str, i64),
@@ -258,13 +264,25 @@ impl Engine {
                     .copied()
                     .unwrap_or(b)
             });
-            let doc = crate::said::message_doc(m, previous);
-            keep.insert((doc.scope.clone(), doc.id.clone()));
-            let current = known.get(&(doc.scope.clone(), doc.id.clone()));
-            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
-                docs.push(doc);
-            }
+            push(crate::said::message_doc(m, previous), keep);
         }
+
+        let held = in_recall(memoria_store::log::is_derived_key);
+        let items = since(
+            seen.map(|s| s.derived),
+            state.derived,
+            &held,
+            |after| log.recallable_derived_after(after),
+            || log.recallable_derived_after(0),
+            |d| d.key.as_str(),
+        )?;
+        if items.len() as i64 != state.derived.0 {
+            keep.extend(held.into_iter().cloned());
+        }
+        for d in &items {
+            push(crate::said::derived_doc(d), keep);
+        }
+
         if *seen != Some(state) {
             *seen = Some(state);
             if let Ok(bytes) = serde_json::to_vec(&state) {
@@ -339,5 +357,35 @@ impl Engine {
         self.recall_with(Vectors::Later)?
             .recall_block(message, &opts)
             .map_err(recall_err)
+    }
+}
+
+/// What of one table of the log recall must read again, given the table's state when last
+/// read (`seen`) and now (`now`, each a count and the highest row number) and the keys recall
+/// holds of it: nothing when nothing changed; the rows added since when that accounts for
+/// every change (a row rewritten under a key recall holds adds nothing to the count); else
+/// every row.
+fn since<T>(
+    seen: Option<(i64, i64)>,
+    now: (i64, i64),
+    held: &[&(String, String)],
+    after: impl FnOnce(i64) -> Result<Vec<T>>,
+    all: impl FnOnce() -> Result<Vec<T>>,
+    key: impl Fn(&T) -> &str,
+) -> Result<Vec<T>> {
+    let in_recall = held.len() as i64;
+    match seen {
+        Some(s) if s == now && in_recall == now.0 => Ok(Vec::new()),
+        Some((count, max)) if now.1 > max && in_recall == count => {
+            let added = after(max)?;
+            let held: HashSet<&str> = held.iter().map(|(_, id)| id.as_str()).collect();
+            let new = added.iter().filter(|t| !held.contains(key(t))).count() as i64;
+            if count + new == now.0 {
+                Ok(added)
+            } else {
+                all()
+            }
+        }
+        _ => all(),
     }
 }

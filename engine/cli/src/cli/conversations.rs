@@ -109,6 +109,10 @@ pub struct ConversationsArgs {
     /// The scope of the conversation (when one id is in several).
     #[arg(long)]
     scope: Option<String>,
+    /// Show what was derived from the conversation (its summary, facts and the names it
+    /// mentions) instead of its messages.
+    #[arg(long, requires = "id")]
+    facts: bool,
 }
 
 pub fn conversations(g: &Globals, a: &ConversationsArgs) -> Result<()> {
@@ -134,6 +138,49 @@ pub fn conversations(g: &Globals, a: &ConversationsArgs) -> Result<()> {
         }
         return Ok(());
     };
+    if a.facts {
+        let x = conversations::extract(&engine, id, a.scope.as_deref())?;
+        if g.json {
+            return print_json(&x);
+        }
+        match &x.summary {
+            Some(s) => outln!("summary: {}", s.text),
+            None => outln!("summary: none (a conversation of fewer than four messages)"),
+        }
+        if x.facts.is_empty() {
+            outln!("facts: none stated in the first person");
+        } else {
+            outln!("facts:");
+        }
+        for f in &x.facts {
+            let from = f.valid_from.map(human_utc).unwrap_or_default();
+            let until = f
+                .valid_to
+                .map(|t| format!(" (until {}, replaced)", human_utc(t)))
+                .unwrap_or_default();
+            let trust = f
+                .trust
+                .as_deref()
+                .map(|t| format!(" [{t}]"))
+                .unwrap_or_default();
+            outln!(
+                "  [{from}] {}: {} = {}{until}{trust}",
+                f.subject,
+                f.attribute,
+                f.value
+            );
+        }
+        if !x.entities.is_empty() {
+            let names: Vec<String> = x
+                .entities
+                .iter()
+                .take(20)
+                .map(|e| format!("{} ({})", e.name, e.kind))
+                .collect();
+            outln!("mentions: {}", names.join(", "));
+        }
+        return Ok(());
+    }
     let messages = conversations::show(&engine, id, a.scope.as_deref())?;
     if g.json {
         return print_json(&messages);
@@ -162,10 +209,11 @@ pub fn forget(g: &Globals, id: &str, scope: Option<&str>, purge: bool) -> Result
         return print_json(&done);
     }
     outln!(
-        "forgot conversation {} of {} for good: {} and their copies in the index are gone",
+        "forgot conversation {} of {} for good: {} and {} derived from them (facts, summary) are gone, with their copies in the index",
         done.conversation,
         done.scope,
-        counted(done.messages, "message")
+        counted(done.messages, "message"),
+        counted(done.derived, "item")
     );
     Ok(())
 }

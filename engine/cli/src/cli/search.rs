@@ -106,7 +106,8 @@ pub fn search(g: &Globals, a: &SearchArgs) -> Result<()> {
             h.id,
             h.summary
         );
-        if let (Some(said), Some("message")) = (&h.snippet, h.note_type.as_deref()) {
+        // What was said, or what was derived from it, has no title of its own.
+        if let (Some(said), true) = (&h.snippet, memoria_engine::said::is_said_key(&h.id)) {
             outln!("        “{said}”");
         }
         if let Some(x) = &h.explain {
