@@ -703,35 +703,74 @@ pub fn stated(
     Ok(pairs(log.derived_of(scope, conversation)?.iter()))
 }
 
-/// Derives a conversation's facts, summary and entities again from what the log holds of it,
-/// and settles the validity of every fact it states or stated: a single-valued fact is
-/// current until its subject states another value for the same attribute, in any
-/// conversation of the scope.
-pub fn derive_conversation(engine: &Engine, scope: &str, conversation: &str) -> Result<()> {
+/// How many of a conversation's latest messages its summary and entities are read from, so
+/// a capture's cost does not grow with the conversation's length.
+pub const WINDOW_MESSAGES: usize = 1000;
+
+/// Derives what a conversation says: its facts (those of the messages `added`, beside the
+/// facts already derived from it; every message's when `added` is `None`), and its summary and
+/// entities from its latest [`WINDOW_MESSAGES`] messages. Then settles the validity of every
+/// fact it states or stated: a single-valued fact is current until its subject states another
+/// value for the same attribute, in any conversation of the scope.
+pub fn derive_conversation(
+    engine: &Engine,
+    scope: &str,
+    conversation: &str,
+    added: Option<&[String]>,
+) -> Result<()> {
     let mut log = engine.log()?;
-    let messages = log.messages(scope, conversation)?;
-    let mut items = facts(&messages);
-    items.extend(summary(&messages));
-    let found = entities(&messages, ENTITIES_PER_CONVERSATION);
-    let mut touched = stated(&log, scope, conversation)?;
-    touched.extend(pairs(items.iter()));
-    // The new facts enter with their validity settled, so a fact that did not change keeps
-    // its row.
+    let window = log.last_messages(scope, conversation, WINDOW_MESSAGES)?;
+    let (mut items, touched) = match added {
+        Some(keys) => {
+            let mut items: Vec<DerivedItem> = log
+                .derived_of(scope, conversation)?
+                .into_iter()
+                .filter(|d| d.kind == DerivedKind::Fact)
+                .collect();
+            let mut new = Vec::new();
+            for k in keys {
+                new.extend(log.get(k)?);
+            }
+            let new = facts(&new);
+            let touched = pairs(new.iter());
+            let held: HashSet<String> = items.iter().map(|i| i.key.clone()).collect();
+            items.extend(new.into_iter().filter(|i| !held.contains(&i.key)));
+            (items, touched)
+        }
+        None => {
+            let items = facts(&log.messages(scope, conversation)?);
+            let mut touched = stated(&log, scope, conversation)?;
+            touched.extend(pairs(items.iter()));
+            (items, touched)
+        }
+    };
+    items.extend(summary(&window));
+    let found = entities(&window, ENTITIES_PER_CONVERSATION);
+    // The facts enter with their validity settled, so a fact that did not change keeps its row.
+    let at: HashMap<String, usize> = items
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.key.clone(), n))
+        .collect();
     for (subject, attribute) in &touched {
-        let is_this = |i: &DerivedItem| {
-            i.subject.as_deref() == Some(subject.as_str())
-                && i.attribute.as_deref() == Some(attribute.as_str())
-        };
         let mut chain: Vec<(i64, String, String)> = log
             .facts_about(scope, subject, attribute)?
             .iter()
             .filter(|f| f.conversation != conversation)
             .map(entry)
             .collect();
-        chain.extend(items.iter().filter(|i| is_this(i)).map(entry));
+        chain.extend(
+            items
+                .iter()
+                .filter(|i| {
+                    i.subject.as_deref() == Some(subject.as_str())
+                        && i.attribute.as_deref() == Some(attribute.as_str())
+                })
+                .map(entry),
+        );
         for (key, until) in validity(chain) {
-            if let Some(i) = items.iter_mut().find(|i| i.key == key) {
-                i.valid_to = until;
+            if let Some(&n) = at.get(&key) {
+                items[n].valid_to = until;
             }
         }
     }

@@ -166,24 +166,20 @@ pub fn capture(
         .count();
     report.added = added.len();
     report.keys = added;
-    // What the conversations say is derived again where they gained messages.
-    let mut gained: Vec<&String> = messages
-        .iter()
-        .filter(|m| {
-            new.contains(&memoria_store::log::message_key(
-                &m.scope,
-                &m.conversation,
-                &m.message_id,
-            ))
-        })
-        .map(|m| &m.conversation)
-        .collect();
-    gained.dedup();
-    let mut seen = std::collections::HashSet::new();
-    for conversation in gained {
-        if seen.insert(conversation) {
-            extract::derive_conversation(engine, &scope.key(), conversation)?;
+    // What the conversations say is derived where they gained messages.
+    let mut gained: Vec<(String, Vec<String>)> = Vec::new();
+    for m in &messages {
+        let key = memoria_store::log::message_key(&m.scope, &m.conversation, &m.message_id);
+        if !new.contains(&key) {
+            continue;
         }
+        match gained.iter_mut().find(|(c, _)| *c == m.conversation) {
+            Some((_, keys)) => keys.push(key),
+            None => gained.push((m.conversation.clone(), vec![key])),
+        }
+    }
+    for (conversation, keys) in &gained {
+        extract::derive_conversation(engine, &scope.key(), conversation, Some(keys))?;
     }
     apply_retention(engine)?;
     if report.added > 0 {
@@ -362,7 +358,7 @@ pub fn apply_retention(engine: &Engine) -> Result<usize> {
             (scope.clone(), conversation.clone()),
             items.into_iter().map(|i| i.key).collect(),
         );
-        extract::derive_conversation(engine, scope, conversation)?;
+        extract::derive_conversation(engine, scope, conversation, None)?;
     }
     let mut gone: Vec<(String, String)> = removed
         .iter()

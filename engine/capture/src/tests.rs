@@ -727,3 +727,30 @@ fn a_fact_from_someone_else_is_as_trusted_as_they_are() {
     let hit = hits.iter().find(|h| h.id == fact.key).expect("found");
     assert_eq!(hit.trust, "[PEER]");
 }
+
+#[test]
+fn a_conversation_captured_a_message_at_a_time_keeps_its_earlier_facts_and_closes_them() {
+    let w = World::new();
+    let e = w.engine(None);
+    capture_lines(
+        &e,
+        &[said_at("c", "1", "user", "Ana", 10, "I live in Lisbon.")],
+    );
+    capture_lines(&e, &[said_at("c", "2", "user", "Ana", 11, "Nice weather.")]);
+    capture_lines(
+        &e,
+        &[said_at("c", "3", "user", "Ana", 12, "I moved to Porto.")],
+    );
+    let items = e.log().unwrap().derived_of("user", "c").unwrap();
+    let value = |v: &str| {
+        items
+            .iter()
+            .find(|d| d.value.as_deref() == Some(v))
+            .unwrap_or_else(|| panic!("no fact {v}: {items:?}"))
+    };
+    assert_eq!(value("Lisbon").valid_to, value("Porto").at);
+    assert_eq!(value("Porto").valid_to, None);
+    // Derived again from every message (as retention does), the same facts come out.
+    crate::extract::derive_conversation(&e, "user", "c", None).unwrap();
+    assert_eq!(e.log().unwrap().derived_of("user", "c").unwrap(), items);
+}

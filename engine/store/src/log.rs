@@ -362,6 +362,30 @@ impl Log {
         rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
     }
 
+    /// The latest `n` messages of a conversation, in order.
+    pub fn last_messages(
+        &self,
+        scope: &str,
+        conversation: &str,
+        n: usize,
+    ) -> Result<Vec<LogMessage>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE m.scope = ?1 AND m.conversation = ?2 \
+                 ORDER BY m.seq DESC, m.key DESC LIMIT ?3"
+            ))
+            .map_err(db_err)?;
+        let rows = st
+            .query_map(params![scope, conversation, n as i64], row_message)
+            .map_err(db_err)?;
+        let mut out: Vec<LogMessage> = rows
+            .map(|r| r.map_err(db_err).and_then(finish))
+            .collect::<Result<_>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
     /// The messages around `key` in its conversation: up to `before` earlier ones, the message
     /// itself and up to `after` later ones.
     pub fn around(&self, key: &str, before: usize, after: usize) -> Result<Vec<LogMessage>> {

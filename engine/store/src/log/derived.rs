@@ -168,12 +168,16 @@ impl Log {
                     .map_err(db_err)?;
                 rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
             };
+            let new: std::collections::HashMap<&str, &DerivedItem> =
+                items.iter().map(|i| (i.key.as_str(), i)).collect();
+            let old: std::collections::HashMap<&str, &DerivedItem> =
+                old.iter().map(|o| (o.key.as_str(), o)).collect();
             let mut del = tx
                 .prepare_cached("DELETE FROM derived WHERE key = ?1")
                 .map_err(db_err)?;
-            for o in &old {
-                if !items.iter().any(|i| i == o) {
-                    del.execute(params![o.key]).map_err(db_err)?;
+            for (key, o) in &old {
+                if new.get(key) != Some(o) {
+                    del.execute(params![key]).map_err(db_err)?;
                 }
             }
             let mut put = tx
@@ -184,7 +188,7 @@ impl Log {
                 )
                 .map_err(db_err)?;
             for i in items {
-                if old.iter().any(|o| o == i) {
+                if old.get(i.key.as_str()) == Some(&i) {
                     continue;
                 }
                 if i.scope != scope || i.conversation != conversation {
