@@ -391,3 +391,101 @@ fn doctor_lists_notes_the_guard_marked() {
         "{text}"
     );
 }
+
+/// A conversation captured through `memoria capture -` in the project: its messages' texts.
+fn captured(w: &World, conversation: &str, texts: &[&str]) -> String {
+    let lines: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            serde_json::json!({"id": n.to_string(), "role": "user", "speaker": "Ana",
+                "time": "2026-11-02T10:00:00Z", "text": t})
+            .to_string()
+        })
+        .collect();
+    let (ok, _, err) = w.memoria(
+        &["capture", "-", "--conversation", conversation],
+        Some(&lines.join("\n")),
+    );
+    assert!(ok, "capture: {err}");
+    lines.join("\n")
+}
+
+/// The key a captured message of the project's scope is known by.
+fn message_ref(w: &World, conversation: &str, id: &str) -> String {
+    let project: Value = serde_json::from_slice(
+        &std::fs::read(w.project.join(".memoria").join("project.json")).unwrap(),
+    )
+    .unwrap();
+    let scope = format!("project:{}", project["id"].as_str().unwrap());
+    let digest =
+        memoria_shared::hash::sha256_hex(format!("{scope}\0{conversation}\0{id}").as_bytes());
+    format!("msg:{}", &digest[..20])
+}
+
+/// What was said crosses the doors an agent reads memory through (the search, the recall
+/// block, the hook, MCP), never the export (conversations stay on this machine), and a
+/// message the guard marked crosses none, nor does anything derived from it.
+#[test]
+fn captured_messages_reach_the_agents_doors_and_nothing_marked_or_derived_from_it_does() {
+    let w = World::new();
+    let note = ROWS[0].plant;
+    let mut planted = vec![note(&w)];
+    let transcript = w.project.join("said.jsonl");
+    let m = "quokkasaid";
+    std::fs::write(
+        &transcript,
+        captured(&w, "standup", &[&format!("The {m} release goes out on Thursday.")]),
+    )
+    .unwrap();
+    planted.push(Planted {
+        marker: m.to_owned(),
+        reference: message_ref(&w, "standup", "0"),
+        file: transcript.clone(),
+    });
+    let m = "quokkasaidsecret";
+    captured(
+        &w,
+        "ops",
+        &[
+            &format!("The {m} db password=Hunter-said-77, and my favourite word is {m}"),
+            "I live in Lisbon.",
+            "We ship on Fridays.",
+            "The release train leaves at noon.",
+        ],
+    );
+    planted.push(Planted {
+        marker: m.to_owned(),
+        reference: message_ref(&w, "ops", "0"),
+        file: transcript,
+    });
+    let (ok, facts, err) = w.memoria(&["--json", "conversations", "ops", "--facts"], None);
+    assert!(ok, "{err}");
+    assert!(
+        facts.contains("Lisbon") && !facts.contains("quokkasaidsecret"),
+        "facts are derived from the other messages only: {facts}"
+    );
+    let mut problems = Vec::new();
+    for column in COLUMNS {
+        let reached = (column.reach)(&w, &planted);
+        let said = reached[1].contains(&planted[1].marker);
+        let leaves_machine = column.name == "memoria export";
+        if said == leaves_machine {
+            problems.push(format!(
+                "a captured message {} {}:\n{}",
+                if said { "reached" } else { "did not reach" },
+                column.name,
+                reached[1]
+            ));
+        }
+        if !reached[0].contains(&planted[0].marker) {
+            problems.push(format!("the note control did not reach {}", column.name));
+        }
+        for text in &reached {
+            if text.contains("quokkasaidsecret") || text.contains("Hunter-said-77") {
+                problems.push(format!("the marked message reached {}:\n{text}", column.name));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
