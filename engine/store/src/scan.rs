@@ -311,7 +311,7 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 scope: scope.to_owned(),
                 rel_path: f.rel.clone(),
                 id: note.id.to_string(),
-                summary: note.summary.clone(),
+                summary: shown_summary(&note.summary),
                 note_type: note.note_type.as_ref().map(|t| t.as_str().to_owned()),
                 tags,
                 created_at: note.created_at,
@@ -339,6 +339,16 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
         }
         Err(error) => error_row(scope, f, text, error),
     })
+}
+
+/// A summary as lists show it: one the credential guard matches (often a note's first line,
+/// made its summary by an import) is named by the rule instead, so no list, index or hook
+/// prints the secret. The file keeps it until the person changes it.
+pub fn shown_summary(summary: &str) -> String {
+    match guard::scan(summary) {
+        Some(f) => format!("[held back: the summary looks like a credential ({})]", f.rule),
+        None => summary.to_owned(),
+    }
 }
 
 /// The row of a file that does not parse (or cannot be read): its error, an id from its name,
@@ -498,6 +508,17 @@ mod tests {
         let ok = vec![b'a'; MAX_FILE_BYTES as usize];
         let row = read_file("user", &found(tmp.path(), "edge.md", &ok)).unwrap();
         assert_eq!(row.error, None);
+    }
+
+    #[test]
+    fn a_summary_made_of_a_secret_is_listed_by_its_rule() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = "Prod DB: postgres://admin:s3cretPass@db.example.com/prod\n\nThe prod notes.\n";
+        let row = read_file("user", &found(tmp.path(), "prod.md", text.as_bytes())).unwrap();
+        assert!(!row.summary.contains("s3cretPass"), "{}", row.summary);
+        assert!(row.summary.contains("held back"), "{}", row.summary);
+        let plain = read_file("user", &found(tmp.path(), "db.md", b"The prod notes.\n")).unwrap();
+        assert_eq!(plain.summary, "The prod notes.");
     }
 
     #[test]
