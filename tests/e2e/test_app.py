@@ -10,7 +10,7 @@ import time
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from conftest import WAIT_S, Home
+from conftest import CLI, WAIT_S, Home
 
 
 def until(cond, what, timeout=WAIT_S):
@@ -373,3 +373,120 @@ def test_consolidate_now_shows_what_it_will_fold_and_applies_on_confirmation(hom
     listed = {n["id"]: n for n in home.cli("list")}
     assert all(listed[i].get("status") == "consolidated" for i in ids), listed
     assert len(listed) == 5, listed
+
+
+def test_a_captured_conversation_is_read_and_forgotten_in_the_app(home, launch):
+    said = [
+        ("1", "user", "Ana", "2024-05-08T09:00:00Z", "Book the train to Porto for May 12."),
+        ("2", "assistant", None, "2024-05-08T09:00:05Z", "Booked the 09:00 train to Porto on May 12."),
+        ("3", "user", "Ana", "2024-05-08T09:01:00Z", "Change of plan: make it May 14, and a hotel near Ribeira."),
+        ("4", "user", "Ana", "2024-05-08T09:02:00Z", "The hotel wifi password: tram28-ribeira"),
+        ("5", "user", "Ana", "2024-05-08T09:03:00Z", "I live in Lisbon, so the train to Porto is easiest."),
+    ]
+    transcript = home.path.parent / "trip.jsonl"
+    transcript.write_text("".join(
+        json.dumps({"conversation": "trip-planning", "id": i, "role": role, "time": at, "text": text,
+                    **({"speaker": who} if who else {})}) + "\n"
+        for i, role, who, at, text in said
+    ))
+    report = home.cli("capture", str(transcript), "--conversation", "trip-planning")
+    assert (report["added"], report["secret"]) == (5, 1), report
+
+    app = launch(home)
+    app.click("nav-overview")
+    app.wait_text("engine-capture", "1 conversation, 5 messages kept")
+    app.click("nav-conversations")
+    app.wait_text("conversation-item", "trip-planning").click()
+    app.wait_text("message-item", "Change of plan")
+    texts = app.text_of("message-item")
+    assert len(texts) == 5, texts
+    assert "Ana" in texts[0] and "Book the train to Porto for May 12." in texts[0], texts
+    assert "Booked the 09:00 train" in texts[1], texts
+    # The credential guard held the password back: marked, and its text never in the window.
+    app.wait_text("message-held", "Held back")
+    assert "tram28" not in app.driver.page_source
+    # What was derived from it: the fact Ana stated, and a summary quoting what it was about.
+    app.wait_text("extract-fact", "Lisbon")
+    summary = app.wait_text("extract-summary", "Porto")
+    assert "tram28" not in summary.text
+    assert "tram28" not in app.driver.page_source
+    assert_styled(app)
+    app.shot("conversation-open")
+
+    app.click("conversation-forget")
+    app.wait_text("confirm-dialog", "cannot be undone")
+    app.shot("confirm-forget-conversation")
+    app.click("confirm-ok")
+    app.wait_text("toast", "Forgot “trip-planning” (5 messages)")
+    app.wait_text("conversations-empty", "No conversations captured yet")
+    assert home.cli("conversations") == []
+    app.shot("conversation-forgotten")
+
+
+def test_conversation_capture_turned_off_in_settings_keeps_the_hook_from_capturing(home, launch):
+    app = launch(home)
+    app.click("nav-overview")
+    app.wait_text("engine-capture", "0 conversations, 0 messages kept")
+    app.click("nav-settings")
+    box = app.one("settings-conversation-capture")
+    assert box.is_selected()
+    box.click()
+    app.wait_text("toast", "Settings saved")
+    app.shot("settings-capture-off")
+    assert home.cli("config", "get", "conversations.capture")["value"] == "false"
+
+    # A Claude Code session ends: the hook keeps nothing, and says nothing.
+    transcript = home.path.parent / "s1.jsonl"
+    transcript.write_text(json.dumps({
+        "type": "user", "uuid": "u1", "sessionId": "s1", "timestamp": "2025-06-01T10:00:00.000Z",
+        "message": {"role": "user", "content": "Plan the surprise party for Friday"},
+    }) + "\n")
+    stop = {"session_id": "s1", "transcript_path": str(transcript), "cwd": str(home.path),
+            "hook_event_name": "Stop", "stop_hook_active": False}
+    hook = subprocess.run([CLI, "hook", "claude-code"], input=json.dumps(stop), env=home.env(),
+                          cwd=home.path, capture_output=True, text=True, timeout=60)
+    assert (hook.returncode, hook.stdout.strip(), hook.stderr.strip()) == (0, "", ""), hook
+    assert home.cli("conversations") == []
+
+    app.click("nav-conversations")
+    app.wait_text("conversations-capture-off", "Capture is off")
+    app.wait_text("conversations-empty", "memoria hook claude-code")
+    app.shot("conversations-capture-off")
+    app.click("nav-overview")
+    card = app.wait_text("engine-capture", "Off")
+    app.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", card)
+    app.shot("overview-capture-off")
+
+
+def test_a_long_conversation_scrolls_to_its_last_message(home, launch):
+    n = 3000
+    transcript = home.path.parent / "long.jsonl"
+    transcript.write_text("".join(
+        json.dumps({"id": str(i), "role": "user" if i % 2 == 0 else "assistant",
+                    "time": f"2024-05-08T{9 + i // 3600:02}:{i // 60 % 60:02}:{i % 60:02}Z",
+                    # Texts of one to four lines: rows take the height of what they say.
+                    "text": f"Message {i}. " + "A longer reply that wraps onto more lines. " * (i % 4 * 3)})
+        + "\n"
+        for i in range(n)
+    ))
+    assert home.cli("capture", str(transcript), "--conversation", "long-session")["added"] == n
+    app = launch(home)
+    app.click("nav-conversations")
+    app.wait_text("conversation-item", "3000 messages").click()
+    app.wait_text("message-item", "Message 0.")
+    shown = len(app.all("message-item"))
+    assert 0 < shown < 100, f"{shown} message rows rendered for {n} messages"
+    # To the end: the list lays itself out with each row's measured height.
+    app.driver.execute_script(
+        "const l = document.querySelector('[data-testid=conversation-messages] .vlist');"
+        "l.scrollTop = l.scrollHeight;"
+    )
+    last = app.wait_text("message-item", f"Message {n - 1}.")
+    # It stays at the end while the rows coming into view are measured.
+    app.wait(lambda: app.driver.execute_script(
+        "const l = document.querySelector('[data-testid=conversation-messages] .vlist');"
+        "const r = arguments[0].getBoundingClientRect(), v = l.getBoundingClientRect();"
+        "return l.scrollTop + l.clientHeight >= l.scrollHeight - 2 && r.bottom <= v.bottom + 1;",
+        last), "the last message at the bottom of the list")
+    assert len(app.all("message-item")) < 100
+    app.shot("long-conversation-end")

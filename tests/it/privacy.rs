@@ -435,7 +435,11 @@ fn captured_messages_reach_the_agents_doors_and_nothing_marked_or_derived_from_i
     let m = "quokkasaid";
     std::fs::write(
         &transcript,
-        captured(&w, "standup", &[&format!("The {m} release goes out on Thursday.")]),
+        captured(
+            &w,
+            "standup",
+            &[&format!("The {m} release goes out on Thursday.")],
+        ),
     )
     .unwrap();
     planted.push(Planted {
@@ -483,7 +487,10 @@ fn captured_messages_reach_the_agents_doors_and_nothing_marked_or_derived_from_i
         }
         for text in &reached {
             if text.contains("quokkasaidsecret") || text.contains("Hunter-said-77") {
-                problems.push(format!("the marked message reached {}:\n{text}", column.name));
+                problems.push(format!(
+                    "the marked message reached {}:\n{text}",
+                    column.name
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The privacy matrix's "derived" row: notes written from other notes keep their sources'
 //! labels. Every kind of labelled note (rows) goes through every derivation (a similarity
-//! fold, a goal fold, a manual merge, a merge drafted by a model), and every door memory leaves
+//! fold, a goal fold, a manual merge, a merge drafted by a model, a fact said in several
+//! conversations promoted into a note), and every door memory leaves
 //! by (the columns of `privacy.rs`, and the sync upload) is read. A private row's marker
 //! reaches no door; a row that is only less trusted (`peer`, `ingested`) reaches them with
 //! its label; the public control row reaches every door, which shows each door really looks.
@@ -230,6 +231,57 @@ fn model_merge(w: &World, row: &Row) -> String {
     plain
 }
 
+/// A fact the row's author states in three conversations, promoted into a note
+/// (`memoria review promote`). A message carries its author's trust: the control is the
+/// person's own words, `peer` someone else's, `ingested` a tool's output; every private row is
+/// a message the credential guard marks, from which nothing is derived at all.
+fn promotion(w: &World, row: &Row) -> String {
+    let m = row.marker();
+    // Each row states its own attribute: a newer value of the same one would replace it.
+    let (role, extra) = match row.expect {
+        Expect::Public => ("user", ""),
+        Expect::Labelled(Trust::Peer) => ("other", ""),
+        Expect::Labelled(_) => ("tool", ""),
+        Expect::Private => ("user", ", and the vpn password: Xk7-quokka-93"),
+    };
+    let lines: Vec<String> = (1..=3)
+        .map(|d| {
+            serde_json::json!({"conversation": format!("{}-day{d}", row.name), "id": "1",
+                "role": role, "speaker": "Ana", "time": format!("2026-05-0{d}T10:00:00Z"),
+                "text": format!("Note this: my {} code is {m}{extra}.", row.name)})
+            .to_string()
+        })
+        .collect();
+    let (ok, _, err) = w.memoria(
+        &["capture", "-", "--scope", "user", "--keep-tools"],
+        Some(&lines.join("\n")),
+    );
+    assert!(ok, "capture: {err}");
+    let (ok, out, err) = w.memoria(&["--json", "review", "promote"], None);
+    assert!(ok, "review promote: {err}");
+    let ready: Value = serde_json::from_str(&out).unwrap();
+    let Some(key) = ready
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["text"].as_str().unwrap_or("").contains(&m))
+        .map(|p| p["key"].as_str().unwrap().to_owned())
+    else {
+        assert_eq!(
+            row.expect,
+            Expect::Private,
+            "{}: no fact to promote",
+            row.name
+        );
+        // Where a note would be: its id does not hold the marker, which the doors echo.
+        return format!("{}-not-promoted", row.name);
+    };
+    let (ok, out, err) = w.memoria(&["--json", "review", "promote", &key], None);
+    assert!(ok, "promote: {err}");
+    let done: Value = serde_json::from_str(&out).unwrap();
+    done["id"].as_str().unwrap().to_owned()
+}
+
 const DERIVATIONS: &[Derivation] = &[
     Derivation {
         name: "similarity fold",
@@ -249,6 +301,11 @@ const DERIVATIONS: &[Derivation] = &[
     Derivation {
         name: "model-draft merge",
         run: model_merge,
+        summary_from_sources: true,
+    },
+    Derivation {
+        name: "fact promotion",
+        run: promotion,
         summary_from_sources: true,
     },
 ];

@@ -48,6 +48,12 @@ describe('backend module', () => {
     ['consolidationLast', () => be.consolidationLast(), 'consolidation_last', undefined],
     ['consolidationPreview', () => be.consolidationPreview(), 'consolidation_preview', undefined],
     ['consolidationApply', () => be.consolidationApply({ clusters: [] } as never), 'consolidation_apply', { plan: { clusters: [] } }],
+    ['listConversations', () => be.listConversations(), 'conversations_list', undefined],
+    ['conversationMessages', () => be.conversationMessages('trip', 'user'), 'conversation_messages', { conversation: 'trip', scope: 'user' }],
+    ['conversationMessages any scope', () => be.conversationMessages('trip'), 'conversation_messages', { conversation: 'trip', scope: null }],
+    ['forgetConversation', () => be.forgetConversation('trip', 'user'), 'conversation_forget', { conversation: 'trip', scope: 'user' }],
+    ['conversationStats', () => be.conversationStats(), 'conversations_stats', undefined],
+    ['conversationExtract', () => be.conversationExtract('trip', 'project:p'), 'conversation_extract', { conversation: 'trip', scope: 'project:p' }],
   ];
 
   for (const [name, run, command, args] of cases) {

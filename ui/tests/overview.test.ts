@@ -1,5 +1,6 @@
 import { screen, within } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
+import { demoConversations } from '../src/lib/backend/fake';
 import { demoSeed, goTo, renderApp } from './helpers';
 
 describe('Overview page', () => {
@@ -14,6 +15,15 @@ describe('Overview page', () => {
     expect(chart.querySelectorAll('rect')).toHaveLength(10);
     expect(screen.getByText('By scope')).toBeInTheDocument();
     expect(screen.getByText('Vault notes')).toBeInTheDocument();
+  });
+
+  it('says whether conversations are captured and what the raw log holds', async () => {
+    const { user } = await renderApp(demoSeed({ conversations: demoConversations() }));
+    await goTo(user, 'overview');
+    const capture = await screen.findByTestId('engine-capture');
+    expect(capture).toHaveAttribute('data-on', 'true');
+    expect(capture).toHaveTextContent('On');
+    expect(capture).toHaveTextContent('2 conversations, 8 messages kept');
   });
 
   it('warns plainly, with the fix, when recall runs on the hash fallback', async () => {

@@ -1,6 +1,6 @@
 import { screen, waitFor } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import { callsOf, choose, goTo, renderApp } from './helpers';
+import { callsOf, choose, demoSeed, goTo, renderApp } from './helpers';
 
 describe('Settings page', () => {
   it('pins the theme and saves the sync server and model folder', async () => {
@@ -39,6 +39,44 @@ describe('Settings page', () => {
   });
 });
 
+describe('Settings: conversation capture', () => {
+  it('turns capture off and on, and the Conversations page and Overview say so', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'settings');
+    const box = await screen.findByTestId('settings-conversation-capture');
+    expect(box).toBeChecked();
+    expect(box).toBeEnabled();
+    expect(box).toHaveAccessibleName('Capture conversations');
+    expect(box).toHaveAccessibleDescription(expect.stringContaining('memoria capture FILE still works'));
+    await user.click(box);
+    await waitFor(() => expect(callsOf(be, 'setSettings').at(-1)).toEqual([{ conversationCapture: false }]));
+    expect(box).not.toBeChecked();
+
+    await goTo(user, 'conversations');
+    expect(await screen.findByTestId('conversations-capture-off')).toBeInTheDocument();
+    await goTo(user, 'overview');
+    const capture = await screen.findByTestId('engine-capture');
+    expect(capture).toHaveAttribute('data-on', 'false');
+    expect(capture).toHaveTextContent('Off');
+
+    await goTo(user, 'settings');
+    await user.click(await screen.findByTestId('settings-conversation-capture'));
+    await waitFor(() => expect(callsOf(be, 'setSettings').at(-1)).toEqual([{ conversationCapture: true }]));
+    await goTo(user, 'conversations');
+    await screen.findByTestId('conversations-empty');
+    expect(screen.queryByTestId('conversations-capture-off')).toBeNull();
+  });
+
+  it('cannot change capture the environment decides, and says why', async () => {
+    const { user } = await renderApp(demoSeed({ settings: { conversationCapture: false, conversationCaptureEnv: true } }));
+    await goTo(user, 'settings');
+    const box = await screen.findByTestId('settings-conversation-capture');
+    expect(box).toBeDisabled();
+    expect(box).not.toBeChecked();
+    expect(screen.getByTestId('settings-capture-env')).toHaveTextContent('MEMORIA_CONVERSATIONS__CAPTURE');
+  });
+});
+
 describe('keyboard', () => {
   it('moves through the notes list with the arrow keys', async () => {
     const { user } = await renderApp();
@@ -57,7 +95,7 @@ describe('keyboard', () => {
 
   it('every navigation button has a name and a page', async () => {
     await renderApp();
-    for (const id of ['nav-notes', 'nav-review', 'nav-conflicts', 'nav-sync', 'nav-backups', 'nav-overview']) {
+    for (const id of ['nav-notes', 'nav-conversations', 'nav-review', 'nav-conflicts', 'nav-sync', 'nav-backups', 'nav-overview']) {
       expect(screen.getByTestId(id)).toHaveAccessibleName();
     }
     expect(screen.getByTestId('nav-notes')).toHaveAttribute('aria-current', 'page');

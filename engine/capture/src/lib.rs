@@ -14,6 +14,7 @@
 
 pub mod extract;
 pub mod format;
+pub mod promote;
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,6 +38,9 @@ pub struct CaptureOptions {
     pub host: Option<String>,
     /// Keep tool output and system prompts too.
     pub keep_tools: bool,
+    /// An automatic capture (the hook): a file is read from after what was passed over while
+    /// capture was off ([`pass_over`]).
+    pub automatic: bool,
 }
 
 /// What a capture did.
@@ -253,8 +257,97 @@ fn prefix_hash(file: &mut std::fs::File, upto: u64) -> std::io::Result<String> {
     Ok(memoria_shared::hash::sha256_hex(&head))
 }
 
-fn progress_path(engine: &Engine) -> std::path::PathBuf {
-    engine.home().root().join("log").join("transcripts.json")
+fn progress_path(root: &std::path::Path) -> std::path::PathBuf {
+    root.join("log").join("transcripts.json")
+}
+
+fn load_progress(state_path: &std::path::Path) -> Progress {
+    match std::fs::read(state_path) {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
+        Err(_) => Progress::new(),
+    }
+}
+
+fn save_progress(state_path: &std::path::Path, progress: &Progress) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(progress)
+        .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
+    if let Some(dir) = state_path.parent() {
+        if let Some(home) = dir.parent() {
+            memoria_store::fsx::private_dir(home)?;
+        }
+        memoria_store::fsx::private_dir(dir)?;
+    }
+    memoria_store::fsx::write_atomic(state_path, &bytes)
+}
+
+/// A transcript file opened where its last capture stopped: its canonical path, the file,
+/// and the (byte, line) it stopped at (0 when the file is new, shorter, or another file now).
+/// With `passed`, a place [`pass_over`] marked later than that counts too.
+type Opened = (std::path::PathBuf, std::fs::File, u64, usize);
+
+/// The progress entry of what [`pass_over`] marked read without capturing.
+fn passed_key(key: &str) -> String {
+    format!("passed:{key}")
+}
+
+fn open_where_stopped(progress: &Progress, path: &std::path::Path, passed: bool) -> Result<Opened> {
+    let abs = std::fs::canonicalize(path).map_err(Error::io("read", path))?;
+    let key = abs.to_string_lossy().into_owned();
+    let mut file = std::fs::File::open(&abs).map_err(Error::io("read", &abs))?;
+    let len = file.metadata().map_err(Error::io("read", &abs))?.len();
+    let mut at = |entry: Option<&(u64, usize, String)>| -> Result<(u64, usize)> {
+        Ok(match entry {
+            Some((offset, line, head))
+                if *offset <= len
+                    && prefix_hash(&mut file, *offset).map_err(Error::io("read", &abs))?
+                        == *head =>
+            {
+                (*offset, *line)
+            }
+            _ => (0, 0),
+        })
+    };
+    let mut stopped = at(progress.get(&key))?;
+    if passed {
+        stopped = stopped.max(at(progress.get(&passed_key(&key)))?);
+    }
+    Ok((abs, file, stopped.0, stopped.1))
+}
+
+/// The complete lines of `bytes` (read from where a capture stopped): a last line without its
+/// newline is taken when it is whole JSON (a file written at once); else it is still being
+/// written and waits. Returns the text to read and how many of the file's bytes it used.
+fn complete_lines(mut bytes: Vec<u8>) -> (Vec<u8>, u64) {
+    let read = bytes.len();
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if complete < bytes.len()
+        && serde_json::from_slice::<serde_json::Value>(&bytes[complete..]).is_ok()
+    {
+        bytes.push(b'\n');
+    } else {
+        bytes.truncate(complete);
+    }
+    let consumed = bytes.len().min(read) as u64;
+    (bytes, consumed)
+}
+
+fn read_rest(abs: &std::path::Path, file: &mut std::fs::File, offset: u64) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata().map_err(Error::io("read", abs))?.len();
+    if len - offset.min(len) > MAX_TRANSCRIPT_BYTES {
+        return Err(Error::Invalid(format!(
+            "the transcript {} has {} MiB to read, more than the {} MiB one capture takes: split it",
+            abs.display(),
+            (len - offset) >> 20,
+            MAX_TRANSCRIPT_BYTES >> 20
+        )));
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(Error::io("read", abs))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(Error::io("read", abs))?;
+    Ok(bytes)
 }
 
 /// Captures a transcript file from where the last capture of the same file stopped (from the
@@ -267,50 +360,10 @@ pub fn capture_file(
     format: Format,
     opts: &CaptureOptions,
 ) -> Result<CaptureReport> {
-    use std::io::{Read, Seek, SeekFrom};
-    let abs = std::fs::canonicalize(path).map_err(Error::io("read", path))?;
-    let key = abs.to_string_lossy().into_owned();
-    let state_path = progress_path(engine);
-    let mut progress: Progress = match std::fs::read(&state_path) {
-        Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
-        Err(_) => Progress::new(),
-    };
-    let mut file = std::fs::File::open(&abs).map_err(Error::io("read", &abs))?;
-    let len = file.metadata().map_err(Error::io("read", &abs))?.len();
-    let (offset, line) = match progress.get(&key) {
-        Some((offset, line, head))
-            if *offset <= len
-                && prefix_hash(&mut file, *offset).map_err(Error::io("read", &abs))? == *head =>
-        {
-            (*offset, *line)
-        }
-        _ => (0, 0),
-    };
-    if len - offset > MAX_TRANSCRIPT_BYTES {
-        return Err(Error::Invalid(format!(
-            "the transcript {} has {} MiB to read, more than the {} MiB one capture takes: split it",
-            abs.display(),
-            (len - offset) >> 20,
-            MAX_TRANSCRIPT_BYTES >> 20
-        )));
-    }
-    file.seek(SeekFrom::Start(offset))
-        .map_err(Error::io("read", &abs))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(Error::io("read", &abs))?;
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    // A last line without its newline is read when it is whole JSON (a file written at once);
-    // else it is still being written and waits for the next capture.
-    if complete < bytes.len()
-        && serde_json::from_slice::<serde_json::Value>(&bytes[complete..]).is_ok()
-    {
-        bytes.push(b'\n');
-    } else {
-        bytes.truncate(complete);
-    }
-    // What the file gave, without a newline added here.
-    let consumed = bytes.len().min(len as usize - offset as usize) as u64;
+    let state_path = progress_path(engine.home().root());
+    let mut progress = load_progress(&state_path);
+    let (abs, mut file, offset, line) = open_where_stopped(&progress, path, opts.automatic)?;
+    let (bytes, consumed) = complete_lines(read_rest(&abs, &mut file, offset)?);
     let text = String::from_utf8_lossy(&bytes);
     let stem = abs.file_stem().map(|s| s.to_string_lossy().into_owned());
     let mut opts = opts.clone();
@@ -324,11 +377,34 @@ pub fn capture_file(
     }
     let read_to = offset + consumed;
     let head = prefix_hash(&mut file, read_to).map_err(Error::io("read", &abs))?;
-    progress.insert(key, (read_to, line + text.lines().count(), head));
-    let bytes = serde_json::to_vec_pretty(&progress)
-        .map_err(|e| Error::Internal(format!("encoding the transcripts' progress: {e}")))?;
-    memoria_store::fsx::write_atomic(&state_path, &bytes)?;
+    progress.insert(
+        abs.to_string_lossy().into_owned(),
+        (read_to, line + text.lines().count(), head),
+    );
+    save_progress(&state_path, &progress)?;
     Ok(report)
+}
+
+/// Marks a transcript file of the home at `root` as read to its last complete line without
+/// capturing any of it: what was said while capture was turned off is never captured later
+/// by an automatic capture (the hook). A capture a person asks for by name still reads it.
+/// Needs no engine, so a hook with capture off opens nothing else.
+pub fn pass_over(root: &std::path::Path, path: &std::path::Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(()); // nothing said yet, nothing to pass over
+    }
+    let state_path = progress_path(root);
+    let mut progress = load_progress(&state_path);
+    let (abs, mut file, offset, line) = open_where_stopped(&progress, path, true)?;
+    let (bytes, consumed) = complete_lines(read_rest(&abs, &mut file, offset)?);
+    let read_to = offset + consumed;
+    let head = prefix_hash(&mut file, read_to).map_err(Error::io("read", &abs))?;
+    let lines = String::from_utf8_lossy(&bytes).lines().count();
+    progress.insert(
+        passed_key(&abs.to_string_lossy()),
+        (read_to, line + lines, head),
+    );
+    save_progress(&state_path, &progress)
 }
 
 /// Applies the home's retention policy for conversations (`LogPolicy`): what it removes from

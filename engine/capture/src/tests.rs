@@ -754,3 +754,59 @@ fn a_conversation_captured_a_message_at_a_time_keeps_its_earlier_facts_and_close
     crate::extract::derive_conversation(&e, "user", "c", None).unwrap();
     assert_eq!(e.log().unwrap().derived_of("user", "c").unwrap(), items);
 }
+
+#[test]
+fn a_fact_stated_in_three_conversations_is_proposed_and_promoted_through_the_derive_path() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    for (n, conv) in ["monday", "wednesday"].iter().enumerate() {
+        capture_lines(
+            &e,
+            &[said_at(
+                conv,
+                "1",
+                "user",
+                "Ana",
+                10 + n as i64,
+                "my team name is Heron.",
+            )],
+        );
+    }
+    let scopes = e.visible_scopes();
+    assert!(
+        crate::promote::candidates(&e, &scopes).unwrap().is_empty(),
+        "two conversations are not enough"
+    );
+    // A third time, by someone else: the note is only as trusted as the least trusted source.
+    capture_lines(
+        &e,
+        &[said_at(
+            "friday",
+            "1",
+            "other",
+            "Ana",
+            12,
+            "my team name is heron",
+        )],
+    );
+    let ready = crate::promote::candidates(&e, &scopes).unwrap();
+    assert_eq!(ready.len(), 1, "{ready:?}");
+    let c = &ready[0];
+    assert_eq!(c.conversations, ["monday", "wednesday", "friday"]);
+    assert_eq!(c.sources.len(), 3);
+    assert_eq!(c.trust.as_deref(), Some("peer"));
+    let done = crate::promote::promote(&mut e, &c.key).unwrap();
+    assert_eq!(done.sources, 3);
+    let (_, row) = e.resolve(&done.id, None).unwrap();
+    assert_eq!(row.trust.as_deref(), Some("peer"));
+    let file = std::fs::read_to_string(&row.path).unwrap();
+    assert!(file.contains("derivedFrom"), "{file}");
+    for s in &c.sources {
+        assert!(file.contains(s.as_str()), "names {s}: {file}");
+    }
+    assert!(
+        crate::promote::candidates(&e, &scopes).unwrap().is_empty(),
+        "a promoted fact is not proposed again"
+    );
+    assert!(crate::promote::promote(&mut e, &c.key).is_err());
+}

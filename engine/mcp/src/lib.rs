@@ -22,6 +22,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use memoria_engine::api::agent::{self, AgentQuery, Remember};
+use memoria_engine::api::config;
 use memoria_engine::api::conversations::{self, CaptureRequest, Incoming};
 use memoria_engine::backup::time_to_ms;
 use memoria_engine::error::{Error, ErrorBody, ErrorCode};
@@ -200,6 +201,20 @@ fn bad_arguments(message: String) -> CallToolResult {
         message,
         detail: None,
     })
+}
+
+/// `memory_log` while the person turned capture off: the engine's failure, plus how they turn
+/// it back on, for the agent to pass on (an agent cannot change the setting itself).
+fn capture_refused(e: Error) -> CallToolResult {
+    let mut body = e.body();
+    if body.code == ErrorCode::CaptureOff {
+        body.message.push_str(
+            ". The user turned it off; do not retry. If they want this conversation kept, they \
+             turn capture on in the Memoria app's Settings (Capture conversations) or with \
+             `memoria config set conversations.capture true`.",
+        );
+    }
+    failure(body)
 }
 
 /// The tool's answer: the value as structured content, or the engine's error as a failure.
@@ -426,6 +441,9 @@ impl MemoriaMcp {
             incoming.push(said);
         }
         self.with_engine(|e| {
+            if let Err(off) = config::require_capture(e) {
+                return Ok(capture_refused(off));
+            }
             let req = CaptureRequest {
                 conversation: Some(args.conversation.clone()),
                 ..Default::default()
@@ -752,6 +770,55 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    fn log_args(text: &str) -> Parameters<LogArgs> {
+        Parameters(
+            serde_json::from_value(serde_json::json!({
+                "conversation": "session-1",
+                "messages": [{"role": "user", "text": text, "id": "m1"}],
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn memory_log_is_refused_while_capture_is_off() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Engine::open(memoria_engine::OpenOptions {
+            home: Some(tmp.path().join("home")),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap();
+        let home = engine.home().root().to_path_buf();
+        let server = MemoriaMcp::new(engine);
+        let loc = memoria_engine::api::Location {
+            home: Some(home),
+            ..Default::default()
+        };
+        config::set(&loc, config::CAPTURE_KEY, Some("false")).unwrap();
+
+        let r = server.memory_log(log_args("We ship on Tuesdays")).unwrap();
+        assert_eq!(r.is_error, Some(true));
+        let body = r.structured_content.clone().unwrap();
+        assert_eq!(body["code"], "capture_off", "{body}");
+        assert_eq!(body["detail"]["setting"], "conversations.capture");
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(text.contains("turned off"), "{text}");
+        assert!(
+            text.contains("memoria config set conversations.capture true"),
+            "{text}"
+        );
+        let kept = server
+            .with_engine(|e| Ok(conversations::stats(e).unwrap().messages))
+            .unwrap();
+        assert_eq!(kept, 0, "nothing was kept");
+
+        config::set(&loc, config::CAPTURE_KEY, Some("true")).unwrap();
+        let r = server.memory_log(log_args("We ship on Tuesdays")).unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        assert_eq!(r.structured_content.unwrap()["added"], 1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The engine card: which embedder recall runs on, how many notes have vectors, when vectors
-//! last changed, and the switches that shape what leaves the machine.
+//! last changed, what the raw log of conversations holds, and the switches that shape what is
+//! kept and what leaves the machine.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,10 @@ pub struct EngineCard {
     pub last_vector_update_ms: Option<i64>,
     /// The model folder the engine looks in.
     pub model_dir: Option<String>,
+    /// Conversations in the raw log, every scope's.
+    pub conversations: usize,
+    /// Their messages.
+    pub messages: usize,
     pub switches: CardSwitches,
 }
 
@@ -40,6 +45,8 @@ pub struct CardSwitches {
     pub signed_in: bool,
     /// Notes tagged `contains-secrets` are uploaded too.
     pub upload_secrets: bool,
+    /// Agents' conversations are captured automatically (the hook, MCP's `memory_log`).
+    pub capture: bool,
 }
 
 /// The engine card (opens the recall index, loading the model, on first use).
@@ -52,6 +59,7 @@ pub fn card(engine: &Engine) -> SyncResult<EngineCard> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_millis() as i64);
+    let log = engine.log()?.stats()?;
     Ok(EngineCard {
         semantic: status.embedder == "onnx",
         embedder: status.embedder.to_owned(),
@@ -62,10 +70,13 @@ pub fn card(engine: &Engine) -> SyncResult<EngineCard> {
         pending_vectors: status.pending_embeddings,
         last_vector_update_ms,
         model_dir: engine.model_dir().map(super::path_text),
+        conversations: log.conversations,
+        messages: log.messages,
         switches: CardSwitches {
             sync_on: settings.is_on(),
             signed_in: settings.server.is_some(),
             upload_secrets: settings.include_secrets,
+            capture: crate::config::capture_on(engine.home())?,
         },
     })
 }

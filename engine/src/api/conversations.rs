@@ -27,6 +27,10 @@ pub struct CaptureRequest {
     pub format: Option<Format>,
     /// Keep tool output and system prompts too.
     pub keep_tools: bool,
+    /// An automatic capture (the hook), not one a person asked for: it skips what was said
+    /// while capture was off.
+    #[serde(default)]
+    pub automatic: bool,
 }
 
 fn options(engine: &Engine, req: &CaptureRequest, host: Option<&str>) -> Result<CaptureOptions> {
@@ -35,6 +39,7 @@ fn options(engine: &Engine, req: &CaptureRequest, host: Option<&str>) -> Result<
         conversation: req.conversation.clone(),
         host: host.map(str::to_owned),
         keep_tools: req.keep_tools,
+        automatic: req.automatic,
     })
 }
 
@@ -172,6 +177,20 @@ pub fn extract(
         }
     }
     Ok(out)
+}
+
+pub use crate::capture::promote::{PROMOTE_AFTER, Promoted, Promotion};
+
+/// The facts ready to become durable notes: still current and stated in several
+/// conversations of a visible scope, never promoted before.
+pub fn promotions(engine: &Engine) -> Result<Vec<Promotion>> {
+    crate::capture::promote::candidates(engine, &engine.visible_scopes())
+}
+
+/// Promotes one of [`promotions`] (by its key) into a note of its scope, written through the
+/// derive path: as trusted as the least trusted message that stated it, naming them all.
+pub fn promote(engine: &mut Engine, key: &str) -> Result<Promoted> {
+    crate::capture::promote::promote(engine, key)
 }
 
 /// What the log holds.

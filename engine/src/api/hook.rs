@@ -10,13 +10,24 @@ use crate::vault::{Engine, OpenOptions};
 /// Claude Code's hooks: reads the hook's JSON input and returns the JSON to print, or `None`
 /// for an event that gets no context. `UserPromptSubmit` and `SessionStart` get the recall
 /// block; `Stop`, `PreCompact` and `SessionEnd` capture the transcript into the project's
-/// conversations (the user's outside a project). The project is the location's explicit one,
-/// else the hook's working folder.
+/// conversations (the user's outside a project), unless capture is turned off on this machine
+/// (`conversations.capture`): then they capture nothing and answer nothing, as the person
+/// chose. The project is the location's explicit one, else the hook's working folder.
 pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
     let input = ClaudeCodeInput::parse(input).map_err(Error::Invalid)?;
     let Some(request) = input.request() else {
         return Ok(None);
     };
+    // Asked before the engine opens: a hook that captures nothing costs nothing. The
+    // transcript is marked read all the same, so what was said while capture was off is never
+    // captured once it is turned on again.
+    if let HookRequest::Capture(path) = &request {
+        let home = loc.home()?;
+        if !crate::config::capture_on(&home)? {
+            crate::capture::pass_over(home.root(), std::path::Path::new(path))?;
+            return Ok(None);
+        }
+    }
     let engine = Engine::open(OpenOptions {
         home: loc.home.clone(),
         project_dir: loc
@@ -33,6 +44,7 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
             let req = super::conversations::CaptureRequest {
                 format: Some(crate::capture::Format::ClaudeCode),
                 conversation: input.session_id.clone(),
+                automatic: true,
                 ..Default::default()
             };
             super::conversations::capture_file(&engine, std::path::Path::new(path), &req)?;
@@ -44,4 +56,64 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
         &input.hook_event_name,
         &block.text,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRANSCRIPT: &str = r#"{"type":"user","uuid":"u1","sessionId":"s1","timestamp":"2025-06-01T10:00:00.000Z","message":{"role":"user","content":"We deploy on Tuesdays"}}
+{"type":"assistant","uuid":"a1","sessionId":"s1","timestamp":"2025-06-01T10:00:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Got it."}]}}
+"#;
+
+    fn stop(transcript: &std::path::Path, cwd: &std::path::Path) -> String {
+        serde_json::json!({
+            "session_id": "s1",
+            "transcript_path": transcript,
+            "cwd": cwd,
+            "hook_event_name": "Stop",
+            "stop_hook_active": false,
+        })
+        .to_string()
+    }
+
+    fn captured(loc: &Location) -> usize {
+        let engine = loc.open().unwrap();
+        crate::api::conversations::stats(&engine).unwrap().messages
+    }
+
+    #[test]
+    fn the_stop_hook_captures_nothing_while_capture_is_off_nor_later_and_what_follows_once_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let loc = Location {
+            home: Some(tmp.path().join("home")),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Location::default()
+        };
+        let transcript = tmp.path().join("s1.jsonl");
+        std::fs::write(&transcript, TRANSCRIPT).unwrap();
+        let input = stop(&transcript, tmp.path());
+
+        crate::api::config::set(&loc, crate::config::CAPTURE_KEY, Some("false")).unwrap();
+        assert_eq!(claude_code(&loc, &input).unwrap(), None);
+        assert_eq!(captured(&loc), 0, "nothing is kept while capture is off");
+        // The recall block is not capture: it still answers.
+        let prompt = serde_json::json!({
+            "session_id": "s1", "cwd": tmp.path(), "hook_event_name": "UserPromptSubmit",
+            "prompt": "when do we deploy?",
+        });
+        assert!(claude_code(&loc, &prompt.to_string()).unwrap().is_some());
+
+        crate::api::config::set(&loc, crate::config::CAPTURE_KEY, Some("true")).unwrap();
+        assert_eq!(claude_code(&loc, &input).unwrap(), None);
+        assert_eq!(
+            captured(&loc),
+            0,
+            "what was said while capture was off is never captured"
+        );
+        let more = r#"{"type":"user","uuid":"u2","sessionId":"s1","timestamp":"2025-06-01T10:01:00.000Z","message":{"role":"user","content":"And freeze on Fridays"}}"#;
+        std::fs::write(&transcript, format!("{TRANSCRIPT}{more}\n")).unwrap();
+        assert_eq!(claude_code(&loc, &input).unwrap(), None);
+        assert_eq!(captured(&loc), 1, "what is said once it is on");
+    }
 }

@@ -276,6 +276,8 @@ fn sync_status_card_and_doctor_of_a_fresh_home() {
     let card = super::card::card(&engine).unwrap();
     assert!(!card.semantic && card.embedder == "hash", "{card:?}");
     assert!(card.switches.sync_on && !card.switches.signed_in);
+    assert!(card.switches.capture, "capture is on unless turned off");
+    assert_eq!((card.conversations, card.messages), (0, 0));
     drop(engine);
     let report =
         super::doctor::doctor(&loc, super::doctor::DoctorRequest { rebuild: true }).unwrap();
@@ -519,4 +521,37 @@ fn the_model_draft_is_offered_only_when_a_chat_model_is_configured() {
     assert!(!hygiene::model_configured(&engine).unwrap());
     super::config::set(&loc, "model.url", Some("http://127.0.0.1:9")).unwrap();
     assert!(hygiene::model_configured(&engine).unwrap());
+}
+
+#[test]
+fn capture_is_switched_through_the_api_and_the_card_counts_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = here(&tmp).open().unwrap();
+    let on = super::config::capture(&engine).unwrap();
+    assert!(on.on);
+    assert_eq!(on.source, super::config::Source::Default);
+    super::config::require_capture(&engine).unwrap();
+    let req = super::conversations::CaptureRequest {
+        conversation: Some("trip".into()),
+        ..Default::default()
+    };
+    super::conversations::capture_text(
+        &engine,
+        "{\"text\":\"Book the train to Porto\"}\n{\"role\":\"assistant\",\"text\":\"Done.\"}\n",
+        &req,
+    )
+    .unwrap();
+
+    let off = super::config::set_capture(&engine, false).unwrap();
+    assert_eq!((off.on, off.source), (false, super::config::Source::File));
+    let refused = super::config::require_capture(&engine).unwrap_err();
+    assert_eq!(refused.code(), crate::ErrorCode::CaptureOff);
+    let card = super::card::card(&engine).unwrap();
+    assert!(!card.switches.capture);
+    assert_eq!((card.conversations, card.messages), (1, 2));
+    // A capture asked for by name still runs while automatic capture is off.
+    super::conversations::capture_text(&engine, "{\"id\":\"m3\",\"text\":\"And a hotel\"}\n", &req)
+        .unwrap();
+    assert_eq!(super::card::card(&engine).unwrap().messages, 3);
+    assert!(super::config::set_capture(&engine, true).unwrap().on);
 }

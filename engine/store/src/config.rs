@@ -68,6 +68,8 @@ enum Kind {
     Days,
     /// A number above 0 and below 1.
     Fraction,
+    /// On or off: `true`/`false` (also `on`/`off`, `yes`/`no`, `1`/`0`).
+    Switch,
 }
 
 /// A setting Memoria knows.
@@ -81,7 +83,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are listed.
-pub const SETTINGS: [Setting; 5] = [
+pub const SETTINGS: [Setting; 6] = [
     Setting {
         key: "model.url",
         about: "OpenAI-compatible endpoint that drafts merges (…/v1/chat/completions); unset: no model",
@@ -112,7 +114,16 @@ pub const SETTINGS: [Setting; 5] = [
         default: Some("0.1"),
         kind: Kind::Fraction,
     },
+    Setting {
+        key: CAPTURE_KEY,
+        about: "capture agents' conversations automatically (the Claude Code hook, MCP's memory_log); a capture asked for by name still runs when off",
+        default: Some("true"),
+        kind: Kind::Switch,
+    },
 ];
+
+/// The setting that turns automatic capture of conversations on or off.
+pub const CAPTURE_KEY: &str = "conversations.capture";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,20 +181,34 @@ fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
         Kind::Text => !v.is_empty() && !v.contains('\n'),
         Kind::Days => v.parse::<u32>().is_ok_and(|d| (1..=36_500).contains(&d)),
         Kind::Fraction => v.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0),
+        Kind::Switch => switch(v).is_some(),
     };
     if ok {
-        return Ok(v.to_owned());
+        return Ok(match s.kind {
+            Kind::Switch => switch(v).expect("checked").to_string(),
+            _ => v.to_owned(),
+        });
     }
     let want = match s.kind {
         Kind::Url => "an http:// or https:// address",
         Kind::Text => "one line of text",
         Kind::Days => "a whole number of days from 1 to 36500",
         Kind::Fraction => "a number between 0 and 1, such as 0.1",
+        Kind::Switch => "true or false",
     };
     Err(Error::Config(format!(
         "{from} {value:?} is not usable for {}: give {want}",
         s.key
     )))
+}
+
+/// A switch's value as people write it, in any case.
+fn switch(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "on" | "yes" | "1" => Some(true),
+        "false" | "off" | "no" | "0" => Some(false),
+        _ => None,
+    }
 }
 
 fn file_path(home: &Home) -> PathBuf {
@@ -285,6 +310,7 @@ pub fn set(home: &Home, key: &str, value: Option<&str>) -> Result<ConfigValue> {
             let json = match s.kind {
                 Kind::Days => Value::from(v.parse::<u32>().expect("checked")),
                 Kind::Fraction => Value::from(v.parse::<f64>().expect("checked")),
+                Kind::Switch => Value::from(v == "true"),
                 _ => Value::String(v),
             };
             at.insert(last.to_string(), json);
@@ -310,6 +336,22 @@ pub fn unused_days(home: &Home) -> Result<u32> {
         .value
         .and_then(|v| v.parse().ok())
         .unwrap_or(UNUSED_DAYS))
+}
+
+/// Whether agents' conversations are captured automatically (`conversations.capture`, on
+/// unless turned off; `MEMORIA_CONVERSATIONS__CAPTURE` over the file). The automatic doors ask
+/// it before they capture; a capture a person asks for by name does not.
+pub fn capture_on(home: &Home) -> Result<bool> {
+    Ok(get(home, CAPTURE_KEY)?.value.as_deref() != Some("false"))
+}
+
+/// Refuses with `capture_off` while automatic capture is turned off.
+pub fn require_capture(home: &Home) -> Result<()> {
+    if capture_on(home)? {
+        Ok(())
+    } else {
+        Err(Error::CaptureOff)
+    }
 }
 
 /// How importance decays and when a note is archived, by the settings in force.
@@ -377,5 +419,44 @@ mod tests {
     fn environment_names_follow_the_double_underscore_rule() {
         assert_eq!(env_name("model.url"), "MEMORIA_MODEL__URL");
         assert_eq!(env_name("review.unusedDays"), "MEMORIA_REVIEW__UNUSED_DAYS");
+        assert_eq!(env_name(CAPTURE_KEY), "MEMORIA_CONVERSATIONS__CAPTURE");
+    }
+
+    #[test]
+    fn capture_is_on_until_turned_off_and_sits_beside_the_log_limits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"conversations": {"maxAgeDays": 30}}"#,
+        )
+        .unwrap();
+        assert!(capture_on(&home).unwrap());
+        require_capture(&home).unwrap();
+        let v = set(&home, CAPTURE_KEY, Some("Off")).unwrap();
+        assert_eq!(
+            (v.value.as_deref(), v.source),
+            (Some("false"), Source::File)
+        );
+        assert!(!capture_on(&home).unwrap());
+        let e = require_capture(&home).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::CaptureOff);
+        assert_eq!(e.detail().unwrap()["setting"], CAPTURE_KEY);
+        // Stored as a JSON boolean in the `conversations` section, whose limits stay.
+        let file: Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            file["conversations"],
+            serde_json::json!({"maxAgeDays": 30, "capture": false})
+        );
+        let limits: crate::log::LogPolicy = limits_section(tmp.path(), "conversations", &[])
+            .expect("the limits still read with the switch beside them");
+        assert_eq!(limits.max_age_days, 30);
+        set(&home, CAPTURE_KEY, Some("true")).unwrap();
+        assert!(capture_on(&home).unwrap());
+        let e = set(&home, CAPTURE_KEY, Some("maybe")).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(e.to_string().contains("true or false"), "{e}");
     }
 }

@@ -96,6 +96,8 @@ pub enum ErrorCode {
     CorruptReply,
     /// The sync server asks to slow down.
     RateLimited,
+    /// Automatic capture of conversations is turned off on this machine.
+    CaptureOff,
     /// An environment variable or setting holds a value Memoria cannot use.
     Config,
     /// Another process holds the search index's writer; try again in a moment.
@@ -114,7 +116,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::NotFound,
         ErrorCode::InvalidId,
         ErrorCode::InvalidInput,
@@ -144,6 +146,7 @@ impl ErrorCode {
         ErrorCode::ServerError,
         ErrorCode::CorruptReply,
         ErrorCode::RateLimited,
+        ErrorCode::CaptureOff,
         ErrorCode::Config,
         ErrorCode::Busy,
         ErrorCode::Model,
@@ -184,6 +187,7 @@ impl ErrorCode {
             ErrorCode::ServerError => "server_error",
             ErrorCode::CorruptReply => "corrupt_reply",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::CaptureOff => "capture_off",
             ErrorCode::Config => "config",
             ErrorCode::Busy => "busy",
             ErrorCode::Model => "model",
@@ -327,6 +331,11 @@ pub enum Error {
         "the notes of merge {plan} changed since it was planned: nothing was merged; plan the merge again to see the current versions"
     )]
     MergePlanChanged { plan: String },
+    /// An agent's conversation was sent to be captured while automatic capture is off.
+    #[error(
+        "conversation capture is turned off on this machine (the setting `conversations.capture`): nothing was kept"
+    )]
+    CaptureOff,
     /// A merge draft from a model was asked for and none is configured.
     #[error(
         "no model is configured for merge drafts: set `model.url` to an OpenAI-compatible endpoint, or use the manual draft"
@@ -390,6 +399,7 @@ impl Error {
                 ErrorCode::ChangedSince
             }
             Error::NoModelConfigured => ErrorCode::Config,
+            Error::CaptureOff => ErrorCode::CaptureOff,
             Error::ModelEndpoint { .. } => ErrorCode::Model,
             Error::Exists(_) | Error::CaseCollision { .. } => ErrorCode::Exists,
             Error::BodyTooLarge { .. } | Error::TooLong { .. } => ErrorCode::TooLarge,
@@ -423,6 +433,7 @@ impl Error {
             Error::MergeSourceChanged { id } => json!({ "id": id }),
             Error::MergePlanChanged { plan } => json!({ "plan": plan }),
             Error::NoModelConfigured => json!({ "setting": "model.url" }),
+            Error::CaptureOff => json!({ "setting": "conversations.capture" }),
             Error::ModelEndpoint { url, .. } => json!({ "url": url }),
             Error::CaseCollision { id, existing } => json!({ "id": id, "existing": existing }),
             Error::BodyTooLarge { size, limit } => {

@@ -346,7 +346,10 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
 /// prints the secret. The file keeps it until the person changes it.
 pub fn shown_summary(summary: &str) -> String {
     match guard::scan(summary) {
-        Some(f) => format!("[held back: the summary looks like a credential ({})]", f.rule),
+        Some(f) => format!(
+            "[held back: the summary looks like a credential ({})]",
+            f.rule
+        ),
         None => summary.to_owned(),
     }
 }

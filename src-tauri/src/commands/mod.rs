@@ -5,6 +5,7 @@
 
 pub mod backups;
 pub mod conflicts;
+pub mod conversations;
 pub mod import;
 pub mod notes;
 pub mod overview;
@@ -33,6 +34,11 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         sync::sync_now,
         conflicts::list_conflicts,
         conflicts::resolve_conflict,
+        conversations::conversations_list,
+        conversations::conversation_messages,
+        conversations::conversation_forget,
+        conversations::conversation_extract,
+        conversations::conversations_stats,
         overview::overview,
         review::review_queue,
         review::review_dismiss,

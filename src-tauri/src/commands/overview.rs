@@ -1,5 +1,5 @@
 //! The Overview page: counts by scope, type and tier, the relevance distribution, the engine
-//! card.
+//! card (with what the raw log of conversations holds and whether capture is on).
 
 use std::collections::BTreeMap;
 
@@ -50,6 +50,11 @@ pub struct EngineCard {
     pub pending_embeddings: usize,
     pub last_vector_update_ms: Option<i64>,
     pub model_dir: Option<String>,
+    /// Agents' conversations are captured automatically (Settings).
+    pub capture: bool,
+    /// Conversations and messages the raw log holds.
+    pub conversations: usize,
+    pub messages: usize,
     pub switches: Vec<Switch>,
 }
 
@@ -129,6 +134,9 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
             pending_embeddings: c.pending_vectors,
             last_vector_update_ms: c.last_vector_update_ms,
             model_dir: c.model_dir,
+            capture: c.switches.capture,
+            conversations: c.conversations,
+            messages: c.messages,
             switches: vec![
                 Switch {
                     name: "Cloud sync".into(),
@@ -183,6 +191,8 @@ mod tests {
             .collect();
         assert_eq!(tiers, [("vault", 2), ("archive", 0)]);
         assert_eq!(o.engine.embedder, "hash");
+        assert!(o.engine.capture, "capture is on unless turned off");
+        assert_eq!((o.engine.conversations, o.engine.messages), (0, 0));
         let fix = o.engine.fallback_fix.as_deref().unwrap();
         assert!(fix.contains("memoria model install"), "{fix}");
         assert!(!fix.contains(".sh"), "{fix}");

@@ -1,5 +1,7 @@
-//! The Settings page: language, theme, the daily consolidation, sync server and model folder. The app's own choices
-//! live in `desktop.json` in the home; the sync server is the sync settings' own.
+//! The Settings page: language, theme, the daily consolidation, conversation capture, sync
+//! server and model folder. The app's own choices live in `desktop.json` in the home; the sync
+//! server is the sync settings' own, and conversation capture is the engine's setting
+//! `conversations.capture` (`config.json`), which the hook and the MCP server read too.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +42,10 @@ pub struct Settings {
     pub model_dir: Option<String>,
     /// Once a day, fold clusters of near-identical recent notes into one.
     pub daily_consolidation: bool,
+    /// Agents' conversations are captured automatically (the hook, MCP's `memory_log`).
+    pub conversation_capture: bool,
+    /// `MEMORIA_CONVERSATIONS__CAPTURE` decides capture: the switch cannot change it.
+    pub conversation_capture_env: bool,
     pub home: String,
     /// The language of the system locale (`LC_ALL`, `LC_MESSAGES`, `LANG`) as a BCP 47 tag,
     /// e.g. `zh-CN`: what "follow the system" means (the web view's own `navigator.language`
@@ -69,6 +75,7 @@ pub struct SettingsPatch {
     #[serde(default, with = "present")]
     pub model_dir: Option<Option<String>>,
     pub daily_consolidation: Option<bool>,
+    pub conversation_capture: Option<bool>,
 }
 
 /// Tells an absent field (`None`) from a `null` one (`Some(None)`).
@@ -96,8 +103,11 @@ pub fn load(home_root: &Path) -> DesktopFile {
 pub fn get(engine: &Engine) -> Result<Settings, UiError> {
     let folders = api::folders(engine);
     let f = load(&folders.home);
+    let capture = api::config::capture(engine)?;
     Ok(Settings {
         daily_consolidation: f.daily_consolidation(),
+        conversation_capture: capture.on,
+        conversation_capture_env: capture.source == api::config::Source::Env,
         language: f.language,
         theme: f.theme.unwrap_or_else(|| "system".into()),
         sync_server: sync::server(engine)?,
@@ -139,6 +149,9 @@ pub fn set(engine: &Engine, patch: SettingsPatch) -> Result<Settings, UiError> {
     }
     if let Some(server) = patch.sync_server {
         sync::set_server(engine, server.as_deref())?;
+    }
+    if let Some(on) = patch.conversation_capture {
+        api::config::set_capture(engine, on)?;
     }
     let bytes = serde_json::to_vec_pretty(&f).map_err(|e| UiError::internal(e.to_string()))?;
     api::write_file_atomically(&file_path(&root), &bytes)?;
@@ -202,6 +215,25 @@ mod tests {
         assert!(!s.daily_consolidation);
         assert!(!load(tmp.path()).daily_consolidation());
         assert_eq!(s.language, None, "the other settings stay");
+        assert!(s.conversation_capture && !s.conversation_capture_env);
+        let s = set(
+            &engine,
+            patch(serde_json::json!({"conversationCapture": false})),
+        )
+        .unwrap();
+        assert!(!s.conversation_capture);
+        assert!(!s.daily_consolidation, "the other settings stay");
+        // The engine's own setting: the hook and the MCP server read it from config.json.
+        let kept = std::fs::read_to_string(tmp.path().join("config.json")).unwrap();
+        assert!(kept.contains("\"capture\": false"), "{kept}");
+        assert!(
+            set(
+                &engine,
+                patch(serde_json::json!({"conversationCapture": true}))
+            )
+            .unwrap()
+            .conversation_capture
+        );
         assert_eq!(
             set(&engine, patch(serde_json::json!({"language": "fr"})))
                 .unwrap_err()

@@ -59,6 +59,8 @@ pub fn capture(g: &Globals, a: &CaptureArgs) -> Result<()> {
         conversation: a.conversation.clone(),
         format: Some(a.format.into()),
         keep_tools: a.keep_tools,
+        // Asked for by name: read even what the hook passed over while capture was off.
+        automatic: false,
     };
     let report = if a.file.as_os_str() == "-" {
         let mut text = String::new();

@@ -130,10 +130,22 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::Conflict => {
             "run `memoria sync now` first, then run the command again; `memoria conflicts` lists any note sync holds back".into()
         }
+        // An edit is checked whole: a summary made from a secret's line (an import's first
+        // line) refuses an edit that only fixes the body.
+        ErrorCode::CredentialRefused if detail("field") == Some("summary") => {
+            "the summary is checked too, even when the edit leaves it as it was: give the note a new one, `memoria edit ID --summary \"…\"`".into()
+        }
+        ErrorCode::CredentialRefused => format!(
+            "take the secret out of the {} and name where it lives instead (a vault path, an environment variable)",
+            detail("field").unwrap_or("note")
+        ),
         ErrorCode::BrokenNote => "`memoria doctor` lists the notes that do not parse".into(),
         ErrorCode::Index => "`memoria doctor --rebuild` recreates the index from the notes".into(),
         ErrorCode::Model => "`memoria doctor` shows which embedding model recall uses".into(),
         ErrorCode::SyncOff => "turn it on with `memoria sync on`".into(),
+        ErrorCode::CaptureOff => {
+            "turn it on with `memoria config set conversations.capture true`".into()
+        }
         ErrorCode::NotSignedIn if e.detail.as_ref().is_some_and(|d| d["tokenRefused"] == true) => {
             format!(
                 "an admin creates a token on the server with `memoria-sync token create --user NAME`; then `memoria sync login --server {} --token TOKEN`",

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use memoria_engine::api::config;
 use memoria_engine::api::hygiene::{self, DraftKind, FindingDetail, MergeChoice, ReviewQuery};
+use memoria_engine::api::{config, conversations};
 use memoria_engine::backup::human_utc;
 use memoria_engine::counted;
 use memoria_shared::note::Trust;
@@ -39,6 +39,12 @@ pub enum ReviewCommand {
     /// recall and search (`memoria search --archived` finds them); opening or editing one
     /// brings it back.
     Archived,
+    /// List the facts said in several conversations, ready to become notes; with a key,
+    /// promote that one into a note (as trusted as the least trusted message that stated it).
+    Promote {
+        /// The fact's key, as `memoria review promote` lists it.
+        key: Option<String>,
+    },
 }
 
 fn kind_label(d: &FindingDetail) -> &'static str {
@@ -66,6 +72,50 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
             } else {
                 "one of its notes".to_owned()
             }
+        );
+        return Ok(());
+    }
+    if let Some(ReviewCommand::Promote { key }) = &a.command {
+        let mut engine = engine;
+        let Some(key) = key else {
+            let ready = conversations::promotions(&engine)?;
+            if g.json {
+                return print_json(&ready);
+            }
+            outln!(
+                "{} said in {} or more conversations, ready to become notes",
+                counted(ready.len(), "fact"),
+                conversations::PROMOTE_AFTER
+            );
+            for p in &ready {
+                let trust = p
+                    .trust
+                    .as_deref()
+                    .map(|t| format!(" [{t}]"))
+                    .unwrap_or_default();
+                outln!(
+                    "{}  {}  {}  (in {}){trust}",
+                    p.key,
+                    p.scope,
+                    p.text,
+                    counted(p.conversations.len(), "conversation")
+                );
+            }
+            if !ready.is_empty() {
+                outln!("promote one with `memoria review promote KEY`");
+            }
+            return Ok(());
+        };
+        let done = conversations::promote(&mut engine, key)?;
+        if g.json {
+            return print_json(&done);
+        }
+        outln!(
+            "promoted into note {} of {}: {} (from {})",
+            done.id,
+            done.scope,
+            done.summary,
+            counted(done.sources, "message")
         );
         return Ok(());
     }
@@ -137,6 +187,13 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
     }
     if !r.findings.is_empty() {
         outln!("dismiss one with `memoria review dismiss FINDING_ID`");
+    }
+    let ready = conversations::promotions(&engine)?.len();
+    if ready > 0 {
+        outln!(
+            "{} said in several conversations, ready to become notes: `memoria review promote`",
+            counted(ready, "fact")
+        );
     }
     Ok(())
 }

@@ -261,3 +261,46 @@ fn search_lists_hits_in_the_order_of_the_number_shown_and_takes_the_agents_filte
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("YYYY-MM-DD"));
 }
+
+#[test]
+fn with_capture_turned_off_the_hook_keeps_nothing_and_capture_file_still_runs() {
+    let m = Memoria::new();
+    let set = m.json(&["config", "set", "conversations.capture", "false"]);
+    assert_eq!(
+        (set["value"].as_str(), set["source"].as_str()),
+        (Some("false"), Some("file"))
+    );
+    let transcript = m.cwd.join("s2.jsonl");
+    std::fs::write(
+        &transcript,
+        claude_lines("s2", 1, &[("user", "Say nothing of the surprise party")]),
+    )
+    .unwrap();
+    let stop = json!({"session_id": "s2", "transcript_path": transcript, "cwd": m.cwd,
+        "hook_event_name": "Stop", "stop_hook_active": false});
+    let out = hook(&m, &stop);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        m.json(&["conversations"]),
+        json!([]),
+        "the hook kept nothing"
+    );
+    // A capture the person asks for by name is not automatic: it runs.
+    let r = m.json(&[
+        "capture",
+        "--format",
+        "claude-code",
+        transcript.to_str().unwrap(),
+    ]);
+    assert_eq!(r["added"].as_u64(), Some(1), "{r}");
+    let listed = m.ok(&["config"]);
+    assert!(
+        listed.contains("conversations.capture = false  (config.json;"),
+        "{listed}"
+    );
+}

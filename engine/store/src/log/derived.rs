@@ -107,6 +107,15 @@ CREATE TABLE IF NOT EXISTS derived (
 );
 CREATE INDEX IF NOT EXISTS derived_by_conversation ON derived(scope, conversation);
 CREATE INDEX IF NOT EXISTS derived_by_subject ON derived(scope, subject, attribute);
+CREATE TABLE IF NOT EXISTS promoted (
+    scope TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    attribute TEXT NOT NULL,
+    value TEXT NOT NULL,
+    note TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (scope, subject, attribute, value)
+);
 CREATE TABLE IF NOT EXISTS entities (
     scope TEXT NOT NULL,
     conversation TEXT NOT NULL,
@@ -380,6 +389,55 @@ impl Log {
             .map_err(db_err)?;
         let rows = st.query_map(params![rowid], row_item).map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    }
+
+    /// Every current fact (not replaced, not holding a secret), the earliest said first.
+    pub fn current_facts(&self) -> Result<Vec<DerivedItem>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE kind = 'fact' AND valid_to IS NULL AND secret = 0 \
+                 ORDER BY COALESCE(at, 0), key"
+            ))
+            .map_err(db_err)?;
+        let rows = st.query_map([], row_item).map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    }
+
+    /// Records that a fact (its scope, subject, attribute and value, lowercased) became the
+    /// note `note`.
+    pub fn mark_promoted(
+        &mut self,
+        scope: &str,
+        (subject, attribute, value): (&str, &str, &str),
+        note: &str,
+        at: i64,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO promoted (scope, subject, attribute, value, note, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![scope, subject, attribute, value, note, at],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    /// The note a fact was promoted to, if it was.
+    pub fn promoted_to(
+        &self,
+        scope: &str,
+        (subject, attribute, value): (&str, &str, &str),
+    ) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT note FROM promoted WHERE scope = ?1 AND subject = ?2 AND attribute = ?3 \
+                 AND value = ?4",
+                params![scope, subject, attribute, value],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
     }
 
     /// Removes what was derived from a conversation; returns the removed items' keys.

@@ -11,6 +11,9 @@ import type {
   Conflict,
   ConsolidationCluster,
   ConsolidationPlan,
+  ConversationExtract,
+  ConversationMessage,
+  ConversationRow,
   CreateNote,
   DraftKind,
   Explain,
@@ -22,6 +25,7 @@ import type {
   ListFilter,
   MergePlan,
   MergeSource,
+  MessageRole,
   NoteDetail,
   NotePatch,
   NoteRow,
@@ -77,6 +81,15 @@ export interface FakeSeed {
   chatModel?: boolean;
   /** What the last consolidation pass did. */
   lastConsolidation?: LastConsolidation | null;
+  /** Conversations in the raw log. */
+  conversations?: FakeConversation[];
+}
+
+/** A conversation of the fake's raw log: its row, its messages and what was drawn out of it. */
+export interface FakeConversation {
+  row: ConversationRow;
+  messages: ConversationMessage[];
+  extract?: ConversationExtract;
 }
 
 /** Every call the fake received, for tests that check what a page asked for. */
@@ -92,6 +105,8 @@ export interface FakeBackend extends Backend {
   /** Direct access to the stored notes (tests add or change notes "from another process"). */
   notes: Map<string, FakeNote>;
   conflicts: Conflict[];
+  /** The raw log's conversations (tests capture "from another process" by pushing one). */
+  conversations: FakeConversation[];
 }
 
 const DAY = 86_400_000;
@@ -249,6 +264,7 @@ export function demoBackend(settings: Partial<Settings> = {}): FakeBackend {
     scopes: DEMO_SCOPES,
     notes: [...demoNotes(), ...reviewNotes()],
     conflicts: demoConflicts(),
+    conversations: demoConversations(),
     signedIn: true,
     syncEnabled: true,
     backups: demoNotes()
@@ -275,11 +291,91 @@ export function manyNotes(count: number, now = Date.now()): FakeNote[] {
   }));
 }
 
+/** A conversation of `texts` (`[role, text, speaker?]`), one message a minute from `start`;
+ * texts that look like a credential are held back as the engine's guard holds them. */
+export function fakeConversation(
+  id: string,
+  scope: ScopeKey,
+  host: string | null,
+  start: number,
+  texts: [MessageRole, string, string?][],
+  extract?: ConversationExtract,
+): FakeConversation {
+  const messages = texts.map(([role, text, speaker], i): ConversationMessage => {
+    const secret = /password\s*[:=]|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----/i.test(text) ? 'password-line' : null;
+    return {
+      key: `msg:${digest(`${scope}\u0000${id}\u0000${i + 1}`)}`,
+      messageId: String(i + 1),
+      seq: i,
+      at: start + i * 60_000,
+      role,
+      speaker: speaker ?? null,
+      model: role === 'assistant' && host ? 'claude-sonnet' : null,
+      text: secret ? `[held back: it looks like a credential (${secret})]` : text,
+      secret,
+    };
+  });
+  return {
+    row: { scope, id, host, messages: messages.length, firstAt: messages[0]?.at ?? null, lastAt: messages.at(-1)?.at ?? null },
+    messages,
+    extract,
+  };
+}
+
+/** A trip planned with an agent (a fact changed on the way, a password held back) and a coding
+ * session: the Conversations page's demo and test data. */
+export function demoConversations(now = Date.now()): FakeConversation[] {
+  const start = now - 2 * DAY;
+  const trip = fakeConversation(
+    'trip-planning',
+    'user',
+    null,
+    start,
+    [
+      ['user', 'Book the train to Porto for May 12.', 'Ana'],
+      ['assistant', 'Booked the 09:00 train to Porto on May 12.'],
+      ['user', 'Change of plan: make it May 14, and find a hotel near Ribeira.', 'Ana'],
+      ['assistant', 'Moved the train to May 14 and booked Hotel Ribeira for two nights.'],
+      ['user', 'The hotel wifi password: tram28-ribeira', 'Ana'],
+      ['assistant', 'Noted. Anything else for the trip?'],
+    ],
+    {
+      summary: { text: 'Ana planned a trip to Porto: the train moved from May 12 to May 14, and Hotel Ribeira is booked for two nights.', sources: [] },
+      facts: [
+        { key: 'ana/travel-date', subject: 'Ana', attribute: 'travel date', value: 'May 12', validFrom: start, validTo: start + 2 * 60_000, sources: [], trust: 'owner' },
+        { key: 'ana/travel-date-2', subject: 'Ana', attribute: 'travel date', value: 'May 14', validFrom: start + 2 * 60_000, validTo: null, sources: [], trust: 'owner' },
+        { key: 'ana/hotel', subject: 'Ana', attribute: 'hotel in Porto', value: 'Hotel Ribeira', validFrom: start + 3 * 60_000, validTo: null, sources: [], trust: 'derived' },
+      ],
+      entities: [
+        { name: 'Ana', kind: 'person', count: 3 },
+        { name: 'Porto', kind: 'place', count: 2 },
+        { name: 'Hotel Ribeira', kind: 'place', count: 1 },
+      ],
+    },
+  );
+  trip.extract!.summary!.sources = trip.messages.map((m) => m.key);
+  trip.extract!.facts[0].sources = [trip.messages[0].key];
+  trip.extract!.facts[1].sources = [trip.messages[2].key];
+  trip.extract!.facts[2].sources = [trip.messages[3].key];
+  const session = fakeConversation('0b7c2d4e-claude', 'project:a1b2c3', 'claude-code', now - 5 * DAY, [
+    ['user', 'Why does the sync test fail on CI only?'],
+    ['assistant', 'The runner has two cores, so the watcher batches differ; the test now waits for the rescan.'],
+  ]);
+  return [trip, session];
+}
+
+/** A conversation of `count` messages (the messages' virtual list). */
+export function longConversation(count: number, now = Date.now()): FakeConversation {
+  const texts: [MessageRole, string][] = Array.from({ length: count }, (_, i) => [i % 2 ? 'assistant' : 'user', `Message number ${i}`]);
+  return fakeConversation('long-session', 'user', 'openclaw', now - count * 60_000, texts);
+}
+
 export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   const notes = new Map<string, FakeNote>();
   for (const n of seed.notes ?? []) notes.set(key(n.scope, n.id), { ...n });
   const scopes: ScopeInfo[] = (seed.scopes ?? [{ key: 'user', kind: 'user', label: 'User', root: null, count: 0 }]).map((s) => ({ ...s }));
   const conflicts: Conflict[] = [...(seed.conflicts ?? [])];
+  const conversations: FakeConversation[] = (seed.conversations ?? []).map((c) => structuredClone(c));
   const backups: { row: BackupRow; text: string }[] = [];
   const listeners = new Set<(e: BackendEvent) => void>();
   const calls: FakeCall[] = [];
@@ -290,6 +386,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     syncServer: seed.signedIn ? 'https://sync.example.org' : null,
     modelDir: '/home/ana/.cache/memoria/models/e5-small-int8',
     dailyConsolidation: true,
+    conversationCapture: true,
+    conversationCaptureEnv: false,
     home: '/home/ana/.memoria',
     ...seed.settings,
   };
@@ -310,6 +408,14 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   const tick = () => new Promise<void>((r) => setTimeout(r, 0));
   const fail = (code: string, message: string) => new BackendFailure(code, message);
 
+  // One conversation by id (and scope, when given), as the engine finds it.
+  const conversation = (id: string, scope: ScopeKey | null | undefined): FakeConversation => {
+    if (!id.trim()) throw fail('invalid_input', 'no conversation named: choose one from the list');
+    const found = conversations.filter((c) => c.row.id === id && (!scope || c.row.scope === scope));
+    if (!found.length) throw fail('not_found', `no conversation ${id} visible here`);
+    if (found.length > 1) throw fail('invalid_input', `conversation ${id} is in several scopes (${found.map((c) => c.row.scope).join(', ')}): name the scope`);
+    return found[0];
+  };
   const find = (scope: ScopeKey, id: string): FakeNote => {
     const n = notes.get(key(scope, id));
     if (!n) throw fail('not_found', `There is no note "${id}" in ${scope}.`);
@@ -537,6 +643,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     calls,
     notes,
     conflicts,
+    conversations,
     emit,
 
     async listScopes() {
@@ -828,6 +935,9 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           pendingEmbeddings: 0,
           lastVectorUpdateMs: Date.now() - 60_000,
           modelDir: settings.modelDir,
+          capture: settings.conversationCapture,
+          conversations: conversations.length,
+          messages: conversations.reduce((n, c) => n + c.messages.length, 0),
           switches: [
             { name: 'Hybrid recall (BM25 + vectors)', on: true },
             { name: 'Diversity (MMR)', on: false },
@@ -985,8 +1095,47 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     async setSettings(patch: SettingsPatch) {
       record('setSettings', [patch]);
       await tick();
+      if (patch.conversationCapture !== undefined && settings.conversationCaptureEnv && patch.conversationCapture !== settings.conversationCapture) {
+        throw fail('config', 'MEMORIA_CONVERSATIONS__CAPTURE is set in the environment, and it decides whether conversations are captured: remove it from the environment to change this here');
+      }
       settings = { ...settings, ...patch };
       return { ...settings };
+    },
+
+    async listConversations() {
+      record('listConversations', []);
+      await tick();
+      return conversations.map((c) => ({ ...c.row })).sort((a, b) => (b.lastAt ?? 0) - (a.lastAt ?? 0));
+    },
+
+    async conversationMessages(id, scope = null) {
+      record('conversationMessages', [id, scope]);
+      await tick();
+      return conversation(id, scope).messages.map((m) => ({ ...m }));
+    },
+
+    async forgetConversation(id, scope = null) {
+      record('forgetConversation', [id, scope]);
+      await tick();
+      const c = conversation(id, scope);
+      conversations.splice(conversations.indexOf(c), 1);
+      const derived = c.extract ? (c.extract.summary ? 1 : 0) + c.extract.facts.length : 0;
+      return { scope: c.row.scope, conversation: c.row.id, messages: c.messages.length, derived };
+    },
+
+    async conversationStats() {
+      record('conversationStats', []);
+      await tick();
+      const texts = conversations.flatMap((c) => c.messages.map((m) => m.text));
+      const textBytes = texts.reduce((n, x) => n + new TextEncoder().encode(x).length, 0);
+      return { conversations: conversations.length, messages: texts.length, textBytes, fileBytes: 4096 + Math.ceil(textBytes / 2), capture: settings.conversationCapture };
+    },
+
+    async conversationExtract(id, scope = null) {
+      record('conversationExtract', [id, scope]);
+      await tick();
+      const c = conversation(id, scope);
+      return c.extract ? structuredClone(c.extract) : { summary: null, facts: [], entities: [] };
     },
 
     async onEvent(handler) {

@@ -15,6 +15,11 @@ import type {
   Conflict,
   Consolidation,
   ConsolidationPlan,
+  ConversationExtract,
+  ConversationForgotten,
+  ConversationMessage,
+  ConversationRow,
+  ConversationStats,
   ConsolidationStatus,
   CreateNote,
   Dismissed,
@@ -194,6 +199,28 @@ export const getSettings = (): Promise<Settings> => call('get_settings');
 /** `set_settings({patch: SettingsPatch})` → `Settings` (absent fields unchanged). */
 export const setSettings = (patch: SettingsPatch): Promise<Settings> => call('set_settings', { patch });
 
+/** `conversations_list()` → `ConversationRow[]`: the conversations captured on this machine that
+ * are visible here, the latest first. */
+export const listConversations = (): Promise<ConversationRow[]> => call('conversations_list');
+
+/** `conversation_messages({conversation: string, scope: string | null})` →
+ * `ConversationMessage[]` in order. A message the credential guard marked has `secret` set and a
+ * placeholder for its text. Rejects with `not_found` for an unknown conversation. */
+export const conversationMessages = (conversation: string, scope: ScopeKey | null = null): Promise<ConversationMessage[]> =>
+  call('conversation_messages', { conversation, scope });
+
+/** `conversation_forget({conversation: string, scope: string | null})` → `ConversationForgotten`:
+ * its messages, texts and recall documents are removed for good (there is no backup). */
+export const forgetConversation = (conversation: string, scope: ScopeKey | null = null): Promise<ConversationForgotten> =>
+  call('conversation_forget', { conversation, scope });
+
+/** `conversations_stats()` → `ConversationStats`. */
+export const conversationStats = (): Promise<ConversationStats> => call('conversations_stats');
+
+/** `conversation_extract({conversation: string, scope: string | null})` → `ConversationExtract`. */
+export const conversationExtract = (conversation: string, scope: ScopeKey | null = null): Promise<ConversationExtract> =>
+  call('conversation_extract', { conversation, scope });
+
 /** Listens on `memoria://event`; resolves to the function that stops listening. */
 export async function onEvent(handler: (e: BackendEvent) => void): Promise<() => void> {
   return listen<BackendEvent>(EVENT_CHANNEL, (ev) => handler(ev.payload));
@@ -229,5 +256,10 @@ export const tauriBackend: Backend = {
   importFolder,
   getSettings,
   setSettings,
+  listConversations,
+  conversationMessages,
+  forgetConversation,
+  conversationStats,
+  conversationExtract,
   onEvent,
 };

@@ -286,6 +286,11 @@ export interface EngineCard {
   pendingEmbeddings: number;
   lastVectorUpdateMs: number | null;
   modelDir: string | null;
+  /** Agents' conversations are captured automatically (the hook, MCP's `memory_log`). */
+  capture: boolean;
+  /** Conversations and messages the raw log holds on this machine. */
+  conversations: number;
+  messages: number;
   /** Engine switches, as shown: e.g. `{name: "Include secrets in sync", on: false}`. */
   switches: { name: string; on: boolean }[];
 }
@@ -332,6 +337,12 @@ export interface Settings {
   modelDir: string | null;
   /** Whether the app runs the daily consolidation pass. */
   dailyConsolidation: boolean;
+  /** Whether agents' conversations are captured automatically: the Claude Code hook and MCP's
+   *  `memory_log` (the engine's setting `conversations.capture`). `memoria capture FILE` runs
+   *  either way. */
+  conversationCapture: boolean;
+  /** `MEMORIA_CONVERSATIONS__CAPTURE` is set and decides capture; read-only. */
+  conversationCaptureEnv: boolean;
   /** MEMORIA_HOME, read-only. */
   home: string;
   /** The system's language as the shell reads it (`LC_ALL`, `LC_MESSAGES`, `LANG`), e.g.
@@ -339,7 +350,83 @@ export interface Settings {
   systemLanguage?: string | null;
 }
 
-export type SettingsPatch = Partial<Omit<Settings, 'home' | 'systemLanguage'>>;
+export type SettingsPatch = Partial<Omit<Settings, 'home' | 'systemLanguage' | 'conversationCaptureEnv'>>;
+
+/** Who wrote a message. */
+export type MessageRole = 'user' | 'assistant' | 'tool' | 'system' | 'other';
+
+/** A captured conversation, as the Conversations page lists it. */
+export interface ConversationRow {
+  /** The scope it is kept in: `user`, or the project's where it was captured. */
+  scope: ScopeKey;
+  id: string;
+  /** Where it came from (`claude-code`, `openclaw`, `mcp`), when known. */
+  host: string | null;
+  messages: number;
+  /** When its first and last messages were said, when known. */
+  firstAt: number | null;
+  lastAt: number | null;
+}
+
+/** One message of a conversation, verbatim. */
+export interface ConversationMessage {
+  /** Stable across captures (`msg:…`). */
+  key: string;
+  /** Its id in the conversation. */
+  messageId: string;
+  /** Its place in the conversation. */
+  seq: number;
+  at: number | null;
+  role: MessageRole;
+  /** Who said it, by name, when the transcript says. */
+  speaker: string | null;
+  model: string | null;
+  /** What was said; a placeholder when `secret` is set. */
+  text: string;
+  /** The credential rule the text tripped: it is kept, never shown, recalled or given to an agent. */
+  secret: string | null;
+}
+
+export interface ConversationForgotten {
+  scope: ScopeKey;
+  conversation: string;
+  /** Messages removed for good. */
+  messages: number;
+  /** Facts and summaries drawn out of it, removed with it. */
+  derived: number;
+}
+
+/** What the raw log holds, and whether capture is on. */
+export interface ConversationStats {
+  /** Every scope's conversations (the list shows the ones visible here). */
+  conversations: number;
+  messages: number;
+  /** The texts' size before compression. */
+  textBytes: number;
+  /** The log's file on disk. */
+  fileBytes: number;
+  /** The hook and MCP's `memory_log` capture (Settings). */
+  capture: boolean;
+}
+
+/** What was drawn out of a conversation: a summary, facts with the time they held, and the
+ * people, places and things it names. `sources` are message keys. */
+export interface ConversationExtract {
+  summary: { text: string; sources: string[] } | null;
+  facts: {
+    key: string;
+    subject: string;
+    attribute: string;
+    value: string;
+    /** From when the fact held, when known. */
+    validFrom: number | null;
+    /** Until when it held: set once a later message changed it (no longer current). */
+    validTo: number | null;
+    sources: string[];
+    trust: string | null;
+  }[];
+  entities: { name: string; kind: string; count: number }[];
+}
 
 export type FindingKind = 'same_topic' | 'broken_link' | 'missing_file' | 'unused' | 'too_long';
 /** The order the Review page groups findings in. */
@@ -612,6 +699,15 @@ export interface Backend {
   importFolder(req: ImportRequest): Promise<ImportReport>;
   getSettings(): Promise<Settings>;
   setSettings(patch: SettingsPatch): Promise<Settings>;
+  /** The captured conversations visible here, the latest first. */
+  listConversations(): Promise<ConversationRow[]>;
+  /** One conversation's messages, in order; `scope` when one id is in several scopes. */
+  conversationMessages(conversation: string, scope?: ScopeKey | null): Promise<ConversationMessage[]>;
+  /** Removes a conversation and every copy of it for good (no backup). */
+  forgetConversation(conversation: string, scope?: ScopeKey | null): Promise<ConversationForgotten>;
+  conversationStats(): Promise<ConversationStats>;
+  /** The summary, facts and entities drawn out of a conversation. */
+  conversationExtract(conversation: string, scope?: ScopeKey | null): Promise<ConversationExtract>;
   /** Subscribes to `memoria://event`; resolves to the unsubscribe function. */
   onEvent(handler: (e: BackendEvent) => void): Promise<() => void>;
 }

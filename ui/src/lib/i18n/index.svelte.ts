@@ -50,6 +50,11 @@ export function t(key: MessageKey, params: Record<string, string | number> = {})
   return text.replace(/\{(\w+)\}/g, (m, name: string) => (name in params ? String(params[name]) : m));
 }
 
+/** A count with its noun: the `one` text for 1, else `many` with `{n}` filled in. */
+export function counted(n: number, one: MessageKey, many: MessageKey): string {
+  return t(n === 1 ? one : many, { n });
+}
+
 /** "5 min ago", "3 days ago", or a date for older times. */
 export function ago(ms: number | null | undefined, now = Date.now()): string {
   if (ms === null || ms === undefined) return t('common.never');
@@ -67,6 +72,14 @@ export function dateTime(ms: number): string {
   // A one-off value formatted at once, never kept or mutated.
   // eslint-disable-next-line svelte/prefer-svelte-reactivity
   return new Date(ms).toLocaleString(tag, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+/** A day as people read it in the UI language, without the time. */
+export function day(ms: number): string {
+  const tag = state.lang === 'zh' ? 'zh-CN' : state.lang;
+  // A one-off value formatted at once, never kept or mutated.
+  // eslint-disable-next-line svelte/prefer-svelte-reactivity
+  return new Date(ms).toLocaleDateString(tag, { dateStyle: 'medium' });
 }
 
 /** A scope's name as shown: the user scope in the UI language, others by their own label. */

@@ -4,7 +4,7 @@
 
 import { getContext, setContext } from 'svelte';
 
-export type Page = 'notes' | 'review' | 'conflicts' | 'sync' | 'backups' | 'overview' | 'import' | 'settings';
+export type Page = 'notes' | 'conversations' | 'review' | 'conflicts' | 'sync' | 'backups' | 'overview' | 'import' | 'settings';
 
 export interface Toast {
   id: number;
