@@ -456,6 +456,9 @@ pub enum ErrorCode {
     Stale,
     /// 409: the `commitId` names an earlier commit with other changes; nothing was changed.
     CommitIdReused,
+    /// 408: the request's body did not arrive, or it was not answered, within the server's
+    /// request timeout; retry.
+    RequestTimeout,
     /// 410: the account was erased; its requests are refused from then on.
     AccountErased,
     /// 413: the request is larger than the server accepts, a body is over `bodyBytes`, or a

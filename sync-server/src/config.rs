@@ -10,11 +10,15 @@
 //! [rate_limit]
 //! burst = 120
 //! per_minute = 60
+//! [limits]
+//! max_connections = 512
+//! header_timeout_secs = 10
 //! ```
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use memoria_shared::protocol::Quotas;
 use serde::Deserialize;
@@ -61,6 +65,48 @@ impl Default for RateLimit {
     }
 }
 
+/// What one client may hold: open connections, and the time it may take at each step. Every
+/// wait on a client is bounded, so a stalled or hostile client holds at most one connection
+/// slot, and only for a bounded time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections open at once; one more is answered 503 and closed at once.
+    pub max_connections: u32,
+    /// Seconds a client has to send a complete request header: on a new connection, and on a
+    /// kept-alive one between its requests.
+    pub header_timeout_secs: u32,
+    /// Seconds from a request's header to its response (the body's arrival and the handling);
+    /// slower requests are answered 408. Also how long a response may sit unread by the
+    /// client (no byte taken) before its connection is dropped.
+    pub request_timeout_secs: u32,
+    /// Seconds requests in flight get to finish on shutdown; every connection still open after
+    /// that is dropped. 0 drops them at once.
+    pub shutdown_grace_secs: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 512,
+            header_timeout_secs: 10,
+            request_timeout_secs: 60,
+            shutdown_grace_secs: 10,
+        }
+    }
+}
+
+impl Limits {
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs.into())
+    }
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs.into())
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs.into())
+    }
+}
+
 /// Everything `memoria-sync serve` needs.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -70,6 +116,7 @@ pub struct Settings {
     pub admin_key: Option<Secret>,
     pub quotas: Quotas,
     pub rate_limit: RateLimit,
+    pub limits: Limits,
     /// Attempts at the manifest compare-and-swap before answering 503.
     pub commit_attempts: u32,
 }
@@ -82,6 +129,7 @@ impl Default for Settings {
             admin_key: None,
             quotas: Quotas::default(),
             rate_limit: RateLimit::default(),
+            limits: Limits::default(),
             commit_attempts: 16,
         }
     }
@@ -120,6 +168,15 @@ struct FileRate {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_connections: Option<u32>,
+    header_timeout_secs: Option<u32>,
+    request_timeout_secs: Option<u32>,
+    shutdown_grace_secs: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct File {
     store: Option<String>,
     listen: Option<String>,
@@ -129,6 +186,8 @@ struct File {
     quotas: FileQuotas,
     #[serde(default)]
     rate_limit: FileRate,
+    #[serde(default)]
+    limits: FileLimits,
 }
 
 fn value<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T, ConfigError>
@@ -161,6 +220,7 @@ impl Settings {
         }
         s.apply_env(env)?;
         s.check_admin_key()?;
+        s.check_limits()?;
         Ok(s)
     }
 
@@ -179,6 +239,35 @@ impl Settings {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Refuses limits that would refuse every client: no connection slot, or no time to send a
+    /// request.
+    pub fn check_limits(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        let at_least_one = [
+            (
+                "[limits] max_connections (MEMORIA_SYNC_LIMITS__MAX_CONNECTIONS)",
+                l.max_connections,
+            ),
+            (
+                "[limits] header_timeout_secs (MEMORIA_SYNC_LIMITS__HEADER_TIMEOUT_SECS)",
+                l.header_timeout_secs,
+            ),
+            (
+                "[limits] request_timeout_secs (MEMORIA_SYNC_LIMITS__REQUEST_TIMEOUT_SECS)",
+                l.request_timeout_secs,
+            ),
+        ];
+        for (name, v) in at_least_one {
+            if v == 0 {
+                return Err(ConfigError::Value {
+                    name: name.into(),
+                    error: "it is 0; it must be at least 1".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn apply_file(&mut self, f: File) -> Result<(), ConfigError> {
@@ -204,6 +293,11 @@ impl Settings {
             .per_minute
             .unwrap_or(self.rate_limit.per_minute);
         self.commit_attempts = f.commit_attempts.unwrap_or(self.commit_attempts);
+        let (l, fl) = (&mut self.limits, f.limits);
+        l.max_connections = fl.max_connections.unwrap_or(l.max_connections);
+        l.header_timeout_secs = fl.header_timeout_secs.unwrap_or(l.header_timeout_secs);
+        l.request_timeout_secs = fl.request_timeout_secs.unwrap_or(l.request_timeout_secs);
+        l.shutdown_grace_secs = fl.shutdown_grace_secs.unwrap_or(l.shutdown_grace_secs);
         Ok(())
     }
 
@@ -218,8 +312,8 @@ impl Settings {
         if let Some((_, v)) = get("MEMORIA_SYNC_ADMIN_KEY") {
             self.admin_key = Some(Secret(v));
         }
-        let q = &mut self.quotas;
-        let numbers: [(&str, &mut u32); 8] = [
+        let (q, l) = (&mut self.quotas, &mut self.limits);
+        let numbers: [(&str, &mut u32); 12] = [
             (
                 "MEMORIA_SYNC_QUOTAS__LIVE_NOTES_PER_SCOPE",
                 &mut q.live_notes_per_scope,
@@ -240,6 +334,22 @@ impl Settings {
                 &mut self.rate_limit.per_minute,
             ),
             ("MEMORIA_SYNC_COMMIT_ATTEMPTS", &mut self.commit_attempts),
+            (
+                "MEMORIA_SYNC_LIMITS__MAX_CONNECTIONS",
+                &mut l.max_connections,
+            ),
+            (
+                "MEMORIA_SYNC_LIMITS__HEADER_TIMEOUT_SECS",
+                &mut l.header_timeout_secs,
+            ),
+            (
+                "MEMORIA_SYNC_LIMITS__REQUEST_TIMEOUT_SECS",
+                &mut l.request_timeout_secs,
+            ),
+            (
+                "MEMORIA_SYNC_LIMITS__SHUTDOWN_GRACE_SECS",
+                &mut l.shutdown_grace_secs,
+            ),
         ];
         for (name, slot) in numbers {
             if let Some((k, v)) = get(name) {
@@ -270,12 +380,15 @@ mod tests {
         std::fs::write(
             &path,
             "store = \"fs:/data\"\nlisten = \"0.0.0.0:9000\"\nadmin_key = \"file-key-0123456789abcdef0123456789\"\n\
-             [quotas]\nlive_notes_per_scope = 10\n[rate_limit]\nburst = 3\n",
+             [quotas]\nlive_notes_per_scope = 10\n[rate_limit]\nburst = 3\n\
+             [limits]\nmax_connections = 7\nheader_timeout_secs = 2\n",
         )
         .unwrap();
         let env: HashMap<&str, &str> = [
             ("MEMORIA_SYNC_LISTEN", "127.0.0.1:1234"),
             ("MEMORIA_SYNC_QUOTAS__BODY_BYTES", "1000"),
+            ("MEMORIA_SYNC_LIMITS__HEADER_TIMEOUT_SECS", "3"),
+            ("MEMORIA_SYNC_LIMITS__SHUTDOWN_GRACE_SECS", "0"),
         ]
         .into();
         let s = Settings::load(Some(&path), |k| env.get(k).map(|v| v.to_string())).unwrap();
@@ -285,6 +398,15 @@ mod tests {
         assert_eq!(s.quotas.body_bytes, 1000);
         assert_eq!(s.quotas.changes_per_commit, 500);
         assert_eq!(s.rate_limit.burst, 3);
+        assert_eq!(
+            s.limits,
+            Limits {
+                max_connections: 7,
+                header_timeout_secs: 3,
+                request_timeout_secs: Limits::default().request_timeout_secs,
+                shutdown_grace_secs: 0,
+            }
+        );
         assert_eq!(
             s.admin_key.as_ref().unwrap().expose(),
             "file-key-0123456789abcdef0123456789"
@@ -326,5 +448,42 @@ mod tests {
             Settings::load(Some(&path), |_| None),
             Err(ConfigError::Parse { .. })
         ));
+        std::fs::write(&path, "[limits]\nmax_conections = 1\n").unwrap();
+        let err = Settings::load(Some(&path), |_| None).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Parse { .. }) && err.to_string().contains("max_conections"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn limits_that_would_refuse_every_client_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("limits.toml");
+        std::fs::write(&path, "[limits]\nmax_connections = 0\n").unwrap();
+        let msg = Settings::load(Some(&path), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("max_connections") && msg.contains("at least 1"),
+            "{msg}"
+        );
+        for key in ["HEADER_TIMEOUT_SECS", "REQUEST_TIMEOUT_SECS"] {
+            let name = format!("MEMORIA_SYNC_LIMITS__{key}");
+            let msg = Settings::load(None, |k| (k == name).then(|| "0".to_owned()))
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(&name) && msg.contains("at least 1"), "{msg}");
+            let msg = Settings::load(None, |k| (k == name).then(|| "-1".to_owned()))
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(&name), "{msg}");
+        }
+        // No grace is a choice: connections are dropped as soon as shutdown begins.
+        let s = Settings::load(None, |k| {
+            (k == "MEMORIA_SYNC_LIMITS__SHUTDOWN_GRACE_SECS").then(|| "0".to_owned())
+        })
+        .unwrap();
+        assert_eq!(s.limits.shutdown_grace(), Duration::ZERO);
     }
 }

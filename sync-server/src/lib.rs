@@ -2,12 +2,14 @@
 //! compare-and-swaps; it never merges.
 //!
 //! Entry points: [`router`] (tests drive it with `tower::ServiceExt::oneshot`), [`serve`] (the
-//! binary and listener tests), the [`store`] trait with its filesystem and S3 implementations,
-//! and [`auth`] for tokens. Every object key is built in [`layout`] from validated ids.
+//! binary and listener tests; its connection handling is in `connections`), the [`store`]
+//! trait with its filesystem and S3 implementations, and [`auth`] for tokens. Every object key
+//! is built in [`layout`] from validated ids.
 
 pub mod api;
 pub mod auth;
 pub mod config;
+mod connections;
 pub mod error;
 pub mod layout;
 pub mod manifest;
@@ -21,7 +23,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -55,6 +57,8 @@ pub struct AppState {
     pub admin_key: Option<Secret>,
     pub commit_attempts: u32,
     pub request_limit: usize,
+    /// Connections and time a client may hold; the request timeout is applied in [`router`].
+    pub limits: config::Limits,
     pub manifests: manifest::ManifestCache,
 }
 
@@ -75,6 +79,7 @@ impl AppState {
             admin_key: settings.admin_key.clone(),
             commit_attempts: settings.commit_attempts,
             request_limit: settings.request_limit(),
+            limits: settings.limits,
             manifests: manifest::ManifestCache::default(),
         })
     }
@@ -96,6 +101,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             refuse_declared_oversize,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            bound_request_time,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -135,6 +144,43 @@ async fn refuse_declared_oversize(
     next.run(req).await
 }
 
+/// Answers 408 when a request is not answered within `request_timeout_secs` of its header:
+/// its body trickled in, or its handling took too long. The handler is dropped where it
+/// stands, as when a client disconnects; a commit cut short leaves at most unreferenced
+/// revisions, and its `commitId` tells the client whether it applied.
+async fn bound_request_time(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let limit = st.limits.request_timeout();
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => {
+            tracing::warn!(
+                limit_secs = st.limits.request_timeout_secs,
+                "request timed out: its body did not arrive or it was not answered in time"
+            );
+            request_timeout_response(st.limits.request_timeout_secs)
+        }
+    }
+}
+
+/// 408 with an error body of the protocol's shape, closing the connection: the rest of the
+/// body may still be on its way, and the connection cannot carry another request after it.
+fn request_timeout_response(limit_secs: u32) -> Response {
+    let body = serde_json::json!({
+        "code": memoria_shared::protocol::ErrorCode::RequestTimeout,
+        "message": format!(
+            "the request was not received and answered within {limit_secs} s: retry; \
+             if it keeps happening, the connection to the server is too slow"
+        ),
+    });
+    let mut resp = axum::response::IntoResponse::into_response((
+        StatusCode::REQUEST_TIMEOUT,
+        axum::Json(body),
+    ));
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 /// Logs each request in a span named after its route, and announces the quotas on every
 /// response.
 async fn around_request(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
@@ -163,7 +209,8 @@ async fn around_request(State(st): State<Arc<AppState>>, req: Request, next: Nex
     resp
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes requests in flight.
+/// Serves the API on `listener` until `shutdown` completes, then finishes requests in flight
+/// for at most `limits.shutdown_grace_secs` and drops every connection still open.
 pub async fn serve(
     settings: &Settings,
     listener: tokio::net::TcpListener,
@@ -180,9 +227,6 @@ pub async fn serve_state(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer's address reaches the handlers: wrong admin keys are limited per source.
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = state.limits;
+    connections::serve(router(state), listener, limits, shutdown).await
 }

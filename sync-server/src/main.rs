@@ -79,11 +79,14 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-    tracing::info!("shutting down: finishing requests in flight");
+    tracing::info!("shutdown requested");
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// How long the runtime waits, once serving has ended, for store calls still running on
+/// blocking threads (a filesystem store on a hung mount): the shutdown bound must hold.
+const BLOCKING_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMORIA_SYNC_LOG")
@@ -92,6 +95,16 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(run(cli));
+    runtime.shutdown_timeout(BLOCKING_SHUTDOWN);
+    result
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { store, listen } => {
             let mut s = settings(cli.config.as_ref(), store)?;
@@ -102,7 +115,13 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {}", s.listen))?;
             let addr = listener.local_addr()?;
-            tracing::info!(store = %s.store, %addr, admin = s.admin_key.is_some(), "serving");
+            tracing::info!(
+                store = %s.store,
+                %addr,
+                admin = s.admin_key.is_some(),
+                limits = ?s.limits,
+                "serving"
+            );
             println!("listening on http://{addr}");
             memoria_sync_server::serve(&s, listener, shutdown_signal())
                 .await

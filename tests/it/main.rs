@@ -20,6 +20,7 @@ mod sync_integrity;
 mod sync_keychain;
 mod sync_live;
 mod sync_server;
+mod sync_server_limits;
 mod sync_server_listener;
 mod sync_server_load;
 mod sync_server_s3;

@@ -1,0 +1,594 @@
+//! The sync server's bounds on what one client can hold, over raw sockets: the header timeout
+//! (a half-sent header, an idle kept-alive connection), the connection cap, the request
+//! timeout (a body that trickles in, a handler that takes too long), a response left unread,
+//! and shutdown within its grace with a stalled client held. Most run the `memoria-sync`
+//! binary with small limits in its config file; the ones that need a slow store or a paused
+//! reader run the server in process.
+//!
+//! Every wait here is bounded: a connection expected to close is read with a timeout a few
+//! seconds past the limit under test, and a server process is killed when its guard drops.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memoria_shared::FixedClock;
+use memoria_sync_server::config::Limits;
+use memoria_sync_server::layout::UserId;
+use memoria_sync_server::store::fs::FsStore;
+use memoria_sync_server::store::{ETag, Fetched, ObjectStore, StoreError};
+use memoria_sync_server::{AppState, SeededRandom, Settings, auth};
+use memoria_tests::sync_server::{ADMIN_KEY, InProcessServer, create_token, put, sync_binary};
+use serde_json::json;
+
+/// Slack on top of a limit before a test calls the server wrong: the machine may be busy.
+const MARGIN: Duration = Duration::from_secs(3);
+
+/// `memoria-sync serve` with `[limits]` from a config file and its log in a file; killed on
+/// drop.
+struct LimitedServer {
+    child: Child,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl LimitedServer {
+    fn start(limits: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("sync.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "store = \"fs:{}\"\nadmin_key = \"{ADMIN_KEY}\"\n[limits]\n{limits}\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+        let mut child = Command::new(sync_binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .env("MEMORIA_SYNC_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start memoria-sync serve");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
+            .parse()
+            .unwrap();
+        LimitedServer { child, addr, dir }
+    }
+
+    fn store(&self) -> String {
+        format!("fs:{}", self.dir.path().join("data").display())
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("serve.log")
+    }
+
+    /// Sends SIGTERM and waits up to `within` for the process to exit by itself.
+    fn terminate(&mut self, within: Duration) -> Option<(ExitStatus, Duration)> {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "could not send SIGTERM");
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some((status, start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for LimitedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s
+}
+
+/// The first half of a request header: the server waits for the rest.
+const HALF_A_HEADER: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: memoria\r\nx-wait: ";
+
+const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: memoria\r\n\r\n";
+
+/// One HTTP/1.1 response with a `content-length`.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    /// The header block, lowercased.
+    head: String,
+    body: Vec<u8>,
+}
+
+fn read_reply(s: &mut TcpStream) -> Reply {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).expect("a response header");
+        assert!(
+            n == 1,
+            "closed mid-header after {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap().to_lowercase();
+    let status = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    Reply { status, head, body }
+}
+
+/// Waits until the server ends the connection (EOF or reset), at most `within`; returns what
+/// arrived before the end.
+fn wait_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the connection is still open after {within:?}")
+            }
+            Err(_) => return got, // reset
+        }
+    }
+}
+
+/// A client that sends half a header is disconnected once the header timeout passes, with no
+/// answer; so is a kept-alive connection left idle after its last response. The timer counts
+/// each wait for a header, not the connection's age: requests spaced under the timeout keep
+/// one connection serving for longer than it.
+#[test]
+fn half_a_header_and_an_idle_kept_alive_connection_are_closed_after_the_header_timeout() {
+    let server = LimitedServer::start("header_timeout_secs = 2");
+    let timeout = Duration::from_secs(2);
+    let addr = server.addr;
+    let half = std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut s = connect(addr);
+        s.write_all(HALF_A_HEADER).unwrap();
+        let got = wait_closed(&mut s, timeout + MARGIN);
+        (started.elapsed(), got)
+    });
+
+    let mut s = connect(addr);
+    let opened = Instant::now();
+    let mut last_reply = opened;
+    for i in 0..4 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(800));
+        }
+        s.write_all(HEALTHZ).unwrap();
+        let r = read_reply(&mut s);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(!r.head.contains("connection: close"), "{r:?}");
+        last_reply = Instant::now();
+    }
+    assert!(
+        opened.elapsed() > timeout,
+        "the requests spanned less than the header timeout: nothing shown"
+    );
+    let got = wait_closed(&mut s, timeout + MARGIN);
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        last_reply.elapsed() >= timeout - Duration::from_millis(300),
+        "closed {:?} after its last reply, before the header timeout",
+        last_reply.elapsed()
+    );
+
+    let (elapsed, got) = half.join().unwrap();
+    assert!(
+        got.is_empty(),
+        "a half-sent header is dropped, not answered: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(
+        elapsed >= timeout - Duration::from_millis(300),
+        "closed after {elapsed:?}, before the header timeout"
+    );
+}
+
+/// With `max_connections = 3` and three clients stalled mid-header, a fourth connection is
+/// answered 503 `contention` and closed at once (long before the stalled ones time out), and
+/// logged. The three held connections are not disturbed: one of them finishes its header and
+/// is answered. Once the others time out, new connections are served again.
+#[test]
+fn a_connection_over_the_cap_is_answered_503_and_closed_without_disturbing_the_others() {
+    let server = LimitedServer::start("max_connections = 3\nheader_timeout_secs = 3");
+    let held_since = Instant::now();
+    let mut held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = connect(server.addr);
+            s.write_all(HALF_A_HEADER).unwrap();
+            s
+        })
+        .collect();
+
+    let mut extra = connect(server.addr);
+    let r = read_reply(&mut extra);
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.head.contains("connection: close") && r.head.contains("retry-after: 1"));
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["code"], "contention", "{body}");
+    assert!(
+        wait_closed(&mut extra, MARGIN).is_empty(),
+        "the refused connection is closed after its 503"
+    );
+    assert!(
+        held_since.elapsed() < Duration::from_secs(3),
+        "the refusal came only after the held connections timed out"
+    );
+
+    // A held connection is served as if nothing happened.
+    held[0].write_all(b"1\r\n\r\n").unwrap();
+    assert_eq!(read_reply(&mut held[0]).status, 200);
+
+    for s in &mut held[1..] {
+        assert!(wait_closed(s, Duration::from_secs(3) + MARGIN).is_empty());
+    }
+    let mut fresh = connect(server.addr);
+    fresh.write_all(HEALTHZ).unwrap();
+    assert_eq!(read_reply(&mut fresh).status, 200);
+
+    let log = server.log();
+    assert!(
+        log.contains("refused connections") && log.contains("max_connections=3"),
+        "the refusal is logged: {log}"
+    );
+}
+
+/// A request whose body trickles in for longer than `request_timeout_secs` is answered 408
+/// `request_timeout` and its connection closed. The header timeout (shorter here) does not
+/// apply once the header is complete.
+#[test]
+fn a_body_that_trickles_in_past_the_request_timeout_is_answered_408_and_closed() {
+    let server = LimitedServer::start("header_timeout_secs = 1\nrequest_timeout_secs = 2");
+    let token = create_token(&server.store(), "alice", &[]);
+    let mut s = connect(server.addr);
+    let head = format!(
+        "POST /v1/memory/commit HTTP/1.1\r\nhost: memoria\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: 100000\r\n\r\n{{"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let sent_head = Instant::now();
+    let mut writer = s.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        // A byte every 100 ms until the server stops listening (or 10 s at most).
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(100));
+            if writer.write_all(b" ").is_err() {
+                break;
+            }
+        }
+    });
+    let r = read_reply(&mut s);
+    let answered = sent_head.elapsed();
+    assert_eq!(r.status, 408, "{r:?}");
+    assert!(r.head.contains("connection: close"), "{r:?}");
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["code"], "request_timeout", "{body}");
+    assert!(
+        answered >= Duration::from_millis(1700) && answered < Duration::from_secs(2) + MARGIN,
+        "answered {answered:?} after the header, not at the request timeout"
+    );
+    wait_closed(&mut s, MARGIN);
+    trickle.join().unwrap();
+    let log = server.log();
+    assert!(log.contains("request timed out"), "{log}");
+}
+
+/// SIGTERM while a client holds a half-sent header: the server stops accepting at once and
+/// exits by itself, successfully, once the shutdown grace is over, dropping the stalled
+/// connection (whose header timeout is far longer).
+#[test]
+fn sigterm_with_a_stalled_client_held_exits_within_the_grace() {
+    let mut server = LimitedServer::start(
+        "header_timeout_secs = 60\nrequest_timeout_secs = 60\nshutdown_grace_secs = 2",
+    );
+    let mut stalled = connect(server.addr);
+    stalled.write_all(HALF_A_HEADER).unwrap();
+    // The server has taken the connection once it answers on another one.
+    let mut probe = connect(server.addr);
+    probe.write_all(HEALTHZ).unwrap();
+    assert_eq!(read_reply(&mut probe).status, 200);
+    drop(probe);
+
+    let grace = Duration::from_secs(2);
+    let (status, took) = server
+        .terminate(grace + MARGIN)
+        .expect("serve did not exit within its shutdown grace of SIGTERM");
+    assert!(status.success(), "serve exited with {status}");
+    assert!(
+        took >= grace - Duration::from_millis(300),
+        "exited {took:?} after SIGTERM: the stalled connection was not given the grace"
+    );
+    assert!(wait_closed(&mut stalled, MARGIN).is_empty());
+    let log = server.log();
+    assert!(log.contains("dropped=1"), "{log}");
+    assert!(
+        TcpStream::connect(server.addr).is_err(),
+        "still accepting after exit"
+    );
+}
+
+/// A store whose reads take `delay`: a handler that is slow through no fault of the client.
+#[derive(Debug)]
+struct SlowStore {
+    inner: FsStore,
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for SlowStore {
+    async fn get(&self, key: &str, if_none_match: Option<&ETag>) -> Result<Fetched, StoreError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.get(key, if_none_match).await
+    }
+    async fn put_if_match(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        etag: &ETag,
+    ) -> Result<ETag, StoreError> {
+        self.inner.put_if_match(key, bytes, etag).await
+    }
+    async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<ETag, StoreError> {
+        self.inner.put_if_absent(key, bytes).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// A server in process over a store whose reads take `delay`, with `limits`; and alice's token.
+async fn in_process(
+    delay: Duration,
+    limits: Limits,
+) -> (tempfile::TempDir, InProcessServer, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsStore::open(dir.path()).unwrap();
+    let token = auth::create_token(
+        &fs,
+        &SeededRandom::new(2),
+        &UserId::new("alice").unwrap(),
+        1,
+    )
+    .await
+    .unwrap();
+    let store = Arc::new(SlowStore { inner: fs, delay });
+    let settings = Settings {
+        limits,
+        admin_key: Some(memoria_sync_server::Secret::new(ADMIN_KEY)),
+        ..Settings::default()
+    };
+    let state = AppState::new(
+        &settings,
+        store,
+        Arc::new(FixedClock::new(1)),
+        Arc::new(SeededRandom::new(1)),
+    );
+    (dir, InProcessServer::start(state).await, token)
+}
+
+/// A handler that takes longer than the request timeout (a slow store) is answered 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handling_slower_than_the_request_timeout_is_answered_408() {
+    let limits = Limits {
+        request_timeout_secs: 1,
+        ..Limits::default()
+    };
+    let (_dir, server, token) = in_process(Duration::from_secs(5), limits).await;
+    let started = Instant::now();
+    let r = reqwest::Client::new()
+        .get(server.url("/v1/memory/identity"))
+        .bearer_auth(&token)
+        .timeout(Duration::from_secs(1) + MARGIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 408);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "waited for the store"
+    );
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "request_timeout");
+    server.stop().await;
+}
+
+/// On shutdown the server stops accepting at once; a request in flight (slowed by its store)
+/// is still answered; a client stalled mid-header is dropped when the grace is over, and the
+/// server then ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_requests_in_flight_and_drops_stalled_connections_after_the_grace() {
+    let limits = Limits {
+        header_timeout_secs: 60,
+        shutdown_grace_secs: 3,
+        ..Limits::default()
+    };
+    // A request reads the store twice (token, then the erased marker): 1.2 s in all.
+    let (_dir, server, token) = in_process(Duration::from_millis(600), limits).await;
+    let addr = server.addr;
+    let stalled = tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr);
+        s.write_all(HALF_A_HEADER).unwrap();
+        wait_closed(&mut s, Duration::from_secs(3) + MARGIN)
+    });
+    let http = reqwest::Client::new();
+    let in_flight = {
+        let req = http
+            .get(server.url("/v1/memory/identity"))
+            .bearer_auth(&token)
+            .timeout(Duration::from_secs(10));
+        tokio::spawn(async move { req.send().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let stopping = tokio::spawn(server.stop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting connections after shutdown began"
+    );
+    let r = in_flight
+        .await
+        .unwrap()
+        .expect("the request in flight is answered");
+    assert_eq!(r.status(), 200);
+    tokio::time::timeout(Duration::from_secs(3) + MARGIN, stopping)
+        .await
+        .expect("the server outlived its shutdown grace")
+        .unwrap();
+    let stopped = started.elapsed();
+    assert!(
+        stopped >= Duration::from_millis(2700),
+        "stopped {stopped:?} after shutdown began, before the grace was over"
+    );
+    assert!(stalled.await.unwrap().is_empty());
+}
+
+/// A client that asks for a large snapshot and then reads none of it holds its connection
+/// only until a write has waited `request_timeout_secs` without progress: the connection is
+/// dropped with the response unfinished. The client's receive buffer is made small so the
+/// response cannot all sit in the kernel's buffers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_left_unread_is_dropped_after_the_request_timeout() {
+    let limits = Limits {
+        request_timeout_secs: 3,
+        ..Limits::default()
+    };
+    let (_dir, server, token) = in_process(Duration::ZERO, limits).await;
+    let http = reqwest::Client::new();
+    let line = format!("{}\n", "x".repeat(99));
+    let body = line.repeat(1250); // 125 KB, under the 128 KiB note limit
+    let changes: Vec<_> = (0..64)
+        .map(|i| put(&format!("n{i}"), None, &body))
+        .collect();
+    let r = http
+        .post(server.url("/v1/memory/commit"))
+        .bearer_auth(&token)
+        .json(&json!({"scope": "user", "changes": changes}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(server.addr).await.unwrap();
+    let mut s = stream.into_std().unwrap();
+    s.set_nonblocking(false).unwrap();
+    let body = r#"{"scope":"user"}"#;
+    let request = format!(
+        "POST /v1/memory/snapshot HTTP/1.1\r\nhost: memoria\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let got = tokio::task::spawn_blocking(move || {
+        s.write_all(request.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_secs(3) + MARGIN);
+        wait_closed(&mut s, MARGIN)
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+    let head_end = text.find("\r\n\r\n").unwrap() + 4;
+    let declared: usize = text[..head_end]
+        .to_lowercase()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    assert!(
+        declared > 8_000_000,
+        "the snapshot holds every body: {declared}"
+    );
+    assert!(
+        got.len() - head_end < declared,
+        "the whole response arrived: the connection was not dropped"
+    );
+    // The server still serves others.
+    let r = http.get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    server.stop().await;
+}
+
+/// The serving loop hands each request its peer's address: wrong admin keys are limited per
+/// source, so a caller that used up its tries does not lock out another address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_admin_keys_are_limited_per_source_address_on_a_real_listener() {
+    let (_dir, server, _token) = in_process(Duration::ZERO, Limits::default()).await;
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(ip))
+            .build()
+            .unwrap()
+    };
+    let erase = |http: &reqwest::Client| {
+        http.post(server.url("/v1/admin/erase"))
+            .bearer_auth("not-the-admin-key")
+            .json(&json!({"userId": "alice"}))
+            .send()
+    };
+    let first = from([127, 0, 0, 1]);
+    let mut statuses = Vec::new();
+    for _ in 0..=memoria_sync_server::ADMIN_RATE_LIMIT.burst {
+        statuses.push(erase(&first).await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let burst = memoria_sync_server::ADMIN_RATE_LIMIT.burst as usize;
+    assert!(statuses[..burst].iter().all(|s| *s == 403), "{statuses:?}");
+    let r = erase(&from([127, 0, 0, 2])).await.unwrap();
+    assert_eq!(r.status(), 403, "another address has its own tries");
+    server.stop().await;
+}
