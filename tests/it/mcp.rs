@@ -73,8 +73,20 @@ fn python_sdk_client(python: &Path) -> Value {
             "memory_expand",
             "memory_log",
             "memory_search",
+            "memory_working",
             "remember"
         ])
+    );
+    let working = &facts["working_hit"];
+    assert_eq!(working["type"], "working", "{working}");
+    assert_eq!(
+        working["trust"], "[INFERRED]",
+        "an agent wrote it: {working}"
+    );
+    assert_eq!(
+        facts["working_errors"][0]["code"], "credential_refused",
+        "{}",
+        facts["working_errors"]
     );
     assert_eq!(facts["log_added"], serde_json::json!([3, 0, 3]));
     assert!(
@@ -204,7 +216,7 @@ fn streamable_http_with_a_bearer_token() {
     let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
     assert_eq!(facts["without_token"], 401);
     assert_eq!(facts["foreign_origin"], 403);
-    assert_eq!(facts["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(facts["tools"].as_array().unwrap().len(), 6);
     assert_eq!(facts["found"], serde_json::json!([facts["remembered"]]));
 }
 

@@ -125,6 +125,14 @@ async def session_a():
             if msg:
                 opened = structured(await s.call_tool("memory_expand", {"id": msg[0]["id"]}))
                 facts["log_around"] = [m["text"] for m in opened["around"]]
+            # Working memory: kept at hand, found beside notes, a credential refused.
+            kept = structured(await s.call_tool("memory_working", {"text": "Halfway through the billing migration: tables done, the cron job next", "ttl_hours": 2}))
+            found = structured(await s.call_tool("memory_search", {"query": "billing migration cron job"}))["results"]
+            hit = [h for h in found if h["id"] == kept["key"]]
+            facts["working_hit"] = {"type": hit[0].get("type"), "trust": hit[0]["trust"]} if hit else None
+            facts["working_errors"] = [
+                await expect_tool_error(s, "memory_working", {"text": "password: hunter2-zz-99"}, "credential_refused", "secret"),
+            ]
             facts["log_errors"] = [
                 await expect_tool_error(s, "memory_log", {"conversation": "c", "messages": []}, "invalid_input", "messages"),
                 await expect_tool_error(s, "memory_log", {"conversation": "c", "messages": [{"role": "user", "text": "x", "time": "soon"}]}, "invalid_input", "date"),

@@ -65,6 +65,9 @@ enum Command {
     Capture(cli::conversations::CaptureArgs),
     /// List the captured conversations; with ID, show its messages.
     Conversations(cli::conversations::ConversationsArgs),
+    /// Working memory: short-lived blocks kept at hand (24 hours unless told), recalled beside
+    /// notes until they expire; `working add TEXT`, `working rm KEY`.
+    Working(cli::conversations::WorkingArgs),
     /// Search the visible notes: BM25 and local embeddings, fused and ranked.
     Search(cli::search::SearchArgs),
     /// Print the recall block an agent turn gets for MESSAGE.
@@ -181,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Forget(a) => cli::notes::forget(&g, a)?,
         Command::Capture(a) => cli::conversations::capture(&g, a)?,
         Command::Conversations(a) => cli::conversations::conversations(&g, a)?,
+        Command::Working(a) => cli::conversations::working(&g, a)?,
         Command::Search(a) => cli::search::search(&g, a)?,
         Command::Recall(a) => cli::search::recall(&g, a)?,
         Command::Hook { host } => cli::hook::run(&g, host)?,

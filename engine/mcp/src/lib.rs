@@ -175,6 +175,15 @@ pub struct LogArgs {
     pub messages: Vec<LogMessageArg>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkingArgs {
+    /// What to keep at hand: the state of the task, what is being tried, what to pick up next.
+    pub text: String,
+    /// Hours it lasts (1 to 720; default 24).
+    pub ttl_hours: Option<u32>,
+}
+
 /// Most messages one `memory_log` call takes.
 pub const MAX_LOG_MESSAGES: usize = 200;
 
@@ -449,6 +458,24 @@ impl MemoriaMcp {
                 ..Default::default()
             };
             answer(conversations::capture_messages(e, incoming, &req))
+        })
+    }
+
+    #[tool(
+        description = "Keep something at hand for the work of the next hours (working memory): the state of a task, what is being tried, what to pick up next. It is recalled by memory_search and the recall block beside notes until it expires (24 hours unless ttl_hours says otherwise), then it is gone; it is kept on this machine, in this project. For what should last, use remember. Text that looks like a credential is refused."
+    )]
+    fn memory_working(
+        &self,
+        Parameters(args): Parameters<WorkingArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.with_engine(|e| {
+            answer(memoria_engine::api::working::add(
+                e,
+                &args.text,
+                None,
+                args.ttl_hours,
+                Role::Assistant,
+            ))
         })
     }
 

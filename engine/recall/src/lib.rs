@@ -114,6 +114,8 @@ pub const MESSAGE_TYPE: &str = "message";
 pub const FACT_TYPE: &str = "fact";
 /// The type of a conversation's summary.
 pub const SUMMARY_TYPE: &str = "summary";
+/// The type of a block of working memory.
+pub const WORKING_TYPE: &str = "working";
 
 /// One note as recall sees it. The vault builds these from its notes.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +178,10 @@ impl RecallDoc {
     /// a derived item's always does.)
     pub fn searched_summary(&self) -> &str {
         let derived = self.id.contains(':')
-            && matches!(self.note_type.as_deref(), Some(FACT_TYPE | SUMMARY_TYPE));
+            && matches!(
+                self.note_type.as_deref(),
+                Some(FACT_TYPE | SUMMARY_TYPE | WORKING_TYPE)
+            );
         if self.note_type.as_deref() == Some(MESSAGE_TYPE) || derived {
             ""
         } else {

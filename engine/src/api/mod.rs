@@ -27,6 +27,7 @@ pub mod projects;
 pub mod search;
 pub mod sync;
 pub mod transfer;
+pub mod working;
 
 /// A random token of `bytes` bytes, as hex, from the operating system's generator.
 pub use crate::fsx::random_hex;

@@ -240,6 +240,15 @@ fn passes(engine: &Engine, h: &recall::Hit, req: &SearchRequest) -> bool {
             Ok(d) => (Some(d.kind.as_str().to_owned()), Vec::new(), d.at),
             Err(_) => return false,
         }
+    } else if crate::said::is_working_key(&h.id) {
+        match engine.visible_working(&h.id) {
+            Ok(b) => (
+                Some(crate::recall::WORKING_TYPE.to_owned()),
+                Vec::new(),
+                Some(b.created_at),
+            ),
+            Err(_) => return false,
+        }
     } else {
         let Ok(scope) = Scope::from_key(&h.scope) else {
             return false;
@@ -265,6 +274,10 @@ fn snippet(engine: &Engine, scope: &str, id: &str, query: &str) -> Option<String
     if crate::said::is_derived_key(id) {
         let d = engine.visible_derived(id).ok()?;
         return Some(crate::agent::snippet(&d.text, &[query.to_owned()]));
+    }
+    if crate::said::is_working_key(id) {
+        let b = engine.visible_working(id).ok()?;
+        return Some(crate::agent::snippet(&b.text, &[query.to_owned()]));
     }
     let scope = Scope::from_key(scope).ok()?;
     let (_, row) = engine.resolve(id, Some(&scope)).ok()?;

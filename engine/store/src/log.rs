@@ -18,8 +18,12 @@ use crate::fsx;
 use crate::home::Home;
 
 mod derived;
+mod working;
 
 pub use derived::{DerivedItem, DerivedKind, Entity, FACT_PREFIX, SUMMARY_PREFIX, is_derived_key};
+pub use working::{
+    WORKING_MAX_TTL_HOURS, WORKING_PREFIX, WORKING_TTL_HOURS, WorkingBlock, is_working_key,
+};
 
 /// The prefix of a message's key; no note id can start with it (`:` is not allowed in ids).
 pub const MESSAGE_PREFIX: &str = "msg:";
@@ -249,6 +253,7 @@ impl Log {
             .map_err(db_err)?;
         conn.execute_batch(SCHEMA).map_err(db_err)?;
         conn.execute_batch(derived::SCHEMA).map_err(db_err)?;
+        conn.execute_batch(working::SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
     }

@@ -148,6 +148,63 @@ fn message_hit(
     }))
 }
 
+fn working_hit(
+    engine: &Engine,
+    key: &str,
+    score: f64,
+    relevance: Option<f64>,
+    q: &AgentQuery,
+) -> Result<Option<AgentHit>> {
+    let Ok(b) = engine.visible_working(key) else {
+        return Ok(None);
+    };
+    let wanted_type =
+        q.types.is_empty() || q.types.iter().any(|t| t == crate::recall::WORKING_TYPE);
+    if !wanted_type
+        || !q.tags.is_empty()
+        || q.created_after.is_some_and(|a| b.created_at < a)
+        || q.created_before.is_some_and(|x| b.created_at > x)
+    {
+        return Ok(None);
+    }
+    Ok(Some(AgentHit {
+        id: b.key.clone(),
+        summary: crate::said::working_heading(&b),
+        snippet: snippet(&b.text, &q.queries),
+        score: (score * 1e4).round() / 1e4,
+        relevance,
+        trust: message_trust_label(b.role),
+        note_type: Some(crate::recall::WORKING_TYPE.to_owned()),
+        tags: Vec::new(),
+        updated_at: Some(b.created_at),
+        said: None,
+        sources: Vec::new(),
+    }))
+}
+
+/// A block of working memory opened: its text, who wrote it, until when; the opening counts
+/// as a use.
+fn expand_working(engine: &Engine, key: &str) -> Result<Expanded> {
+    let b = engine.visible_working(key)?;
+    engine.log()?.use_working(key)?;
+    Ok(Expanded {
+        id: b.key.clone(),
+        scope: b.scope.clone(),
+        frontmatter: serde_json::json!({
+            "type": crate::recall::WORKING_TYPE,
+            "role": b.role,
+            "createdAt": b.created_at,
+            "expiresAt": b.expires_at,
+            "uses": b.uses + 1,
+        }),
+        body: b.text.clone(),
+        links: Vec::new(),
+        backlinks: Vec::new(),
+        trust: message_trust_label(b.role),
+        around: Vec::new(),
+    })
+}
+
 /// The label an agent sees for a fact or summary: its sources' lowest trust, as the derive
 /// path labelled it.
 fn derived_trust_label(d: &memoria_store::log::DerivedItem) -> &'static str {
@@ -280,6 +337,11 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
         if crate::said::is_derived_key(&id) {
             let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
             hits.extend(derived_hit(engine, &id, score, relevance, q)?);
+            continue;
+        }
+        if crate::said::is_working_key(&id) {
+            let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
+            hits.extend(working_hit(engine, &id, score, relevance, q)?);
             continue;
         }
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {
@@ -470,6 +532,9 @@ pub fn expand(engine: &mut Engine, reference: &str) -> Result<Expanded> {
     }
     if crate::said::is_derived_key(bare) {
         return expand_derived(engine, bare);
+    }
+    if crate::said::is_working_key(bare) {
+        return expand_working(engine, bare);
     }
     let (scope, row) = resolve_visible(engine, reference)?;
     let view = engine.show(reference, Some(&scope))?;

@@ -23,12 +23,36 @@ use crate::error::{Error, Result};
 use crate::recall::RecallDoc;
 use crate::vault::Engine;
 
-pub use memoria_store::log::{DerivedItem, is_derived_key, is_message_key, message_key};
+pub use memoria_store::log::{
+    DerivedItem, WorkingBlock, is_derived_key, is_message_key, is_working_key, message_key,
+};
 
-/// Whether `id` names something of the conversation log recall holds: a message, or a fact or
-/// summary derived from messages.
+/// Whether `id` names something of the conversation log recall holds: a message, a fact or
+/// summary derived from messages, or a block of working memory.
 pub fn is_said_key(id: &str) -> bool {
-    is_message_key(id) || is_derived_key(id)
+    is_message_key(id) || is_derived_key(id) || is_working_key(id)
+}
+
+/// The line a block of working memory is listed under: who wrote it and until when.
+pub fn working_heading(b: &WorkingBlock) -> String {
+    format!(
+        "working · {} · until {}",
+        if b.role == Role::User {
+            "you"
+        } else {
+            "an agent"
+        },
+        crate::backup::human_utc(b.expires_at)
+    )
+}
+
+/// A block of working memory as recall indexes it, trusted as its author is.
+pub fn working_doc(b: &WorkingBlock) -> RecallDoc {
+    let mut doc = RecallDoc::new(&b.scope, &b.key, &working_heading(b), &b.text);
+    doc.note_type = Some(crate::recall::WORKING_TYPE.to_owned());
+    doc.updated_at_ms = Some(b.created_at);
+    doc.trust = Some(trust_of_role(b.role));
+    doc.rehash()
 }
 
 /// The type recall gives a message's document.
@@ -185,6 +209,7 @@ pub fn rank_messages(
 pub struct LogState {
     pub messages: (i64, i64),
     pub derived: (i64, i64),
+    pub working: (i64, i64),
 }
 
 impl Engine {
@@ -228,6 +253,7 @@ impl Engine {
         Ok(Some(LogState {
             messages: log.state()?,
             derived: log.derived_state()?,
+            working: log.working_state()?,
         }))
     }
 
@@ -238,6 +264,17 @@ impl Engine {
             Some(d) if visible.contains(&d.scope) && !d.secret => Ok(d),
             _ => Err(Error::NotFound(format!(
                 "no fact or summary {key} in the conversations visible here"
+            ))),
+        }
+    }
+
+    /// A block of working memory this engine's scopes may see, not expired.
+    pub fn visible_working(&self, key: &str) -> Result<WorkingBlock> {
+        let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
+        match self.log()?.working_block(key)? {
+            Some(b) if visible.contains(&b.scope) && b.expires_at > self.now_ms() => Ok(b),
+            _ => Err(Error::NotFound(format!(
+                "no working memory {key} here (it may have expired)"
             ))),
         }
     }

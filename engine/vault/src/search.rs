@@ -210,10 +210,13 @@ impl Engine {
         if !memoria_store::log::log_path(self.home().root()).exists() {
             return Ok(Vec::new()); // no log: any message document goes
         }
-        let log = self.log()?;
+        let mut log = self.log()?;
+        // Working memory past its time goes first, from the log and so from recall.
+        log.expire_working(self.now_ms())?;
         let state = crate::said::LogState {
             messages: log.state()?,
             derived: log.derived_state()?,
+            working: log.working_state()?,
         };
         let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
         // What the last process to bring the log in saw, so a new process (each CLI command)
@@ -281,6 +284,22 @@ impl Engine {
         }
         for d in &items {
             push(crate::said::derived_doc(d), keep);
+        }
+
+        let held = in_recall(memoria_store::log::is_working_key);
+        let blocks = since(
+            seen.map(|s| s.working),
+            state.working,
+            &held,
+            |after| log.working_after(after),
+            || log.working_after(0),
+            |b| b.key.as_str(),
+        )?;
+        if blocks.len() as i64 != state.working.0 {
+            keep.extend(held.into_iter().cloned());
+        }
+        for b in &blocks {
+            push(crate::said::working_doc(b), keep);
         }
 
         if *seen != Some(state) {

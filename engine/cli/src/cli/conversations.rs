@@ -219,3 +219,90 @@ pub fn forget(g: &Globals, id: &str, scope: Option<&str>, purge: bool) -> Result
     );
     Ok(())
 }
+
+#[derive(Args, Debug)]
+pub struct WorkingArgs {
+    #[command(subcommand)]
+    command: Option<WorkingCommand>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum WorkingCommand {
+    /// Keep TEXT at hand (`-` reads standard input); recalled beside notes until it expires.
+    Add {
+        text: String,
+        /// Hours it lasts (1 to 720).
+        #[arg(long, value_name = "HOURS", default_value_t = memoria_engine::log::WORKING_TTL_HOURS)]
+        ttl: u32,
+        /// user, project or domain (default: the project's, else the user's).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Remove a block before it expires.
+    Rm {
+        /// The block's key (`wm:…`), as `memoria working` lists it.
+        key: String,
+    },
+}
+
+/// `working`: list, add or remove blocks of working memory.
+pub fn working(g: &Globals, a: &WorkingArgs) -> Result<()> {
+    use memoria_engine::api::working;
+    let engine = g.location.open()?;
+    match &a.command {
+        None => {
+            let all = working::list(&engine)?;
+            if g.json {
+                return print_json(&all);
+            }
+            if all.is_empty() {
+                outln!(
+                    "no working memory: `memoria working add TEXT` keeps something at hand for a day"
+                );
+            }
+            for b in all {
+                outln!(
+                    "{}  {}  until {}  used {}×  {}",
+                    b.key,
+                    b.scope,
+                    human_utc(b.expires_at),
+                    b.uses,
+                    b.text.lines().next().unwrap_or("")
+                );
+            }
+        }
+        Some(WorkingCommand::Add { text, ttl, scope }) => {
+            let text = if text == "-" {
+                let mut t = String::new();
+                std::io::stdin().read_to_string(&mut t)?;
+                t
+            } else {
+                text.clone()
+            };
+            let b = working::add(
+                &engine,
+                &text,
+                scope.as_deref(),
+                Some(*ttl),
+                memoria_engine::log::Role::User,
+            )?;
+            if g.json {
+                return print_json(&b);
+            }
+            outln!(
+                "kept {} in {} until {}",
+                b.key,
+                b.scope,
+                human_utc(b.expires_at)
+            );
+        }
+        Some(WorkingCommand::Rm { key }) => {
+            working::remove(&engine, key)?;
+            if g.json {
+                return print_json(&serde_json::json!({"removed": key}));
+            }
+            outln!("removed {key}");
+        }
+    }
+    Ok(())
+}
