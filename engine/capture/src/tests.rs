@@ -297,13 +297,12 @@ fn a_projects_conversations_stay_in_that_project() {
     let alpha = w.project("alpha");
     let beta = w.project("beta");
     let a = w.engine(Some(&alpha));
-    let text = line(
-        "design",
-        "1",
-        "user",
-        "Ana",
-        "the alpha launch codename is bluefin",
-    );
+    // Said in three conversations: messages, a fact each, and a fact ready for promotion.
+    let text = ["design", "standup", "retro"]
+        .iter()
+        .map(|c| line(c, "1", "user", "Ana", "my launch codename is bluefin"))
+        .collect::<Vec<_>>()
+        .join("\n");
     let r = capture(
         &a,
         format::parse_jsonl(&text).unwrap(),
@@ -311,8 +310,19 @@ fn a_projects_conversations_stay_in_that_project() {
     )
     .unwrap();
     assert!(r.scope.starts_with("project:"), "{}", r.scope);
+    assert_eq!(
+        crate::promote::candidates(&a, &a.visible_scopes())
+            .unwrap()
+            .len(),
+        1
+    );
     let mut b = w.engine(Some(&beta));
     assert!(found(&mut b, "launch codename bluefin").is_empty());
+    assert!(
+        crate::promote::candidates(&b, &b.visible_scopes())
+            .unwrap()
+            .is_empty()
+    );
     let mut user = w.engine(None);
     assert!(found(&mut user, "launch codename bluefin").is_empty());
     let mut a = w.engine(Some(&alpha));
