@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use memoria_engine::api::notes::{self, AddNote, EditNote, ForgetRequest, Forgotten, ListQuery};
 use memoria_engine::backup::human_utc;
@@ -131,20 +131,76 @@ pub struct EditArgs {
     tags: Option<String>,
     #[arg(long = "type", value_name = "TYPE")]
     note_type: Option<String>,
+    /// From 0 to 1: how much the note counts in recall (0.5 when never set).
+    #[arg(long, value_name = "0..1")]
+    importance: Option<f64>,
+    /// Edit the body in $VISUAL or $EDITOR (vi when neither is set), then save it.
+    #[arg(long, conflicts_with = "body")]
+    editor: bool,
     #[arg(long)]
     scope: Option<String>,
 }
 
+/// The body after a person edited it in their editor; `None` when they left it as it was.
+fn body_in_editor(g: &Globals, a: &EditArgs) -> Result<Option<String>> {
+    let engine = g.location.open()?;
+    let note = notes::show(&engine, &a.id, a.scope.as_deref())?;
+    if note.error.is_some() {
+        anyhow::bail!(
+            "note `{}` does not parse, so its body cannot be edited here: open {} in an editor and fix its frontmatter",
+            note.id,
+            note.path
+        );
+    }
+    let dir = tempfile::tempdir().context("making a folder for the edit")?;
+    let file = dir.path().join(format!("{}.md", note.id));
+    std::fs::write(&file, &note.body).context("writing the body to edit")?;
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".to_owned());
+    // The editor may carry arguments (`code --wait`): run it through the shell, the file last.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&file)
+        .status()
+        .with_context(|| format!("starting the editor `{editor}`"))?;
+    if !status.success() {
+        anyhow::bail!("the editor `{editor}` exited with {status}: nothing was changed");
+    }
+    let edited = std::fs::read_to_string(&file).context("reading the edited body back")?;
+    Ok((edited != note.body).then_some(edited))
+}
+
 pub fn edit(g: &Globals, a: &EditArgs) -> Result<()> {
+    let body = if a.editor {
+        match body_in_editor(g, a)? {
+            Some(b) => Some(b),
+            None if a.summary.is_none()
+                && a.tags.is_none()
+                && a.note_type.is_none()
+                && a.importance.is_none() =>
+            {
+                outln!("the body was left as it was: nothing changed");
+                return Ok(());
+            }
+            None => None,
+        }
+    } else {
+        read_body(a.body.as_deref())?
+    };
     let edit = EditNote {
         summary: a.summary.clone(),
-        body: read_body(a.body.as_deref())?,
+        body,
         tags: a
             .tags
             .as_deref()
             .map(|t| t.split(',').map(String::from).collect()),
         note_type: a.note_type.clone(),
-        importance: None,
+        importance: a.importance,
     };
     let written = notes::edit(&mut g.location.open()?, &a.id, a.scope.as_deref(), edit)?;
     if g.json {

@@ -1031,3 +1031,57 @@ fn doctor_exits_1_when_it_found_a_problem() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], false);
 }
+
+#[test]
+fn edit_takes_an_importance_and_a_body_from_the_persons_editor() {
+    let m = Memoria::new();
+    m.ok(&[
+        "add",
+        "--id",
+        "deploys",
+        "--summary",
+        "Deploys",
+        "--body",
+        "We deploy on Tuesdays.",
+    ]);
+    m.ok(&["edit", "deploys", "--importance", "0.9"]);
+    assert_eq!(m.json(&["show", "deploys"])["importance"], 0.9);
+    let out = m.run(&["edit", "deploys", "--importance", "3"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("between 0 and 1"));
+    // The editor, with its own arguments, edits the body in a file.
+    let out = m
+        .command()
+        .env("VISUAL", "sed -i s/Tuesdays/Wednesdays/")
+        .args(["edit", "deploys", "--editor"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        m.json(&["show", "deploys"])["body"],
+        "We deploy on Wednesdays.\n"
+    );
+    // Left as it was: nothing is written.
+    let before = m.json(&["show", "deploys"])["hash"].clone();
+    let out = m
+        .command()
+        .env("VISUAL", "true")
+        .args(["edit", "deploys", "--editor"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing changed"));
+    assert_eq!(m.json(&["show", "deploys"])["hash"], before);
+    // An editor that fails changes nothing and says so.
+    let out = m
+        .command()
+        .env("VISUAL", "false")
+        .args(["edit", "deploys", "--editor"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was changed"));
+}
