@@ -271,6 +271,14 @@ pub struct NoteDetail {
     pub importance: Option<f64>,
     /// Why the file does not parse, when it does not (the body is then the whole file).
     pub error: Option<String>,
+    /// `consolidated` or `archived` when the note is not a working note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Why no agent, search or sync sees it, and whose mark that is: the `contains-secrets`
+    /// tag written in the file (the person's to remove), or the credential guard's match
+    /// (gone when the text is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<String>,
     /// The notes this one links to, as written.
     pub links: Vec<String>,
     /// The visible notes that link to this one.
@@ -283,7 +291,10 @@ pub fn show(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteDetail
     let scope = scope_arg(engine, scope)?;
     let view = engine.show(id, scope.as_ref())?;
     let ix = view.indexed;
+    let held_back = held_back(view.note.as_ref(), &ix);
     Ok(NoteDetail {
+        status: ix.status.clone(),
+        held_back,
         scope: view.scope.key(),
         links: view.note.as_ref().map(|n| n.links()).unwrap_or_default(),
         backlinks: view.backlinks.iter().map(NoteRef::from_pair).collect(),
@@ -299,6 +310,37 @@ pub fn show(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteDetail
         trust: ix.trust,
         importance: ix.importance,
         error: ix.error,
+    })
+}
+
+/// Why a note holding a secret is held back, and whose mark it is.
+fn held_back(
+    note: Option<&memoria_shared::Note>,
+    ix: &crate::index::IndexedNote,
+) -> Option<String> {
+    use crate::guard::SECRETS_TAG;
+    if !ix.tags.iter().any(|t| t == SECRETS_TAG) {
+        return None;
+    }
+    let tagged = note.is_some_and(|n| n.tags.iter().any(|t| t == SECRETS_TAG));
+    let matched = note.and_then(|n| crate::guard::scan(&n.serialize()));
+    Some(match (tagged, matched) {
+        (true, Some(f)) => format!(
+            "held back: the file is tagged `{SECRETS_TAG}` and the credential guard matches it (rule `{}`, line {}); take the secret out, then remove the tag",
+            f.rule, f.line
+        ),
+        (true, None) => format!(
+            "held back: the file is tagged `{SECRETS_TAG}`; the credential guard no longer matches it, so remove the tag (`memoria edit {} --tags …` without it) if it holds no secret",
+            ix.id
+        ),
+        (false, Some(f)) => format!(
+            "held back: the credential guard matches it (rule `{}`, line {}); it comes back once that text is gone",
+            f.rule, f.line
+        ),
+        (false, None) => {
+            "held back: the credential guard matches its file; it comes back once that text is gone"
+                .to_owned()
+        }
     })
 }
 

@@ -59,6 +59,8 @@ fn note_dtos_are_camel_case_and_round_trip() {
             trust: Some("owner".into()),
             importance: None,
             error: None,
+            status: None,
+            held_back: None,
             links: vec!["milk".into()],
             backlinks: vec![NoteRef {
                 scope: "user".into(),

@@ -102,6 +102,15 @@ pub fn show(g: &Globals, a: &ShowArgs) -> Result<()> {
     if let Some(t) = n.updated_at {
         outln!("updated:  {}", human_utc(t));
     }
+    if let Some(s) = &n.status {
+        outln!("status:   {s}");
+    }
+    if let Some(t) = n.trust.as_deref().filter(|t| *t != "owner") {
+        outln!("trust:    {t}");
+    }
+    if let Some(h) = &n.held_back {
+        outln!("{h}");
+    }
     outln!("path:     {}", n.path);
     if !n.backlinks.is_empty() {
         let b: Vec<&str> = n.backlinks.iter().map(|r| r.id.as_str()).collect();
@@ -243,7 +252,17 @@ pub fn list(g: &Globals, a: &ListArgs) -> Result<()> {
                 ty,
                 r.rel_path
             ),
-            None => outln!("{:<10} {:<32} {:<10} {}", r.scope, r.id, ty, r.summary),
+            None => outln!(
+                "{:<10} {:<32} {:<10} {}{}",
+                r.scope,
+                r.id,
+                ty,
+                r.summary,
+                r.status
+                    .as_deref()
+                    .map(|s| format!("  ({s})"))
+                    .unwrap_or_default()
+            ),
         }
     }
     Ok(())

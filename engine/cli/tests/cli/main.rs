@@ -1085,3 +1085,50 @@ fn edit_takes_an_importance_and_a_body_from_the_persons_editor() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was changed"));
 }
+
+#[test]
+fn an_imported_secret_is_cleaned_up_with_each_step_named() {
+    let m = Memoria::new();
+    let src = m.home.parent().unwrap().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("prod.md"),
+        "Prod DB: postgres://admin:s3cretPass@db.example.com/prod\n\nThe prod database notes.\n",
+    )
+    .unwrap();
+    m.ok(&["import", src.to_str().unwrap()]);
+    // No list prints the secret: the summary made of it is named by its rule.
+    let listed = m.ok(&["list"]);
+    assert!(!listed.contains("s3cretPass"), "{listed}");
+    assert!(listed.contains("held back"), "{listed}");
+    // Fixing the body alone is refused, and the hint names the summary's flag.
+    let out = m.run(&["edit", "prod", "--body", "Credentials are in the vault."]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--summary"), "{err}");
+    m.ok(&[
+        "edit",
+        "prod",
+        "--summary",
+        "Prod DB credentials are in the vault",
+        "--body",
+        "Credentials are in vault path secret/prod/db.",
+    ]);
+    // The tag the import wrote is in the file: show says so and how to remove it.
+    let shown = m.ok(&["show", "prod"]);
+    assert!(
+        shown.contains("no longer matches") && shown.contains("--tags"),
+        "{shown}"
+    );
+    let found = |m: &Memoria| -> bool {
+        m.json(&["search", "prod database credentials"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["id"] == "prod")
+    };
+    assert!(!found(&m), "still held back while tagged");
+    m.ok(&["edit", "prod", "--tags", "source:markdown"]);
+    assert!(!m.ok(&["show", "prod"]).contains("held back"));
+    assert!(found(&m), "found once the tag is gone");
+}
