@@ -129,6 +129,7 @@ pub fn edit(engine: &mut Engine, id: &str, scope: Option<&str>, edit: EditNote) 
             "nothing to change: give a new summary, body, tags, type or importance".into(),
         ));
     }
+    let id = &complete_id(engine, id, scope)?;
     let scope = scope_arg(engine, scope)?;
     let change = NoteEdit {
         summary: edit.summary,
@@ -210,6 +211,35 @@ pub fn list(engine: &Engine, q: &ListQuery) -> Result<Vec<NoteRow>> {
     Ok(rows.into_iter().map(NoteRow::from).collect())
 }
 
+/// The id a person means: `id` itself when a visible note has it, else the one visible note
+/// whose id starts with it (`deploys` for `deploys-go-out-on-tuesdays`). Several such notes
+/// are refused with their ids, so nothing is guessed.
+pub fn complete_id(engine: &Engine, id: &str, scope: Option<&str>) -> Result<String> {
+    let scoped = scope_arg(engine, scope)?;
+    match engine.resolve(id, scoped.as_ref()) {
+        Err(Error::NotFound(missing)) if !id.contains(['/', ':']) => {
+            let mut ids: Vec<String> = engine
+                .list(scoped.as_ref(), None, None)?
+                .into_iter()
+                .map(|r| r.id)
+                .filter(|i| i.starts_with(id))
+                .collect();
+            ids.sort();
+            ids.dedup();
+            match ids.as_slice() {
+                [] => Err(Error::NotFound(missing)),
+                [one] => Ok(one.clone()),
+                several => Err(Error::Invalid(format!(
+                    "`{id}` starts several notes' ids ({}): give more of the id",
+                    several.join(", ")
+                ))),
+            }
+        }
+        Err(e) => Err(e),
+        Ok(_) => Ok(id.to_owned()),
+    }
+}
+
 /// One note's row, found by id as [`show`] finds it (`scope` narrows it), without its text;
 /// counts no access.
 pub fn row(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteRow> {
@@ -288,6 +318,7 @@ pub struct NoteDetail {
 
 /// A note with its text and backlinks; counts one access on this machine.
 pub fn show(engine: &Engine, id: &str, scope: Option<&str>) -> Result<NoteDetail> {
+    let id = &complete_id(engine, id, scope)?;
     let scope = scope_arg(engine, scope)?;
     let view = engine.show(id, scope.as_ref())?;
     let ix = view.indexed;

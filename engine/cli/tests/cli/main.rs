@@ -1132,3 +1132,45 @@ fn an_imported_secret_is_cleaned_up_with_each_step_named() {
     assert!(!m.ok(&["show", "prod"]).contains("held back"));
     assert!(found(&m), "found once the tag is gone");
 }
+
+#[test]
+fn show_and_edit_take_an_unambiguous_start_of_an_id() {
+    let m = Memoria::new();
+    m.ok(&[
+        "add",
+        "--id",
+        "deploys-go-out-on-tuesdays",
+        "--summary",
+        "Deploy day",
+        "--body",
+        "x",
+    ]);
+    m.ok(&[
+        "add",
+        "--id",
+        "deps-audit",
+        "--summary",
+        "Deps audit",
+        "--body",
+        "y",
+    ]);
+    assert_eq!(
+        m.json(&["show", "deploys"])["id"],
+        "deploys-go-out-on-tuesdays"
+    );
+    m.ok(&["edit", "deps", "--tags", "audit"]);
+    assert_eq!(
+        m.json(&["show", "deps-audit"])["tags"],
+        serde_json::json!(["audit"])
+    );
+    let out = m.run(&["show", "dep"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("deploys-go-out-on-tuesdays") && err.contains("deps-audit"),
+        "several are named, none guessed: {err}"
+    );
+    // Forgetting is never done by a start of an id.
+    assert!(!m.run(&["forget", "deps", "--confirm"]).status.success());
+    assert_eq!(m.json(&["show", "deps-audit"])["id"], "deps-audit");
+}
