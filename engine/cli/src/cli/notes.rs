@@ -235,26 +235,42 @@ pub fn list(g: &Globals, a: &ListArgs) -> Result<()> {
         note_type: a.note_type.clone(),
         tag: a.tag.clone(),
     };
-    let rows = notes::list(&g.location.open()?, &q)?;
+    let engine = g.location.open()?;
+    let rows = notes::list(&engine, &q)?;
     if g.json {
         return print_json(&rows);
     }
     if rows.is_empty() {
         outln!("no notes");
     }
+    // A project's scope key is a long hash: the list names the project by its folder.
+    let project = engine.project().map(|p| {
+        let name = p
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "project".into());
+        (p.scope().key(), format!("{name}/"))
+    });
+    let shown = |scope: &str| -> String {
+        match &project {
+            Some((key, name)) if key == scope => name.clone(),
+            _ => scope.to_owned(),
+        }
+    };
     for r in &rows {
         let ty = r.note_type.as_deref().unwrap_or("-");
         match &r.error {
             Some(e) => outln!(
                 "{:<10} {:<32} {:<10} ! {} — {e}",
-                r.scope,
+                shown(&r.scope),
                 r.id,
                 ty,
                 r.rel_path
             ),
             None => outln!(
                 "{:<10} {:<32} {:<10} {}{}",
-                r.scope,
+                shown(&r.scope),
                 r.id,
                 ty,
                 r.summary,
