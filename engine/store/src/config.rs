@@ -70,6 +70,8 @@ enum Kind {
     Fraction,
     /// On or off: `true`/`false` (also `on`/`off`, `yes`/`no`, `1`/`0`).
     Switch,
+    /// A whole number up to 10,000,000; 0 turns the limit off.
+    Limit,
 }
 
 /// A setting Memoria knows.
@@ -83,7 +85,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are listed.
-pub const SETTINGS: [Setting; 6] = [
+pub const SETTINGS: [Setting; 10] = [
     Setting {
         key: "model.url",
         about: "OpenAI-compatible endpoint that drafts merges (…/v1/chat/completions); unset: no model",
@@ -119,6 +121,30 @@ pub const SETTINGS: [Setting; 6] = [
         about: "capture agents' conversations automatically (the Claude Code hook, MCP's memory_log); a capture asked for by name still runs when off",
         default: Some("true"),
         kind: Kind::Switch,
+    },
+    Setting {
+        key: "backups.maxAgeDays",
+        about: "backups older than this many days are removed (0: kept however old)",
+        default: Some("90"),
+        kind: Kind::Limit,
+    },
+    Setting {
+        key: "backups.maxTotalMb",
+        about: "when all backups together are larger than this many MiB, the oldest go (0: no limit)",
+        default: Some("512"),
+        kind: Kind::Limit,
+    },
+    Setting {
+        key: "conversations.maxAgeDays",
+        about: "captured messages older than this many days are removed with what was derived from them (0: kept however old)",
+        default: Some("0"),
+        kind: Kind::Limit,
+    },
+    Setting {
+        key: "conversations.maxTotalMb",
+        about: "when the captured texts are larger than this many MiB, the oldest messages go (0: no limit)",
+        default: Some("0"),
+        kind: Kind::Limit,
     },
 ];
 
@@ -182,6 +208,7 @@ fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
         Kind::Days => v.parse::<u32>().is_ok_and(|d| (1..=36_500).contains(&d)),
         Kind::Fraction => v.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0),
         Kind::Switch => switch(v).is_some(),
+        Kind::Limit => v.parse::<u32>().is_ok_and(|n| n <= 10_000_000),
     };
     if ok {
         return Ok(match s.kind {
@@ -195,6 +222,7 @@ fn check(s: &Setting, value: &str, from: &str) -> Result<String> {
         Kind::Days => "a whole number of days from 1 to 36500",
         Kind::Fraction => "a number between 0 and 1, such as 0.1",
         Kind::Switch => "true or false",
+        Kind::Limit => "a whole number from 0 (no limit) to 10000000",
     };
     Err(Error::Config(format!(
         "{from} {value:?} is not usable for {}: give {want}",
@@ -311,6 +339,7 @@ pub fn set(home: &Home, key: &str, value: Option<&str>) -> Result<ConfigValue> {
                 Kind::Days => Value::from(v.parse::<u32>().expect("checked")),
                 Kind::Fraction => Value::from(v.parse::<f64>().expect("checked")),
                 Kind::Switch => Value::from(v == "true"),
+                Kind::Limit => Value::from(v.parse::<u32>().expect("checked")),
                 _ => Value::String(v),
             };
             at.insert(last.to_string(), json);
@@ -458,5 +487,19 @@ mod tests {
         let e = set(&home, CAPTURE_KEY, Some("maybe")).unwrap_err();
         assert_eq!(e.code(), crate::ErrorCode::Config);
         assert!(e.to_string().contains("true or false"), "{e}");
+    }
+
+    #[test]
+    fn the_limits_backups_and_conversations_name_are_settings_their_policies_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::resolve(Some(tmp.path())).unwrap();
+        set(&home, "backups.maxAgeDays", Some("30")).unwrap();
+        set(&home, "conversations.maxTotalMb", Some("0")).unwrap();
+        set(&home, "conversations.maxAgeDays", Some("365")).unwrap();
+        let backups = crate::backup::BackupPolicy::load(tmp.path()).unwrap();
+        assert_eq!((backups.max_age_days, backups.max_total_mb), (30, 512));
+        let log = crate::log::LogPolicy::load(tmp.path()).unwrap();
+        assert_eq!((log.max_age_days, log.max_total_mb), (365, 0));
+        assert!(set(&home, "backups.maxTotalMb", Some("lots")).is_err());
     }
 }
