@@ -25,7 +25,7 @@ pub fn list(g: &Globals, a: &BackupsArgs) -> Result<()> {
     }
     let policy = backups::policy(&engine);
     outln!(
-        "backups are kept {} days and {} MiB in all (0: no limit; set in config.json or MEMORIA_BACKUPS__MAX_AGE_DAYS / __MAX_TOTAL_MB)",
+        "backups are kept {} days and {} MiB in all (0: no limit; change with `memoria config set backups.maxAgeDays DAYS` or `backups.maxTotalMb MIB`)",
         policy.max_age_days,
         policy.max_total_mb
     );
