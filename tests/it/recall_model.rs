@@ -381,3 +381,43 @@ fn relevance_is_low_for_nonsense_and_keeps_answers_across_languages() {
         }
     }
 }
+
+/// With the real model, the recall block an agent turn gets shows a captured message as the
+/// passage around what was asked (at most 280 characters), and lists no message in its index
+/// of durable notes.
+#[test]
+fn the_recall_block_shows_a_long_message_as_the_passage_around_the_match() {
+    let model = test_model_dir();
+    let home = tempfile::tempdir().unwrap();
+    let memoria = |args: &[&str]| run_memoria(home.path(), &[], args);
+    memoria(&[
+        "add",
+        "--summary",
+        "Release checklist",
+        "--body",
+        "Tag, build, publish.",
+    ]);
+    let long = format!(
+        "{} the rollback is kubectl rollout undo on the quokkablue cluster {}",
+        "warming up ".repeat(40),
+        "and more afterwards ".repeat(40)
+    );
+    let line = serde_json::json!({"conversation": "ops", "id": "1", "role": "user",
+        "speaker": "Ana", "time": "2026-11-01T10:00:00Z", "text": long});
+    let file = home.path().join("ops.jsonl");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    memoria(&["capture", file.to_str().unwrap()]);
+    let block = memoria(&[
+        "--model-dir",
+        model.to_str().unwrap(),
+        "recall",
+        "how do I roll back the quokkablue cluster?",
+    ]);
+    assert!(block.contains("kubectl rollout undo"), "{block}");
+    assert!(block.contains("## Memory index (1 note)"), "{block}");
+    let shown = block
+        .lines()
+        .find(|l| l.contains("kubectl rollout undo"))
+        .unwrap();
+    assert!(shown.chars().count() <= 290, "a passage: {shown}");
+}

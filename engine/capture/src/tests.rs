@@ -820,3 +820,40 @@ fn a_fact_stated_in_three_conversations_is_proposed_and_promoted_through_the_der
     );
     assert!(crate::promote::promote(&mut e, &c.key).is_err());
 }
+
+#[test]
+fn the_recall_block_indexes_notes_only() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    e.add(NewNote {
+        summary: "Release checklist".into(),
+        body: "Tag, build, publish the release notes.".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let long = format!(
+        "{} the rollback is kubectl rollout undo on the quokkablue cluster {}",
+        "warming up ".repeat(40),
+        "and more afterwards ".repeat(40)
+    );
+    capture_lines(
+        &e,
+        &[
+            said_at("ops", "1", "user", "Ana", 5, &long),
+            said_at("ops", "2", "user", "Ana", 5, "my pager number is 4471"),
+        ],
+    );
+    let block = e
+        .recall_block("how do I roll back the quokkablue cluster?", None, None)
+        .unwrap();
+    assert!(
+        block.text.contains("## Memory index (1 note)"),
+        "messages and facts are not durable notes: {}",
+        block.text
+    );
+    assert!(
+        !block.text.contains(&"warming up ".repeat(30)),
+        "never the whole long message: {}",
+        block.text
+    );
+}

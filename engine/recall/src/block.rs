@@ -132,6 +132,36 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
+/// Longest passage of a message (or of what was derived from one) a block shows.
+pub const PASSAGE_CHARS: usize = 280;
+
+/// Up to `chars` characters of `text` around the first word of `query` it holds (from its
+/// start when it holds none), marked `…` where cut.
+pub fn passage(text: &str, query: &str, chars: usize) -> String {
+    let lower = text.to_lowercase();
+    // Lowercasing can change byte lengths; the match is only used when it lines up.
+    let at = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .filter_map(|w| lower.find(&w.to_lowercase()))
+        .min()
+        .filter(|_| lower.len() == text.len())
+        .unwrap_or(0);
+    let total = text.chars().count();
+    if total <= chars {
+        return text.to_owned();
+    }
+    let at_char = text[..at].chars().count();
+    let start = at_char.saturating_sub(chars / 3).min(total - chars);
+    let kept: String = text.chars().skip(start).take(chars).collect();
+    format!(
+        "{}{}{}",
+        if start > 0 { "…" } else { "" },
+        kept.trim(),
+        if start + chars < total { "…" } else { "" }
+    )
+}
+
 fn durable_order(m: &DocMeta) -> (u8, i64) {
     let kind = match m.note_type.as_deref() {
         Some("user") => 0,
@@ -281,7 +311,13 @@ impl RecallIndex {
     /// Builds the recall block for `message`.
     pub fn recall_block(&self, message: &str, opts: &RecallOptions) -> Result<RecallBlock, Error> {
         let budget = budget_for(opts);
-        let mut durable = self.visible_meta(opts.visible_scopes.as_deref());
+        // The index lists durable notes only: what was said, what was derived from it and
+        // working memory (whose ids hold a `:`, which no note id can) come as results.
+        let mut durable: Vec<DocMeta> = self
+            .visible_meta(opts.visible_scopes.as_deref())
+            .into_iter()
+            .filter(|m| !m.id.contains(':'))
+            .collect();
         durable.sort_by_key(durable_order);
         let hits: Vec<Hit> = match self.search(
             message,
@@ -330,7 +366,13 @@ impl RecallIndex {
         let mut full = Vec::new();
         for h in relevant.iter().take(FULL_TEXT) {
             if let Some(d) = self.get(&h.scope, &h.id)? {
-                full.push((vault_ref(&h.scope, &h.id), d.body));
+                // What was said is shown as the passage around the match, as a search shows it.
+                let text = if h.id.contains(':') {
+                    passage(&d.body, message, PASSAGE_CHARS)
+                } else {
+                    d.body
+                };
+                full.push((vault_ref(&h.scope, &h.id), text));
             }
         }
         let (text, not_shown, shown_index, shown_results) =
@@ -360,6 +402,23 @@ impl RecallIndex {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_passage_is_at_most_its_length_around_the_first_word_asked_for() {
+        let text = format!(
+            "{} the rollback command is kubectl rollout undo {}",
+            "a".repeat(400),
+            "b".repeat(400)
+        );
+        let p = passage(&text, "how do I roll back? rollback", 280);
+        assert!(p.contains("rollback command"), "{p}");
+        assert!(p.chars().count() <= 282, "{}", p.chars().count());
+        assert!(p.starts_with('…') && p.ends_with('…'), "{p}");
+        assert_eq!(passage("short text", "anything", 280), "short text");
+        let p = passage(&"é".repeat(600), "zzz", 280);
+        assert!(p.starts_with('é') && p.ends_with('…'));
+    }
+
     use super::*;
 
     fn idx(n: usize) -> Vec<(String, String)> {
