@@ -423,6 +423,63 @@ def test_a_captured_conversation_is_read_and_forgotten_in_the_app(home, launch):
     app.shot("conversation-forgotten")
 
 
+def test_a_fact_said_in_three_conversations_is_promoted_into_a_note_in_the_app(home, launch):
+    # Ana states her team's name in three conversations, and Marta (someone other than the
+    # person) her favorite book: both facts are ready to become notes, Marta's as a peer's.
+    days = ["2024-05-06", "2024-05-08", "2024-05-10"]
+    for n, (conversation, day) in enumerate(zip(["standup", "retro", "planning"], days)):
+        transcript = home.path.parent / f"{conversation}.jsonl"
+        transcript.write_text(
+            json.dumps({"conversation": conversation, "id": "1", "role": "user", "speaker": "Ana",
+                        "time": f"{day}T09:00:00Z", "text": "my team name is Heron"}) + "\n"
+            + json.dumps({"conversation": conversation, "id": "2", "role": "other", "speaker": "Marta",
+                          "time": f"{day}T09:01:00Z", "text": "my favorite book is Dune"}) + "\n")
+        report = home.cli("capture", str(transcript), "--conversation", conversation)
+        assert report["added"] == 2, (n, report)
+    ready = {p["text"]: p for p in home.cli("review", "promote")}
+    assert sorted(ready) == ["Ana's team name is Heron", "Marta's favorite book is Dune"], ready
+    assert (ready["Ana's team name is Heron"]["trust"], ready["Marta's favorite book is Dune"]["trust"]) \
+        == (None, "peer"), ready
+    assert home.cli("list") == []
+
+    app = launch(home)
+    app.click("nav-review")
+    app.wait_text("promotion", "Ana's team name is Heron")
+    items = app.text_of("promotion")
+    heron = next(t for t in items if "Heron" in t)
+    assert "3 conversations" in heron and "your own words" in heron, heron
+    app.wait_text("promotion-trust", "from other people (peer)")
+    app.wait_text("promotion-why", "Someone other than you stated it")
+    assert len(items) == 2, items
+    assert_styled(app)
+    app.shot("review-ready-to-become-notes")
+
+    item = app.wait_text("promotion", "Ana's team name is Heron")
+    item.find_element(By.CSS_SELECTOR, "[data-testid='promotion-promote']").click()
+    app.wait_text("promotion-confirm", "from the 3 messages that stated it")
+    app.wait_text("promotion-confirm", "Its trust: yours")
+    app.shot("confirm-promote")
+    # Nothing is written before the confirmation.
+    assert home.cli("list") == []
+    app.click("confirm-ok")
+    app.wait_text("toast", "Wrote the note “Ana's team name is Heron”")
+    app.wait_text("promotion-done", "Wrote the note “Ana's team name is Heron”")
+    app.wait(lambda: ["Heron" in t for t in app.text_of("promotion")] == [False],
+             "the promoted fact left the list; Marta's stays")
+    app.shot("promoted")
+
+    listed = home.cli("list")
+    assert [n["summary"] for n in listed] == ["Ana's team name is Heron"], listed
+    note = home.cli("show", listed[0]["id"])
+    assert "Stated in 3 conversations" in note["body"], note
+    assert [p["text"] for p in home.cli("review", "promote")] == ["Marta's favorite book is Dune"]
+
+    app.click("promotion-open")
+    app.wait(lambda: app.one("note-summary").get_attribute("value") == "Ana's team name is Heron",
+             "the link opens the promoted note")
+    app.shot("promoted-note")
+
+
 def test_conversation_capture_turned_off_in_settings_keeps_the_hook_from_capturing(home, launch):
     app = launch(home)
     app.click("nav-overview")

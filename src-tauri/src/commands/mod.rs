@@ -47,6 +47,8 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         review::consolidation_last,
         review::consolidation_preview,
         review::consolidation_apply,
+        review::review_promotions,
+        review::review_promote,
         import::import_folder,
         settings::get_settings,
         settings::set_settings,

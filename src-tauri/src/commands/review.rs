@@ -1,11 +1,13 @@
 //! The Review page (待整理): the review queue, dismissing a finding, and merging the notes of a
 //! same-topic finding — a plan with its draft, then an apply of the text the person settled
-//! on; and consolidation — the last pass, a preview of one now, and its apply. The shapes are
-//! the API's (`Finding`, `MergePlan`, `Merged`, `Dismissed`, `LastConsolidation`,
-//! `ConsolidationPlan`, `Consolidation`).
+//! on; consolidation — the last pass, a preview of one now, and its apply; and the facts said
+//! in enough captured conversations to become notes, and their promotion. The shapes are the
+//! API's (`Finding`, `MergePlan`, `Merged`, `Dismissed`, `LastConsolidation`,
+//! `ConsolidationPlan`, `Consolidation`, `Promotion`, `Promoted`).
 
 use memoria_engine::Engine;
 use memoria_engine::api;
+use memoria_engine::api::conversations::{self, Promoted, Promotion};
 use memoria_engine::api::hygiene::{
     self, ConsolidateQuery, Consolidation, ConsolidationPlan, Dismissed, DraftKind,
     LastConsolidation, MergeChoice, MergePlan, Merged, Review, ReviewQuery,
@@ -86,6 +88,19 @@ pub fn consolidation_status(engine: &Engine) -> Result<ConsolidationStatus, UiEr
     })
 }
 
+/// The facts ready to become notes: still current, stated in several captured conversations of
+/// a visible scope, never promoted before; the most stated first.
+pub fn promotions(engine: &Engine) -> Result<Vec<Promotion>, UiError> {
+    Ok(conversations::promotions(engine)?)
+}
+
+/// Writes the fact `key` names into a note of its scope through the derive path: as trusted
+/// as the least trusted message that stated it, naming them all. `not_found` once it is no
+/// longer ready (replaced, promoted already, forgotten with its conversations).
+pub fn promote(engine: &mut Engine, key: &str) -> Result<Promoted, UiError> {
+    Ok(conversations::promote(engine, key)?)
+}
+
 #[tauri::command]
 pub async fn review_queue(shell: State<'_, Shell>) -> Result<ReviewQueue, UiError> {
     shell.read(queue).await
@@ -150,9 +165,20 @@ pub async fn consolidation_apply(
         .await
 }
 
+#[tauri::command]
+pub async fn review_promotions(shell: State<'_, Shell>) -> Result<Vec<Promotion>, UiError> {
+    shell.read(promotions).await
+}
+
+#[tauri::command]
+pub async fn review_promote(shell: State<'_, Shell>, key: String) -> Result<Promoted, UiError> {
+    shell.call(move |e| promote(e, &key)).await
+}
+
 #[cfg(test)]
 mod tests {
     use memoria_engine::api::backups;
+    use memoria_engine::api::conversations::CaptureRequest;
     use memoria_engine::{NewNote, OpenOptions};
 
     use super::*;
@@ -275,5 +301,57 @@ mod tests {
         assert_eq!(sources, want);
         assert_eq!(status["last"]["daily"], false);
         assert!(status["nextDueAt"].is_number());
+    }
+
+    #[test]
+    fn a_fact_said_in_three_conversations_is_listed_promoted_once_and_then_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut engine = engine(&tmp);
+        assert_eq!(promotions(&engine).unwrap(), []);
+        for (n, conversation) in ["monday", "wednesday", "friday"].iter().enumerate() {
+            let line = serde_json::json!({
+                "conversation": conversation, "id": "1", "role": "user", "speaker": "Ana",
+                "time": format!("2024-05-{:02}T09:00:00Z", 6 + 2 * n),
+                "text": "my team name is Heron",
+            });
+            let report = conversations::capture_text(
+                &engine,
+                &format!("{line}\n"),
+                &CaptureRequest::default(),
+            )
+            .unwrap();
+            assert_eq!(report.added, 1);
+        }
+        let ready = promotions(&engine).unwrap();
+        assert_eq!(ready.len(), 1, "{ready:?}");
+        let json = serde_json::to_value(&ready[0]).unwrap();
+        assert_eq!(json["text"], "Ana's team name is Heron", "{json}");
+        assert_eq!(json["scope"], "user");
+        assert_eq!(
+            json["conversations"],
+            serde_json::json!(["monday", "wednesday", "friday"])
+        );
+        assert_eq!(json["sources"].as_array().unwrap().len(), 3);
+        assert!(json["firstAt"].as_i64() < json["lastAt"].as_i64(), "{json}");
+        // The person's own words: the note gets full trust.
+        assert_eq!(json["trust"], serde_json::Value::Null);
+
+        let key = ready[0].key.clone();
+        let done = serde_json::to_value(promote(&mut engine, &key).unwrap()).unwrap();
+        assert_eq!(
+            (&done["scope"], &done["summary"], &done["sources"]),
+            (
+                &serde_json::json!("user"),
+                &serde_json::json!("Ana's team name is Heron"),
+                &serde_json::json!(3)
+            ),
+            "{done}"
+        );
+        let id = done["id"].as_str().unwrap();
+        let (_, row) = engine.resolve(id, None).unwrap();
+        assert_eq!(row.summary, "Ana's team name is Heron");
+        assert_eq!(promotions(&engine).unwrap(), []);
+        let again = promote(&mut engine, &key).unwrap_err();
+        assert_eq!(again.code, "not_found", "{again:?}");
     }
 }

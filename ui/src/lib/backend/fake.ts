@@ -31,6 +31,8 @@ import type {
   NoteRow,
   NoteType,
   Overview,
+  Promoted,
+  Promotion,
   ReplacedBy,
   Resolution,
   ReviewQueue,
@@ -83,6 +85,8 @@ export interface FakeSeed {
   lastConsolidation?: LastConsolidation | null;
   /** Conversations in the raw log. */
   conversations?: FakeConversation[];
+  /** Facts ready to become notes (the engine finds them in the log; the fake is told). */
+  promotions?: Promotion[];
 }
 
 /** A conversation of the fake's raw log: its row, its messages and what was drawn out of it. */
@@ -107,6 +111,8 @@ export interface FakeBackend extends Backend {
   conflicts: Conflict[];
   /** The raw log's conversations (tests capture "from another process" by pushing one). */
   conversations: FakeConversation[];
+  /** The facts ready to become notes (tests change them "from another process"). */
+  promotions: Promotion[];
 }
 
 const DAY = 86_400_000;
@@ -257,6 +263,37 @@ export function reviewNotes(now = Date.now()): FakeNote[] {
   ];
 }
 
+/** A fact Ana keeps telling her agents and one a colleague said (a `peer` note): the Review
+ * page's "Ready to become notes" demo and test data. */
+export function demoPromotions(now = Date.now()): Promotion[] {
+  const fact = (
+    key: string,
+    subject: string,
+    attribute: string,
+    value: string,
+    text: string,
+    conversations: string[],
+    firstDaysAgo: number,
+    trust: Trust | null,
+  ): Promotion => ({
+    key,
+    scope: 'user',
+    subject,
+    attribute,
+    value,
+    text,
+    conversations,
+    sources: conversations.map((c) => `msg:${digest(`user\u0000${c}\u00001`)}`),
+    firstAt: now - firstDaysAgo * DAY,
+    lastAt: now - DAY,
+    trust,
+  });
+  return [
+    fact('fact:team-heron', 'Ana', 'team name', 'Heron', "Ana's team name is Heron", ['standup-monday', 'retro-wednesday', 'planning-friday'], 9, null),
+    fact('fact:marta-book', 'Marta', 'favorite book', 'Dune', "Marta's favorite book is Dune", ['book-club-1', 'book-club-2', 'book-club-3'], 30, 'peer'),
+  ];
+}
+
 /** A fake with the demo data (the browser dev mode). */
 export function demoBackend(settings: Partial<Settings> = {}): FakeBackend {
   return createFakeBackend({
@@ -265,6 +302,7 @@ export function demoBackend(settings: Partial<Settings> = {}): FakeBackend {
     notes: [...demoNotes(), ...reviewNotes()],
     conflicts: demoConflicts(),
     conversations: demoConversations(),
+    promotions: demoPromotions(),
     signedIn: true,
     syncEnabled: true,
     backups: demoNotes()
@@ -376,6 +414,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   const scopes: ScopeInfo[] = (seed.scopes ?? [{ key: 'user', kind: 'user', label: 'User', root: null, count: 0 }]).map((s) => ({ ...s }));
   const conflicts: Conflict[] = [...(seed.conflicts ?? [])];
   const conversations: FakeConversation[] = (seed.conversations ?? []).map((c) => structuredClone(c));
+  const promotions: Promotion[] = (seed.promotions ?? []).map((p) => structuredClone(p));
   const backups: { row: BackupRow; text: string }[] = [];
   const listeners = new Set<(e: BackendEvent) => void>();
   const calls: FakeCall[] = [];
@@ -644,6 +683,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     notes,
     conflicts,
     conversations,
+    promotions,
     emit,
 
     async listScopes() {
@@ -1062,6 +1102,48 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       };
       if (applied.length) emit({ kind: 'consolidated', at, folded: applied.length, notes: applied.reduce((k, a) => k + a.sources.length, 0) });
       return { plan: p, dryRun: false, applied, skipped, backups: made };
+    },
+
+    async listPromotions() {
+      record('listPromotions', []);
+      await tick();
+      return structuredClone(promotions);
+    },
+
+    async promote(factKey): Promise<Promoted> {
+      record('promote', [factKey]);
+      await tick();
+      const i = promotions.findIndex((p) => p.key === factKey);
+      if (i < 0) {
+        throw fail('not_found', `no fact ${factKey} ready for promotion here: it is replaced, promoted already, stated in fewer than 3 conversations, or not visible`);
+      }
+      const [p] = promotions.splice(i, 1);
+      // The engine's id: the text's slug, numbered when the scope has it already.
+      const base =
+        p.text
+          .toLowerCase()
+          .normalize('NFKD')
+          .replace(/[^a-z0-9]+/g, '-')
+          .replace(/^-+|-+$/g, '')
+          .slice(0, 48)
+          .replace(/-+$/, '') || 'note';
+      let id = base;
+      for (let n = 2; notes.has(key(p.scope, id)); n++) id = `${base}-${n}`;
+      const at = Date.now();
+      notes.set(key(p.scope, id), {
+        scope: p.scope,
+        id,
+        summary: p.text,
+        noteType: null,
+        tags: ['promoted'],
+        body: `${p.text}.\n\nStated in ${p.conversations.length} conversations: ${p.conversations.join(', ')}.\n`,
+        createdAt: at,
+        updatedAt: at,
+        trust: p.trust,
+        importance: 0.5,
+      });
+      emit({ kind: 'noteAdded', scope: p.scope, id });
+      return { scope: p.scope, id, summary: p.text, sources: p.sources.length };
     },
 
     async importFolder(req) {

@@ -35,6 +35,8 @@ import type {
   NotePatch,
   NoteRow,
   Overview,
+  Promoted,
+  Promotion,
   Resolution,
   Resolved,
   Restored,
@@ -188,6 +190,15 @@ export const consolidationPreview = (): Promise<ConsolidationPlan> => call('cons
 export const consolidationApply = (plan: ConsolidationPlan): Promise<Consolidation> =>
   call('consolidation_apply', { plan });
 
+/** `review_promotions()` → `Promotion[]`: the facts said in three or more captured
+ * conversations of a visible scope, still current and never promoted; the most stated first. */
+export const listPromotions = (): Promise<Promotion[]> => call('review_promotions');
+
+/** `review_promote({key: string})` → `Promoted`: a note written through the derive path from
+ * every message that stated the fact, as trusted as the least trusted of them. Rejects with
+ * `not_found` once the fact is no longer ready. */
+export const promote = (key: string): Promise<Promoted> => call('review_promote', { key });
+
 /** `import_folder({request: ImportRequest})` → `ImportReport`; emits `indexProgress` events
  * with `task: "import"` while it runs. */
 export const importFolder = (request: ImportRequest): Promise<ImportReport> =>
@@ -253,6 +264,8 @@ export const tauriBackend: Backend = {
   consolidationLast,
   consolidationPreview,
   consolidationApply,
+  listPromotions,
+  promote,
   importFolder,
   getSettings,
   setSettings,

@@ -632,6 +632,39 @@ export interface ConsolidationStatus {
   nextDueAt: number;
 }
 
+/** A fact said in three or more captured conversations and still current: ready to become a
+ * durable note. */
+export interface Promotion {
+  /** Stable while the fact is; what `promote` takes. */
+  key: string;
+  /** The scope the note will be written in. */
+  scope: ScopeKey;
+  subject: string;
+  attribute: string;
+  value: string;
+  /** How it reads (`Ana's team name is Heron`); the note's summary. */
+  text: string;
+  /** The conversations that stated it, the earliest first. */
+  conversations: string[];
+  /** Every message that stated it (message keys), the earliest first. */
+  sources: string[];
+  /** When it was first and last stated. */
+  firstAt: number | null;
+  lastAt: number | null;
+  /** The trust the note will get: the lowest of the messages that stated it (`null`: the
+   * person's own words, full trust). */
+  trust: Trust | null;
+}
+
+/** A note promoted from a fact. */
+export interface Promoted {
+  scope: ScopeKey;
+  id: string;
+  summary: string;
+  /** The messages it names as its sources. */
+  sources: number;
+}
+
 /** The payload of the single Tauri event channel `memoria://event`. */
 export type BackendEvent =
   | { kind: 'noteAdded'; scope: ScopeKey; id: string }
@@ -696,6 +729,11 @@ export interface Backend {
   consolidationPreview(): Promise<ConsolidationPlan>;
   /** Applies a preview; a cluster whose notes changed since is reported in `skipped`. */
   consolidationApply(plan: ConsolidationPlan): Promise<Consolidation>;
+  /** The facts ready to become notes, the most stated first. */
+  listPromotions(): Promise<Promotion[]>;
+  /** Writes a note from the fact `key` names; rejects with `not_found` once it is no longer
+   * ready (replaced, promoted already, forgotten). */
+  promote(key: string): Promise<Promoted>;
   importFolder(req: ImportRequest): Promise<ImportReport>;
   getSettings(): Promise<Settings>;
   setSettings(patch: SettingsPatch): Promise<Settings>;
