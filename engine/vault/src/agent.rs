@@ -123,14 +123,7 @@ fn message_hit(
     let Ok(m) = engine.visible_message(key) else {
         return Ok(None);
     };
-    let wanted_type = q.types.is_empty() || q.types.iter().any(|t| t == crate::said::MESSAGE_TYPE);
-    let at = m.at.unwrap_or(0);
-    if m.secret.is_some()
-        || !wanted_type
-        || !q.tags.is_empty()
-        || q.created_after.is_some_and(|a| at < a)
-        || q.created_before.is_some_and(|b| at > b)
-    {
+    if m.secret.is_some() || !said_passes(q, crate::said::MESSAGE_TYPE, m.at.unwrap_or(0)) {
         return Ok(None);
     }
     Ok(Some(AgentHit {
@@ -158,13 +151,7 @@ fn working_hit(
     let Ok(b) = engine.visible_working(key) else {
         return Ok(None);
     };
-    let wanted_type =
-        q.types.is_empty() || q.types.iter().any(|t| t == crate::recall::WORKING_TYPE);
-    if !wanted_type
-        || !q.tags.is_empty()
-        || q.created_after.is_some_and(|a| b.created_at < a)
-        || q.created_before.is_some_and(|x| b.created_at > x)
-    {
+    if !said_passes(q, crate::recall::WORKING_TYPE, b.created_at) {
         return Ok(None);
     }
     Ok(Some(AgentHit {
@@ -216,6 +203,16 @@ fn derived_trust_label(d: &memoria_store::log::DerivedItem) -> &'static str {
     }
 }
 
+/// Whether a hit from the conversation log (a message, a fact or summary, a working block)
+/// passes the query's filters: its type, no tag asked for (none has tags), and the time it
+/// was said or written within the range asked for.
+fn said_passes(q: &AgentQuery, kind: &str, at: i64) -> bool {
+    (q.types.is_empty() || q.types.iter().any(|t| t == kind))
+        && q.tags.is_empty()
+        && q.created_after.is_none_or(|a| at >= a)
+        && q.created_before.is_none_or(|b| at <= b)
+}
+
 fn derived_hit(
     engine: &Engine,
     key: &str,
@@ -227,13 +224,7 @@ fn derived_hit(
         return Ok(None);
     };
     let kind = d.kind.as_str();
-    let wanted_type = q.types.is_empty() || q.types.iter().any(|t| t == kind);
-    let at = d.at.unwrap_or(0);
-    if !wanted_type
-        || !q.tags.is_empty()
-        || q.created_after.is_some_and(|a| at < a)
-        || q.created_before.is_some_and(|b| at > b)
-    {
+    if !said_passes(q, kind, d.at.unwrap_or(0)) {
         return Ok(None);
     }
     Ok(Some(AgentHit {
