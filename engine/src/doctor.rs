@@ -64,6 +64,16 @@ pub struct SyncSignIn {
     pub token: Option<String>,
     /// Why the token could not be read, when it could not.
     pub token_error: Option<String>,
+    /// What the server said of the token: `accepted`, `refused` (revoked, or another
+    /// server's: sign in again), or `not checked: …` when the server could not be asked.
+    pub token_check: Option<String>,
+}
+
+impl SyncSignIn {
+    /// The server refused the token: sync cannot run until the person signs in again.
+    pub fn token_refused(&self) -> bool {
+        self.token_check.as_deref() == Some("refused")
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -116,15 +126,35 @@ fn sync_sign_in(home_root: &std::path::Path) -> Result<Option<SyncSignIn>> {
         return Ok(None);
     };
     let env = std::env::var(token::TOKEN_ENV).ok();
-    let (token, token_error) = match token::find(home_root, &server, env) {
-        Ok((_, source)) => (Some(source.to_string()), None),
-        Err(e) => (None, Some(e.to_string())),
+    let (token, token_error, token_check) = match token::find(home_root, &server, env) {
+        Ok((t, source)) => (
+            Some(source.to_string()),
+            None,
+            Some(check_token(&server, t)),
+        ),
+        Err(e) => (None, Some(e.to_string()), None),
     };
     Ok(Some(SyncSignIn {
         server,
         token,
         token_error,
+        token_check,
     }))
+}
+
+/// Asks the server who the token belongs to: a token it no longer knows (revoked, or issued
+/// by another server) is a problem the doctor reports; a server it cannot reach is not.
+fn check_token(server: &str, token: crate::sync::Token) -> String {
+    use crate::sync::{HttpTransport, SyncClient, SyncError};
+    let transport = match HttpTransport::new(server) {
+        Ok(t) => t,
+        Err(e) => return format!("not checked: {e}"),
+    };
+    match SyncClient::new(std::sync::Arc::new(transport), token).identity() {
+        Ok(_) => "accepted".to_owned(),
+        Err(SyncError::Server { status: 401, .. }) => "refused".to_owned(),
+        Err(e) => format!("not checked: {e}"),
+    }
 }
 
 pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
@@ -204,7 +234,10 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         policy: crate::log::LogPolicy::load(home.root())?,
     };
     let sync = sync_sign_in(home.root())?;
-    let ok = ok && sync.as_ref().is_none_or(|s| s.token.is_some());
+    let ok = ok
+        && sync
+            .as_ref()
+            .is_none_or(|s| s.token.is_some() && !s.token_refused());
     Ok(DoctorReport {
         home: home.root().to_string_lossy().into_owned(),
         index: home.index_db().to_string_lossy().into_owned(),

@@ -297,3 +297,25 @@ fn cli_failures_outside_sync() {
     let e = body_of(&bad_setting, "list with a bad backup setting");
     assert_eq!(e["code"], "config", "{e}");
 }
+
+/// The doctor asks the server about the token: a revoked one is a problem it reports (exit 1,
+/// with how to get a new token), where it used to say "signed in".
+#[test]
+fn doctor_reports_a_token_the_server_no_longer_accepts() {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let d = w.device("laptop", &token);
+    let report: Value = serde_json::from_str(&d.ok(&["--json", "doctor"])).unwrap();
+    assert_eq!(report["sync"]["tokenCheck"], "accepted", "{report}");
+    w.server.revoke(&token);
+    let out = d.run(&["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1), "a problem found");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["sync"]["tokenCheck"], "refused", "{report}");
+    assert_eq!(report["ok"], false);
+    let text = String::from_utf8_lossy(&d.run(&["doctor"]).stdout).into_owned();
+    assert!(
+        text.contains("refuses the token") && text.contains("memoria-sync token create"),
+        "{text}"
+    );
+}

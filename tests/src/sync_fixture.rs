@@ -105,6 +105,20 @@ impl SyncServer {
 }
 
 impl SyncServer {
+    /// Revokes `token` in the server's store.
+    pub fn revoke(&self, token: &str) {
+        let out = Command::new(crate::sync_server::sync_binary())
+            .args(["token", "revoke", "--store", &self.store, token])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("memoria-sync token revoke");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Kills the server now (its store stays).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

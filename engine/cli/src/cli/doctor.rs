@@ -110,9 +110,24 @@ fn print(r: &DoctorReport) -> Result<()> {
     match &r.sync {
         None => outln!("sync:     not signed in"),
         Some(s) => match (&s.token, &s.token_error) {
-            (Some(place), _) => {
+            (Some(_), _) if s.token_refused() => {
                 outln!(
-                    "sync:     signed in to {}; the token is in {place}",
+                    "sync:     ! signed in to {}, but the server refuses the token (revoked, or issued by another server)",
+                    s.server
+                );
+                outln!(
+                    "          an admin creates a new one (`memoria-sync token create --user NAME`); then `memoria sync login --server {} --token TOKEN`",
+                    s.server
+                );
+            }
+            (Some(place), _) => {
+                let check = s
+                    .token_check
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default();
+                outln!(
+                    "sync:     signed in to {}; the token is in {place}{check}",
                     s.server
                 )
             }
