@@ -299,7 +299,7 @@ fn cli_failures_outside_sync() {
 }
 
 /// The doctor asks the server about the token: a revoked one is a problem it reports (exit 1,
-/// with how to get a new token), where it used to say "signed in".
+/// with how to get a new token).
 #[test]
 fn doctor_reports_a_token_the_server_no_longer_accepts() {
     let w = world(Backend::Fs, &[]);
