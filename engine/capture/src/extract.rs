@@ -644,16 +644,21 @@ pub const ENTITIES_PER_CONVERSATION: usize = 200;
 /// current.
 fn validity(mut chain: Vec<(i64, String, String)>) -> Vec<(String, Option<i64>)> {
     chain.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
+    // From the latest back: a fact's end is the next fact's time when that one says another
+    // value, else the next fact's own end (the same value said again keeps it current).
+    let mut until: Vec<Option<i64>> = vec![None; chain.len()];
+    for n in (0..chain.len().saturating_sub(1)).rev() {
+        let next = &chain[n + 1];
+        until[n] = if next.1 != chain[n].1 {
+            Some(next.0)
+        } else {
+            until[n + 1]
+        };
+    }
     chain
-        .iter()
-        .enumerate()
-        .map(|(n, (_, value, key))| {
-            let until = chain[n + 1..]
-                .iter()
-                .find(|later| later.1 != *value)
-                .map(|later| later.0);
-            (key.clone(), until)
-        })
+        .into_iter()
+        .zip(until)
+        .map(|((_, _, key), until)| (key, until))
         .collect()
 }
 

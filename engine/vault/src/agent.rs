@@ -113,62 +113,6 @@ fn message_trust_label(role: memoria_store::log::Role) -> &'static str {
 }
 
 /// A message hit as an agent sees it, unless the query's filters leave it out.
-fn message_hit(
-    engine: &Engine,
-    key: &str,
-    score: f64,
-    relevance: Option<f64>,
-    q: &AgentQuery,
-) -> Result<Option<AgentHit>> {
-    let Ok(m) = engine.visible_message(key) else {
-        return Ok(None);
-    };
-    if m.secret.is_some() || !said_passes(q, crate::said::MESSAGE_TYPE, m.at.unwrap_or(0)) {
-        return Ok(None);
-    }
-    Ok(Some(AgentHit {
-        id: m.key.clone(),
-        summary: crate::said::heading(&m),
-        snippet: snippet(&m.text, &q.queries),
-        score: (score * 1e4).round() / 1e4,
-        relevance,
-        trust: message_trust_label(m.role),
-        note_type: Some(crate::said::MESSAGE_TYPE.to_owned()),
-        tags: Vec::new(),
-        updated_at: m.at,
-        said: Some(Said::of(&m)),
-        sources: Vec::new(),
-    }))
-}
-
-fn working_hit(
-    engine: &Engine,
-    key: &str,
-    score: f64,
-    relevance: Option<f64>,
-    q: &AgentQuery,
-) -> Result<Option<AgentHit>> {
-    let Ok(b) = engine.visible_working(key) else {
-        return Ok(None);
-    };
-    if !said_passes(q, crate::recall::WORKING_TYPE, b.created_at) {
-        return Ok(None);
-    }
-    Ok(Some(AgentHit {
-        id: b.key.clone(),
-        summary: crate::said::working_heading(&b),
-        snippet: snippet(&b.text, &q.queries),
-        score: (score * 1e4).round() / 1e4,
-        relevance,
-        trust: message_trust_label(b.role),
-        note_type: Some(crate::recall::WORKING_TYPE.to_owned()),
-        tags: Vec::new(),
-        updated_at: Some(b.created_at),
-        said: None,
-        sources: Vec::new(),
-    }))
-}
-
 /// A block of working memory opened: its text, who wrote it, until when; the opening counts
 /// as a use.
 fn expand_working(engine: &Engine, key: &str) -> Result<Expanded> {
@@ -203,43 +147,65 @@ fn derived_trust_label(d: &memoria_store::log::DerivedItem) -> &'static str {
     }
 }
 
-/// Whether a hit from the conversation log (a message, a fact or summary, a working block)
-/// passes the query's filters: its type, no tag asked for (none has tags), and the time it
-/// was said or written within the range asked for.
-fn said_passes(q: &AgentQuery, kind: &str, at: i64) -> bool {
-    (q.types.is_empty() || q.types.iter().any(|t| t == kind))
-        && q.tags.is_empty()
-        && q.created_after.is_none_or(|a| at >= a)
-        && q.created_before.is_none_or(|b| at <= b)
-}
-
-fn derived_hit(
+/// A hit from the conversation log (a message, a fact or summary, a working block) as an
+/// agent gets it, or `None` when it is not visible here, holds a secret, or the query's filters
+/// leave it out: its type, no tag asked for (none has tags), and the time it was said or
+/// written within the range asked for.
+fn said_hit(
     engine: &Engine,
     key: &str,
     score: f64,
     relevance: Option<f64>,
     q: &AgentQuery,
-) -> Result<Option<AgentHit>> {
-    let Ok(d) = engine.visible_derived(key) else {
-        return Ok(None);
-    };
-    let kind = d.kind.as_str();
-    if !said_passes(q, kind, d.at.unwrap_or(0)) {
-        return Ok(None);
-    }
-    Ok(Some(AgentHit {
-        id: d.key.clone(),
-        summary: crate::said::derived_heading(&d),
-        snippet: snippet(&d.text, &q.queries),
+) -> Option<AgentHit> {
+    let mut hit = AgentHit {
+        id: key.to_owned(),
+        summary: String::new(),
+        snippet: String::new(),
         score: (score * 1e4).round() / 1e4,
         relevance,
-        trust: derived_trust_label(&d),
-        note_type: Some(kind.to_owned()),
+        trust: "",
+        note_type: None,
         tags: Vec::new(),
-        updated_at: d.at,
+        updated_at: None,
         said: None,
-        sources: d.sources,
-    }))
+        sources: Vec::new(),
+    };
+    let (kind, text) = if crate::said::is_message_key(key) {
+        let m = engine
+            .visible_message(key)
+            .ok()
+            .filter(|m| m.secret.is_none())?;
+        hit.summary = crate::said::heading(&m);
+        hit.trust = message_trust_label(m.role);
+        hit.updated_at = m.at;
+        hit.said = Some(Said::of(&m));
+        (crate::said::MESSAGE_TYPE, m.text)
+    } else if crate::said::is_derived_key(key) {
+        let d = engine.visible_derived(key).ok()?;
+        hit.summary = crate::said::derived_heading(&d);
+        hit.trust = derived_trust_label(&d);
+        hit.updated_at = d.at;
+        hit.sources = d.sources;
+        (d.kind.as_str(), d.text)
+    } else {
+        let b = engine.visible_working(key).ok()?;
+        hit.summary = crate::said::working_heading(&b);
+        hit.trust = message_trust_label(b.role);
+        hit.updated_at = Some(b.created_at);
+        (crate::recall::WORKING_TYPE, b.text)
+    };
+    let at = hit.updated_at.unwrap_or(0);
+    let passes = (q.types.is_empty() || q.types.iter().any(|t| t == kind))
+        && q.tags.is_empty()
+        && q.created_after.is_none_or(|a| at >= a)
+        && q.created_before.is_none_or(|b| at <= b);
+    if !passes {
+        return None;
+    }
+    hit.note_type = Some(kind.to_owned());
+    hit.snippet = snippet(&text, &q.queries);
+    Some(hit)
 }
 
 pub use crate::index::recallable;
@@ -320,19 +286,9 @@ pub fn search(engine: &mut Engine, q: &AgentQuery) -> Result<Vec<AgentHit>> {
     }
     let mut hits = Vec::new();
     for ((scope_key, id), score) in fused {
-        if crate::said::is_message_key(&id) {
+        if crate::said::is_said_key(&id) {
             let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
-            hits.extend(message_hit(engine, &id, score, relevance, q)?);
-            continue;
-        }
-        if crate::said::is_derived_key(&id) {
-            let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
-            hits.extend(derived_hit(engine, &id, score, relevance, q)?);
-            continue;
-        }
-        if crate::said::is_working_key(&id) {
-            let relevance = relevance.get(&(scope_key.clone(), id.clone())).copied();
-            hits.extend(working_hit(engine, &id, score, relevance, q)?);
+            hits.extend(said_hit(engine, &id, score, relevance, q));
             continue;
         }
         let Some(row) = engine.index().find(&scope_key, &id)?.into_iter().next() else {

@@ -341,7 +341,7 @@ impl Engine {
             Err(recall::Error::EmptyQuery) => return Ok(Vec::new()),
             Err(e) => return Err(recall_err(e)),
         };
-        if hits.iter().any(|h| crate::said::is_message_key(&h.id)) {
+        if hits.iter().any(|h| crate::said::is_said_key(&h.id)) {
             crate::said::rank_messages(&*self.log()?, query, self.now_ms(), &mut hits)?;
         }
         Ok(hits)
