@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use memoria_shared::ContentHash;
 use memoria_shared::protocol::{
     Applied, ChangeOp, CommitRequest, CommitResponse, DamagedNote, EraseRequest, EraseResponse,
-    FEATURES, IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Scope, ScopeError,
-    SnapshotRequest, SnapshotResponse, valid_commit_id, verify_note_file,
+    FEATURES, IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Quotas, Scope,
+    ScopeError, SnapshotRequest, SnapshotResponse, valid_commit_id, verify_note_file,
 };
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
@@ -38,7 +38,7 @@ struct ScopeOnly {
     scope: String,
 }
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+impl<T: DeserializeOwned + Send + 'static, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
@@ -51,16 +51,31 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 ApiError::BadRequest(rej.body_text())
             }
         })?;
-        match Json::<T>::from_bytes(&bytes) {
-            Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rej) => {
-                if let Ok(ScopeOnly { scope }) = serde_json::from_slice(&bytes)
-                    && let Err(e @ ScopeError::Unknown(_)) = Scope::parse(&scope)
-                {
-                    return Err(ApiError::UnknownScope(e.to_string()));
-                }
-                Err(ApiError::BadRequest(rej.body_text()))
+        if bytes.len() > OFF_WORKER_BYTES {
+            // Parsing a large body takes milliseconds of CPU: on a blocking thread, the async
+            // workers keep answering other requests meanwhile.
+            tokio::task::spawn_blocking(move || parse_body(&bytes))
+                .await
+                .map_err(|e| ApiError::Internal(format!("parsing a request body: {e}")))?
+        } else {
+            parse_body(&bytes)
+        }
+    }
+}
+
+/// Bodies larger than this are parsed and checked on a blocking thread, not an async worker.
+pub const OFF_WORKER_BYTES: usize = 64 * 1024;
+
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<ApiJson<T>, ApiError> {
+    match Json::<T>::from_bytes(bytes) {
+        Ok(Json(v)) => Ok(ApiJson(v)),
+        Err(rej) => {
+            if let Ok(ScopeOnly { scope }) = serde_json::from_slice(bytes)
+                && let Err(e @ ScopeError::Unknown(_)) = Scope::parse(&scope)
+            {
+                return Err(ApiError::UnknownScope(e.to_string()));
             }
+            Err(ApiError::BadRequest(rej.body_text()))
         }
     }
 }
@@ -71,7 +86,7 @@ pub async fn healthz() -> Json<serde_json::Value> {
 
 pub async fn identity(
     State(st): State<Arc<AppState>>,
-    AuthUser(user): AuthUser,
+    AuthUser { user, .. }: AuthUser,
 ) -> Json<IdentityResponse> {
     Json(IdentityResponse {
         user_id: user.to_string(),
@@ -104,7 +119,10 @@ async fn load_manifest(
 
 pub async fn snapshot(
     State(st): State<Arc<AppState>>,
-    AuthUser(user): AuthUser,
+    AuthUser {
+        user,
+        permit: _permit,
+    }: AuthUser,
     ApiJson(req): ApiJson<SnapshotRequest>,
 ) -> Result<Json<SnapshotResponse>, ApiError> {
     let key = manifest_key(&user, &req.scope);
@@ -252,8 +270,7 @@ pub async fn snapshot(
 }
 
 /// Checks every change on its own (shape, size, id, hash), before the manifest is read.
-fn check_changes(st: &AppState, req: &CommitRequest) -> Result<Vec<Option<CheckedPut>>, ApiError> {
-    let q = &st.quotas;
+fn check_changes(q: &Quotas, req: &CommitRequest) -> Result<Vec<Option<CheckedPut>>, ApiError> {
     if req.changes.is_empty() {
         return Err(ApiError::BadRequest(
             "changes: a commit needs at least one change".into(),
@@ -411,10 +428,50 @@ async fn accepted(
 
 pub async fn commit(
     State(st): State<Arc<AppState>>,
-    AuthUser(user): AuthUser,
+    AuthUser { user, permit }: AuthUser,
     ApiJson(req): ApiJson<CommitRequest>,
 ) -> Result<Json<CommitResponse>, ApiError> {
-    let puts = check_changes(&st, &req)?;
+    let body_bytes: usize = req
+        .changes
+        .iter()
+        .filter_map(|c| c.body.as_ref())
+        .map(String::len)
+        .sum();
+    let (req, puts) = if body_bytes > OFF_WORKER_BYTES {
+        // Hashing and parsing every body takes CPU in proportion to their size: on a blocking
+        // thread, so the async workers keep serving.
+        let quotas = st.quotas;
+        tokio::task::spawn_blocking(move || {
+            let puts = check_changes(&quotas, &req);
+            (req, puts)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("checking a commit: {e}")))?
+    } else {
+        let puts = check_changes(&st.quotas, &req);
+        (req, puts)
+    };
+    let puts = puts?;
+    // The store work runs in a task of its own: when the client goes away (or the request
+    // times out) the handler is dropped, and the commit still finishes — its manifest written,
+    // or its revisions removed — instead of stopping between the two. The account's slot goes
+    // with it.
+    let work = tokio::spawn(async move {
+        let _permit = permit;
+        apply_commit(st, user, req, puts).await
+    });
+    work.await
+        .map_err(|e| ApiError::Internal(format!("commit task: {e}")))?
+}
+
+/// The store work of a checked commit: read the manifest, plan, write the revisions, swap the
+/// manifest (again after a lost race), and clean up after a refusal.
+async fn apply_commit(
+    st: Arc<AppState>,
+    user: UserId,
+    req: CommitRequest,
+    puts: Vec<Option<CheckedPut>>,
+) -> Result<Json<CommitResponse>, ApiError> {
     let store = st.store.as_ref();
     let key = manifest_key(&user, &req.scope);
     let revisions: Vec<String> = req

@@ -1,7 +1,7 @@
 //! Accounts without a database: an access token is 32 random bytes; the store keeps only its
 //! SHA-256 (`tokens/<hash>.json`) and the user it belongs to. Requests present the token as
-//! `Authorization: Bearer …`; [`AuthUser`] verifies it, refuses erased accounts and applies the
-//! account's rate limit.
+//! `Authorization: Bearer …`; [`AuthUser`] verifies it, refuses erased accounts, applies the
+//! account's rate limit and takes one of its slots for requests in flight.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::inflight::InFlightPermit;
 use crate::layout::{UserId, erased_key, token_key};
 use crate::random::{Randomness, random_hex};
 use crate::store::{ObjectStore, StoreError, get_opt};
@@ -107,9 +108,14 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| cred.trim())
 }
 
-/// The verified account of a request: valid token, account not erased, within its rate limit.
-#[derive(Debug, Clone)]
-pub struct AuthUser(pub UserId);
+/// The verified account of a request: valid token, account not erased, within its rate limit,
+/// holding one of the account's slots for requests in flight (given back when dropped: keep it
+/// until the request is done).
+#[derive(Debug)]
+pub struct AuthUser {
+    pub user: UserId,
+    pub permit: InFlightPermit,
+}
 
 impl FromRequestParts<Arc<AppState>> for AuthUser {
     type Rejection = ApiError;
@@ -131,7 +137,11 @@ impl FromRequestParts<Arc<AppState>> for AuthUser {
             .limiter
             .check(user.as_str())
             .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
-        Ok(AuthUser(user))
+        let permit = state
+            .in_flight
+            .try_acquire(user.as_str())
+            .map_err(|limit| ApiError::TooManyInFlight { limit })?;
+        Ok(AuthUser { user, permit })
     }
 }
 

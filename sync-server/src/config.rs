@@ -82,6 +82,9 @@ pub struct Limits {
     /// Seconds requests in flight get to finish on shutdown; every connection still open after
     /// that is dropped. 0 drops them at once.
     pub shutdown_grace_secs: u32,
+    /// Requests one account may have in flight at once on this instance; one more is answered
+    /// 429 with `Retry-After: 1`.
+    pub requests_per_account: u32,
 }
 
 impl Default for Limits {
@@ -91,6 +94,7 @@ impl Default for Limits {
             header_timeout_secs: 10,
             request_timeout_secs: 60,
             shutdown_grace_secs: 10,
+            requests_per_account: 4,
         }
     }
 }
@@ -173,6 +177,7 @@ struct FileLimits {
     header_timeout_secs: Option<u32>,
     request_timeout_secs: Option<u32>,
     shutdown_grace_secs: Option<u32>,
+    requests_per_account: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -258,6 +263,10 @@ impl Settings {
                 "[limits] request_timeout_secs (MEMORIA_SYNC_LIMITS__REQUEST_TIMEOUT_SECS)",
                 l.request_timeout_secs,
             ),
+            (
+                "[limits] requests_per_account (MEMORIA_SYNC_LIMITS__REQUESTS_PER_ACCOUNT)",
+                l.requests_per_account,
+            ),
         ];
         for (name, v) in at_least_one {
             if v == 0 {
@@ -298,6 +307,7 @@ impl Settings {
         l.header_timeout_secs = fl.header_timeout_secs.unwrap_or(l.header_timeout_secs);
         l.request_timeout_secs = fl.request_timeout_secs.unwrap_or(l.request_timeout_secs);
         l.shutdown_grace_secs = fl.shutdown_grace_secs.unwrap_or(l.shutdown_grace_secs);
+        l.requests_per_account = fl.requests_per_account.unwrap_or(l.requests_per_account);
         Ok(())
     }
 
@@ -313,7 +323,7 @@ impl Settings {
             self.admin_key = Some(Secret(v));
         }
         let (q, l) = (&mut self.quotas, &mut self.limits);
-        let numbers: [(&str, &mut u32); 12] = [
+        let numbers: [(&str, &mut u32); 13] = [
             (
                 "MEMORIA_SYNC_QUOTAS__LIVE_NOTES_PER_SCOPE",
                 &mut q.live_notes_per_scope,
@@ -349,6 +359,10 @@ impl Settings {
             (
                 "MEMORIA_SYNC_LIMITS__SHUTDOWN_GRACE_SECS",
                 &mut l.shutdown_grace_secs,
+            ),
+            (
+                "MEMORIA_SYNC_LIMITS__REQUESTS_PER_ACCOUNT",
+                &mut l.requests_per_account,
             ),
         ];
         for (name, slot) in numbers {
@@ -405,6 +419,7 @@ mod tests {
                 header_timeout_secs: 3,
                 request_timeout_secs: Limits::default().request_timeout_secs,
                 shutdown_grace_secs: 0,
+                requests_per_account: 4,
             }
         );
         assert_eq!(
@@ -468,7 +483,11 @@ mod tests {
             msg.contains("max_connections") && msg.contains("at least 1"),
             "{msg}"
         );
-        for key in ["HEADER_TIMEOUT_SECS", "REQUEST_TIMEOUT_SECS"] {
+        for key in [
+            "HEADER_TIMEOUT_SECS",
+            "REQUEST_TIMEOUT_SECS",
+            "REQUESTS_PER_ACCOUNT",
+        ] {
             let name = format!("MEMORIA_SYNC_LIMITS__{key}");
             let msg = Settings::load(None, |k| (k == name).then(|| "0".to_owned()))
                 .unwrap_err()

@@ -57,6 +57,9 @@ pub enum ApiError {
     /// Rate limited.
     #[error("too many requests: retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    /// The account already has as many requests in flight as the server allows.
+    #[error("this account already has {limit} requests in progress on this server: retry in 1 s")]
+    TooManyInFlight { limit: u32 },
     /// A `commitId` that names an earlier commit with other changes.
     #[error(
         "commit id {0} was already used for other changes: nothing was changed; send these changes with a new commit id"
@@ -92,7 +95,9 @@ impl ApiError {
             ApiError::CommitIdReused(_) => ErrorCode::CommitIdReused,
             ApiError::AccountErased => ErrorCode::AccountErased,
             ApiError::TooLarge(_) => ErrorCode::TooLarge,
-            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::RateLimited { .. } | ApiError::TooManyInFlight { .. } => {
+                ErrorCode::RateLimited
+            }
             ApiError::Contention => ErrorCode::Contention,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
@@ -111,7 +116,9 @@ impl ApiError {
             ApiError::Stale(_) | ApiError::CommitIdReused(_) => StatusCode::CONFLICT,
             ApiError::AccountErased => StatusCode::GONE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::TooManyInFlight { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Contention => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -141,7 +148,7 @@ impl IntoResponse for ApiError {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
-            ApiError::Contention => {
+            ApiError::Contention | ApiError::TooManyInFlight { .. } => {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
             }

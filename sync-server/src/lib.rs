@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 mod connections;
 pub mod error;
+pub mod inflight;
 pub mod layout;
 pub mod manifest;
 pub mod random;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub request_limit: usize,
     /// Connections and time a client may hold; the request timeout is applied in [`router`].
     pub limits: config::Limits,
+    /// Each account's slots for requests in flight.
+    pub in_flight: Arc<inflight::InFlight>,
     pub manifests: manifest::ManifestCache,
 }
 
@@ -80,6 +83,7 @@ impl AppState {
             commit_attempts: settings.commit_attempts,
             request_limit: settings.request_limit(),
             limits: settings.limits,
+            in_flight: inflight::InFlight::new(settings.limits.requests_per_account),
             manifests: manifest::ManifestCache::default(),
         })
     }
