@@ -289,6 +289,26 @@ impl Note {
         links_in(&self.body)
     }
 
+    /// The other names the note answers to, as Obsidian writes them in the frontmatter:
+    /// `aliases` (a list, or one name) and `alias`. Links and search use them.
+    pub fn aliases(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for key in ["aliases", "alias"] {
+            match self.extra.get(key) {
+                Some(Value::String(s)) => out.push(s.trim().to_owned()),
+                Some(Value::Array(a)) => out.extend(a.iter().filter_map(|v| match v {
+                    Value::String(s) => Some(s.trim().to_owned()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                })),
+                _ => {}
+            }
+        }
+        out.retain(|a| !a.is_empty());
+        out.dedup();
+        out
+    }
+
     /// Reads a note file. `ctx` supplies the id and type for files that do not carry them.
     pub fn parse(text: &str, ctx: FileContext<'_>) -> Result<Note, ParseError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -758,7 +778,67 @@ pub fn lines_outside_fences(body: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// File extensions of attachments: what Obsidian embeds or opens rather than reads as a note.
+/// A `[[diagram.png]]` or `![[doc.pdf]]` names a file, not a note, so it is no note link.
+pub const ATTACHMENT_EXTENSIONS: &[&str] = &[
+    "png",
+    "jpg",
+    "jpeg",
+    "gif",
+    "bmp",
+    "svg",
+    "webp",
+    "avif",
+    "heic",
+    "tif",
+    "tiff",
+    "ico",
+    "pdf",
+    "mp3",
+    "wav",
+    "m4a",
+    "ogg",
+    "oga",
+    "flac",
+    "3gp",
+    "aac",
+    "opus",
+    "mp4",
+    "mov",
+    "mkv",
+    "webm",
+    "ogv",
+    "avi",
+    "canvas",
+    "base",
+    "excalidraw",
+    "csv",
+    "zip",
+    "txt",
+    "json",
+    "html",
+    "docx",
+    "xlsx",
+    "pptx",
+    "odt",
+    "epub",
+];
+
+/// Whether a link target names an attachment (its last path part ends in one of
+/// [`ATTACHMENT_EXTENSIONS`], in any case) rather than a note.
+pub fn is_attachment(target: &str) -> bool {
+    let name = target.rsplit(['/', '\\']).next().unwrap_or(target).trim();
+    name.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty()
+            && ATTACHMENT_EXTENSIONS
+                .iter()
+                .any(|e| e.eq_ignore_ascii_case(ext))
+    })
+}
+
 /// `[[target]]`, `[[target|alias]]` and `[[target#heading]]` links outside code, as written.
+/// An embed of a note (`![[target]]`) is a link too; a link or embed naming an attachment
+/// ([`is_attachment`]) is not.
 pub fn links_in(body: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in lines_outside_fences(body) {
@@ -775,7 +855,7 @@ pub fn links_in(body: &str) -> Vec<String> {
             let Some(end) = after.find("]]") else { break };
             let inner = &after[..end];
             let target = inner.split(['|', '#']).next().unwrap_or("").trim();
-            if !target.is_empty() && !out.iter().any(|t| t == target) {
+            if !target.is_empty() && !is_attachment(target) && !out.iter().any(|t| t == target) {
                 out.push(target.to_owned());
             }
             rest = &after[end + 2..];

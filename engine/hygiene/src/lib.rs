@@ -236,7 +236,8 @@ fn single(row: &IndexedNote, message: String, detail: FindingDetail) -> Finding 
 
 /// The findings over `input`, same topic first, then by scope and note.
 pub fn compute(input: &ReviewInput) -> Vec<Finding> {
-    // The notes a link can name: every visible, parsable note, by id and by file name.
+    // The notes a link can name: every visible, parsable note, by id, by file name and by
+    // each of its aliases.
     let mut names: HashSet<String> = HashSet::new();
     let mut claimed: HashSet<(&str, &str)> = HashSet::new();
     let mut reviewed: Vec<&IndexedNote> = Vec::new();
@@ -244,6 +245,7 @@ pub fn compute(input: &ReviewInput) -> Vec<Finding> {
         names.insert(r.id.clone());
         let stem = r.rel_path.strip_suffix(".md").unwrap_or(&r.rel_path);
         names.insert(slugify(stem).to_string());
+        names.extend(r.aliases.iter().map(|a| slugify(a).to_string()));
         // A second file claiming a taken id, or a file that does not parse, is left to doctor.
         if r.error.is_none() && input.scopes.contains(&r.scope) && claimed.insert((&r.scope, &r.id))
         {

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS notes(
     mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL,
     error TEXT,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]'
 );
 -- What a scan and a sync pass list of a scope's files, read from the index alone: the rows
 -- themselves hold each note's whole text.
@@ -142,6 +143,9 @@ pub struct IndexedNote<B = String> {
     pub error: Option<String>,
     #[serde(skip)]
     pub body: B,
+    /// The other names the note answers to (`aliases` in its frontmatter), as written.
+    #[serde(skip)]
+    pub aliases: Vec<String>,
     /// Link targets as written, for backlinks.
     #[serde(skip)]
     pub links: Vec<String>,
@@ -326,8 +330,8 @@ impl Index {
         }
         for n in upserts {
             tx.execute(
-                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                "INSERT INTO notes(path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, body, status, aliases)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                 params![
                     n.path,
                     n.scope,
@@ -346,7 +350,8 @@ impl Index {
                     n.size,
                     n.error,
                     n.body,
-                    n.status
+                    n.status,
+                    serde_json::to_string(&n.aliases).unwrap_or_default()
                 ],
             )?;
             for t in &n.tags {
@@ -603,7 +608,7 @@ impl Index {
         p: impl rusqlite::Params,
     ) -> Result<Vec<IndexedNote<B>>> {
         let sql = format!(
-            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}, status
+            "SELECT path, scope, rel_path, id, summary, type, tags, created_at, updated_at, hash, trust, source, importance, mtime_ns, size, error, {body_column}, status, aliases
              FROM notes {tail}"
         );
         let conn = self.conn();
@@ -629,6 +634,7 @@ impl Index {
                 error: r.get(15)?,
                 body: body(r)?,
                 status: r.get(17)?,
+                aliases: serde_json::from_str(&r.get::<_, String>(18)?).unwrap_or_default(),
                 links: Vec::new(),
                 relations: Vec::new(),
             })
@@ -661,6 +667,7 @@ mod tests {
             error: None,
             body: format!("the text of {id}\n"),
             status: None,
+            aliases: vec!["an alias".into()],
             links: Vec::new(),
             relations: Vec::new(),
         }
@@ -695,6 +702,8 @@ mod tests {
                 &full.tags
             )
         );
+        assert_eq!(full.aliases, ["an alias"]);
+        assert_eq!(a.aliases, full.aliases);
         assert_eq!(
             (a.created_at, a.updated_at, a.importance, a.mtime_ns, a.size),
             (Some(1), Some(2), Some(0.5), 3, 4)

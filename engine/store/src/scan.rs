@@ -324,6 +324,7 @@ pub fn read_file(scope: &str, f: &FoundFile) -> Result<IndexedNote> {
                 mtime_ns: f.mtime_ns,
                 size: f.size,
                 error: None,
+                aliases: note.aliases(),
                 links: note
                     .links()
                     .iter()
@@ -388,6 +389,7 @@ fn error_row(scope: &str, f: &FoundFile, text: String, error: String) -> Indexed
         mtime_ns: f.mtime_ns,
         size: f.size,
         error: Some(error),
+        aliases: Vec::new(),
         links: Vec::new(),
         relations: Vec::new(),
         body: text,

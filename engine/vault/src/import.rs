@@ -9,8 +9,17 @@
 //! A source file is identified by its folder, its path in that folder and its bytes: two folders'
 //! `MEMORY.md` are two sources, and a file whose modification time alone changed is unchanged.
 //! Every imported file passes the credential guard over its whole text, frontmatter included.
+//!
+//! A folder's meaning beyond each file's text is kept ([`obsidian`]): links resolved as
+//! Obsidian resolves them are rewritten to the ids of the notes they name, attachments they
+//! embed are copied into the scope folder's `attachments/`, inline tags become tags,
+//! frontmatter dates become the note's times, and a note's folder is kept in its `folder` key
+//! (never read as its type). What the import read beyond the file's own text is part of the
+//! source version it records, so a link that comes to name another note re-imports its note.
 
-use std::collections::HashMap;
+mod obsidian;
+
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use memoria_shared::note::{FileContext, Note};
@@ -24,6 +33,7 @@ use crate::guard::{self, SECRETS_TAG};
 use crate::project::Scope;
 use crate::scan;
 use crate::vault::{Engine, ScopeChoice};
+use obsidian::Rewrite;
 
 /// One file that was not imported, and why.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -47,6 +57,8 @@ pub struct ImportReport {
     /// Notes changed here since they were imported whose source changed too: each kept as it
     /// is, with the source's new text in a note beside it.
     pub kept_edited: Vec<KeptEdited>,
+    /// Attachments notes embed or link, copied into the scope folder by this import.
+    pub attachments: usize,
 }
 
 /// A note changed here since its import, kept as it is, and the note beside it that holds its
@@ -68,6 +80,16 @@ const IMPORTED_AS: &str = "importedAs";
 
 /// Notes written together: a batch's files are fsynced in parallel and indexed in one go.
 const BATCH: usize = 256;
+
+/// Frontmatter key: the folder a note was in, in the imported folder (`Work/Meetings`).
+const FOLDER: &str = "folder";
+
+/// The folder in a scope folder where attachments notes embed or link are copied, under
+/// their path in the imported folder.
+pub const ATTACHMENTS: &str = "attachments";
+
+/// Largest attachment copied; a bigger one is reported and its links left as written.
+const MAX_ATTACHMENT_BYTES: u64 = 64 << 20;
 
 /// Notes decided but not yet written: new notes `(file name in the scope, note)`, and
 /// replacements of imported notes with the bytes their file held when the import read it.
@@ -128,7 +150,15 @@ struct Candidate {
     rel: String,
     note: Note,
     explicit_id: bool,
-    /// What the source file held: a hash of its bytes.
+    /// The source file's text.
+    text: String,
+    /// What the import read from the file beyond its own text (inline tags, dates, folder,
+    /// links rewritten to ids), by name; `None` for a note Memoria wrote (an export), which is
+    /// taken as it is.
+    reading: Option<serde_json::Map<String, Value>>,
+    /// The names links may use for it: its frontmatter's aliases.
+    aliases: Vec<String>,
+    /// What the source file held: a hash of its bytes and of what the import read from it.
     source_hash: String,
 }
 
@@ -178,6 +208,16 @@ pub fn import(
     let dir_out = engine.scope_dir(&scope)?;
     let _lock = engine.lock_scope(&scope)?;
     engine.rescan_scope(&scope)?;
+    let planned = planned_ids(engine, &scope, &dir_out, &source, &candidates)?;
+    for (c, id) in candidates.iter_mut().zip(planned) {
+        if let Some(id) = id {
+            c.note.id = id;
+        }
+    }
+    resolve_links(dir, &dir_out, &mut candidates, &mut report)?;
+    for c in &mut candidates {
+        c.source_hash = source_hash(&c.text, c.reading.as_ref());
+    }
     let total = candidates.len();
     let mut pending = Pending::default();
     for (i, c) in candidates.into_iter().enumerate() {
@@ -243,10 +283,12 @@ fn read_candidate(
         ));
     }
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+    // Read by its name alone: a folder is where a note was kept, never what kind it is.
+    let (folder, name) = f.rel.rsplit_once('/').unwrap_or(("", &f.rel));
     let mut note = Note::parse(
         &text,
         FileContext {
-            relative_path: &f.rel,
+            relative_path: name,
         },
     )
     .map_err(|e| format!("{e} (the source file is left as it is)"))?;
@@ -270,9 +312,41 @@ fn read_candidate(
         .and_then(|n| n.get(..10))
         .and_then(date_to_ms);
     let mtime_ms = f.mtime_ns / 1_000_000;
+    let adapter = adapter(&f.rel, &text, obsidian);
+    let mut reading = adapter.map(|_| serde_json::Map::new());
+    if let Some(reading) = &mut reading {
+        let (created, updated) = obsidian::frontmatter_times(&note.extra);
+        if note.created_at.is_none()
+            && let Some(t) = created
+        {
+            note.created_at = Some(t);
+            reading.insert("createdAt".into(), t.into());
+        }
+        if note.updated_at.is_none()
+            && let Some(t) = updated
+        {
+            note.updated_at = Some(t);
+            reading.insert("updatedAt".into(), t.into());
+        }
+        let mut added = Vec::new();
+        for tag in obsidian::inline_tags(&note.body) {
+            if !note.tags.iter().any(|t| t.eq_ignore_ascii_case(&tag)) {
+                note.tags.push(tag.clone());
+                added.push(Value::String(tag));
+            }
+        }
+        if !added.is_empty() {
+            reading.insert("tags".into(), Value::Array(added));
+        }
+        if !folder.is_empty() && !note.extra.contains_key(FOLDER) {
+            note.extra
+                .insert(FOLDER.into(), Value::String(folder.to_owned()));
+            reading.insert(FOLDER.into(), Value::String(folder.to_owned()));
+        }
+    }
     note.created_at = note.created_at.or(stem_date).or(Some(mtime_ms));
     note.updated_at = note.updated_at.or(Some(mtime_ms));
-    if let Some(tag) = adapter(&f.rel, &text, obsidian)
+    if let Some(tag) = adapter
         && !note.tags.iter().any(|t| t == tag)
     {
         note.tags.push(tag.to_owned());
@@ -281,12 +355,255 @@ fn read_candidate(
     if guard::scan(&text).is_some() && !note.tags.iter().any(|t| t == SECRETS_TAG) {
         note.tags.push(SECRETS_TAG.to_owned());
     }
+    let aliases = note.aliases();
     Ok(Candidate {
         rel: f.rel.clone(),
         note,
         explicit_id,
-        source_hash: memoria_shared::hash::sha256_hex(text.as_bytes())[..16].to_owned(),
+        text,
+        reading,
+        aliases,
+        source_hash: String::new(),
     })
+}
+
+/// The source version an import records: a hash of the file's text and, when the import read
+/// more from it than its text says on its own, of that reading too.
+fn source_hash(text: &str, reading: Option<&serde_json::Map<String, Value>>) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    if let Some(r) = reading.filter(|r| !r.is_empty()) {
+        bytes.push(0);
+        bytes.extend(Value::Object(r.clone()).to_string().into_bytes());
+    }
+    memoria_shared::hash::sha256_hex(&bytes)[..16].to_owned()
+}
+
+/// The id each candidate gets, decided before any is written so links can name it: the first
+/// of its ids (its own, then one with a hash of its path) that is free or that an earlier
+/// import of the same source holds, as [`import_one`] decides. `None`: no free id.
+fn planned_ids(
+    engine: &Engine,
+    scope: &Scope,
+    dir_out: &Path,
+    source: &str,
+    candidates: &[Candidate],
+) -> Result<Vec<Option<NoteId>>> {
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let mut chosen = None;
+        for id in candidate_ids(&c.note.id, &c.rel) {
+            match engine
+                .index()
+                .find(&scope.key(), id.as_str())?
+                .into_iter()
+                .next()
+            {
+                Some(row) => {
+                    let same = std::fs::read_to_string(&row.path).ok().and_then(|text| {
+                        let old = Note::parse(
+                            &text,
+                            FileContext {
+                                relative_path: &row.rel_path,
+                            },
+                        )
+                        .ok()?;
+                        Some(same_source(&old, &c.rel, source))
+                    });
+                    if same == Some(true) {
+                        chosen = Some(id);
+                        break;
+                    }
+                }
+                None if taken.contains(id.as_str()) => {}
+                None if case_taken(engine, scope, dir_out, &id)? => {}
+                None => {
+                    taken.insert(id.to_string());
+                    chosen = Some(id);
+                    break;
+                }
+            }
+        }
+        out.push(chosen);
+    }
+    Ok(out)
+}
+
+/// The ids a note imported from `rel` may take, in order: its own, then one with a hash of its
+/// path.
+fn candidate_ids(id: &NoteId, rel: &str) -> [NoteId; 2] {
+    [
+        id.clone(),
+        slugify(&format!(
+            "{id}-{}",
+            &memoria_shared::hash::sha256_hex(rel.as_bytes())[..6]
+        )),
+    ]
+}
+
+/// Whether `old` was imported from the file at `rel` of the folder `source`.
+fn same_source(old: &Note, rel: &str, source: &str) -> bool {
+    old.extra.get("importedFrom").and_then(Value::as_str) == Some(rel)
+        && old
+            .extra
+            .get("importSource")
+            .and_then(Value::as_str)
+            // A note imported without a recorded folder matches any folder.
+            .is_none_or(|s| s == source)
+}
+
+/// Rewrites each candidate's links to what they name: another candidate's (planned) id, or an
+/// attachment's copy in the scope folder, copied now. Notes Memoria wrote are left as they are.
+fn resolve_links(
+    dir: &Path,
+    dir_out: &Path,
+    candidates: &mut [Candidate],
+    report: &mut ImportReport,
+) -> Result<()> {
+    let mut names = obsidian::Names::default();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for c in candidates.iter() {
+        names.add_note(&c.rel, &c.aliases);
+        ids.insert(c.rel.clone(), c.note.id.to_string());
+    }
+    for rel in attachment_files(dir)? {
+        names.add_file(&rel);
+    }
+    // Each attachment's place in the scope folder, decided once; `None`: not copied.
+    let mut copies: HashMap<String, Option<String>> = HashMap::new();
+    for c in candidates.iter_mut() {
+        let Some(reading) = c.reading.as_mut() else {
+            continue;
+        };
+        let from = c.rel.clone();
+        let mut failed: Vec<Skipped> = Vec::new();
+        let mut copied = 0;
+        let body = obsidian::rewrite_links(&c.note.body, |link, markdown| {
+            match names.resolve(link, &from, markdown)? {
+                obsidian::Target::Note(rel) => ids.get(&rel).cloned().map(Rewrite::Note),
+                obsidian::Target::File(rel) => {
+                    let place = copies
+                        .entry(rel.clone())
+                        .or_insert_with(|| match copy_attachment(dir, dir_out, &rel) {
+                            Ok((place, new)) => {
+                                copied += usize::from(new);
+                                Some(place)
+                            }
+                            Err(reason) => {
+                                failed.push(Skipped {
+                                    path: rel.clone(),
+                                    reason,
+                                });
+                                None
+                            }
+                        });
+                    place.clone().map(Rewrite::File)
+                }
+            }
+        });
+        report.attachments += copied;
+        report.skipped.extend(failed);
+        if body != c.note.body {
+            reading.insert("body".into(), Value::String(body.clone()));
+            c.note.body = body;
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir` that is not a note: what links may name as attachments. Hidden
+/// files and folders are left out, as the notes' listing leaves them out; links are not
+/// followed.
+fn attachment_files(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(Error::io("read folder", &d))?;
+        for entry in entries {
+            let entry = entry.map_err(Error::io("read folder", &d))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "node_modules" {
+                continue;
+            }
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let ft = entry.file_type().map_err(Error::io("stat", entry.path()))?;
+            if ft.is_dir() {
+                stack.push((entry.path(), rel));
+            } else if ft.is_file() && !scan::is_note_file(&name) {
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Copies the attachment at `rel` of `dir` into the scope folder, under [`ATTACHMENTS`] and its
+/// path, and says where it is from a note (notes lie at the scope folder's root) and whether it
+/// was copied now. A file already there with the same bytes is the copy; one with other bytes is
+/// never replaced: the attachment goes beside it, named with a hash of its bytes. A text file
+/// the credential guard matches is not copied, nor is one above the size limit.
+fn copy_attachment(
+    dir: &Path,
+    dir_out: &Path,
+    rel: &str,
+) -> std::result::Result<(String, bool), String> {
+    use std::io::Read;
+    let src = dir.join(rel);
+    let mut bytes = Vec::new();
+    std::fs::File::open(&src)
+        .and_then(|f| f.take(MAX_ATTACHMENT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("attachment not copied, cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_ATTACHMENT_BYTES {
+        return Err(format!(
+            "attachment not copied: it is larger than {} MiB; its links are left as written",
+            MAX_ATTACHMENT_BYTES >> 20
+        ));
+    }
+    if let Ok(text) = std::str::from_utf8(&bytes)
+        && let Some(f) = guard::scan(text)
+    {
+        return Err(format!(
+            "attachment not copied: it looks like it holds a credential ({}); its links are left as written",
+            f.rule
+        ));
+    }
+    let hash = &memoria_shared::hash::sha256_hex(&bytes)[..8];
+    let beside = match rel.rsplit_once('.') {
+        Some((stem, ext)) if !stem.ends_with('/') && !ext.contains('/') => {
+            format!("{stem}-{hash}.{ext}")
+        }
+        _ => format!("{rel}-{hash}"),
+    };
+    for place in [
+        format!("{ATTACHMENTS}/{rel}"),
+        format!("{ATTACHMENTS}/{beside}"),
+    ] {
+        let path = dir_out.join(&place);
+        match std::fs::read(&path) {
+            Ok(there) if there == bytes => return Ok((place, false)),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("attachment not copied, cannot read {place}: {e}")),
+        }
+        let written = path
+            .parent()
+            .map_or(Ok(()), |p| {
+                std::fs::create_dir_all(p).map_err(|e| e.to_string())
+            })
+            .and_then(|()| fsx::create_new(&path, &bytes).map_err(|e| e.to_string()))
+            .map_err(|e| format!("attachment not copied to {place}: {e}"))?;
+        if written {
+            return Ok((place, true));
+        }
+    }
+    Err(format!(
+        "attachment not copied: {ATTACHMENTS}/{rel} and {ATTACHMENTS}/{beside} hold other files"
+    ))
 }
 
 fn import_one(
@@ -314,15 +631,7 @@ fn import_one(
         .insert("importHash".into(), Value::String(source_hash.clone()));
     let flagged = note.tags.iter().any(|t| t == SECRETS_TAG);
 
-    let ids = [
-        note.id.clone(),
-        slugify(&format!(
-            "{}-{}",
-            note.id,
-            &memoria_shared::hash::sha256_hex(rel.as_bytes())[..6]
-        )),
-    ];
-    for id in ids {
+    for id in candidate_ids(&note.id, &rel) {
         let existing = engine
             .index()
             .find(&scope.key(), id.as_str())?
@@ -341,15 +650,7 @@ fn import_one(
                 ) else {
                     continue;
                 };
-                let same_source = old.extra.get("importedFrom").and_then(Value::as_str)
-                    == Some(rel.as_str())
-                    && old
-                        .extra
-                        .get("importSource")
-                        .and_then(Value::as_str)
-                        // A note imported without a recorded folder matches any folder.
-                        .is_none_or(|s| s == source);
-                if !same_source {
+                if !same_source(&old, &rel, source) {
                     continue; // another note owns this id: try the next one
                 }
                 let old_hash = old.extra.get("importHash").and_then(Value::as_str);
@@ -855,6 +1156,77 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&row.path).unwrap(),
             "editor autosave\n"
+        );
+    }
+
+    /// Links are rewritten to the ids of the notes they name; what the import read from a file
+    /// beyond its text is part of its source version, so a link that comes to name another
+    /// note updates its note on the next import, and nothing else changes.
+    #[test]
+    fn a_link_that_comes_to_name_a_note_reimports_its_note() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "Hub.md", "See [[Sub/Later]] and [[Other]].\n");
+        write(&src, "Other.md", "The other note.\n");
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &src).added, 2);
+        let body = |e: &Engine, id: &str| e.show(id, None).unwrap().note.unwrap().body;
+        assert_eq!(body(&e, "hub"), "See [[Sub/Later]] and [[Other]].\n");
+        write(&src, "Sub/Later.md", "Written later.\n");
+        let r = run(&mut e, &src);
+        assert_eq!((r.added, r.updated, r.unchanged), (1, 1, 1), "{r:?}");
+        assert_eq!(body(&e, "hub"), "See [[later|Sub/Later]] and [[Other]].\n");
+        let r = run(&mut e, &src);
+        assert_eq!((r.added, r.updated, r.unchanged), (0, 0, 3), "{r:?}");
+    }
+
+    /// An attachment is copied once; a source attachment whose bytes changed is copied beside
+    /// the first copy, which is never replaced, and the note's embed names the new copy.
+    #[test]
+    fn a_changed_attachment_is_copied_beside_the_first_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "Note.md", "![[pic.png]]\n");
+        write(&src, "img/pic.png", "first");
+        let mut e = engine_in(tmp.path());
+        let r = run(&mut e, &src);
+        assert_eq!((r.added, r.attachments), (1, 1), "{r:?}");
+        let scope = e
+            .scope_dir(&e.scope_of(ScopeChoice::User).unwrap())
+            .unwrap();
+        let body = |e: &Engine| e.show("note", None).unwrap().note.unwrap().body;
+        assert_eq!(body(&e), "![[attachments/img/pic.png]]\n");
+        assert_eq!(
+            std::fs::read(scope.join("attachments/img/pic.png")).unwrap(),
+            b"first"
+        );
+        write(&src, "img/pic.png", "second");
+        let r = run(&mut e, &src);
+        assert_eq!((r.updated, r.attachments), (1, 1), "{r:?}");
+        assert_eq!(
+            std::fs::read(scope.join("attachments/img/pic.png")).unwrap(),
+            b"first"
+        );
+        let hash = &memoria_shared::hash::sha256_hex(b"second")[..8];
+        assert_eq!(body(&e), format!("![[attachments/img/pic-{hash}.png]]\n"));
+        assert_eq!(
+            std::fs::read(scope.join(format!("attachments/img/pic-{hash}.png"))).unwrap(),
+            b"second"
+        );
+        // A text attachment holding a credential is not copied, and says so.
+        write(&src, "Keys.md", "[[keys.txt]]\n");
+        write(&src, "keys.txt", "db password: hunter22xyz\n");
+        let r = run(&mut e, &src);
+        assert!(
+            r.skipped
+                .iter()
+                .any(|s| s.path == "keys.txt" && s.reason.contains("credential")),
+            "{r:?}"
+        );
+        assert!(!scope.join("attachments/keys.txt").exists());
+        assert_eq!(
+            e.show("keys", None).unwrap().note.unwrap().body,
+            "[[keys.txt]]\n"
         );
     }
 

@@ -21,7 +21,9 @@ pub(crate) fn recall_err(e: recall::Error) -> Error {
     Error::from(e)
 }
 
-/// The recall document of an index row.
+/// The recall document of an index row. A note's aliases are searched with its tags: they
+/// name the note as a title does. (They are no part of the content hash, which keys the
+/// document: a change of aliases alone reaches search with the note's next change of text.)
 pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
     let hash = row
         .hash
@@ -32,7 +34,7 @@ pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
         scope: row.scope.clone(),
         id: row.id.clone(),
         summary: row.summary.clone(),
-        tags: row.tags.clone(),
+        tags: row.tags.iter().chain(&row.aliases).cloned().collect(),
         body: row.body.clone(),
         note_type: row.note_type.clone(),
         updated_at_ms: row.updated_at.or(row.created_at),

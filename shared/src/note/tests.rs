@@ -222,6 +222,14 @@ fn links_ignore_code_and_aliases() {
     assert_eq!(links_in(body), vec!["a", "b", "c", "d"]);
 }
 
+#[test]
+fn embeds_of_notes_are_links_and_attachments_are_not() {
+    let body = "![[Other note]] ![[diagram.png]] [[doc.PDF]] ![[img/x.png|100]] [[v1.2]] [[.png]]";
+    assert_eq!(links_in(body), vec!["Other note", "v1.2", ".png"]);
+    assert!(is_attachment("Assets/Diagram.PNG"));
+    assert!(!is_attachment("Release v1.2"));
+}
+
 fn arb_text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[ -~]{0,40}",
@@ -332,4 +340,13 @@ proptest! {
         let _ = Note::parse(&text, ctx("x.md"));
         let _ = Note::parse(&format!("---\n{text}\n---\n"), ctx("x.md"));
     }
+}
+
+#[test]
+fn aliases_are_read_from_a_list_or_one_name() {
+    let text = "---\naliases: [\"Newton's laws\", \"\", 7]\nalias: Laws\n---\nbody\n";
+    let note = Note::parse(text, ctx("laws.md")).unwrap();
+    assert_eq!(note.aliases(), ["Newton's laws", "7", "Laws"]);
+    let none = Note::parse("body\n", ctx("x.md")).unwrap();
+    assert!(none.aliases().is_empty());
 }

@@ -578,14 +578,10 @@ fn import_obsidian_and_openclaw_idempotently() {
     assert!(tag_of("moby-dick").contains(&"source:obsidian".to_string()));
     let daily = e.show("2026-01-05", None).unwrap().note.unwrap();
     assert_eq!(daily.created_at, crate::backup::date_to_ms("2026-01-05"));
-    assert_eq!(
-        e.show("be-brief", None)
-            .unwrap()
-            .indexed
-            .note_type
-            .as_deref(),
-        Some("feedback")
-    );
+    // A folder is where a note was kept, never its type.
+    let brief = e.show("be-brief", None).unwrap().note.unwrap();
+    assert_eq!(brief.note_type, None);
+    assert_eq!(brief.extra["folder"], "feedback");
     assert_eq!(
         e.show("moby-dick", None)
             .unwrap()
