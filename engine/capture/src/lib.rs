@@ -5,9 +5,10 @@
 //! One path for every door (the CLI's `capture`, the hook, the MCP tool, the API, the eval
 //! harness): [`capture`]. It keeps each message verbatim with its time, author and
 //! conversation in the scope it is captured into; it drops tool output, system prompts and a
-//! model's reasoning unless asked to keep them; it runs the credential guard on every text (a
-//! message that trips it is kept, marked and never recalled); and capturing the same
-//! transcript twice adds nothing.
+//! model's reasoning unless asked to keep them; it runs the credential guard and the poison
+//! gate (`memoria_derive::gate`) on every text (a message that trips either is kept, marked and
+//! never recalled, and nothing is derived from it); and capturing the same transcript twice
+//! adds nothing.
 //!
 //! **Invariant:** a conversation lives in one scope; nothing captured reaches another
 //! project, and nothing captured leaves this machine.
@@ -18,6 +19,7 @@ pub mod promote;
 
 use std::collections::{HashMap, HashSet};
 
+use memoria_derive::gate;
 use memoria_store::log::{NewMessage, Role};
 use memoria_store::{Error, Result, Scope, guard};
 use memoria_vault::vault::Engine;
@@ -58,6 +60,9 @@ pub struct CaptureReport {
     pub skipped: usize,
     /// Messages that tripped the credential guard: kept, never recalled.
     pub secret: usize,
+    /// Messages that read as instructions to an assistant (the poison gate): kept, marked
+    /// quarantined, never recalled, nothing derived from them.
+    pub quarantined: usize,
     /// The keys of the messages added, in order.
     pub keys: Vec<String>,
 }
@@ -132,6 +137,7 @@ pub fn capture(
             text.push_str(" […]");
         }
         let secret = guard::scan(&text).map(|f| f.rule.to_owned());
+        let quarantined = poisoned(&text, m.speaker.as_deref()).map(str::to_owned);
         if !report.conversations.contains(&conversation) {
             report.conversations.push(conversation.clone());
         }
@@ -151,23 +157,37 @@ pub fn capture(
             model: m.model,
             text,
             secret,
+            quarantined,
         });
     }
     let now = engine.now_ms();
     let added = engine.log()?.append(&messages, now)?;
     report.already = messages.len() - added.len();
     let new: HashSet<String> = added.iter().cloned().collect();
+    let is_new = |m: &&NewMessage| {
+        new.contains(&memoria_store::log::message_key(
+            &m.scope,
+            &m.conversation,
+            &m.message_id,
+        ))
+    };
     report.secret = messages
         .iter()
         .filter(|m| m.secret.is_some())
-        .filter(|m| {
-            new.contains(&memoria_store::log::message_key(
-                &m.scope,
-                &m.conversation,
-                &m.message_id,
-            ))
-        })
+        .filter(is_new)
         .count();
+    for m in messages.iter().filter(is_new) {
+        if let Some(detector) = &m.quarantined {
+            // The detector's name and where, never the text.
+            tracing::warn!(
+                detector = %detector,
+                scope = %m.scope,
+                conversation = %m.conversation,
+                "poison gate: a captured message is kept quarantined"
+            );
+            report.quarantined += 1;
+        }
+    }
     report.added = added.len();
     report.keys = added;
     // What the conversations say is derived where they gained messages.
@@ -190,6 +210,14 @@ pub fn capture(
         engine.sync_recall_later()?;
     }
     Ok(report)
+}
+
+/// The poison gate's detector a message trips, as recall would show it: its text, and its
+/// speaker's name as the label of a turn (a speaker named "SYSTEM" fakes a system turn).
+pub fn poisoned(text: &str, speaker: Option<&str>) -> Option<&'static str> {
+    gate::check(text)
+        .or_else(|| speaker.and_then(|s| gate::check(&format!("{}: ", s.trim()))))
+        .map(|d| d.detector)
 }
 
 /// The id of a message that has none and no line of its own: what it is (role, speaker, time,

@@ -175,7 +175,7 @@ fn said_hit(
         let m = engine
             .visible_message(key)
             .ok()
-            .filter(|m| m.secret.is_none())?;
+            .filter(|m| !m.held_back())?;
         hit.summary = crate::said::heading(&m);
         hit.trust = message_trust_label(m.role);
         hit.updated_at = m.at;
@@ -400,7 +400,7 @@ pub const AROUND_MESSAGES: usize = 3;
 
 fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
     let m = engine.visible_message(key)?;
-    if m.secret.is_some() {
+    if m.held_back() {
         return Err(Error::NotFound(format!(
             "no message {key} in the conversations visible here"
         )));
@@ -409,7 +409,7 @@ fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
         .log()?
         .around(key, AROUND_MESSAGES, AROUND_MESSAGES)?
         .into_iter()
-        .filter(|n| n.secret.is_none())
+        .filter(|n| !n.held_back())
         .map(|n| SaidLine {
             id: n.key.clone(),
             said: Said::of(&n),
@@ -436,7 +436,7 @@ fn expand_derived(engine: &Engine, key: &str) -> Result<Expanded> {
         let log = engine.log()?;
         for source in &d.sources {
             if let Some(m) = log.get(source)?
-                && m.secret.is_none()
+                && !m.held_back()
             {
                 around.push(SaidLine {
                     id: m.key.clone(),

@@ -69,6 +69,16 @@ pub fn trust_of_role(role: Role) -> Trust {
     }
 }
 
+/// How far to trust a captured message: as its author is ([`trust_of_role`]), or not at all
+/// when the poison gate marked it.
+pub fn trust_of_message(m: &LogMessage) -> Trust {
+    if m.quarantined.is_some() {
+        Trust::Quarantined
+    } else {
+        trust_of_role(m.role)
+    }
+}
+
 /// Who said it, as a reader names them: the speaker's name, else the role.
 pub fn who(m: &LogMessage) -> String {
     m.speaker
@@ -94,10 +104,11 @@ pub const CONTEXT_WORDS: usize = 25;
 /// searched (`RecallDoc::searched_summary`).
 pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     let mut body = String::new();
-    // A message is never a way around another's labels: the words of one the guard marked, or
-    // of a less trusted author, never lead a document that carries this message's trust.
+    // A message is never a way around another's labels: the words of one the guard or the
+    // poison gate marked, or of a less trusted author, never lead a document that carries this
+    // message's trust.
     let previous =
-        previous.filter(|p| p.secret.is_none() && trust_of_role(p.role) >= trust_of_role(m.role));
+        previous.filter(|p| !p.held_back() && trust_of_message(p) >= trust_of_message(m));
     if let Some(p) = previous {
         let words: Vec<&str> = p.text.split_whitespace().collect();
         let tail = words[words.len().saturating_sub(CONTEXT_WORDS)..].join(" ");
@@ -107,7 +118,7 @@ pub fn message_doc(m: &LogMessage, previous: Option<&LogMessage>) -> RecallDoc {
     let mut doc = RecallDoc::new(&m.scope, &m.key, &heading(m), &body);
     doc.note_type = Some(MESSAGE_TYPE.to_owned());
     doc.updated_at_ms = m.at;
-    doc.trust = Some(trust_of_role(m.role));
+    doc.trust = Some(trust_of_message(m));
     doc.rehash()
 }
 

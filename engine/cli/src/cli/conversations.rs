@@ -101,6 +101,12 @@ fn print_report(r: &CaptureReport) -> Result<()> {
             counted(r.secret, "message")
         );
     }
+    if r.quarantined > 0 {
+        outln!(
+            "{} read as instructions to an assistant: kept quarantined, never recalled",
+            counted(r.quarantined, "message")
+        );
+    }
     Ok(())
 }
 
