@@ -5,6 +5,7 @@ mod errors;
 mod fuzz_corpus;
 mod mcp;
 mod model_install;
+mod obsidian;
 mod privacy;
 mod privacy_derived;
 mod privacy_scope;

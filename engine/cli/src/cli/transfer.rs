@@ -58,6 +58,12 @@ pub fn import(g: &Globals, a: &ImportArgs) -> Result<()> {
             counted(n, "note")
         );
     }
+    if report.attachments > 0 {
+        outln!(
+            "{} the notes embed or link copied beside them, into attachments/",
+            counted(report.attachments, "attachment")
+        );
+    }
     for k in &report.kept_edited {
         outln!(
             "kept your edits in {}: its source {} changed too, and its new text is in {}",
