@@ -8,6 +8,7 @@ mod model_install;
 mod obsidian;
 mod privacy;
 mod privacy_derived;
+mod privacy_gate;
 mod privacy_scope;
 mod recall_model;
 mod reimport;

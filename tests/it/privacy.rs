@@ -412,7 +412,7 @@ fn captured(w: &World, conversation: &str, texts: &[&str]) -> String {
 }
 
 /// The key a captured message of the project's scope is known by.
-fn message_ref(w: &World, conversation: &str, id: &str) -> String {
+pub(crate) fn message_ref(w: &World, conversation: &str, id: &str) -> String {
     let project: Value = serde_json::from_slice(
         &std::fs::read(w.project.join(".memoria").join("project.json")).unwrap(),
     )
