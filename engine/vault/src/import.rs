@@ -330,7 +330,11 @@ fn read_candidate(
         }
         let mut added = Vec::new();
         for tag in obsidian::inline_tags(&note.body) {
-            if !note.tags.iter().any(|t| t.eq_ignore_ascii_case(&tag)) {
+            if !note
+                .tags
+                .iter()
+                .any(|t| t.to_lowercase() == tag.to_lowercase())
+            {
                 note.tags.push(tag.clone());
                 added.push(Value::String(tag));
             }

@@ -525,8 +525,10 @@ fn find_run(s: &str, n: usize) -> Option<usize> {
 pub fn inline_tags(body: &str) -> Vec<String> {
     let mut tags: Vec<String> = Vec::new();
     let mut sink = String::new();
-    for_text(body, &mut sink, &mut |text, _, _| {
-        let mut prev = ' ';
+    for_text(body, &mut sink, &mut |text, seen, _| {
+        // What came before this stretch: code just closed counts, as any character does.
+        let mut prev = seen.chars().next_back().unwrap_or('\n');
+        seen.push_str(text);
         for (i, c) in text.char_indices() {
             if c == '#' && prev.is_whitespace() {
                 let tag: String = text[i + 1..]
@@ -536,7 +538,7 @@ pub fn inline_tags(body: &str) -> Vec<String> {
                 let tag = tag.trim_end_matches('/');
                 if tag.chars().any(|c| !c.is_ascii_digit() && c != '/')
                     && !tag.starts_with('/')
-                    && !tags.iter().any(|t| t.eq_ignore_ascii_case(tag))
+                    && !tags.iter().any(|t| t.to_lowercase() == tag.to_lowercase())
                 {
                     tags.push(tag.to_owned());
                 }

@@ -191,7 +191,8 @@ fn inline_tags_are_read_as_obsidian_reads_them() {
     let body = "# Title\n## Heading\n#inline-tag and #todo/urgent, #Todo/Urgent again.\n\
         Issue #123 and #2024 are numbers; #y2024 is a tag. #日本語 too.\n\
         See https://x.org/page#frag and [a](#anchor) and [[Note#Heading]] and C#sharp.\n\
-        `#in-code` and\n```\n#in-fence\n```\n\t#tabbed #trailing/ end";
+        `#in-code` and `code`#after-code\n```\n#in-fence\n```\n#after-fence \t#tabbed #trailing/ end \
+        #ÜBER #über";
     assert_eq!(
         inline_tags(body),
         [
@@ -199,8 +200,10 @@ fn inline_tags_are_read_as_obsidian_reads_them() {
             "todo/urgent",
             "y2024",
             "日本語",
+            "after-fence",
             "tabbed",
-            "trailing"
+            "trailing",
+            "ÜBER"
         ]
     );
 }
