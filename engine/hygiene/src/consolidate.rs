@@ -403,13 +403,13 @@ pub fn plan(engine: &Engine, scopes: &[Scope], q: &ConsolidateQuery) -> Result<C
     // By scope and trust: a similarity cluster never mixes trust levels, so folding never
     // lowers a note's trust to a neighbour's.
     candidates.sort_by(|a, b| (&a.scope, &a.trust, &a.id).cmp(&(&b.scope, &b.trust, &b.id)));
-    let hashes: Vec<String> = candidates.iter().filter_map(|r| r.hash.clone()).collect();
+    let hashes: Vec<String> = candidates.iter().filter_map(|r| r.recall_hash()).collect();
     let vectors = super::cached_vectors(engine, &hashes)?;
     let words: Vec<_> = candidates
         .iter()
         .map(|r| topic::note_words(&r.summary, &r.tags, &r.body))
         .collect();
-    let vector_of = |r: &IndexedNote| r.hash.as_ref().and_then(|h| vectors.get(h));
+    let vector_of = |r: &IndexedNote| r.recall_hash().and_then(|h| vectors.get(&h));
     let mut pairs = Vec::new();
     for i in 0..candidates.len() {
         for j in i + 1..candidates.len() {

@@ -207,7 +207,8 @@ pub struct ReviewInput {
     pub project: Option<(PathBuf, String)>,
     /// The last recall or opening of a note on this machine, by (scope, id).
     pub last_used: HashMap<(String, String), i64>,
-    /// One embedding vector per content hash, all of one model.
+    /// One embedding vector per note's recall hash (its content hash, with its aliases when it
+    /// has any: `IndexedNote::recall_hash`), all of one model.
     pub vectors: HashMap<String, Vec<f32>>,
     pub now_ms: i64,
     pub unused_days: u32,
@@ -268,9 +269,8 @@ pub fn compute(input: &ReviewInput) -> Vec<Finding> {
     let vectors: Vec<Option<&[f32]>> = topical
         .iter()
         .map(|r| {
-            r.hash
-                .as_ref()
-                .and_then(|h| input.vectors.get(h))
+            r.recall_hash()
+                .and_then(|h| input.vectors.get(&h))
                 .map(Vec::as_slice)
         })
         .collect();
@@ -448,7 +448,7 @@ fn review_input(engine: &Engine, scopes: &[Scope], unused_days: u32) -> Result<R
     let hashes: Vec<String> = rows
         .iter()
         .filter(|r| r.error.is_none() && scopes.contains(&r.scope))
-        .filter_map(|r| r.hash.clone())
+        .filter_map(|r| r.recall_hash())
         .collect();
     let vectors = cached_vectors(engine, &hashes)?;
     let project = engine.project().and_then(|p| {

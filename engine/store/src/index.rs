@@ -67,13 +67,28 @@ CREATE TABLE IF NOT EXISTS projects(
 pub struct NoteState {
     pub scope: String,
     pub id: String,
-    /// The content hash; `None` for a file that failed to parse.
+    /// What recall keys the note by ([`recall_hash`]); `None` for a file that failed to parse.
     pub hash: Option<String>,
     pub path: String,
     /// Whether an agent may see the note.
     pub recallable: bool,
     /// Ranking facts outside the content hash.
     pub facts: RankFacts,
+}
+
+/// The hash recall keys a note's document and vectors by: its content hash, or, for a note
+/// with aliases (searched with it, but no part of the content hash), a hash of both, so that a
+/// change of aliases alone brings its document up to date.
+pub fn recall_hash(content_hash: &str, aliases: &[String]) -> String {
+    if aliases.is_empty() {
+        return content_hash.to_owned();
+    }
+    let mut text = content_hash.to_owned();
+    for a in aliases {
+        text.push('\n');
+        text.push_str(a);
+    }
+    memoria_shared::hash::sha256_hex(text.as_bytes())
 }
 
 /// Tags that exempt a note from recency decay.
@@ -153,6 +168,13 @@ pub struct IndexedNote<B = String> {
     /// index, not read back with a row ([`Index::relations`] reads them).
     #[serde(skip)]
     pub relations: Vec<(String, String)>,
+}
+
+impl<B> IndexedNote<B> {
+    /// What recall keys the note's document and vectors by ([`recall_hash`]).
+    pub fn recall_hash(&self) -> Option<String> {
+        self.hash.as_deref().map(|h| recall_hash(h, &self.aliases))
+    }
 }
 
 /// A row of [`Index::list`]: everything but the body, which a listing does not read (bodies
@@ -468,15 +490,20 @@ impl Index {
                     coalesce(status, '') = 'consolidated',
                     EXISTS (SELECT 1 FROM relations r JOIN notes o ON o.path = r.path
                             WHERE r.kind = 'supersedes' AND r.target = notes.id
-                              AND o.scope = notes.scope AND o.error IS NULL AND o.id != notes.id)
+                              AND o.scope = notes.scope AND o.error IS NULL AND o.id != notes.id),
+                    aliases
              FROM notes ORDER BY scope, id, error IS NOT NULL, path",
         )?;
         let evergreen = serde_json::to_string(&EVERGREEN_TAGS).unwrap_or_default();
         let rows = st.query_map(params![crate::guard::SECRETS_TAG, evergreen], |r| {
+            let aliases: Vec<String> =
+                serde_json::from_str(&r.get::<_, String>(11)?).unwrap_or_default();
             Ok(NoteState {
                 scope: r.get(0)?,
                 id: r.get(1)?,
-                hash: r.get(2)?,
+                hash: r
+                    .get::<_, Option<String>>(2)?
+                    .map(|h| recall_hash(&h, &aliases)),
                 path: r.get(3)?,
                 recallable: r.get(4)?,
                 facts: RankFacts {

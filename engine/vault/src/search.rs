@@ -22,11 +22,11 @@ pub(crate) fn recall_err(e: recall::Error) -> Error {
 }
 
 /// The recall document of an index row. A note's aliases are searched with its tags: they
-/// name the note as a title does. (They are no part of the content hash, which keys the
-/// document: a change of aliases alone reaches search with the note's next change of text.)
+/// name the note as a title does; the document is keyed by [`IndexedNote::recall_hash`], which
+/// covers them.
 pub fn recall_doc(row: &IndexedNote) -> RecallDoc {
     let hash = row
-        .hash
+        .recall_hash()
         .as_deref()
         .and_then(ContentHash::parse)
         .unwrap_or_else(|| ContentHash::of_parts(&row.id, &row.summary, None, &[], &row.body));

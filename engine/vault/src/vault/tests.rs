@@ -1160,3 +1160,30 @@ fn hand_edits_outside_the_text_reach_ranking_and_visibility() {
     let back = explained(&mut w.engine(None), "heron weir").expect("back after the quarantine");
     assert_eq!((back.importance, back.trust), (1.0, 1.0), "{back:?}");
 }
+
+/// A note's aliases are searched with it, and a change of its aliases alone reaches search.
+#[test]
+fn aliases_are_searched_and_an_edit_of_them_alone_reaches_search() {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let dir = e
+        .scope_dir(&e.scope_of(ScopeChoice::User).unwrap())
+        .unwrap();
+    fs::create_dir_all(&dir).unwrap();
+    let laws = dir.join("laws.md");
+    fs::write(
+        &laws,
+        "---\naliases: [Newton]\n---\nA body stays at rest.\n",
+    )
+    .unwrap();
+    e.rescan(true).unwrap();
+    assert_eq!(lexical(&mut e, "newton"), ["laws"]);
+    fs::write(
+        &laws,
+        "---\naliases: [Kepler]\n---\nA body stays at rest.\n",
+    )
+    .unwrap();
+    e.rescan(true).unwrap();
+    assert_eq!(lexical(&mut e, "kepler"), ["laws"]);
+    assert!(lexical(&mut e, "newton").is_empty());
+}
