@@ -199,7 +199,12 @@ pub fn conversations(g: &Globals, a: &ConversationsArgs) -> Result<()> {
             .clone()
             .unwrap_or_else(|| m.role.as_str().to_owned());
         let when = m.at.map(human_utc).unwrap_or_default();
-        outln!("[{when}] {who}: {}", m.text);
+        let mark = m
+            .quarantined
+            .as_deref()
+            .map(|d| format!(" [quarantined: reads as instructions ({d}), never recalled]"))
+            .unwrap_or_default();
+        outln!("[{when}] {who}: {}{mark}", m.text);
     }
     Ok(())
 }
