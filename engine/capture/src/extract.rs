@@ -1052,25 +1052,14 @@ mod tests {
 
     #[test]
     fn a_summary_quotes_the_sentences_that_carry_the_conversation_in_order() {
-        let msgs = vec![
-            message("c", 1, 1, "Ana", "We should plan the trip to the lake."),
-            message(
-                "c",
-                2,
-                2,
-                "Ben",
-                "Yes! The lake trip in June, with the kayaks.",
-            ),
-            message("c", 3, 3, "Ana", "Ok."),
-            message(
-                "c",
-                4,
-                4,
-                "Ben",
-                "I will book the kayaks for the lake trip.",
-            ),
-            message("c", 5, 5, "Ana", "My cat is sick today, unrelated."),
-        ];
+        let mut msgs = lake_trip();
+        msgs.push(message(
+            "c",
+            5,
+            5,
+            "Ana",
+            "My cat is sick today, unrelated.",
+        ));
         let s = summary(&msgs).expect("five messages");
         assert!(s.text.contains("lake"), "{}", s.text);
         assert!(!s.text.contains("Ok."), "{}", s.text);
