@@ -1164,7 +1164,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
         notes.set(key(scope, n.id), n);
         emit({ kind: 'noteAdded', scope, id: n.id });
       }
-      const report: ImportReport = { scope, files: total, added: total, updated: 0, unchanged: 0, flaggedSecrets: 0, skipped: [], keptEdited: [] };
+      const report: ImportReport = { scope, files: total, added: total, updated: 0, unchanged: 0, flaggedSecrets: 0, skipped: [], keptEdited: [], attachments: 0 };
       return report;
     },
 

@@ -324,6 +324,8 @@ export interface ImportReport {
   /** Notes changed here since their import whose source changed too: kept as they are, with
    * the source's new text in the note `beside`. */
   keptEdited: { path: string; id: string; beside: string }[];
+  /** Attachments the notes embed or link, copied into the scope's `attachments/` folder. */
+  attachments: number;
 }
 
 export type Language = 'en' | 'zh' | 'es';

@@ -282,6 +282,7 @@ export const en = {
   'import.progressText': '{done} of {total} files',
   'import.done': 'Imported {added} new, {updated} updated, {unchanged} unchanged from {files} files.',
   'import.secrets': '{n} notes look like they hold credentials: they are tagged contains-secrets and never synced or recalled.',
+  'import.attachments': '{n} attachments the notes embed or link were copied beside them (attachments/).',
   'import.skipped': 'Skipped',
   'import.keptEditedOne': '{id}: you changed it here and its source {path} changed too; the source’s new text is in {beside}.',
   'import.keptEdited': 'Your edits were kept',

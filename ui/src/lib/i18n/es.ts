@@ -282,6 +282,7 @@ export const es: Dict = {
   'import.progressText': '{done} de {total} archivos',
   'import.done': 'Importadas {added} nuevas, {updated} actualizadas, {unchanged} sin cambios de {files} archivos.',
   'import.secrets': '{n} notas parecen contener credenciales: se etiquetan contains-secrets y nunca se sincronizan ni se recuerdan.',
+  'import.attachments': '{n} adjuntos que las notas insertan o enlazan se copiaron junto a ellas (attachments/).',
   'import.skipped': 'Omitidos',
   'import.keptEditedOne': '{id}: la cambiaste aquí y su origen {path} también cambió; el texto nuevo del origen está en {beside}.',
   'import.keptEdited': 'Se conservaron tus cambios',

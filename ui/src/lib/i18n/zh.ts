@@ -282,6 +282,7 @@ export const zh: Dict = {
   'import.progressText': '{done} / {total} 个文件',
   'import.done': '从 {files} 个文件中导入：新增 {added}，更新 {updated}，未变 {unchanged}。',
   'import.secrets': '{n} 条笔记看起来包含凭据：已标记为 contains-secrets，不会同步或被检索。',
+  'import.attachments': '笔记嵌入或链接的 {n} 个附件已复制到笔记旁（attachments/）。',
   'import.skipped': '已跳过',
   'import.keptEditedOne': '{id}：你在这里改过它，它的来源 {path} 也改了；来源的新文字在 {beside} 中。',
   'import.keptEdited': '已保留你的修改',
