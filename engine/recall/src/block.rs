@@ -171,6 +171,16 @@ fn durable_order(m: &DocMeta) -> (u8, i64) {
     (kind, -m.updated_at_ms.unwrap_or(0))
 }
 
+/// What an index line says before a note's summary when another note replaced it, as `list`
+/// and `show` say it: an agent reads the note as history, not as what holds now.
+fn standing_label(m: &DocMeta) -> String {
+    match (m.standing.consolidated, m.standing.superseded) {
+        (true, _) => "(consolidated) ".to_owned(),
+        (false, true) => "(superseded) ".to_owned(),
+        (false, false) => String::new(),
+    }
+}
+
 /// How a result matched, as the block prints it: its relevance (or, without a calibrated one,
 /// its cosine), or "keywords" when only its words matched.
 fn match_label(score: Option<f64>) -> String {
@@ -346,9 +356,9 @@ impl RecallIndex {
             // An index line takes at least ~20 characters: no need to read more summaries
             // than could ever fit.
             let mut out = Vec::new();
-            for (s, i) in docs.iter().take(budget / 20 + 1) {
+            for (m, (s, i)) in durable.iter().zip(&docs).take(budget / 20 + 1) {
                 let summary = self.get(s, i)?.map(|d| d.summary).unwrap_or_default();
-                out.push((vault_ref(s, i), summary));
+                out.push((vault_ref(s, i), standing_label(m) + &summary));
             }
             out
         };

@@ -83,6 +83,64 @@ mod tests {
     }
 
     #[test]
+    fn the_prompt_hooks_index_says_which_notes_were_consolidated_or_superseded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let loc = Location {
+            home: Some(home.clone()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Location::default()
+        };
+        drop(loc.open().unwrap());
+        let user = home.join("memory/user");
+        let note = |id: &str, summary: &str, extra: &str| {
+            std::fs::write(
+                user.join(format!("{id}.md")),
+                format!(
+                    "---\nid: {id}\nsummary: {summary}\ntype: project\n{extra}---\n{summary}.\n"
+                ),
+            )
+            .unwrap();
+        };
+        note("deploy-days", "Deploys run on Tuesdays", "");
+        note(
+            "deploy-mondays",
+            "Deploys ran on Mondays",
+            "status: consolidated\n",
+        );
+        note("freeze-old", "Code freeze on Thursdays", "");
+        note(
+            "freeze-new",
+            "Code freeze on Fridays",
+            "relations:\n  - kind: supersedes\n    target: freeze-old\n",
+        );
+        let prompt = serde_json::json!({
+            "session_id": "s1", "cwd": tmp.path(), "hook_event_name": "UserPromptSubmit",
+            "prompt": "anything new?",
+        });
+        let out = claude_code(&loc, &prompt.to_string()).unwrap().unwrap();
+        let text = out.to_string();
+        let line = |id: &str| {
+            let at = text
+                .find(&format!("vt:user/{id}:"))
+                .unwrap_or_else(|| panic!("{id} is not in the index: {text}"));
+            text[at..].split("\\n").next().unwrap().to_owned()
+        };
+        assert!(
+            line("deploy-mondays").contains(": (consolidated) Deploys ran"),
+            "{text}"
+        );
+        assert!(
+            line("freeze-old").contains(": (superseded) Code freeze on Thursdays"),
+            "{text}"
+        );
+        for current in ["deploy-days", "freeze-new"] {
+            assert!(!line(current).contains("(consolidated)"), "{text}");
+            assert!(!line(current).contains("(superseded)"), "{text}");
+        }
+    }
+
+    #[test]
     fn the_stop_hook_captures_nothing_while_capture_is_off_nor_later_and_what_follows_once_on() {
         let tmp = tempfile::tempdir().unwrap();
         let loc = Location {
