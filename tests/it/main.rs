@@ -21,6 +21,7 @@ mod sync_e2e;
 mod sync_integrity;
 mod sync_keychain;
 mod sync_live;
+mod sync_repoint;
 mod sync_server;
 mod sync_server_limits;
 mod sync_server_listener;

@@ -1,8 +1,9 @@
 //! Sync in real processes over time: the coordinators of `memoria watch` and `memoria mcp`
 //! (a local write uploads seconds later; a dead server never stops them and shows in `sync
 //! status`), `memoria sync off` cancelling a pass in flight in another process (held by a proxy
-//! in front of the real `memoria-sync`), and a `memoria sync now` killed with SIGKILL while it
-//! writes downloaded notes.
+//! in front of the real `memoria-sync`), a `memoria sync now` killed with SIGKILL while it
+//! writes downloaded notes, and `sync status` naming the next sync only while a background
+//! syncer runs.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -412,4 +413,56 @@ fn sync_a_process_killed_while_writing_downloads_converges_with_no_torn_note() {
     assert_eq!(parse_json(&b.ok(&["--json", "conflicts"])), json!([]));
     let again = b.ok(&["sync", "now"]);
     assert!(again.contains("uploaded 0, downloaded +0 ~0 -0"), "{again}");
+}
+
+#[test]
+fn sync_status_names_the_next_sync_only_while_a_background_syncer_runs() {
+    let mut w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    write_note(&a, "n", "n\n");
+    a.ok(&["sync", "now"]);
+    w.server.kill();
+
+    // A one-shot sync against a server that is down: nothing retries it, and status says so.
+    let failed = a.fails(&["sync", "now"]);
+    assert!(failed.contains("cannot reach the sync server"), "{failed}");
+    assert!(!failed.contains("will retry"), "{failed}");
+    let st = a.ok(&["sync", "status"]);
+    assert!(
+        st.contains("next sync: none planned")
+            && st.contains("run `memoria sync now` (or keep `memoria watch` running)"),
+        "{st}"
+    );
+    assert_eq!(status(&a)["scopes"][0]["background"], Value::Null);
+
+    // With `memoria watch` running, its retry is named: a minute after its failed pass.
+    let watch = Running::start(&a, &["--json", "watch"]);
+    wait_until(
+        Duration::from_secs(60),
+        "the watcher's next pass in the status",
+        || {
+            let bg = status(&a)["scopes"][0]["background"].clone();
+            bg["processes"] == 1
+                && bg["nextAttemptMs"]
+                    .as_i64()
+                    .is_some_and(|t| t > now_ms() + 30_000)
+        },
+    );
+    let st = a.ok(&["sync", "status"]);
+    assert!(
+        st.contains("next sync: in ") && st.contains("by a running background sync"),
+        "{st}"
+    );
+    // Killed, it plans nothing any more: the status says so at once.
+    drop(watch);
+    let st = a.ok(&["sync", "status"]);
+    assert!(st.contains("next sync: none planned"), "{st}");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }

@@ -46,6 +46,9 @@ pub struct SignedIn {
     pub keychain: Option<String>,
     /// Why no store could keep the token, when none could.
     pub keychain_error: Option<String>,
+    /// Scopes first synced at another address or as another account: their sync stays
+    /// paused (a re-point moves those of the same account, after checking the server).
+    pub pinned_elsewhere: Vec<PinnedElsewhere>,
 }
 
 /// Signs in: checks the token with the server, keeps it in the OS keychain (else in the token
@@ -77,9 +80,10 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
         Err(e) if env_token().is_some() => (None, Some(e.to_string())),
         Err(e) => return Err(e),
     };
-    let on = Settings::update(&sync::sync_dir(root), |s| {
+    let (on, pinned_elsewhere) = Settings::update(&sync::sync_dir(root), |s| {
         s.server = Some(server.clone());
-        *s.enabled.get_or_insert(true)
+        let on = *s.enabled.get_or_insert(true);
+        (on, pinned_elsewhere(s, &server, Some(&identity.user_id)))
     })?;
     Ok(SignedIn {
         server,
@@ -87,7 +91,69 @@ pub fn login(engine: &Engine, req: &LoginRequest) -> SyncResult<SignedIn> {
         on,
         keychain,
         keychain_error,
+        pinned_elsewhere,
     })
+}
+
+/// A scope pinned to another address or account than the one signed in to: its sync is paused
+/// until the scope is re-pointed ([`repoint`]) or the original account signs in again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedElsewhere {
+    pub scope: String,
+    /// The address and account the scope was synced with.
+    pub server: String,
+    pub user_id: String,
+}
+
+/// The scopes whose pin names another server address or account than `server` and `user`.
+fn pinned_elsewhere(s: &Settings, server: &str, user: Option<&str>) -> Vec<PinnedElsewhere> {
+    s.pins
+        .iter()
+        .filter(|(_, p)| p.server != server || user.is_some_and(|u| u != p.user_id))
+        .map(|(scope, p)| PinnedElsewhere {
+            scope: scope.clone(),
+            server: p.server.clone(),
+            user_id: p.user_id.clone(),
+        })
+        .collect()
+}
+
+pub use crate::sync::{MovedScope, Refusal, Repointed};
+
+/// Moves every scope pinned to another address to `server`, once the server there proves to be
+/// the same store: it knows this machine's token (the one for `server`, else the one signed in
+/// with) as the scopes' user, and each scope's manifest there is the one last synced here or a
+/// later one of it. All or nothing; on success `server` is the address this home syncs with
+/// (the token is kept for it too). Nothing is synced: the next pass does that.
+pub fn repoint(engine: &Engine, server: &str) -> SyncResult<Repointed> {
+    let root = engine.home().root();
+    let server = server.trim().trim_end_matches('/').to_owned();
+    if server.is_empty() {
+        return Err(Error::Invalid("give the sync server's new address".into()).into());
+    }
+    check_address(&server)?;
+    let settings = Settings::load(&sync::sync_dir(root))?;
+    let (token, kept) = match token::load(root, &server, env_token()) {
+        Ok(t) => (t, true),
+        Err(SyncError::NoToken) => match &settings.server {
+            Some(old) if *old != server => (token::load(root, old, env_token())?, false),
+            _ => return Err(SyncError::NotSignedIn),
+        },
+        Err(e) => return Err(e),
+    };
+    let transport = Arc::new(sync::HttpTransport::new(&server)?);
+    let client = SyncClient::new(transport, token.clone());
+    let done = sync::repoint(root, &server, &client).map_err(|e| match e {
+        SyncError::Server { status: 401, .. } => SyncError::TokenRefused {
+            server: server.clone(),
+        },
+        e => e,
+    })?;
+    if !kept && env_token().is_none() {
+        token::store(root, &server, &token)?;
+    }
+    Ok(done)
 }
 
 /// Refuses a server address that is not an `http://` or `https://` URL with a host, saying how
@@ -313,8 +379,26 @@ pub struct ScopeSyncStatus {
     pub conflicts: usize,
     /// The account and server the scope was first synced with.
     pub pin: Option<Pin>,
+    /// The scope was synced at another address than the one signed in to: its sync is
+    /// paused until it is re-pointed (or that address is signed in to again).
+    pub address_changed: bool,
     /// A paused pass waiting for the user.
     pub pending: Option<Waiting>,
+    /// The background syncers running on this home (`memoria watch`, `memoria mcp`, the
+    /// app) and when the next of them tries this scope; `None`: none runs, so nothing tries
+    /// again until a sync is asked for.
+    pub background: Option<Background>,
+}
+
+/// The background syncers of a scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Background {
+    /// How many processes sync the scope in the background.
+    pub processes: usize,
+    /// When the next of them tries it (ms since the epoch); `None`: none will until a note
+    /// is written here or a sync is asked for (the last pass needs the user).
+    pub next_attempt_ms: Option<i64>,
 }
 
 /// Cloud sync as a whole and per scope.
@@ -335,9 +419,16 @@ pub struct SyncStatus {
 /// The sync status roll-up: the switches, and each synced scope's last sync, last download,
 /// conflicts, error, limits and what it waits for.
 pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
-    let s = Settings::load(&sync::sync_dir(engine.home().root()))?;
+    let dir = sync::sync_dir(engine.home().root());
+    let s = Settings::load(&dir)?;
+    let now = memoria_shared::Clock::now_ms(&SystemClock);
     let mut scopes = Vec::new();
     for scope in sync::synced_scopes(engine) {
+        let running = ScopeDir::new(&dir, &scope.key()).next_passes().running(now);
+        let background = (!running.is_empty()).then(|| Background {
+            processes: running.len(),
+            next_attempt_ms: running.iter().filter_map(|p| p.at_ms).min(),
+        });
         let sd = ScopeDir::of(engine, &scope)?;
         let st = sd.load_status()?;
         let pending = sd.pending()?.map(|p| Waiting {
@@ -349,6 +440,11 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
             enabled: !s.off_scopes.contains(&scope.key()),
             conflicts: sd.conflicts()?.len(),
             pin: s.pins.get(&scope.key()).cloned(),
+            address_changed: s
+                .pins
+                .get(&scope.key())
+                .zip(s.server.as_ref())
+                .is_some_and(|(p, server)| p.server != *server),
             scope: scope.key(),
             last_synced_ms: st.last_synced_ms,
             last_error: st.last_error,
@@ -356,6 +452,7 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
             quotas: st.quotas,
             held_back: st.held_back,
             pending,
+            background,
         });
     }
     let last_synced_ms = scopes

@@ -76,6 +76,10 @@ pub enum ErrorCode {
     FolderMissing,
     /// The scope was first synced with another account or server; its sync is paused.
     AccountMismatch,
+    /// A re-point found that the server at the new address is not the store the scopes were
+    /// synced with: its notes are not the ones last synced, nor later versions of them. No
+    /// scope moved.
+    NotSameStore,
     /// The sync account was erased on the server.
     AccountErased,
     /// The sync server speaks a newer protocol than this Memoria.
@@ -116,7 +120,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
         ErrorCode::NotFound,
         ErrorCode::InvalidId,
         ErrorCode::InvalidInput,
@@ -137,6 +141,7 @@ impl ErrorCode {
         ErrorCode::ConfirmationRequired,
         ErrorCode::FolderMissing,
         ErrorCode::AccountMismatch,
+        ErrorCode::NotSameStore,
         ErrorCode::AccountErased,
         ErrorCode::ProtocolTooNew,
         ErrorCode::SyncOff,
@@ -178,6 +183,7 @@ impl ErrorCode {
             ErrorCode::ConfirmationRequired => "confirmation_required",
             ErrorCode::FolderMissing => "folder_missing",
             ErrorCode::AccountMismatch => "account_mismatch",
+            ErrorCode::NotSameStore => "not_same_store",
             ErrorCode::AccountErased => "account_erased",
             ErrorCode::ProtocolTooNew => "protocol_too_new",
             ErrorCode::SyncOff => "sync_off",

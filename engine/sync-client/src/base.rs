@@ -200,6 +200,85 @@ impl PollLease {
     }
 }
 
+/// When each running background syncer (the coordinator of `memoria watch`, `memoria mcp`,
+/// the app) tries a scope next, so `sync status` can say whether and when anything retries: a
+/// one-shot `memoria sync now` leaves nothing behind that would. Each process keeps its own
+/// entry, renews it while it runs and removes it when it stops. A process holds an OS lock on
+/// `sync/running/<its id>.lock` while it runs, which the OS lets go of however it ends, so the
+/// entry of a process that was killed counts for nothing (and lapses by itself where locks do
+/// not work, see [`ScheduledPass::alive_until_ms`]).
+#[derive(Debug, Clone)]
+pub struct NextPasses {
+    file: PathBuf,
+    running: PathBuf,
+}
+
+/// The lock a background syncer holds while it runs, under the home's sync folder.
+pub fn running_lock(sync_dir: &Path, holder: &str) -> PathBuf {
+    sync_dir.join("running").join(format!("{holder}.lock"))
+}
+
+/// One process's next pass of a scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledPass {
+    /// When the next pass is due (ms); `None`: none until a write here or "sync now" (the
+    /// last pass needs the user, or a project scope not in use).
+    pub at_ms: Option<i64>,
+    /// The entry holds until then unless renewed: a running process renews it well before.
+    pub alive_until_ms: i64,
+}
+
+impl NextPasses {
+    fn alive(&self, holder: &str, p: &ScheduledPass, now_ms: i64) -> bool {
+        p.alive_until_ms > now_ms
+            && fsx::FileLock::is_held(&self.running.join(format!("{holder}.lock")))
+    }
+
+    /// The entries of the processes running at `now_ms`.
+    pub fn running(&self, now_ms: i64) -> Vec<ScheduledPass> {
+        read_json::<BTreeMap<String, ScheduledPass>>(&self.file)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(holder, p)| self.alive(holder, p, now_ms))
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    /// Records `holder`'s next pass (`None`: removes its entry), dropping lapsed entries.
+    pub fn record(&self, holder: &str, pass: Option<ScheduledPass>, now_ms: i64) -> SyncResult<()> {
+        let lock = self.file.with_extension("lock");
+        let _lock = fsx::FileLock::acquire(&lock)?;
+        let mut all: BTreeMap<String, ScheduledPass> =
+            read_json(&self.file).ok().flatten().unwrap_or_default();
+        all.retain(|h, p| {
+            let keep = h == holder || self.alive(h, p, now_ms);
+            if !keep {
+                // A process that ended without removing its entry: its lock file goes too.
+                let _ = std::fs::remove_file(self.running.join(format!("{h}.lock")));
+            }
+            keep
+        });
+        match pass {
+            Some(p) => {
+                all.insert(holder.to_owned(), p);
+            }
+            None => {
+                all.remove(holder);
+            }
+        }
+        if all.is_empty() {
+            if std::fs::symlink_metadata(&self.file).is_ok() {
+                fsx::remove(&self.file)?;
+            }
+            return Ok(());
+        }
+        write_json(&self.file, &all)
+    }
+}
+
 /// The scope state files this process last read or wrote (see [`ParsedFiles`]).
 static STATES: ParsedFiles<ScopeState> = ParsedFiles::new();
 
@@ -240,6 +319,27 @@ impl ScopeDir {
         }
     }
 
+    /// The state of every folder of `scope_key` on this machine that has one: the first
+    /// folder's, then those of further folders paired with the scope.
+    pub fn every_folder(sync_dir: &Path, scope_key: &str) -> Vec<ScopeDir> {
+        let first = ScopeDir::new(sync_dir, scope_key);
+        let prefix = format!("{}~", scope_key.replace(':', "_"));
+        let mut more: Vec<PathBuf> = std::fs::read_dir(sync_dir.join("scopes"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect();
+        more.sort();
+        std::iter::once(first.clone())
+            .chain(more.into_iter().map(|root| ScopeDir {
+                root,
+                primary: first.primary.clone(),
+            }))
+            .collect()
+    }
+
     /// The state of `scope` as synced from its folder in `engine`.
     pub fn of(
         engine: &crate::vault::Engine,
@@ -276,6 +376,16 @@ impl ScopeDir {
     /// The scope's poll lease (one for every folder of the scope, like the pass lock).
     pub fn poll_lease(&self) -> PollLease {
         PollLease(self.primary.join("poll-lease.json"))
+    }
+
+    /// The next passes of the background syncers running on the home (one file for every
+    /// folder of the scope, like the poll lease).
+    pub fn next_passes(&self) -> NextPasses {
+        let sync_dir = self.primary.parent().and_then(Path::parent);
+        NextPasses {
+            file: self.primary.join("next-pass.json"),
+            running: sync_dir.map_or_else(PathBuf::new, |d| d.join("running")),
+        }
     }
 
     /// The folder the state was synced from.

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use memoria_shared::Clock;
 
-use super::base::ScopeDir;
+use super::base::{ScopeDir, running_lock};
 use super::error::{SyncError, SyncResult};
 use super::reconcile::{PassReport, Syncer};
 use super::schedule::{PassOutcome, Schedule};
@@ -39,6 +39,11 @@ pub const SETTINGS_CHECK_MS: i64 = 2_000;
 /// little late (a pass of another scope, a slow server), and another process takes over only
 /// once it is clearly not coming.
 pub const LEASE_GRACE_MS: i64 = 30_000;
+
+/// How long a process's recorded next pass of a scope holds without being renewed; a running
+/// process renews it when half of it is left, so one that was killed drops out of `sync status`
+/// within this time.
+pub const NEXT_PASS_HOLD_MS: i64 = 10 * 60_000;
 
 /// What the host tells the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +208,10 @@ pub struct Driver<R> {
     on_pass: OnPass,
     /// This driver's name in poll leases.
     lease_id: String,
+    /// Each scope's next pass as last recorded for `sync status`, and when that record lapses.
+    recorded: BTreeMap<String, (Option<i64>, i64)>,
+    /// Held while this driver exists: what tells `sync status` that its records are alive.
+    running: Option<crate::fsx::FileLock>,
 }
 
 impl<R> std::fmt::Debug for Driver<R> {
@@ -234,25 +243,67 @@ impl<R: PassRunner> Driver<R> {
             schedule.add_scope(&s.key(), matches!(s, Scope::Project(_)), now);
             by_key.insert(s.key(), s);
         }
+        let dir = sync_dir(home_root);
+        let lease_id = format!("{}-{}", std::process::id(), crate::fsx::random_hex(4));
+        // Without the lock, `sync status` takes this process for stopped: nothing else fails.
+        let running = crate::fsx::FileLock::try_acquire(&running_lock(&dir, &lease_id))
+            .ok()
+            .flatten();
         Driver {
             schedule,
             runner,
             scopes: by_key,
-            dir: sync_dir(home_root),
+            dir,
             gate: None,
             clock,
             on_start: None,
             on_pass,
-            lease_id: format!("{}-{}", std::process::id(), crate::fsx::random_hex(4)),
+            lease_id,
+            recorded: BTreeMap::new(),
+            running,
         }
     }
 
-    /// Gives up every poll lease this driver holds (the process is stopping).
+    /// Gives up every poll lease this driver holds and removes its next passes from the
+    /// record (the process is stopping).
     fn release_leases(&self) {
+        let now = self.clock.now_ms();
         for key in self.scopes.keys() {
-            ScopeDir::new(&self.dir, key)
-                .poll_lease()
-                .release(&self.lease_id);
+            let sd = ScopeDir::new(&self.dir, key);
+            sd.poll_lease().release(&self.lease_id);
+            let _ = sd.next_passes().record(&self.lease_id, None, now);
+        }
+    }
+
+    /// Records when each scope is tried next, for `sync status`: a scope whose next pass
+    /// changed, or whose record would lapse soon while this process runs. Nothing is recorded
+    /// while sync is off or not signed in (no pass is coming).
+    fn record_next_passes(&mut self, now: i64, open: bool) {
+        for key in self.scopes.keys() {
+            let at = match open {
+                true => self.schedule.next_attempt(key, now),
+                false => None,
+            };
+            let fresh = self
+                .recorded
+                .get(key)
+                .is_some_and(|&(was, lapses)| was == at && lapses - now > NEXT_PASS_HOLD_MS / 2);
+            if fresh || (!open && !self.recorded.contains_key(key)) {
+                continue;
+            }
+            let sd = ScopeDir::new(&self.dir, key);
+            let entry = open.then_some(super::base::ScheduledPass {
+                at_ms: at,
+                alive_until_ms: now + NEXT_PASS_HOLD_MS,
+            });
+            if sd.next_passes().record(&self.lease_id, entry, now).is_ok() {
+                match open {
+                    true => self
+                        .recorded
+                        .insert(key.clone(), (at, now + NEXT_PASS_HOLD_MS)),
+                    false => self.recorded.remove(key),
+                };
+            }
         }
     }
 
@@ -284,6 +335,7 @@ impl<R: PassRunner> Driver<R> {
             self.gate = Some(gate.clone());
         }
         let recheck = now + SETTINGS_CHECK_MS;
+        self.record_next_passes(now, gate.open());
         if !gate.open() {
             return Step::Idle { until: recheck };
         }
@@ -342,6 +394,14 @@ impl<R: PassRunner> Driver<R> {
                 .update_status(|st| st.last_error = Some(format!("{}: {e}", scope.key())));
             (Err(e), 0)
         })
+    }
+}
+
+impl<R> Drop for Driver<R> {
+    fn drop(&mut self) {
+        if self.running.take().is_some() {
+            let _ = std::fs::remove_file(running_lock(&self.dir, &self.lease_id));
+        }
     }
 }
 

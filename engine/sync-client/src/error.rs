@@ -38,9 +38,16 @@ pub enum SyncError {
         "cannot keep the sync token on this machine ({0}): set MEMORIA_SYNC_TOKEN in the environment instead"
     )]
     Keychain(String),
-    /// The scope is pinned to another account or server; sync of it is paused.
+    /// The scope is pinned to another account or server; sync of it is paused. The same
+    /// account at another address can be re-pointed (see [`crate::repoint`]), which first
+    /// checks that the server there holds the same notes.
     #[error(
-        "sync of {scope} is paused: it was first synced as `{pinned_user}` on {pinned_server}, but you are signed in as `{user}` on {server}; sign in with the original account, or move the notes by hand (there is no one-click re-point, to keep two accounts' notes apart)"
+        "sync of {scope} is paused: it was first synced as `{pinned_user}` on {pinned_server}, but you are signed in as `{user}` on {server}; {}",
+        if pinned_user == user {
+            "if that is the same server at a new address, re-point the scope to it (which first checks that the server there holds the notes last synced)"
+        } else {
+            "sign in with the original account (two accounts' notes are never mixed)"
+        }
     )]
     Pinned {
         scope: String,
@@ -116,6 +123,19 @@ pub enum SyncError {
     /// A pass stopped on a bug (a panic) in Memoria; the process keeps running.
     #[error("sync stopped on an internal error ({0}): please report it; retrying in a minute")]
     Internal(String),
+    /// A re-point found that the server at the new address is not the store the scopes were
+    /// synced with (another user, other notes): no pin moved.
+    #[error(
+        "nothing was re-pointed to {server}: {}; sync of these scopes stays paused until you sign in with the account and at the address they were synced with",
+        refusals.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    RepointRefused {
+        server: String,
+        refusals: Vec<crate::repoint::Refusal>,
+    },
+    /// Another process changed the scopes' pins while a re-point checked the server.
+    #[error("the scopes' pins changed while the server was checked: nothing was re-pointed")]
+    PinsChanged,
     /// A sync state file does not parse.
     #[error(
         "sync state {path} is damaged ({reason}): delete the file to start that scope's sync over"
@@ -183,6 +203,16 @@ impl SyncError {
             }
             SyncError::Keychain(_) => ErrorCode::KeychainUnavailable,
             SyncError::Pinned { .. } => ErrorCode::AccountMismatch,
+            SyncError::RepointRefused { refusals, .. } => {
+                match refusals
+                    .iter()
+                    .all(|r| matches!(r, crate::repoint::Refusal::DifferentUser { .. }))
+                {
+                    true => ErrorCode::AccountMismatch,
+                    false => ErrorCode::NotSameStore,
+                }
+            }
+            SyncError::PinsChanged => ErrorCode::ChangedSince,
             SyncError::ProtocolTooNew(_) => ErrorCode::ProtocolTooNew,
             SyncError::RateLimited { .. } => ErrorCode::RateLimited,
             SyncError::Stale(_) => ErrorCode::ChangedSince,
@@ -224,6 +254,9 @@ impl SyncError {
                 "scope": scope, "pinnedUser": pinned_user, "pinnedServer": pinned_server,
                 "user": user, "server": server,
             }),
+            SyncError::RepointRefused { server, refusals } => {
+                json!({ "server": server, "refusals": refusals })
+            }
             SyncError::ProtocolTooNew(v) => json!({ "serverProtocol": v }),
             SyncError::ScopeOff(scope) => json!({ "scope": scope }),
             SyncError::TokenRefused { server } => json!({ "server": server, "tokenRefused": true }),

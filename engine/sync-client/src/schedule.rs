@@ -128,6 +128,17 @@ impl Schedule {
             .map(|t| t.next_poll)
     }
 
+    /// When `key` is tried next: its write or poll, not before a 429's pause ends; `None` when
+    /// it waits for a write or "sync now" (stopped, or a project scope not in use).
+    pub fn next_attempt(&mut self, key: &str, now: i64) -> Option<i64> {
+        let pause_end = self.pause_end(now);
+        let t = self.scopes.get(key)?;
+        if t.stopped || !Self::active(t, now) {
+            return None;
+        }
+        Some(Self::due_at(t).max(pause_end))
+    }
+
     /// Counts requests a pass made (for the per-minute limit).
     pub fn record_requests(&mut self, n: u64, now: i64) {
         for _ in 0..n {

@@ -153,8 +153,20 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
             )
         }
         ErrorCode::NotSignedIn => "sign in with `memoria sync login --server URL`".into(),
+        ErrorCode::AccountMismatch
+            if detail("pinnedUser").is_some() && detail("pinnedUser") == detail("user") =>
+        {
+            format!(
+                "if {} is the same server at a new address: `memoria sync repoint {}` checks it holds the same notes, then moves the scope",
+                detail("server").unwrap_or("URL"),
+                detail("server").unwrap_or("URL")
+            )
+        }
         ErrorCode::AccountMismatch => {
             "sign in with the original account: `memoria sync login --server URL`".into()
+        }
+        ErrorCode::NotSameStore => {
+            "`memoria sync status` shows the address each scope was synced with; `memoria sync login --server URL` signs in there again".into()
         }
         ErrorCode::KeychainUnavailable => {
             "set MEMORIA_SYNC_TOKEN in the environment of every `memoria` that syncs".into()

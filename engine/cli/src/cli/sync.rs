@@ -25,6 +25,15 @@ pub enum SyncCommand {
         #[arg(long)]
         token: Option<String>,
     },
+    /// Move scopes synced at another address to URL: the same server reached anew (localhost
+    /// for 127.0.0.1, TLS, a domain, a reverse proxy). Checks first that URL knows the token as
+    /// the same user and holds the notes last synced (or later versions of them); otherwise
+    /// nothing moves. URL becomes the address this home syncs with.
+    Repoint {
+        /// The server's new address, e.g. https://sync.example.com
+        #[arg(value_name = "URL")]
+        url: String,
+    },
     /// Forget the token (from the keychain and the token file) and the server (scope pins stay).
     Logout,
     /// On/off, last synced, errors, what the last download brought, limits.
@@ -92,6 +101,43 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             if !done.on {
                 outln!("cloud sync is off: turn it on with `memoria sync on`");
             }
+            for p in &done.pinned_elsewhere {
+                if p.user_id == done.user_id {
+                    eprintln!(
+                        "warning: {} was synced at {}, so its sync stays paused: if that is this server at a new address, run `memoria sync repoint {}` (it checks the server holds the same notes first)",
+                        p.scope, p.server, done.server
+                    );
+                } else {
+                    eprintln!(
+                        "warning: {} was synced as `{}` at {}, so its sync stays paused: sign in as that account to sync it",
+                        p.scope, p.user_id, p.server
+                    );
+                }
+            }
+        }
+        SyncCommand::Repoint { url } => {
+            let done = sync::repoint(&engine, url)?;
+            if g.json {
+                return print_json(&done);
+            }
+            if done.scopes.is_empty() {
+                outln!(
+                    "every scope is pinned to {} already; this home syncs with it",
+                    done.server
+                );
+                return Ok(());
+            }
+            for m in &done.scopes {
+                outln!(
+                    "{}: moved from {} to {} ({} note(s) as last synced, {} changed there since, merged by the next sync)",
+                    m.scope,
+                    m.from,
+                    done.server,
+                    m.same,
+                    m.changed_since
+                );
+            }
+            outln!("run `memoria sync now` (or let the watcher sync) to go on");
         }
         SyncCommand::Logout => {
             let done = sync::logout(&engine)?;
@@ -275,6 +321,15 @@ fn print_status(s: &SyncStatus) -> Result<()> {
         } else if let Some(e) = &sc.last_error {
             outln!("  error: {e}");
         }
+        if let (true, Some(pin), Some(server)) = (sc.address_changed, &sc.pin, &s.server) {
+            outln!(
+                "  paused: synced at {}; if that is this server at a new address, `memoria sync repoint {server}` moves it after checking the server holds the same notes",
+                pin.server
+            );
+        }
+        if s.on && s.server.is_some() && sc.enabled {
+            outln!("  {}", next_sync(sc.background.as_ref()));
+        }
         if let Some(q) = &sc.quotas {
             outln!(
                 "  limits: {} notes, {} bytes per note",
@@ -284,6 +339,25 @@ fn print_status(s: &SyncStatus) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether and when the scope is synced next: by a background syncer, or only when asked.
+fn next_sync(bg: Option<&sync::Background>) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    match bg {
+        None => "next sync: none planned, as no `memoria watch`, `memoria mcp` or app runs on this home: run `memoria sync now` (or keep `memoria watch` running)".to_owned(),
+        Some(b) => match b.next_attempt_ms {
+            Some(t) if t <= now => "next sync: due now, by a running background sync".to_owned(),
+            Some(t) => format!(
+                "next sync: in {} s ({}), by a running background sync",
+                (t - now + 999) / 1000,
+                human_utc(t)
+            ),
+            None => "next sync: not until a note changes here or you run `memoria sync now` (the background sync waits for you)".to_owned(),
+        },
+    }
 }
 
 #[derive(Args, Debug)]

@@ -429,3 +429,55 @@ fn one_process_polls_for_the_home_and_another_takes_over_once_it_stops() {
     b.release_leases();
     assert!(lease.holder(clock.now_ms()).is_none());
 }
+
+/// The next pass of `user` as the home's record tells it to `sync status`, at `now`.
+fn recorded_next(dir: &Path, now: i64) -> Vec<Option<i64>> {
+    ScopeDir::new(dir, "user")
+        .next_passes()
+        .running(now)
+        .into_iter()
+        .map(|p| p.at_ms.map(|t| t - T0))
+        .collect()
+}
+
+#[test]
+fn the_next_pass_is_recorded_for_sync_status_while_the_driver_runs() {
+    let mut r = Rig::new(vec![Scope::User], true);
+    r.then(Err(SyncError::Transport("connection refused".into())));
+    r.run_until(S);
+    assert_eq!(r.passes(), vec![user(0)]);
+    // A failure that may pass: retried a minute later, and the record says when.
+    assert_eq!(recorded_next(&r.dir, r.clock.now_ms()), vec![Some(M)]);
+    r.run_until(M + S);
+    assert_eq!(r.passes(), vec![user(M)]);
+    assert_eq!(recorded_next(&r.dir, r.clock.now_ms()), vec![Some(2 * M)]);
+    // One that needs the user: no pass is planned until a write or "sync now".
+    r.then(Err(SyncError::NotSignedIn));
+    r.run_until(2 * M + S);
+    assert_eq!(recorded_next(&r.dir, r.clock.now_ms()), vec![None]);
+    // Renewed while the driver runs, long past the first record's hold.
+    r.run_until(2 * M + 3 * NEXT_PASS_HOLD_MS);
+    assert_eq!(
+        recorded_next(&r.dir, r.clock.now_ms()),
+        vec![None],
+        "renewed while running"
+    );
+    // Sync turned off: no pass is coming from this process.
+    r.set_on(false);
+    r.run_until(2 * M + 3 * NEXT_PASS_HOLD_MS + 5 * S);
+    assert!(recorded_next(&r.dir, r.clock.now_ms()).is_empty());
+    r.set_on(true);
+    r.run_until(2 * M + 3 * NEXT_PASS_HOLD_MS + 10 * S);
+    assert_eq!(recorded_next(&r.dir, r.clock.now_ms()).len(), 1);
+    // A driver that is gone (its process stopped or was killed) counts for nothing, even
+    // before its entry would lapse: its lock is gone with it.
+    let Rig {
+        driver,
+        dir,
+        clock,
+        _home,
+        ..
+    } = r;
+    drop(driver);
+    assert!(recorded_next(&dir, clock.now_ms()).is_empty());
+}
