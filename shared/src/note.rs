@@ -766,15 +766,29 @@ fn yaml_to_map(front: &str) -> Result<Map<String, Value>, ParseError> {
     }
 }
 
-/// The lines of `body` outside fenced code blocks (the fence lines themselves left out).
+/// The lines of `body` outside fenced code blocks (the fence lines themselves left out). A
+/// fence is three or more backticks or tildes; it closes at a line of at least as many of the
+/// same character and nothing else.
 pub fn lines_outside_fences(body: &str) -> impl Iterator<Item = &str> {
-    let mut in_fence = false;
+    let mut fence: Option<(char, usize)> = None;
     body.lines().filter(move |line| {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            return false;
+        let trimmed = line.trim_start();
+        let run = |c: char| trimmed.chars().take_while(|&x| x == c).count();
+        match fence {
+            Some((c, n)) => {
+                if run(c) >= n && trimmed.trim_start_matches(c).trim().is_empty() {
+                    fence = None;
+                }
+                false
+            }
+            None => match ['`', '~'].into_iter().find(|&c| run(c) >= 3) {
+                Some(c) => {
+                    fence = Some((c, run(c)));
+                    false
+                }
+                None => true,
+            },
         }
-        !in_fence
     })
 }
 

@@ -223,6 +223,13 @@ fn links_ignore_code_and_aliases() {
 }
 
 #[test]
+fn links_in_tilde_fences_and_long_fences_are_code() {
+    let body =
+        "[[a]]\n~~~md\n[[in-tildes]]\n```\n[[still-in]]\n~~~\n````\n```\n[[in-long]]\n````\n[[b]]";
+    assert_eq!(links_in(body), vec!["a", "b"]);
+}
+
+#[test]
 fn embeds_of_notes_are_links_and_attachments_are_not() {
     let body = "![[Other note]] ![[diagram.png]] [[doc.PDF]] ![[img/x.png|100]] [[v1.2]] [[.png]]";
     assert_eq!(links_in(body), vec!["Other note", "v1.2", ".png"]);
