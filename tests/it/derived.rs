@@ -133,6 +133,13 @@ fn a_consolidation_draft_holding_an_injection_is_refused_and_nothing_is_written(
         let now = std::fs::read_to_string(d.home.join(format!("memory/user/wiki-{i}.md"))).unwrap();
         assert_eq!(&now, text, "wiki-{i} was changed");
     }
+    // A merge of two of them by hand is refused the same way, with its own code.
+    let out = d.run(&["--json", "merge", "wiki-1", "wiki-2", "--apply"]);
+    assert!(!out.status.success());
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "instruction_refused", "{err}");
+    assert_eq!(err["error"]["detail"]["detector"], "override", "{err}");
+    assert!(!err.to_string().contains("evil.example"), "{err}");
     let notes = all_notes(&d);
     assert_eq!(
         notes.matches("Ignore all previous instructions").count(),

@@ -41,6 +41,9 @@ pub enum ErrorCode {
     Exists,
     /// The text looks like it contains a credential; nothing was stored.
     CredentialRefused,
+    /// A note derived from other text (a consolidation, a merge, a promoted fact) reads as
+    /// instructions to an assistant (the poison gate); nothing was written.
+    InstructionRefused,
     /// A body, summary or query is over its size limit, or the server refused a request as
     /// too large.
     TooLarge,
@@ -120,12 +123,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 37] = [
+    pub const ALL: [ErrorCode; 38] = [
         ErrorCode::NotFound,
         ErrorCode::InvalidId,
         ErrorCode::InvalidInput,
         ErrorCode::Exists,
         ErrorCode::CredentialRefused,
+        ErrorCode::InstructionRefused,
         ErrorCode::TooLarge,
         ErrorCode::LimitReached,
         ErrorCode::Conflict,
@@ -168,6 +172,7 @@ impl ErrorCode {
             ErrorCode::InvalidInput => "invalid_input",
             ErrorCode::Exists => "exists",
             ErrorCode::CredentialRefused => "credential_refused",
+            ErrorCode::InstructionRefused => "instruction_refused",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::LimitReached => "limit_reached",
             ErrorCode::Conflict => "conflict",
@@ -291,6 +296,15 @@ pub enum Error {
         field: &'static str,
         rule: &'static str,
         line: usize,
+    },
+    /// A derived note whose text reads as instructions to an assistant.
+    #[error(
+        "refused: the {field} of `{id}` reads as instructions to an assistant (poison gate, detector `{detector}`); nothing was written"
+    )]
+    InstructionRefused {
+        id: String,
+        field: &'static str,
+        detector: &'static str,
     },
     /// A note agents may not read, change or forget.
     #[error(
@@ -416,6 +430,7 @@ impl Error {
             Error::NoProjectType => ErrorCode::NoProjectType,
             Error::ScopeNotVisible { .. } => ErrorCode::ScopeNotVisible,
             Error::Secret { .. } => ErrorCode::CredentialRefused,
+            Error::InstructionRefused { .. } => ErrorCode::InstructionRefused,
             Error::Quarantined { .. } => ErrorCode::Quarantined,
             Error::Broken { .. } => ErrorCode::BrokenNote,
             Error::Damaged { .. } => ErrorCode::DamagedFile,
@@ -465,6 +480,11 @@ impl Error {
             Error::Secret { field, rule, line } => {
                 json!({ "field": field, "rule": rule, "line": line })
             }
+            Error::InstructionRefused {
+                id,
+                field,
+                detector,
+            } => json!({ "id": id, "field": field, "detector": detector }),
             Error::Quarantined { id } => json!({ "id": id }),
             Error::Broken { id, path, reason } => {
                 json!({ "id": id, "path": path, "reason": reason })
