@@ -1234,6 +1234,40 @@ mod tests {
         );
     }
 
+    /// A folder is kept, never read as a type; what a file says of itself wins over what the
+    /// import reads; a note Memoria wrote (an export) is taken as it is.
+    #[test]
+    fn a_files_own_properties_win_and_an_export_is_taken_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        write(&src, "Projects/Apollo.md", "Apollo #moon\n");
+        write(
+            &src,
+            "Projects/Typed.md",
+            "---\ntype: project\nfolder: Elsewhere\ncreatedAt: 1000\ncreated: 2024-01-02\n---\nTyped.\n",
+        );
+        write(
+            &src,
+            "user/exported.md",
+            "---\n{\"id\":\"exported\",\"summary\":\"x\",\"tags\":[]}\n---\nSee [[Projects/Apollo]] #not-read\n",
+        );
+        let mut e = engine_in(tmp.path());
+        assert_eq!(run(&mut e, &src).added, 3);
+        let note = |id: &str| e.show(id, None).unwrap().note.unwrap();
+        let apollo = note("apollo");
+        assert_eq!(apollo.note_type, None);
+        assert_eq!(apollo.extra["folder"], "Projects");
+        assert_eq!(apollo.tags, ["moon", "source:markdown"]);
+        let typed = note("typed");
+        assert_eq!(typed.note_type, Some(memoria_shared::NoteType::Project));
+        assert_eq!(typed.extra["folder"], "Elsewhere");
+        assert_eq!(typed.created_at, Some(1000));
+        let exported = note("exported");
+        assert_eq!(exported.body, "See [[Projects/Apollo]] #not-read\n");
+        assert!(exported.tags.is_empty(), "{:?}", exported.tags);
+        assert!(!exported.extra.contains_key("folder"));
+    }
+
     #[test]
     fn an_oversized_source_file_is_skipped_unread() {
         let tmp = tempfile::tempdir().unwrap();
