@@ -227,8 +227,8 @@ pub enum Rewrite {
     File(String),
 }
 
-/// A link as found in a note: its target, heading or block (`#…`, kept as written), the text
-/// it shows, whether it is an embed, and whether it is a Markdown link.
+/// A wikilink as found in a note: its target, heading or block (`#…`, kept as written), the
+/// text it shows, and whether it is an embed.
 struct Link<'a> {
     target: &'a str,
     fragment: Option<&'a str>,
@@ -236,9 +236,9 @@ struct Link<'a> {
     embed: bool,
 }
 
-/// Rewrites the links of `body` (a note at `from` in the folder): each one `resolve` maps is
-/// replaced by what it names; the others are left as written. `resolve` gets the link's target
-/// and whether it is a Markdown link.
+/// Rewrites the links of `body`: each one `resolve` maps is replaced by what it names; the
+/// others are left as written. `resolve` gets the link's target and whether it is a Markdown
+/// link.
 pub fn rewrite_links(body: &str, mut resolve: impl FnMut(&str, bool) -> Option<Rewrite>) -> String {
     let mut out = String::with_capacity(body.len());
     for_text(body, &mut out, &mut |text, out, in_table| {
