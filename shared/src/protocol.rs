@@ -157,6 +157,42 @@ impl Quotas {
     }
 }
 
+/// The server's bounds on what an account stores, announced beside [`Quotas`] as
+/// `storageQuotas` (a separate object: clients that predate it refuse unknown keys inside
+/// `quotas`, and ignore unknown keys beside it). Absent from servers that predate it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageQuotas {
+    /// Tombstones per scope: beyond it the oldest are dropped, as if expired.
+    pub tombstones_per_scope: u32,
+    /// Scopes (the user scope and each project) per account. A commit to a new scope beyond it
+    /// is refused.
+    pub scopes_per_account: u32,
+    /// Bytes of live note files per account, all scopes together. A commit that would leave
+    /// the account above it *and* above what it had is refused.
+    pub bytes_per_account: u64,
+}
+
+impl Default for StorageQuotas {
+    fn default() -> Self {
+        StorageQuotas {
+            tombstones_per_scope: 5_000,
+            scopes_per_account: 100,
+            bytes_per_account: 1 << 30,
+        }
+    }
+}
+
+impl StorageQuotas {
+    /// What these quotas add to the [`QUOTAS_HEADER`] response header.
+    pub fn header_value(&self) -> String {
+        format!(
+            "tombstones={}, scopes={}, account-bytes={}",
+            self.tombstones_per_scope, self.scopes_per_account, self.bytes_per_account
+        )
+    }
+}
+
 /// `GET /v1/memory/identity` → 200.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -165,6 +201,8 @@ pub struct IdentityResponse {
     pub user_id: String,
     pub protocol_version: u32,
     pub quotas: Quotas,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_quotas: Option<StorageQuotas>,
     /// The [`FEATURES`] this server supports; absent from servers that predate them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
@@ -242,6 +280,8 @@ pub struct NoteBody {
 pub struct SnapshotResponse {
     pub protocol_version: u32,
     pub quotas: Quotas,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_quotas: Option<StorageQuotas>,
     /// Opaque version of the manifest this response describes; `None` when the scope has never
     /// been written. Send it back as `knownManifest` to poll cheaply.
     pub manifest_version: Option<String>,
@@ -393,6 +433,8 @@ pub struct Applied {
 pub struct CommitResponse {
     pub protocol_version: u32,
     pub quotas: Quotas,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_quotas: Option<StorageQuotas>,
     /// The manifest version after this commit.
     pub manifest_version: String,
     /// One entry per change, in request order.
@@ -600,6 +642,30 @@ mod tests {
         assert!(err.to_string().contains("note id"), "{err}");
         let unknown = r#"{"scope":"user","changes":[],"extra":1}"#;
         assert!(serde_json::from_str::<CommitRequest>(unknown).is_err());
+    }
+
+    #[test]
+    fn storage_quotas_sit_beside_quotas_and_may_be_absent() {
+        let q = serde_json::to_value(Quotas::default()).unwrap();
+        let json = format!(
+            r#"{{"userId":"a","protocolVersion":2,"quotas":{q},"storageQuotas":{{"tombstonesPerScope":7,"scopesPerAccount":3,"bytesPerAccount":9}}}}"#
+        );
+        let id: IdentityResponse = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            id.storage_quotas,
+            Some(StorageQuotas {
+                tombstones_per_scope: 7,
+                scopes_per_account: 3,
+                bytes_per_account: 9
+            })
+        );
+        let old = format!(r#"{{"userId":"a","protocolVersion":2,"quotas":{q}}}"#);
+        let id: IdentityResponse = serde_json::from_str(&old).unwrap();
+        assert_eq!(id.storage_quotas, None);
+        assert_eq!(
+            StorageQuotas::default().header_value(),
+            "tombstones=5000, scopes=100, account-bytes=1073741824"
+        );
     }
 
     #[test]

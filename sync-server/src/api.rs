@@ -18,11 +18,15 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 
 use crate::AppState;
+use crate::account::{self, AccountRefusal, ScopeUsage};
 use crate::auth::{Admin, AuthUser, is_erased};
 use crate::error::ApiError;
-use crate::layout::{UserId, erased_key, manifest_key, object_key, user_prefix};
-use crate::manifest::{CheckedPut, Manifest, Refusal, duplicate_ids, plan_commit};
-use crate::random::revision_id;
+use crate::layout::{
+    UserId, erased_key, manifest_copy_key, manifest_key, object_key, objects_prefix,
+    parse_object_key, user_prefix,
+};
+use crate::manifest::{CheckedPut, Manifest, Refusal, Superseded, duplicate_ids, plan_commit};
+use crate::random::{revision_id, revision_time};
 use crate::store::{ETag, Fetched, ObjectStore, StoreError};
 
 /// Store requests a handler keeps in flight at once.
@@ -92,6 +96,7 @@ pub async fn identity(
         user_id: user.to_string(),
         protocol_version: PROTOCOL_VERSION,
         quotas: st.quotas,
+        storage_quotas: Some(st.storage),
         features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
     })
 }
@@ -108,12 +113,86 @@ async fn load_manifest(
         Ok(Fetched::Object(o)) => {
             let m = match st.manifests.take(key, &o.etag) {
                 Some(m) => m,
-                None => Manifest::from_bytes(&o.bytes).map_err(ApiError::Internal)?,
+                None => match Manifest::from_bytes(&o.bytes) {
+                    Ok(m) => m,
+                    Err(why) => last_good_manifest(st, key, &why).await?,
+                },
             };
+            // With a damaged manifest this is still its ETag: the next commit's
+            // compare-and-swap replaces it, which repairs the scope.
             Ok(Some((m, Some(o.etag))))
         }
         Err(StoreError::NotFound) => Ok(Some((Manifest::default(), None))),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The copy of a damaged manifest kept beside it, or a refusal saying the scope needs its
+/// operator. The copy is a recent manifest of the scope: the notes committed after it are
+/// missing from it until their machines send them again, and revision files it names that
+/// were collected since are reported as `damaged`.
+async fn last_good_manifest(st: &AppState, key: &str, why: &str) -> Result<Manifest, ApiError> {
+    let copy_key = manifest_copy_key(key);
+    let copy = match st.store.get(&copy_key, None).await {
+        Ok(Fetched::Object(o)) => Manifest::from_bytes(&o.bytes).map_err(|e| (e, true)),
+        Ok(Fetched::NotModified) => unreachable!("no validator was sent"),
+        Err(StoreError::NotFound) => Err(("there is no copy".to_owned(), false)),
+        Err(e) => return Err(e.into()),
+    };
+    match copy {
+        Ok(m) => {
+            tracing::error!(
+                %key,
+                %why,
+                copy = %copy_key,
+                generation = m.generation,
+                "manifest is damaged: serving its last good copy until the next commit replaces it"
+            );
+            Ok(m)
+        }
+        Err((copy_why, _)) => {
+            tracing::error!(
+                %key,
+                %why,
+                copy = %copy_key,
+                copy_why = %copy_why,
+                "manifest is damaged and has no good copy: restore it from a backup"
+            );
+            Err(ApiError::DamagedManifest)
+        }
+    }
+}
+
+/// Keeps `bytes`, the manifest just written at generation `generation`, as the scope's last
+/// good copy, unless the copy there is as new already. Best effort: a failure only leaves an
+/// older copy.
+async fn keep_manifest_copy(
+    store: Arc<dyn ObjectStore>,
+    key: String,
+    bytes: Vec<u8>,
+    generation: u64,
+) {
+    #[derive(serde::Deserialize)]
+    struct GenerationOnly {
+        generation: u64,
+    }
+    let copy_key = manifest_copy_key(&key);
+    let written = match store.get(&copy_key, None).await {
+        Ok(Fetched::Object(o)) => {
+            let newer = serde_json::from_slice::<GenerationOnly>(&o.bytes)
+                .is_ok_and(|c| c.generation >= generation);
+            if newer {
+                return;
+            }
+            store.put_if_match(&copy_key, bytes, &o.etag).await
+        }
+        Ok(Fetched::NotModified) => return,
+        Err(StoreError::NotFound) => store.put_if_absent(&copy_key, bytes).await,
+        Err(e) => Err(e),
+    };
+    match written {
+        Ok(_) | Err(StoreError::PreconditionFailed) => {}
+        Err(e) => tracing::warn!(key = %copy_key, error = %e, "manifest copy not written"),
     }
 }
 
@@ -130,6 +209,7 @@ pub async fn snapshot(
     let empty = |version: Option<String>, unchanged: bool| SnapshotResponse {
         protocol_version: PROTOCOL_VERSION,
         quotas: st.quotas,
+        storage_quotas: Some(st.storage),
         manifest_version: version,
         unchanged,
         notes: Vec::new(),
@@ -144,7 +224,8 @@ pub async fn snapshot(
         return Ok(Json(empty(req.known_manifest, true)));
     };
     let version = etag.as_ref().map(|e| e.0.clone());
-    let pruned = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
+    let expired = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
+    let pruned = manifest.cap_tombstones(st.storage.tombstones_per_scope) || expired;
     // Only the entries changed since the client's generation, when the manifest can tell them
     // (a tombstone dropped just now for this answer is a change it cannot list).
     let delta = match req.since {
@@ -420,6 +501,7 @@ async fn accepted(
     Ok(Json(CommitResponse {
         protocol_version: PROTOCOL_VERSION,
         quotas: st.quotas,
+        storage_quotas: Some(st.storage),
         manifest_version: etag.0,
         applied,
         generation,
@@ -474,10 +556,11 @@ async fn apply_commit(
 ) -> Result<Json<CommitResponse>, ApiError> {
     let store = st.store.as_ref();
     let key = manifest_key(&user, &req.scope);
+    let started = st.clock.now_ms();
     let revisions: Vec<String> = req
         .changes
         .iter()
-        .map(|_| revision_id(st.rng.as_ref()))
+        .map(|_| revision_id(st.rng.as_ref(), started))
         .collect();
     let mut written = Vec::new();
     let mut objects_written = false;
@@ -525,6 +608,7 @@ async fn apply_commit(
         if current.prune_tombstones(&st.quotas, now) {
             current.pruned_at = current.generation + 1;
         }
+        let exists = etag.is_some();
         let plan = match plan_commit(&current, &req.changes, &puts, &revisions, &st.quotas, now) {
             Ok(plan) => plan,
             Err(refusal) => {
@@ -543,6 +627,14 @@ async fn apply_commit(
                 });
             }
         };
+        let (before, after) = (current.live_bytes(), plan.next.live_bytes());
+        if after > before || !exists {
+            let (index, _) = account::load(store, &user).await?;
+            if let Err(refusal) = index.check(&req.scope, exists, before, after, &st.storage) {
+                remove_orphans(store, &written).await;
+                return Err(account_refusal(refusal));
+            }
+        }
         if !objects_written {
             // Revisions first, create-only: the manifest must never name a missing file.
             let objects = req
@@ -570,20 +662,40 @@ async fn apply_commit(
             })
             .collect();
         let mut next = plan.next;
+        if next.cap_tombstones(st.storage.tombstones_per_scope) {
+            // Clients that saw an older generation may hold the dropped tombstones: they get
+            // the whole list, as after expiry.
+            next.pruned_at = next.generation;
+        }
+        let garbage = next.take_expired_superseded(now, st.garbage_grace_ms());
         if let Some(id) = &req.commit_id {
             next.add_receipt(id, fingerprint.clone(), applied.clone());
         }
         let bytes = next.to_bytes();
         let generation = next.generation;
+        if st.clock.now_ms().saturating_sub(started)
+            >= st.limits.request_timeout().as_millis() as i64
+        {
+            // Past its request timeout a commit never writes its manifest: a sweep may remove
+            // unreferenced revisions once they are twice that old, and these must not be named
+            // after that.
+            remove_orphans(store, &written).await;
+            return Err(ApiError::Contention);
+        }
         tried = Some(applied.clone());
         let swapped = match &etag {
-            Some(etag) => store.put_if_match(&key, bytes, etag).await,
-            None => store.put_if_absent(&key, bytes).await,
+            Some(etag) => store.put_if_match(&key, bytes.clone(), etag).await,
+            None => store.put_if_absent(&key, bytes.clone()).await,
         };
         match swapped {
             Ok(new_etag) => {
+                let usage = ScopeUsage {
+                    bytes: next.live_bytes(),
+                    generation,
+                };
+                let sweep = (generation % SWEEP_EVERY == 0).then(|| next.clone());
                 st.manifests.put(&key, new_etag.clone(), next);
-                return accepted(
+                let reply = accepted(
                     &st,
                     &user,
                     &key,
@@ -592,7 +704,18 @@ async fn apply_commit(
                     applied,
                     Some(generation),
                 )
-                .await;
+                .await?;
+                account::record(store, &user, &req.scope, usage).await;
+                st.background.spawn(after_commit(
+                    st.clone(),
+                    user,
+                    req.scope,
+                    bytes,
+                    generation,
+                    garbage,
+                    sweep,
+                ));
+                return Ok(reply);
             }
             Err(StoreError::PreconditionFailed) => {
                 // Lost the race: re-read the manifest and validate again; never overwrite.
@@ -618,6 +741,91 @@ async fn apply_commit(
     }
     remove_orphans(store, &written).await;
     Err(ApiError::Contention)
+}
+
+/// A scope's unreferenced revision files are swept at every commit whose generation is a
+/// multiple of this.
+pub const SWEEP_EVERY: u64 = 32;
+
+fn account_refusal(refusal: AccountRefusal) -> ApiError {
+    ApiError::AccountQuota(match refusal {
+        AccountRefusal::Scopes { scope, limit } => format!(
+            "this account already has {limit} scopes on this server, the most it keeps: \
+             {scope} cannot be added; ask the server's operator to raise scopes_per_account"
+        ),
+        AccountRefusal::Bytes { after, limit } => format!(
+            "this commit would leave the account with {after} bytes of notes on this server; \
+             the limit is {limit}: delete or shorten notes first"
+        ),
+    })
+}
+
+/// The work a commit leaves for after its reply: keeping the manifest's last good copy,
+/// deleting the revision files whose grace is over, and now and then sweeping the scope's
+/// unreferenced revision files. Best effort: what it misses, a later commit does.
+async fn after_commit(
+    st: Arc<AppState>,
+    user: UserId,
+    scope: Scope,
+    manifest: Vec<u8>,
+    generation: u64,
+    garbage: Vec<Superseded>,
+    sweep: Option<Manifest>,
+) {
+    let key = manifest_key(&user, &scope);
+    keep_manifest_copy(st.store.clone(), key, manifest, generation).await;
+    let keys: Vec<String> = garbage
+        .iter()
+        .map(|g| object_key(&user, &scope, &g.id, &g.revision))
+        .collect();
+    remove_orphans(st.store.as_ref(), &keys).await;
+    if let Some(manifest) = sweep
+        && let Err(e) = sweep_scope(&st, &user, &scope, &manifest).await
+    {
+        tracing::warn!(scope = %scope, error = %e, "sweep of unreferenced revisions failed");
+    }
+}
+
+/// Deletes the scope's revision files that `manifest` does not keep and whose id says they
+/// were made longer than the grace period ago (left by a process that stopped between its
+/// revisions and its manifest, or a collection that did not finish). A file whose age is
+/// unknown (an id from an older server) is left alone.
+async fn sweep_scope(
+    st: &AppState,
+    user: &UserId,
+    scope: &Scope,
+    manifest: &Manifest,
+) -> Result<usize, StoreError> {
+    let prefix = objects_prefix(user, scope);
+    let keys = st.store.list(&prefix).await?;
+    let kept: HashSet<(&str, &str)> = manifest
+        .notes
+        .values()
+        .filter(|e| !e.deleted)
+        .map(|e| (e.id.as_str(), e.revision.as_str()))
+        .chain(
+            manifest
+                .superseded
+                .iter()
+                .map(|s| (s.id.as_str(), s.revision.as_str())),
+        )
+        .collect();
+    let (now, grace) = (st.clock.now_ms(), st.garbage_grace_ms());
+    let orphans: Vec<String> = keys
+        .iter()
+        .filter(|key| {
+            parse_object_key(&prefix, key).is_some_and(|(note, rev)| {
+                !kept.contains(&(note, rev))
+                    && revision_time(rev).is_some_and(|t| now.saturating_sub(t) >= grace)
+            })
+        })
+        .cloned()
+        .collect();
+    if !orphans.is_empty() {
+        tracing::info!(scope = %scope, removed = orphans.len(), "unreferenced revisions swept");
+        remove_orphans(st.store.as_ref(), &orphans).await;
+    }
+    Ok(orphans.len())
 }
 
 pub async fn erase(

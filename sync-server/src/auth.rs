@@ -139,7 +139,8 @@ impl FromRequestParts<Arc<AppState>> for AuthUser {
             .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
         let permit = state
             .in_flight
-            .try_acquire(user.as_str())
+            .acquire(user.as_str(), crate::inflight::SLOT_WAIT)
+            .await
             .map_err(|limit| ApiError::TooManyInFlight { limit })?;
         Ok(AuthUser { user, permit })
     }

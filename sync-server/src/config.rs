@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use memoria_shared::protocol::Quotas;
+use memoria_shared::protocol::{Quotas, StorageQuotas};
 use serde::Deserialize;
 
 use crate::store::StoreUrl;
@@ -82,8 +82,8 @@ pub struct Limits {
     /// Seconds requests in flight get to finish on shutdown; every connection still open after
     /// that is dropped. 0 drops them at once.
     pub shutdown_grace_secs: u32,
-    /// Requests one account may have in flight at once on this instance; one more is answered
-    /// 429 with `Retry-After: 1`.
+    /// Requests one account may have in flight at once on this instance; one more waits up to
+    /// 2 s for a slot, then is answered 429 with `Retry-After: 1`.
     pub requests_per_account: u32,
 }
 
@@ -119,6 +119,8 @@ pub struct Settings {
     /// Key for `POST /v1/admin/erase`; `None` disables the endpoint.
     pub admin_key: Option<Secret>,
     pub quotas: Quotas,
+    /// What an account may store: tombstones per scope, scopes, bytes (`[quotas]` too).
+    pub storage: StorageQuotas,
     pub rate_limit: RateLimit,
     pub limits: Limits,
     /// Attempts at the manifest compare-and-swap before answering 503.
@@ -132,6 +134,7 @@ impl Default for Settings {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             admin_key: None,
             quotas: Quotas::default(),
+            storage: StorageQuotas::default(),
             rate_limit: RateLimit::default(),
             limits: Limits::default(),
             commit_attempts: 16,
@@ -161,6 +164,9 @@ struct FileQuotas {
     body_bytes: Option<u32>,
     response_body_bytes: Option<u32>,
     tombstone_days: Option<u32>,
+    tombstones_per_scope: Option<u32>,
+    scopes_per_account: Option<u32>,
+    bytes_per_account: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -296,6 +302,10 @@ impl Settings {
         q.body_bytes = fq.body_bytes.unwrap_or(q.body_bytes);
         q.response_body_bytes = fq.response_body_bytes.unwrap_or(q.response_body_bytes);
         q.tombstone_days = fq.tombstone_days.unwrap_or(q.tombstone_days);
+        let sq = &mut self.storage;
+        sq.tombstones_per_scope = fq.tombstones_per_scope.unwrap_or(sq.tombstones_per_scope);
+        sq.scopes_per_account = fq.scopes_per_account.unwrap_or(sq.scopes_per_account);
+        sq.bytes_per_account = fq.bytes_per_account.unwrap_or(sq.bytes_per_account);
         self.rate_limit.burst = f.rate_limit.burst.unwrap_or(self.rate_limit.burst);
         self.rate_limit.per_minute = f
             .rate_limit
@@ -323,7 +333,11 @@ impl Settings {
             self.admin_key = Some(Secret(v));
         }
         let (q, l) = (&mut self.quotas, &mut self.limits);
-        let numbers: [(&str, &mut u32); 13] = [
+        if let Some((k, v)) = get("MEMORIA_SYNC_QUOTAS__BYTES_PER_ACCOUNT") {
+            self.storage.bytes_per_account = value(&k, &v)?;
+        }
+        let sq = &mut self.storage;
+        let numbers: [(&str, &mut u32); 15] = [
             (
                 "MEMORIA_SYNC_QUOTAS__LIVE_NOTES_PER_SCOPE",
                 &mut q.live_notes_per_scope,
@@ -338,6 +352,14 @@ impl Settings {
                 &mut q.response_body_bytes,
             ),
             ("MEMORIA_SYNC_QUOTAS__TOMBSTONE_DAYS", &mut q.tombstone_days),
+            (
+                "MEMORIA_SYNC_QUOTAS__TOMBSTONES_PER_SCOPE",
+                &mut sq.tombstones_per_scope,
+            ),
+            (
+                "MEMORIA_SYNC_QUOTAS__SCOPES_PER_ACCOUNT",
+                &mut sq.scopes_per_account,
+            ),
             ("MEMORIA_SYNC_RATE_LIMIT__BURST", &mut self.rate_limit.burst),
             (
                 "MEMORIA_SYNC_RATE_LIMIT__PER_MINUTE",
@@ -394,13 +416,15 @@ mod tests {
         std::fs::write(
             &path,
             "store = \"fs:/data\"\nlisten = \"0.0.0.0:9000\"\nadmin_key = \"file-key-0123456789abcdef0123456789\"\n\
-             [quotas]\nlive_notes_per_scope = 10\n[rate_limit]\nburst = 3\n\
+             [quotas]\nlive_notes_per_scope = 10\nscopes_per_account = 4\n[rate_limit]\nburst = 3\n\
              [limits]\nmax_connections = 7\nheader_timeout_secs = 2\n",
         )
         .unwrap();
         let env: HashMap<&str, &str> = [
             ("MEMORIA_SYNC_LISTEN", "127.0.0.1:1234"),
             ("MEMORIA_SYNC_QUOTAS__BODY_BYTES", "1000"),
+            ("MEMORIA_SYNC_QUOTAS__BYTES_PER_ACCOUNT", "5000000000"),
+            ("MEMORIA_SYNC_QUOTAS__TOMBSTONES_PER_SCOPE", "7"),
             ("MEMORIA_SYNC_LIMITS__HEADER_TIMEOUT_SECS", "3"),
             ("MEMORIA_SYNC_LIMITS__SHUTDOWN_GRACE_SECS", "0"),
         ]
@@ -411,6 +435,14 @@ mod tests {
         assert_eq!(s.quotas.live_notes_per_scope, 10);
         assert_eq!(s.quotas.body_bytes, 1000);
         assert_eq!(s.quotas.changes_per_commit, 500);
+        assert_eq!(
+            s.storage,
+            StorageQuotas {
+                tombstones_per_scope: 7,
+                scopes_per_account: 4,
+                bytes_per_account: 5_000_000_000,
+            }
+        );
         assert_eq!(s.rate_limit.burst, 3);
         assert_eq!(
             s.limits,

@@ -58,7 +58,9 @@ pub enum ApiError {
     #[error("too many requests: retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
     /// The account already has as many requests in flight as the server allows.
-    #[error("this account already has {limit} requests in progress on this server: retry in 1 s")]
+    #[error(
+        "this account already has {limit} requests in progress on this server, and none ended in time: retry in 1 s"
+    )]
     TooManyInFlight { limit: u32 },
     /// A `commitId` that names an earlier commit with other changes.
     #[error(
@@ -68,6 +70,14 @@ pub enum ApiError {
     /// The manifest kept changing under the commit.
     #[error("the scope is busy (the manifest kept changing): retry shortly; nothing was changed")]
     Contention,
+    /// The scope's manifest is damaged and no good copy of it is kept.
+    #[error(
+        "this scope's data on the server is damaged and cannot be read: nothing was changed; the server's operator must restore it (its log names the file)"
+    )]
+    DamagedManifest,
+    /// The commit would take the account past one of its storage caps.
+    #[error("{0}")]
+    AccountQuota(String),
     /// Anything else; the detail is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -89,7 +99,7 @@ impl ApiError {
             ApiError::DuplicateChange(_) => ErrorCode::DuplicateChange,
             ApiError::Unauthorized => ErrorCode::Unauthorized,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
-            ApiError::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            ApiError::QuotaExceeded { .. } | ApiError::AccountQuota(_) => ErrorCode::QuotaExceeded,
             ApiError::NotFound | ApiError::UnknownScope(_) => ErrorCode::NotFound,
             ApiError::Stale(_) => ErrorCode::Stale,
             ApiError::CommitIdReused(_) => ErrorCode::CommitIdReused,
@@ -99,7 +109,7 @@ impl ApiError {
                 ErrorCode::RateLimited
             }
             ApiError::Contention => ErrorCode::Contention,
-            ApiError::Internal(_) => ErrorCode::Internal,
+            ApiError::Internal(_) | ApiError::DamagedManifest => ErrorCode::Internal,
         }
     }
 
@@ -111,7 +121,9 @@ impl ApiError {
             | ApiError::HashMismatch(_)
             | ApiError::DuplicateChange(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::QuotaExceeded { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::QuotaExceeded { .. } | ApiError::AccountQuota(_) => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::NotFound | ApiError::UnknownScope(_) => StatusCode::NOT_FOUND,
             ApiError::Stale(_) | ApiError::CommitIdReused(_) => StatusCode::CONFLICT,
             ApiError::AccountErased => StatusCode::GONE,
@@ -120,7 +132,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             ApiError::Contention => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::DamagedManifest => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }

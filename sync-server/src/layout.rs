@@ -5,7 +5,10 @@
 //! users/<user-id>/memory/                         user scope
 //! users/<user-id>/projects/<project-id>/memory/   project scope
 //!   manifest.json                                 replaced with ETag compare-and-swap
+//!   manifest.prev.json                            the last good manifest, read when
+//!                                                 manifest.json is damaged
 //!   objects/<note-id>/<revision-id>.md            immutable revisions, written create-only
+//! users/<user-id>/account.json                    the account's scopes and their live bytes
 //! tokens/<sha256 of token>.json                   one per access token (hash only)
 //! erased/<user-id>.json                           written first by erase; refuses the account
 //! ```
@@ -52,6 +55,29 @@ pub fn manifest_key(user: &UserId, scope: &Scope) -> String {
     format!("{}manifest.json", scope_prefix(user, scope))
 }
 
+/// The last good copy of the manifest at `manifest_key`, kept beside it.
+pub fn manifest_copy_key(manifest_key: &str) -> String {
+    match manifest_key.strip_suffix("manifest.json") {
+        Some(prefix) => format!("{prefix}manifest.prev.json"),
+        None => format!("{manifest_key}.prev"),
+    }
+}
+
+/// The prefix of every revision file of a scope.
+pub fn objects_prefix(user: &UserId, scope: &Scope) -> String {
+    format!("{}objects/", scope_prefix(user, scope))
+}
+
+/// The note id and revision id of a revision file's key under [`objects_prefix`].
+pub fn parse_object_key<'a>(prefix: &str, key: &'a str) -> Option<(&'a str, &'a str)> {
+    let (note, file) = key.strip_prefix(prefix)?.split_once('/')?;
+    Some((note, file.strip_suffix(".md")?))
+}
+
+pub fn account_key(user: &UserId) -> String {
+    format!("users/{user}/account.json")
+}
+
 pub fn object_key(user: &UserId, scope: &Scope, note: &NoteId, revision: &str) -> String {
     format!("{}objects/{note}/{revision}.md", scope_prefix(user, scope))
 }
@@ -87,6 +113,17 @@ mod tests {
             "users/u-1/projects/p.2/memory/objects/note-a/r1.md"
         );
         assert!(scope_prefix(&u, &p).starts_with(&user_prefix(&u)));
+        assert_eq!(
+            manifest_copy_key(&manifest_key(&u, &p)),
+            "users/u-1/projects/p.2/memory/manifest.prev.json"
+        );
+        assert_eq!(account_key(&u), "users/u-1/account.json");
+        let key = object_key(&u, &p, &n, "r1");
+        assert_eq!(
+            parse_object_key(&objects_prefix(&u, &p), &key),
+            Some(("note-a", "r1"))
+        );
+        assert_eq!(parse_object_key(&objects_prefix(&u, &p), "x/y.md"), None);
         for bad in ["", "../x", "U", "a/b", "a b"] {
             assert!(UserId::new(bad).is_err(), "{bad}");
         }

@@ -6,6 +6,7 @@
 //! trait with its filesystem and S3 implementations, and [`auth`] for tokens. Every object key
 //! is built in [`layout`] from validated ids.
 
+pub mod account;
 pub mod api;
 pub mod auth;
 pub mod config;
@@ -28,7 +29,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use memoria_shared::protocol::{QUOTAS_HEADER, Quotas};
+use memoria_shared::protocol::{QUOTAS_HEADER, Quotas, StorageQuotas};
 use memoria_shared::{Clock, SystemClock};
 use tracing::Instrument;
 
@@ -44,12 +45,48 @@ pub const ADMIN_RATE_LIMIT: config::RateLimit = config::RateLimit {
     per_minute: 10,
 };
 
+/// Work a request leaves running after its reply (a commit's collection and copy), counted
+/// so tests and shutdown can wait for it to settle.
+#[derive(Debug, Default)]
+pub struct Background {
+    running: std::sync::atomic::AtomicUsize,
+    settled: tokio::sync::Notify,
+}
+
+impl Background {
+    /// Runs `work` on its own task.
+    pub fn spawn(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let me = self.clone();
+        tokio::spawn(async move {
+            work.await;
+            if me.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                me.settled.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until no background work is running.
+    pub async fn settled(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let notified = self.settled.notified();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// What every handler shares. Nothing in it is per-user state except the rate limiter's
 /// buckets, so any number of instances can serve one store.
 #[derive(Debug)]
 pub struct AppState {
     pub store: Arc<dyn ObjectStore>,
     pub quotas: Quotas,
+    pub storage: StorageQuotas,
     pub clock: Arc<dyn Clock>,
     pub rng: Arc<dyn Randomness>,
     pub limiter: ratelimit::RateLimiter,
@@ -63,6 +100,7 @@ pub struct AppState {
     /// Each account's slots for requests in flight.
     pub in_flight: Arc<inflight::InFlight>,
     pub manifests: manifest::ManifestCache,
+    pub background: Arc<Background>,
 }
 
 impl AppState {
@@ -75,6 +113,7 @@ impl AppState {
         Arc::new(AppState {
             store,
             quotas: settings.quotas,
+            storage: settings.storage,
             limiter: ratelimit::RateLimiter::new(settings.rate_limit, clock.clone()),
             admin_limiter: ratelimit::RateLimiter::new(ADMIN_RATE_LIMIT, clock.clone()),
             clock,
@@ -85,7 +124,18 @@ impl AppState {
             limits: settings.limits,
             in_flight: inflight::InFlight::new(settings.limits.requests_per_account),
             manifests: manifest::ManifestCache::default(),
+            background: Arc::default(),
         })
+    }
+}
+
+impl AppState {
+    /// How long a replaced or unreferenced revision file is kept: twice the request timeout.
+    /// A snapshot that read an older manifest fetches its files within its request timeout of
+    /// that read, and a commit writes its manifest within its request timeout of making its
+    /// revision ids or not at all, so neither can need a file older than this.
+    pub fn garbage_grace_ms(&self) -> i64 {
+        2 * 1000 * i64::from(self.limits.request_timeout_secs)
     }
 }
 
@@ -207,7 +257,12 @@ async fn around_request(State(st): State<Arc<AppState>>, req: Request, next: Nex
             "answered"
         )
     });
-    if let Ok(v) = HeaderValue::from_str(&st.quotas.header_value()) {
+    let quotas = format!(
+        "{}, {}",
+        st.quotas.header_value(),
+        st.storage.header_value()
+    );
+    if let Ok(v) = HeaderValue::from_str(&quotas) {
         resp.headers_mut().insert(QUOTAS_HEADER, v);
     }
     resp

@@ -41,7 +41,25 @@ pub struct Manifest {
     /// The last commits that carried a `commitId`, newest first. Written in the same
     /// compare-and-swap as the notes, so a receipt exists exactly when its commit applied.
     pub receipts: Vec<Receipt>,
+    /// Revision files a commit replaced (an edit or a delete of a live note), oldest first,
+    /// with when: garbage once no snapshot that read an older manifest can still fetch them.
+    pub superseded: Vec<Superseded>,
 }
+
+/// A revision file no longer named by the manifest, kept for a grace period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Superseded {
+    pub id: NoteId,
+    pub revision: String,
+    /// Server time (ms) of the commit that replaced it.
+    pub at: i64,
+}
+
+/// Superseded revisions a manifest lists at most; beyond it the oldest are forgotten (their
+/// files are left to the scope's sweep), so a burst of edits cannot grow the manifest without
+/// bound.
+pub const MAX_SUPERSEDED: usize = 10_000;
 
 /// What a commit with a `commitId` applied, and which changes it carried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +104,8 @@ struct Stored {
     tracked_from: Option<u64>,
     #[serde(default)]
     pruned_at: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    superseded: Vec<Superseded>,
 }
 
 impl Manifest {
@@ -107,6 +127,7 @@ impl Manifest {
             changed,
             tracked_from,
             pruned_at: s.pruned_at,
+            superseded: s.superseded,
         })
     }
 
@@ -119,6 +140,7 @@ impl Manifest {
             changed: self.changed.clone(),
             tracked_from: Some(self.tracked_from),
             pruned_at: self.pruned_at,
+            superseded: self.superseded.clone(),
         };
         serde_json::to_vec(&s).expect("manifest serializes")
     }
@@ -171,6 +193,49 @@ impl Manifest {
 
     pub fn live_count(&self) -> usize {
         self.notes.values().filter(|e| !e.deleted).count()
+    }
+
+    /// Bytes of the live notes' files.
+    pub fn live_bytes(&self) -> u64 {
+        self.notes
+            .values()
+            .filter(|e| !e.deleted)
+            .map(|e| e.size.unwrap_or(0))
+            .sum()
+    }
+
+    /// Takes the superseded revisions replaced `grace_ms` or more before `now_ms` out of the
+    /// list: their files may be deleted once this manifest is written.
+    pub fn take_expired_superseded(&mut self, now_ms: i64, grace_ms: i64) -> Vec<Superseded> {
+        let (expired, kept) = std::mem::take(&mut self.superseded)
+            .into_iter()
+            .partition(|s| now_ms.saturating_sub(s.at) >= grace_ms);
+        self.superseded = kept;
+        expired
+    }
+
+    /// Drops the oldest tombstones beyond `max`, as if they had expired. Returns whether any
+    /// was dropped.
+    pub fn cap_tombstones(&mut self, max: u32) -> bool {
+        let mut tombstones: Vec<(i64, NoteId)> = self
+            .notes
+            .values()
+            .filter(|e| e.deleted)
+            .map(|e| (e.updated_at, e.id.clone()))
+            .collect();
+        let Some(excess) = tombstones
+            .len()
+            .checked_sub(max as usize)
+            .filter(|n| *n > 0)
+        else {
+            return false;
+        };
+        tombstones.sort();
+        for (_, id) in tombstones.into_iter().take(excess) {
+            self.notes.remove(&id);
+            self.changed.remove(&id);
+        }
+        true
     }
 
     /// Drops tombstones older than the quota's window. Returns whether anything was dropped.
@@ -255,6 +320,15 @@ pub fn plan_commit(
     let mut out = Vec::with_capacity(changes.len());
     for ((change, put), rev) in changes.iter().zip(puts).zip(revisions) {
         let prev = current.notes.get(&change.id);
+        // A live note's file is replaced by a put or a delete (a delete of a tombstone keeps
+        // its revision; a tombstone has no file).
+        if let Some(p) = prev.filter(|p| !p.deleted) {
+            next.superseded.push(Superseded {
+                id: p.id.clone(),
+                revision: p.revision.clone(),
+                at: now_ms,
+            });
+        }
         let created_at = prev.map_or(now_ms, |p| if p.deleted { now_ms } else { p.created_at });
         match (change.op, put) {
             (ChangeOp::Put, Some(put)) => {
@@ -313,6 +387,9 @@ pub fn plan_commit(
             live_after: after,
             limit: quotas.live_notes_per_scope,
         });
+    }
+    if let Some(excess) = next.superseded.len().checked_sub(MAX_SUPERSEDED) {
+        next.superseded.drain(..excess);
     }
     Ok(Plan {
         next,
@@ -544,6 +621,55 @@ mod tests {
         assert!(apply(&m, vec![del("a", Some("r1-0"))], &small, 2).is_ok());
         // Swapping one note for another keeps the count level: allowed.
         assert!(apply(&m, vec![del("a", Some("r1-0")), put("d", None)], &small, 2).is_ok());
+    }
+
+    #[test]
+    fn replaced_revisions_are_listed_until_their_grace_is_over() {
+        let q = Quotas::default();
+        let m = apply(&Manifest::default(), vec![put("a", None)], &q, 1)
+            .unwrap()
+            .next;
+        assert!(m.superseded.is_empty(), "a new note replaces nothing");
+        let m = apply(&m, vec![put("a", Some("r1-0"))], &q, 2).unwrap().next;
+        let mut m = apply(&m, vec![del("a", Some("r2-0"))], &q, 3).unwrap().next;
+        let listed: Vec<(&str, i64)> = m
+            .superseded
+            .iter()
+            .map(|s| (s.revision.as_str(), s.at))
+            .collect();
+        assert_eq!(listed, [("r1-0", 2), ("r2-0", 3)]);
+        // Deleting the tombstone again and re-creating the note replace no file.
+        let again = apply(&m, vec![del("a", Some("r3-0"))], &q, 4).unwrap().next;
+        assert_eq!(again.superseded.len(), 2);
+        let back = apply(&m, vec![put("a", Some("r3-0"))], &q, 4).unwrap().next;
+        assert_eq!(back.superseded.len(), 2);
+        assert_eq!(Manifest::from_bytes(&m.to_bytes()).unwrap(), m);
+        let expired = m.take_expired_superseded(12, 10);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].revision, "r1-0");
+        assert_eq!(m.superseded.len(), 1, "r2-0 is still in its grace period");
+    }
+
+    #[test]
+    fn tombstones_beyond_the_cap_are_dropped_oldest_first() {
+        let q = Quotas::default();
+        let mut m = Manifest::default();
+        for i in 0..5 {
+            m = apply(&m, vec![put(&format!("n{i}"), None)], &q, i)
+                .unwrap()
+                .next;
+        }
+        for i in 0..5 {
+            let base = m.notes[&id(&format!("n{i}"))].revision.clone();
+            m = apply(&m, vec![del(&format!("n{i}"), Some(&base))], &q, 10 + i)
+                .unwrap()
+                .next;
+        }
+        assert!(!m.cap_tombstones(5));
+        assert!(m.cap_tombstones(2));
+        let left: Vec<&str> = m.notes.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["n3", "n4"]);
+        assert!(m.changed.keys().all(|k| m.notes.contains_key(k)));
     }
 
     #[test]

@@ -50,9 +50,20 @@ pub fn random_hex(rng: &dyn Randomness, n: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A new revision id: 16 random bytes in hex.
-pub fn revision_id(rng: &dyn Randomness) -> String {
-    random_hex(rng, 16)
+/// A new revision id: the server time it was made (ms, 13 digits), `-`, and 16 random bytes in
+/// hex. Clients treat revision ids as opaque; the time lets a sweep tell how old an
+/// unreferenced revision file is without asking the store.
+pub fn revision_id(rng: &dyn Randomness, now_ms: i64) -> String {
+    format!("{:013}-{}", now_ms.max(0), random_hex(rng, 16))
+}
+
+/// When the revision `id` was made, for ids [`revision_id`] makes; `None` for any other id
+/// (older servers made 32 hex characters), whose age is unknown.
+pub fn revision_time(id: &str) -> Option<i64> {
+    let (ms, rest) = id.split_once('-')?;
+    (ms.len() >= 13 && ms.bytes().all(|b| b.is_ascii_digit()) && rest.len() == 32)
+        .then(|| ms.parse().ok())
+        .flatten()
 }
 
 #[cfg(test)]
@@ -62,10 +73,16 @@ mod tests {
     #[test]
     fn seeded_is_deterministic_and_ids_differ() {
         let (a, b) = (SeededRandom::new(7), SeededRandom::new(7));
-        let x = revision_id(&a);
-        assert_eq!(x, revision_id(&b));
-        assert_ne!(x, revision_id(&a));
-        assert_eq!(x.len(), 32);
-        assert_ne!(revision_id(&OsRandom), revision_id(&OsRandom));
+        let x = revision_id(&a, 1_789_000_000_123);
+        assert_eq!(x, revision_id(&b, 1_789_000_000_123));
+        assert_ne!(x, revision_id(&a, 1_789_000_000_123));
+        assert_eq!(x.len(), 13 + 1 + 32);
+        assert_eq!(revision_time(&x), Some(1_789_000_000_123));
+        assert_eq!(revision_time(&revision_id(&a, 5)), Some(5));
+        assert_ne!(revision_id(&OsRandom, 0), revision_id(&OsRandom, 0));
+        // Ids of older servers, or anything else, have no known age.
+        for other in [random_hex(&a, 16).as_str(), "r1-0", "12-34", ""] {
+            assert_eq!(revision_time(other), None, "{other}");
+        }
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memoria_shared::FixedClock;
+use memoria_shared::protocol::Change;
 use memoria_sync_server::config::Limits;
 use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::fs::FsStore;
@@ -37,7 +38,21 @@ struct LimitedServer {
 
 impl LimitedServer {
     fn start(limits: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), limits)
+    }
+
+    /// Stops this server and starts another on the same store with `limits`.
+    fn restart(mut self, limits: &str) -> Self {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        drop(self);
+        Self::start_in(dir, limits)
+    }
+
+    /// A server whose config file and store live in `dir`; `limits` is appended after the
+    /// `[limits]` header (a later `[quotas]` header in it starts that section).
+    fn start_in(dir: tempfile::TempDir, limits: &str) -> Self {
         let config = dir.path().join("sync.toml");
         std::fs::write(
             &config,
@@ -351,11 +366,21 @@ fn sigterm_with_a_stalled_client_held_exits_within_the_grace() {
     );
 }
 
-/// A store whose reads take `delay`: a handler that is slow through no fault of the client.
+/// A store whose reads take `delay`, and whose manifest writes take `manifest_delay`: a
+/// handler that is slow through no fault of the client.
 #[derive(Debug)]
 struct SlowStore {
     inner: FsStore,
     delay: Duration,
+    manifest_delay: Duration,
+}
+
+impl SlowStore {
+    async fn before_put(&self, key: &str) {
+        if key.ends_with("/manifest.json") {
+            tokio::time::sleep(self.manifest_delay).await;
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -370,9 +395,11 @@ impl ObjectStore for SlowStore {
         bytes: Vec<u8>,
         etag: &ETag,
     ) -> Result<ETag, StoreError> {
+        self.before_put(key).await;
         self.inner.put_if_match(key, bytes, etag).await
     }
     async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<ETag, StoreError> {
+        self.before_put(key).await;
         self.inner.put_if_absent(key, bytes).await
     }
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -388,6 +415,15 @@ async fn in_process(
     delay: Duration,
     limits: Limits,
 ) -> (tempfile::TempDir, InProcessServer, String) {
+    in_process_slowed(delay, Duration::ZERO, limits).await
+}
+
+/// [`in_process`] whose manifest writes also take `manifest_delay`.
+async fn in_process_slowed(
+    delay: Duration,
+    manifest_delay: Duration,
+    limits: Limits,
+) -> (tempfile::TempDir, InProcessServer, String) {
     let dir = tempfile::tempdir().unwrap();
     let fs = FsStore::open(dir.path()).unwrap();
     let token = auth::create_token(
@@ -398,7 +434,11 @@ async fn in_process(
     )
     .await
     .unwrap();
-    let store = Arc::new(SlowStore { inner: fs, delay });
+    let store = Arc::new(SlowStore {
+        inner: fs,
+        delay,
+        manifest_delay,
+    });
     let settings = Settings {
         limits,
         admin_key: Some(memoria_sync_server::Secret::new(ADMIN_KEY)),
@@ -591,4 +631,473 @@ async fn wrong_admin_keys_are_limited_per_source_address_on_a_real_listener() {
     let r = erase(&from([127, 0, 0, 2])).await.unwrap();
     assert_eq!(r.status(), 403, "another address has its own tries");
     server.stop().await;
+}
+
+/// Files under `dir` (recursively) whose path contains `part`.
+fn files_under(dir: &std::path::Path, part: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().contains(part) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A commit whose client is gone before its manifest is written (here: answered 408 while its
+/// store is slow) still finishes: the manifest names its revision, and no revision file is
+/// left that the manifest does not name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_client_is_gone_still_finishes_its_store_work() {
+    let limits = Limits {
+        request_timeout_secs: 1,
+        ..Limits::default()
+    };
+    let (dir, server, token) =
+        in_process_slowed(Duration::ZERO, Duration::from_secs(2), limits).await;
+    let r = reqwest::Client::new()
+        .post(server.url("/v1/memory/commit"))
+        .bearer_auth(&token)
+        .json(&json!({"scope": "user", "changes": [put("kept", None, "body\n")]}))
+        .timeout(Duration::from_secs(1) + MARGIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        408,
+        "the reply came before the slow manifest write"
+    );
+    let revisions = files_under(dir.path(), "/objects/kept/");
+    assert_eq!(revisions.len(), 1, "the revision is written first");
+    let manifest = dir.path().join("users/alice/memory/manifest.json");
+    let deadline = Instant::now() + Duration::from_secs(2) + MARGIN;
+    while !manifest.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let text = std::fs::read_to_string(&manifest).expect("the commit wrote its manifest");
+    let rev = revisions[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(
+        text.contains(&rev),
+        "the manifest names the revision: {text}"
+    );
+    assert_eq!(files_under(dir.path(), "/objects/"), revisions);
+    server.stop().await;
+}
+
+/// With `requests_per_account = 2`, an account holding two requests (bodies still arriving)
+/// has a third wait for a slot and, none freed within 2 s, answered 429 `rate_limited` with
+/// `Retry-After: 1`; another account is served meanwhile; and a request waiting when a held
+/// one is answered takes its slot and is served.
+#[test]
+fn requests_in_flight_are_capped_per_account() {
+    let server = LimitedServer::start("requests_per_account = 2");
+    let alice = create_token(&server.store(), "alice", &[]);
+    let bob = create_token(&server.store(), "bob", &[]);
+    let identity = |token: &str| {
+        let mut s = connect(server.addr);
+        s.write_all(
+            format!(
+                "GET /v1/memory/identity HTTP/1.1\r\nhost: memoria\r\n\
+                 authorization: Bearer {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        read_reply(&mut s)
+    };
+    let body = r#"{"scope":"user","changes":[]}"#;
+    let mut held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = connect(server.addr);
+            let head = format!(
+                "POST /v1/memory/commit HTTP/1.1\r\nhost: memoria\r\n\
+                 authorization: Bearer {alice}\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\n\r\n{}",
+                body.len(),
+                &body[..5]
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // The held requests are past authentication once the server has read their first bytes;
+    // poll until the third is refused (or give up).
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let refused = identity(&alice);
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert!(
+        asked.elapsed() >= Duration::from_millis(1800),
+        "refused after {:?}, without waiting for a slot",
+        asked.elapsed()
+    );
+    assert!(refused.head.contains("retry-after: 1"), "{refused:?}");
+    let e: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(e["code"], "rate_limited", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 requests in progress"),
+        "{e}"
+    );
+    assert_eq!(identity(&bob).status, 200, "another account is served");
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| identity(&alice));
+        std::thread::sleep(Duration::from_millis(500));
+        held[0].write_all(&body.as_bytes()[5..]).unwrap();
+        assert_eq!(read_reply(&mut held[0]).status, 400, "an empty commit");
+        let r = waiting.join().unwrap();
+        assert_eq!(
+            r.status, 200,
+            "the waiting request took the freed slot: {r:?}"
+        );
+    });
+}
+
+/// A client of a [`LimitedServer`] for the storage tests: commits and snapshots over HTTP.
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(server: &LimitedServer, user: &str) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: format!("http://{}", server.addr),
+            token: create_token(&server.store(), user, &[]),
+        }
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or_default())
+    }
+
+    async fn commit(&self, scope: &str, changes: Vec<Change>) -> (u16, serde_json::Value) {
+        self.post(
+            "/v1/memory/commit",
+            json!({"scope": scope, "changes": changes}),
+        )
+        .await
+    }
+
+    /// A commit that must apply; the revision of each change.
+    async fn commit_ok(&self, scope: &str, changes: Vec<Change>) -> Vec<String> {
+        let (status, body) = self.commit(scope, changes).await;
+        assert_eq!(status, 200, "{body}");
+        body["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["revision"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn snapshot(&self, body: serde_json::Value) -> (u16, serde_json::Value) {
+        self.post("/v1/memory/snapshot", body).await
+    }
+}
+
+/// Polls `check` every 50 ms until it holds or `within` passes; whether it held.
+async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Thirty edits of one note leave at most one file per edit inside the grace period (twice the
+/// request timeout: 2 s here); once it is over, the next edit leaves two — the note's current
+/// revision and the one it just replaced — and the note is still served whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_on_disk_after_many_edits_of_one_note_are_bounded() {
+    let server = LimitedServer::start("request_timeout_secs = 1");
+    let api = Api::new(&server, "alice");
+    let note_dir = server.dir.path().join("data/users/alice/memory/objects/n");
+    let mut rev = api
+        .commit_ok("user", vec![put("n", None, "edit 0\n")])
+        .await[0]
+        .clone();
+    for i in 1..=30 {
+        rev = api
+            .commit_ok("user", vec![put("n", Some(&rev), &format!("edit {i}\n"))])
+            .await[0]
+            .clone();
+    }
+    let count = || std::fs::read_dir(&note_dir).map_or(0, |d| d.count());
+    assert!(count() <= 31, "{} files after 31 commits", count());
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    api.commit_ok("user", vec![put("n", Some(&rev), "edit 31\n")])
+        .await;
+    assert!(
+        eventually(MARGIN, || count() <= 2).await,
+        "{} files under {} once the grace was over",
+        count(),
+        note_dir.display()
+    );
+    let (status, s) = api.snapshot(json!({"scope": "user"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert!(
+        s["bodies"][0]["body"]
+            .as_str()
+            .unwrap()
+            .ends_with("edit 31\n")
+    );
+    assert!(s.get("damaged").is_none(), "{s}");
+}
+
+/// With `tombstones_per_scope = 5`, deleting 20 notes keeps the 5 newest tombstones; a client
+/// that asks for the changes since a generation before the drop gets the whole list. The
+/// quotas announce the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tombstones_beyond_the_cap_are_dropped_and_announced() {
+    let server = LimitedServer::start("[quotas]\ntombstones_per_scope = 5");
+    let api = Api::new(&server, "alice");
+    let revs = api
+        .commit_ok(
+            "user",
+            (0..20)
+                .map(|i| put(&format!("n{i:02}"), None, "x\n"))
+                .collect(),
+        )
+        .await;
+    let deletes = (0..20)
+        .map(|i| memoria_tests::sync_server::delete(&format!("n{i:02}"), Some(&revs[i])))
+        .collect();
+    api.commit_ok("user", deletes).await;
+    let (_, s) = api.snapshot(json!({"scope": "user", "since": 1})).await;
+    let ids: Vec<&str> = s["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["n15", "n16", "n17", "n18", "n19"], "{s}");
+    assert!(s.get("delta").is_none(), "the whole list after a drop: {s}");
+    let manifest = std::fs::read_to_string(
+        server
+            .dir
+            .path()
+            .join("data/users/alice/memory/manifest.json"),
+    )
+    .unwrap();
+    assert_eq!(manifest.matches("\"deleted\":true").count(), 5);
+    assert_eq!(s["storageQuotas"]["tombstonesPerScope"], 5, "{s}");
+    let r = api
+        .http
+        .get(format!("{}/v1/memory/identity", api.base))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["memoria-quotas"]
+            .to_str()
+            .unwrap()
+            .contains("tombstones=5"),
+        "{:?}",
+        r.headers()
+    );
+}
+
+/// With `scopes_per_account = 2`, a third scope is refused with 403 `quota_exceeded` and
+/// nothing of it is stored; the two scopes the account has still take commits, and another
+/// account is not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_beyond_the_account_cap_are_refused() {
+    let server = LimitedServer::start("[quotas]\nscopes_per_account = 2");
+    let alice = Api::new(&server, "alice");
+    alice.commit_ok("user", vec![put("a", None, "1\n")]).await;
+    alice
+        .commit_ok("project:one", vec![put("a", None, "1\n")])
+        .await;
+    let (status, e) = alice
+        .commit("project:two", vec![put("a", None, "1\n")])
+        .await;
+    assert_eq!(status, 403, "{e}");
+    assert_eq!(e["code"], "quota_exceeded");
+    assert!(e["message"].as_str().unwrap().contains("2 scopes"), "{e}");
+    assert!(
+        !server
+            .dir
+            .path()
+            .join("data/users/alice/projects/two")
+            .exists(),
+        "the refused scope left files behind"
+    );
+    alice
+        .commit_ok("project:one", vec![put("b", None, "2\n")])
+        .await;
+    let bob = Api::new(&server, "bob");
+    bob.commit_ok("project:two", vec![put("a", None, "1\n")])
+        .await;
+}
+
+/// With `bytes_per_account` just over two notes, a commit that would take the account past it
+/// (in another scope) is refused; one that fits passes. On the same store with the cap lowered
+/// below what the account holds, growth is refused but an edit of the same size and a delete
+/// pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_beyond_the_account_cap_are_refused_and_a_lowered_cap_only_blocks_growth() {
+    let body = "x".repeat(400) + "\n";
+    let size = put("a", None, &body).body.unwrap().len() as u64;
+    let server = LimitedServer::start(&format!(
+        "[quotas]\nbytes_per_account = {}",
+        2 * size + size / 2
+    ));
+    let api = Api::new(&server, "alice");
+    let revs = api
+        .commit_ok("user", vec![put("a", None, &body), put("b", None, &body)])
+        .await;
+    let (status, e) = api.commit("project:p", vec![put("c", None, &body)]).await;
+    assert_eq!(status, 403, "{e}");
+    assert_eq!(e["code"], "quota_exceeded");
+    assert!(e["message"].as_str().unwrap().contains("bytes"), "{e}");
+    api.commit_ok("project:p", vec![put("c", None, "small\n")])
+        .await;
+    let lowered = server.restart(&format!("[quotas]\nbytes_per_account = {size}"));
+    let api = Api {
+        base: format!("http://{}", lowered.addr),
+        ..api
+    };
+    let (status, e) = api.commit("user", vec![put("d", None, "1\n")]).await;
+    assert_eq!(status, 403, "growth above a lowered cap: {e}");
+    let same_size = "y".repeat(400) + "\n";
+    let edited = api
+        .commit_ok("user", vec![put("a", Some(&revs[0]), &same_size)])
+        .await;
+    assert_eq!(edited.len(), 1);
+    api.commit_ok(
+        "user",
+        vec![memoria_tests::sync_server::delete("b", Some(&revs[1]))],
+    )
+    .await;
+}
+
+/// What a process killed between its revisions and its manifest leaves behind — revision files
+/// no manifest names, with the ids the server makes — is removed by the scope's next sweep
+/// (every 32nd commit) once older than the grace period. A file whose age is unknown (an id
+/// from an older server) and one still in its grace period stay, as do the live revisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_of_a_killed_commit_are_gone_after_the_next_sweep() {
+    let server = LimitedServer::start("request_timeout_secs = 1");
+    let api = Api::new(&server, "alice");
+    let mut rev = api.commit_ok("user", vec![put("n", None, "0\n")]).await[0].clone();
+    let objects = server.dir.path().join("data/users/alice/memory/objects");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let plant = |note: &str, name: &str| {
+        let dir = objects.join(note);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.md"));
+        std::fs::write(&path, "---\n{}\n---\nleft by a killed commit\n").unwrap();
+        path
+    };
+    let hex = "0123456789abcdef0123456789abcdef";
+    let old_ghost = plant("ghost", &format!("{:013}-{hex}", now - 60_000));
+    let old_of_live = plant("n", &format!("{:013}-{hex}", now - 60_000));
+    let legacy = plant("legacy", hex);
+    let young = plant("young", &format!("{:013}-{hex}", now + 600_000));
+    for i in 1..memoria_sync_server::api::SWEEP_EVERY {
+        rev = api
+            .commit_ok("user", vec![put("n", Some(&rev), &format!("{i}\n"))])
+            .await[0]
+            .clone();
+    }
+    assert!(
+        eventually(MARGIN, || !old_ghost.exists() && !old_of_live.exists()).await,
+        "the old orphans are still there"
+    );
+    assert!(legacy.exists(), "a file of unknown age is never swept");
+    assert!(young.exists(), "a file in its grace period is kept");
+    assert!(objects.join("n").join(format!("{rev}.md")).exists());
+    let (status, s) = api.snapshot(json!({"scope": "user"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert!(s.get("damaged").is_none(), "{s}");
+    assert!(server.log().contains("unreferenced revisions swept"));
+}
+
+/// A `manifest.json` damaged on disk: snapshots still answer, from the copy kept beside it,
+/// and the next commit replaces the damaged file, repairing the scope. Without a good copy the
+/// answer is a 500 that says what happened, and the log names the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_manifest_is_served_from_its_copy_and_repaired_by_the_next_commit() {
+    let server = LimitedServer::start("");
+    let api = Api::new(&server, "alice");
+    let scope_dir = server.dir.path().join("data/users/alice/memory");
+    let revs = api
+        .commit_ok("user", vec![put("a", None, "1\n"), put("b", None, "1\n")])
+        .await;
+    api.commit_ok("user", vec![put("a", Some(&revs[0]), "2\n")])
+        .await;
+    let copy = scope_dir.join("manifest.prev.json");
+    assert!(
+        eventually(MARGIN, || std::fs::read_to_string(&copy)
+            .is_ok_and(|c| c.contains("\"generation\":2")))
+        .await,
+        "no copy of generation 2"
+    );
+    let manifest = scope_dir.join("manifest.json");
+    std::fs::write(&manifest, "{\"format\":1,\"generation\":2,\"no").unwrap();
+
+    let (status, s) = api.snapshot(json!({"scope": "user"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["notes"].as_array().unwrap().len(), 2, "{s}");
+    assert_eq!(s["bodies"].as_array().unwrap().len(), 2, "{s}");
+    assert!(server.log().contains("manifest is damaged"));
+
+    api.commit_ok("user", vec![put("c", None, "new\n")]).await;
+    let repaired: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap())
+            .expect("the commit replaced the damaged manifest");
+    assert_eq!(repaired["generation"], 3);
+    assert_eq!(repaired["notes"].as_array().unwrap().len(), 3);
+
+    // Both damaged: a clear refusal, nothing served as if the scope were empty.
+    let _ = eventually(MARGIN, || {
+        std::fs::read_to_string(&copy).is_ok_and(|c| c.contains("\"generation\":3"))
+    })
+    .await;
+    std::fs::write(&manifest, "damaged").unwrap();
+    std::fs::write(&copy, "damaged too").unwrap();
+    let (status, e) = api.snapshot(json!({"scope": "user"})).await;
+    assert_eq!(status, 500, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("damaged"), "{e}");
+    let (status, _) = api.commit("user", vec![put("d", None, "1\n")]).await;
+    assert_eq!(status, 500);
+    assert!(server.log().contains("has no good copy"));
 }

@@ -96,7 +96,14 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
     assert!(poll.unchanged);
     let store = store_on(&moto);
     let keys = store.list("users/alice/").await.unwrap();
-    assert_eq!(keys.len(), 2, "{keys:?}");
+    let objects = keys.iter().filter(|k| k.contains("/objects/")).count();
+    assert_eq!(objects, 1, "{keys:?}");
+    for kept in [
+        "users/alice/account.json",
+        "users/alice/projects/p1/memory/manifest.json",
+    ] {
+        assert!(keys.iter().any(|k| k == kept), "{kept}: {keys:?}");
+    }
     let r = http
         .post(server.url("/v1/admin/erase"))
         .bearer_auth(ADMIN_KEY)
@@ -201,4 +208,50 @@ async fn a_manifest_write_whose_reply_is_lost_keeps_its_revisions() {
     let s = every_entry_has_its_body(store.as_ref(), &http, &server, &token).await;
     assert_eq!(s.notes[0].revision, rev2);
     assert!(s.bodies[0].body.ends_with("second\n"));
+}
+
+/// On S3 too, many edits of one note leave a bounded number of revision objects: once the grace
+/// period (twice the request timeout, 2 s here) is over, the next edit's commit deletes the
+/// revisions it replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_objects_after_many_edits_of_one_note_are_bounded() {
+    let moto = MotoServer::start();
+    let url = moto.store_url();
+    let token = create_token(&url, "alice", &CREDS);
+    let mut env = CREDS.to_vec();
+    env.push(("MEMORIA_SYNC_LIMITS__REQUEST_TIMEOUT_SECS", "1"));
+    let server = ServerProcess::start(&url, &env);
+    let store = store_on(&moto);
+    let http = reqwest::Client::new();
+    let mut base: Option<String> = None;
+    let mut commit = async |i: usize| {
+        let r = http
+            .post(server.url("/v1/memory/commit"))
+            .bearer_auth(&token)
+            .json(&json!({"scope": "user", "changes": [put("n", base.as_deref(), &format!("{i}\n"))]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let body: serde_json::Value = r.json().await.unwrap();
+        base = Some(body["applied"][0]["revision"].as_str().unwrap().to_owned());
+    };
+    for i in 0..10 {
+        commit(i).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2300)).await;
+    commit(10).await;
+    let prefix = "users/alice/memory/objects/n/";
+    let mut left = usize::MAX;
+    for _ in 0..60 {
+        left = store.list(prefix).await.unwrap().len();
+        if left <= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        left <= 2,
+        "{left} revision objects of one note after 11 edits"
+    );
 }
