@@ -1,10 +1,12 @@
 //! memoria-shared: what every Memoria program must agree on byte for byte.
 //!
-//! It owns the note file format ([`note`]), note ids ([`id`]), the content hash ([`hash`])
-//! and the clock abstraction ([`clock`]). It must never do I/O, spawn threads or depend on an
-//! async runtime: the engine, the sync server and the desktop app all link it.
+//! It owns the note file format ([`note`]), note ids ([`id`]), the content hash ([`hash`]),
+//! the clock abstraction ([`clock`]) and the encrypted forms of synced notes ([`e2ee`]). It
+//! must never do I/O, spawn threads or depend on an async runtime: the engine, the sync server
+//! and the desktop app all link it. Randomness, like time, is passed in.
 
 pub mod clock;
+pub mod e2ee;
 pub mod hash;
 pub mod id;
 pub mod merge;

@@ -1,0 +1,464 @@
+//! An encrypted note as the server stores it: the *envelope*, itself a minimal note file.
+//!
+//! ```text
+//! ---
+//! {"id":"<opaque id>","summary":"","tags":[],"e2ee":1,"kid":"<key id>","hash":"<keyed hash>","sum":"<sha-256 of the sealed bytes>"}
+//! ---
+//! <base64 of nonce (24) || ciphertext || tag (16)>
+//! ```
+//!
+//! The server checks an envelope without any key ([`verify_envelope_file`]): its shape, that
+//! its `id` is the change's id, that its `hash` is the change's `hash`, and that `sum` is the
+//! SHA-256 of the sealed bytes (its integrity check, as the content hash is for a plaintext
+//! note). A client opens it ([`open_note`]): XChaCha20-Poly1305 under the note key, with the
+//! associated data
+//!
+//! ```text
+//! "memoria e2ee v1 note" 0x00 kid 0x00 user id 0x00 scope 0x00 opaque id
+//! ```
+//!
+//! so a ciphertext moved to another note, scope or account, or altered in any byte, does not
+//! open. The plaintext is the payload:
+//!
+//! ```text
+//! seq (u64, big-endian) || id length (u8) || note id || file length (u32, big-endian)
+//!   || note file || zero bytes up to padme(13 + id length + file length)
+//! ```
+//!
+//! `seq` is the note's sequence number ([`super::rollback`]); the note file is the file the
+//! protocol would carry in the clear. The padding (Padmé: at most 12% and usually less) leaves
+//! the server a size class instead of each note's exact size.
+
+use base64ct::{Base64, Encoding};
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use serde::{Deserialize, Serialize};
+
+use super::keys::{AccountKeys, KeyId};
+use super::opaque::{keyed_hash, opaque_note_id};
+use super::{RandomnessError, fill};
+use crate::hash::{ContentHash, sha256_hex};
+use crate::id::NoteId;
+use crate::note::{FileContext, Note};
+use crate::protocol::Scope;
+
+/// Version of the envelope and its payload (`e2ee` in the header).
+pub const ENVELOPE_VERSION: u32 = 1;
+/// Label that opens a note's associated data.
+pub const NOTE_AAD_LABEL: &str = "memoria e2ee v1 note";
+/// Bytes of the nonce.
+pub const NONCE_BYTES: usize = 24;
+/// Bytes of the authentication tag.
+pub const TAG_BYTES: usize = 16;
+/// Bytes of the payload before the note id: `seq` and the id length.
+const PAYLOAD_HEAD: usize = 9;
+/// The shortest sealed form: a payload of the fixed fields and a one-byte id, no file.
+const MIN_SEALED: usize = NONCE_BYTES + PAYLOAD_HEAD + 1 + 4 + TAG_BYTES;
+
+/// The account and scope a note is sealed for. `scope` is the real scope, never its opaque
+/// form.
+#[derive(Debug, Clone, Copy)]
+pub struct NoteContext<'a> {
+    /// The account's user id, as the server's identity names it.
+    pub user_id: &'a str,
+    pub scope: &'a Scope,
+}
+
+/// A note sealed for upload: what a commit's change carries for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedNote {
+    /// The change's `id`.
+    pub opaque_id: NoteId,
+    /// The change's `hash`: the keyed hash.
+    pub hash: ContentHash,
+    /// The note's own sync-form content hash, which stays on this machine.
+    pub plain_hash: ContentHash,
+    /// The change's `body`: the envelope.
+    pub body: String,
+}
+
+/// A note taken out of its envelope and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenedNote {
+    pub id: NoteId,
+    /// The note file, exactly as its writer sealed it.
+    pub text: String,
+    pub note: Note,
+    /// Its sequence number, for [`super::check_rollback`].
+    pub seq: u64,
+    /// Its sync-form content hash.
+    pub plain_hash: ContentHash,
+}
+
+/// Why a note could not be sealed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// The text does not parse as a note file.
+    #[error("note {id} cannot be encrypted: it is not a note file ({reason})")]
+    NotANote { id: NoteId, reason: String },
+    /// The file names another id in its frontmatter.
+    #[error("note {id} cannot be encrypted: its file names the id {found}")]
+    OtherId { id: NoteId, found: NoteId },
+    /// The user id is empty or holds a 0x00 byte.
+    #[error("the account's user id {0:?} cannot be bound into a ciphertext")]
+    UserId(String),
+    /// A note file of 4 GiB or more.
+    #[error("note {0} is too large to encrypt")]
+    TooLarge(NoteId),
+    #[error(transparent)]
+    Randomness(#[from] RandomnessError),
+}
+
+/// Why a body is not the envelope a change or manifest entry says it is. The server's check
+/// and the first step of a client's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    /// Not an envelope at all: no frontmatter, a header that is not exactly the envelope's,
+    /// a body that is not base64.
+    #[error("the body is not an encrypted note envelope: {0}")]
+    NotAnEnvelope(String),
+    /// An envelope version this program does not know.
+    #[error("the envelope is of version {0}, newer than this program knows")]
+    UnsupportedVersion(u32),
+    /// The envelope is another note's.
+    #[error("the envelope belongs to note {found}, not to this one")]
+    OtherId { found: NoteId },
+    /// The envelope's keyed hash is not the one listed for it.
+    #[error("the envelope's hash is not the hash listed for it")]
+    HashMismatch,
+    /// Shorter than the smallest sealed note.
+    #[error("the envelope's ciphertext is truncated ({len} bytes)")]
+    Truncated { len: usize },
+    /// The sealed bytes do not match their checksum: damaged in storage or in transit.
+    #[error("the envelope's ciphertext does not match its checksum: it was damaged")]
+    Checksum,
+}
+
+/// Why a client refused an encrypted note. Nothing of a refused note is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// Sealed under another account key: one being rotated in, or another account's.
+    #[error("the note is encrypted under another key ({found}); this machine has key {have}")]
+    OtherKey { found: KeyId, have: KeyId },
+    /// The AEAD refused it: altered, or made for another note, scope or account.
+    #[error(
+        "the note's ciphertext does not authenticate: it was altered, or made for another note, scope or account"
+    )]
+    Forged,
+    /// It authenticated, but its payload breaks the format: a faulty writer.
+    #[error("the note's decrypted payload is malformed: {0}")]
+    Payload(String),
+    /// The plaintext is not a note file.
+    #[error("the decrypted note is not a note file: {0}")]
+    NotANote(String),
+    /// The note inside is not the note the opaque id stands for.
+    #[error("the decrypted note is {found}, which is not the note this id stands for")]
+    InnerId { found: NoteId },
+    /// The note inside does not hash to the keyed hash listed for it.
+    #[error("the decrypted note does not match its listed hash")]
+    HashMismatch,
+}
+
+/// The envelope's header, in its one key order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    id: String,
+    summary: String,
+    tags: Vec<String>,
+    e2ee: u32,
+    kid: String,
+    hash: String,
+    sum: String,
+}
+
+/// An envelope read from a body, its fields checked for shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub id: NoteId,
+    pub kid: KeyId,
+    /// The keyed hash it claims.
+    pub hash: ContentHash,
+    /// The SHA-256 of the sealed bytes it claims.
+    sum: String,
+    sealed: Vec<u8>,
+}
+
+impl Envelope {
+    /// Reads an envelope. Only the exact bytes [`Envelope::to_file`] writes are accepted.
+    pub fn parse(body: &str) -> Result<Self, EnvelopeError> {
+        let bad = |why: &str| EnvelopeError::NotAnEnvelope(why.to_owned());
+        let rest = body
+            .strip_prefix("---\n")
+            .ok_or_else(|| bad("no frontmatter"))?;
+        let (line, b64) = rest
+            .split_once("\n---\n")
+            .ok_or_else(|| bad("the frontmatter is not closed"))?;
+        let header: Header = serde_json::from_str(line)
+            .map_err(|e| EnvelopeError::NotAnEnvelope(format!("header: {e}")))?;
+        if header.e2ee != ENVELOPE_VERSION {
+            return Err(EnvelopeError::UnsupportedVersion(header.e2ee));
+        }
+        let id = NoteId::new(&header.id).map_err(|e| bad(&e.to_string()))?;
+        let kid = KeyId::parse(&header.kid).ok_or_else(|| bad("`kid` is not a key id"))?;
+        let hash = ContentHash::parse(&header.hash).ok_or_else(|| bad("`hash` is not a hash"))?;
+        if ContentHash::parse(&header.sum).is_none() {
+            return Err(bad("`sum` is not a SHA-256"));
+        }
+        let sealed = Base64::decode_vec(b64).map_err(|_| bad("the ciphertext is not base64"))?;
+        let env = Envelope {
+            id,
+            kid,
+            hash,
+            sum: header.sum,
+            sealed,
+        };
+        if env.to_file() != body {
+            return Err(bad("not in the envelope's canonical form"));
+        }
+        if env.sealed.len() < MIN_SEALED {
+            return Err(EnvelopeError::Truncated {
+                len: env.sealed.len(),
+            });
+        }
+        if sha256_hex(&env.sealed) != env.sum {
+            return Err(EnvelopeError::Checksum);
+        }
+        Ok(env)
+    }
+
+    /// The envelope as a note file.
+    pub fn to_file(&self) -> String {
+        let header = Header {
+            id: self.id.to_string(),
+            summary: String::new(),
+            tags: Vec::new(),
+            e2ee: ENVELOPE_VERSION,
+            kid: self.kid.to_string(),
+            hash: self.hash.to_string(),
+            sum: self.sum.clone(),
+        };
+        let json = serde_json::to_string(&header).expect("the header serializes");
+        format!("---\n{json}\n---\n{}", Base64::encode_string(&self.sealed))
+    }
+}
+
+/// The server's check of a put to an encrypted scope, in place of the note parse and content
+/// hash it cannot do: `body` is an envelope of note `id` claiming `hash`, intact.
+pub fn verify_envelope_file(
+    id: &NoteId,
+    hash: &ContentHash,
+    body: &str,
+) -> Result<Envelope, EnvelopeError> {
+    let env = Envelope::parse(body)?;
+    if env.id != *id {
+        return Err(EnvelopeError::OtherId { found: env.id });
+    }
+    if env.hash != *hash {
+        return Err(EnvelopeError::HashMismatch);
+    }
+    Ok(env)
+}
+
+/// Padmé (Nikitin et al., PETS 2019): `len` rounded up so that only its top bits vary.
+pub fn padded_len(len: usize) -> usize {
+    if len < 2 {
+        return len;
+    }
+    let e = usize::BITS - 1 - len.leading_zeros(); // floor(log2 len)
+    let s = u32::BITS - e.leading_zeros(); // floor(log2 e) + 1
+    let mask = (1usize << (e - s)) - 1;
+    (len + mask) & !mask
+}
+
+/// The exact length of the envelope of a note whose id is `id_len` bytes and file `file_len`
+/// bytes: what a server's body limit must allow for an encrypted scope.
+pub fn envelope_len(id_len: usize, file_len: usize) -> usize {
+    // The header's fields have fixed lengths: a 32-symbol opaque id, a 16-symbol key id and
+    // two 64-character hashes.
+    const HEADER: usize = "---\n{\"id\":\"\",\"summary\":\"\",\"tags\":[],\"e2ee\":1,\"kid\":\"\",\"hash\":\"\",\"sum\":\"\"}\n---\n".len()
+        + 32
+        + 16
+        + 64
+        + 64;
+    let sealed = NONCE_BYTES + padded_len(PAYLOAD_HEAD + id_len + 4 + file_len) + TAG_BYTES;
+    HEADER + sealed.div_ceil(3) * 4
+}
+
+pub(super) fn note_aad(kid: &KeyId, ctx: &NoteContext<'_>, opaque: &NoteId) -> Vec<u8> {
+    let scope = ctx.scope.to_string();
+    [
+        NOTE_AAD_LABEL,
+        kid.as_str(),
+        ctx.user_id,
+        &scope,
+        opaque.as_str(),
+    ]
+    .join("\0")
+    .into_bytes()
+}
+
+pub(super) fn cipher(keys: &AccountKeys) -> XChaCha20Poly1305 {
+    XChaCha20Poly1305::new_from_slice(keys.note.as_ref()).expect("32-byte key")
+}
+
+/// Seals note `id` (the note file `file`, numbered `seq`) for upload, with a fresh nonce.
+pub fn seal_note<R: rand_core::TryCryptoRng + ?Sized>(
+    keys: &AccountKeys,
+    ctx: NoteContext<'_>,
+    id: &NoteId,
+    file: &str,
+    seq: u64,
+    rng: &mut R,
+) -> Result<SealedNote, SealError> {
+    let mut nonce = [0u8; NONCE_BYTES];
+    fill(rng, &mut nonce)?;
+    seal_note_with_nonce(keys, ctx, id, file, seq, nonce)
+}
+
+/// [`seal_note`] with the nonce given: for test vectors only, since a nonce used twice under
+/// one key reveals the two plaintexts' difference.
+pub fn seal_note_with_nonce(
+    keys: &AccountKeys,
+    ctx: NoteContext<'_>,
+    id: &NoteId,
+    file: &str,
+    seq: u64,
+    nonce: [u8; NONCE_BYTES],
+) -> Result<SealedNote, SealError> {
+    if ctx.user_id.is_empty() || ctx.user_id.contains('\0') {
+        return Err(SealError::UserId(ctx.user_id.to_owned()));
+    }
+    let note = parse_note(id, file).map_err(|reason| SealError::NotANote {
+        id: id.clone(),
+        reason,
+    })?;
+    if note.id != *id {
+        return Err(SealError::OtherId {
+            id: id.clone(),
+            found: note.id,
+        });
+    }
+    let file_len = u32::try_from(file.len()).map_err(|_| SealError::TooLarge(id.clone()))?;
+    let plain_hash = ContentHash::of_synced_note(&note);
+    let hash = keyed_hash(keys, ctx.scope, &plain_hash);
+    let opaque_id = opaque_note_id(keys, ctx.scope, id);
+
+    let id_bytes = id.as_str().as_bytes();
+    let used = PAYLOAD_HEAD + id_bytes.len() + 4 + file.len();
+    let mut payload = Vec::with_capacity(padded_len(used));
+    payload.extend_from_slice(&seq.to_be_bytes());
+    payload.push(id_bytes.len() as u8); // ids are at most 128 bytes
+    payload.extend_from_slice(id_bytes);
+    payload.extend_from_slice(&file_len.to_be_bytes());
+    payload.extend_from_slice(file.as_bytes());
+    payload.resize(padded_len(used), 0);
+
+    let aad = note_aad(&keys.kid, &ctx, &opaque_id);
+    let ct = cipher(keys)
+        .encrypt(
+            &XNonce::from(nonce),
+            Payload {
+                msg: &payload,
+                aad: &aad,
+            },
+        )
+        .map_err(|_| SealError::TooLarge(id.clone()))?;
+    let mut sealed = Vec::with_capacity(NONCE_BYTES + ct.len());
+    sealed.extend_from_slice(&nonce);
+    sealed.extend_from_slice(&ct);
+    let body = Envelope {
+        id: opaque_id.clone(),
+        kid: keys.kid.clone(),
+        hash: hash.clone(),
+        sum: sha256_hex(&sealed),
+        sealed,
+    }
+    .to_file();
+    Ok(SealedNote {
+        opaque_id,
+        hash,
+        plain_hash,
+        body,
+    })
+}
+
+fn parse_note(id: &NoteId, file: &str) -> Result<Note, String> {
+    let name = id.file_name();
+    Note::parse(
+        file,
+        FileContext {
+            relative_path: &name,
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Opens the envelope `body` listed as note `listed_id` with keyed hash `listed_hash`, and
+/// checks everything a client checks before it writes a note: the envelope, the key, the
+/// binding to this account, scope and note, the payload, the note file, its id and its hash.
+pub fn open_note(
+    keys: &AccountKeys,
+    ctx: NoteContext<'_>,
+    listed_id: &NoteId,
+    listed_hash: &ContentHash,
+    body: &str,
+) -> Result<OpenedNote, OpenError> {
+    let env = verify_envelope_file(listed_id, listed_hash, body)?;
+    if env.kid != keys.kid {
+        return Err(OpenError::OtherKey {
+            found: env.kid,
+            have: keys.kid.clone(),
+        });
+    }
+    let (nonce, ct) = env.sealed.split_at(NONCE_BYTES);
+    let aad = note_aad(&keys.kid, &ctx, &env.id);
+    let nonce = XNonce::try_from(nonce).expect("the envelope holds a whole nonce");
+    let payload = cipher(keys)
+        .decrypt(&nonce, Payload { msg: ct, aad: &aad })
+        .map_err(|_| OpenError::Forged)?;
+
+    let (seq, id, text) = read_payload(&payload).map_err(OpenError::Payload)?;
+    if opaque_note_id(keys, ctx.scope, &id) != env.id {
+        return Err(OpenError::InnerId { found: id });
+    }
+    let note = parse_note(&id, &text).map_err(OpenError::NotANote)?;
+    if note.id != id {
+        return Err(OpenError::InnerId { found: note.id });
+    }
+    let plain_hash = ContentHash::of_synced_note(&note);
+    if keyed_hash(keys, ctx.scope, &plain_hash) != env.hash {
+        return Err(OpenError::HashMismatch);
+    }
+    Ok(OpenedNote {
+        id,
+        text,
+        note,
+        seq,
+        plain_hash,
+    })
+}
+
+fn read_payload(p: &[u8]) -> Result<(u64, NoteId, String), String> {
+    let seq = u64::from_be_bytes(p.get(..8).ok_or("no sequence number")?.try_into().unwrap());
+    let id_len = usize::from(*p.get(8).ok_or("no id length")?);
+    let id = p.get(9..9 + id_len).ok_or("the id is cut short")?;
+    let id = std::str::from_utf8(id)
+        .ok()
+        .and_then(|s| NoteId::new(s).ok())
+        .ok_or("the id is not a note id")?;
+    let at = 9 + id_len;
+    let len = p.get(at..at + 4).ok_or("no file length")?;
+    let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
+    let end = (at + 4)
+        .checked_add(len)
+        .ok_or("the file length overflows")?;
+    let file = p.get(at + 4..end).ok_or("the file is cut short")?;
+    if p.len() != padded_len(end) || p[end..].iter().any(|&b| b != 0) {
+        return Err("the padding is not the format's".into());
+    }
+    let text = String::from_utf8(file.to_vec()).map_err(|_| "the file is not UTF-8")?;
+    Ok((seq, id, text))
+}
