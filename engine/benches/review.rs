@@ -1,6 +1,6 @@
-//! The review queue at 5,000 notes: a full `api::hygiene::review` (the index read with bodies,
-//! usage, cached vectors from the recall index's files, every finding kind, dismissals), and
-//! the same-topic grouping alone. The notes are generated: sentences of a Zipf-like vocabulary,
+//! The review queue at 5,000 notes: a full `api::hygiene::review` (the recall index brought in
+//! step, the index read with bodies, usage, cached vectors from the recall index's files, every
+//! finding kind, dismissals), the same-topic grouping alone, and the notes' words alone. The notes are generated: sentences of a Zipf-like vocabulary,
 //! one note in twenty a reworded copy of another, links (some broken), some long bodies, and a
 //! cached vector per note (copies get a nearby vector) under a model id of their own.
 //!
@@ -193,11 +193,23 @@ fn bench(c: &mut Criterion) {
             })
             .collect()
     };
+    let texts: Vec<(String, Vec<String>, String)> = notes::list(&engine, &ListQuery::default())
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let body = std::fs::read_to_string(&row.path).unwrap();
+            (row.summary.clone(), row.tags.clone(), body)
+        })
+        .collect();
     eprintln!(
-        "CPU time per call: full review {} ms, same-topic groups {} ms",
+        "CPU time per call: full review {} ms, same-topic groups {} ms, the notes' words {} ms",
         cpu_per_call(5, || hygiene::review(&engine, &ReviewQuery::default())
             .unwrap()),
-        cpu_per_call(5, || topic::groups(&docs))
+        cpu_per_call(5, || topic::groups(&docs)),
+        cpu_per_call(5, || texts
+            .iter()
+            .map(|(s, t, b)| topic::note_words(s, t, b).len())
+            .sum::<usize>()),
     );
     group.bench_function(format!("same-topic groups, {n} notes"), |b| {
         b.iter(|| topic::groups(&docs))

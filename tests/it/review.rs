@@ -100,6 +100,89 @@ fn review_lists_findings_and_a_dismissal_holds_until_an_edit() {
     assert_eq!(e["code"], "not_found", "{e}");
 }
 
+fn add_tagged(d: &Device, text: &str, tags: &str) -> String {
+    let v: Value = serde_json::from_str(&d.ok(&[
+        "--json",
+        "add",
+        "--summary",
+        text,
+        "--body",
+        text,
+        "--tags",
+        tags,
+    ]))
+    .unwrap();
+    v["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn short_notes_that_say_the_same_are_one_finding_by_words_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    let same = [
+        add_tagged(&d, "Deploys go out on Tuesdays", "ops,deploy"),
+        add_tagged(&d, "Deployments happen on Tuesday", "ops,deploy"),
+        add_tagged(&d, "Tuesday is deploy day", "ops,deploy"),
+    ];
+    // Same tags, same subject, something else said.
+    add_tagged(&d, "Rollbacks need a second approver", "ops,deploy");
+    add_tagged(
+        &d,
+        "Deploys are frozen during the last week of December",
+        "ops,deploy",
+    );
+    let spanish = [
+        add_tagged(&d, "Los despliegues salen los martes", "ops,despliegue"),
+        add_tagged(&d, "El martes es el día de despliegue", "ops,despliegue"),
+    ];
+    add_tagged(
+        &d,
+        "Los despliegues se congelan la última semana de diciembre",
+        "ops,despliegue",
+    );
+    let r = json(&d, &["review"]);
+    assert_eq!(r["vectors"], false, "no model here: {r}");
+    let mut groups: Vec<Vec<String>> = findings(&r, "same_topic")
+        .iter()
+        .map(|f| note_ids(f).into_iter().map(str::to_owned).collect())
+        .collect();
+    groups.sort();
+    let mut want = vec![same.to_vec(), spanish.to_vec()];
+    for g in &mut want {
+        g.sort();
+    }
+    want.sort();
+    assert_eq!(groups, want, "{r}");
+    assert!(d.ok(&["review"]).contains("same topic by words"));
+}
+
+#[test]
+fn the_review_embeds_the_notes_before_judging_so_no_earlier_command_matters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = device(tmp.path());
+    let model = memoria_tests::test_model_dir();
+    let model = model.to_str().unwrap();
+    // Too few shared words to be the same topic by words alone; their meaning is the same.
+    let pair = [
+        add_tagged(&d, "发票在 30 天内付款", "财务"),
+        add_tagged(&d, "发票的付款期限是 30 天", "财务"),
+    ];
+    add_tagged(&d, "报销单每月 5 号前提交", "财务");
+    let by_words = json(&d, &["review"]);
+    assert!(findings(&by_words, "same_topic").is_empty(), "{by_words}");
+    // No search ran, so nothing embedded these notes before: the review does.
+    let out = d.ok(&["--model-dir", model, "--json", "review"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["vectors"], true, "{r}");
+    let topic = findings(&r, "same_topic");
+    assert_eq!(topic.len(), 1, "{r}");
+    let mut ids = note_ids(topic[0]);
+    ids.sort();
+    let mut want: Vec<&str> = pair.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(ids, want, "{r}");
+}
+
 #[test]
 fn review_of_a_project_reports_paths_missing_from_it() {
     let tmp = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ pub mod crossval;
 pub mod growth;
 pub mod locomo;
 pub mod metrics;
+pub mod topics;
 
 use self::metrics::Metrics;
 use crate::recall::{

@@ -9,11 +9,13 @@
 //! cosines. The cosine alone cannot tell the two apart: related abstracts reach the cosines of
 //! rewordings. Word overlap separates the light rewordings on its own; a heavy rewording shares
 //! fewer words, and there the vector decides, above every related pair's cosine.
-//! `docs/BENCHMARKS.md` has the study's figures.
+//!
+//! A note's words are the recall index's terms (stems, CJK bigrams), so that notes of a line
+//! or two that say the same in other words share them too; `memoria eval topics` measures the
+//! rule on such notes beside notes that share their tags and subject but say something else.
+//! `docs/BENCHMARKS.md` has the studies' figures.
 
-use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::LazyLock;
+use std::collections::{BTreeSet, HashMap};
 
 /// Word overlap (Jaccard of the word sets) that makes two notes the same topic on its own.
 pub const LEXICAL_ALONE: f64 = 0.50;
@@ -25,52 +27,30 @@ pub const COSINE_WITH_LEXICAL: f32 = 0.95;
 /// The most notes one finding groups: a larger cluster is a broad subject, not one topic.
 pub const MAX_GROUP: usize = 6;
 
-const STOP_WORDS: &[&str] = &[
-    "the", "and", "for", "are", "but", "not", "you", "with", "this", "that", "from", "have", "has",
-    "had", "was", "were", "been", "its", "into", "than", "then", "them", "they", "their", "there",
-    "these", "those", "which", "while", "what", "when", "where", "who", "whom", "whose", "will",
-    "would", "can", "could", "should", "may", "might", "must", "our", "ours", "out", "over",
-    "under", "also", "such", "only", "very", "more", "most", "some", "any", "all", "each", "both",
-    "few", "other", "same", "own", "about", "above", "after", "again", "against", "because",
-    "before", "being", "below", "between", "during", "further", "here", "how", "once", "why",
-    "yes",
-];
-
-/// Calls `f` with each word of a text that carries its topic, repeats included: lowercase runs
-/// of letters and digits of three or more characters, stop words left out.
-fn each_word(text: &str, mut f: impl FnMut(Cow<'_, str>)) {
-    static STOP: LazyLock<HashSet<&'static str, BuildFnv>> =
-        LazyLock::new(|| STOP_WORDS.iter().copied().collect());
-    for w in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().nth(2).is_some())
-    {
-        // Most words are already lowercase ASCII: no copy for them.
-        let w: Cow<'_, str> = if w.is_ascii() && !w.bytes().any(|b| b.is_ascii_uppercase()) {
-            Cow::Borrowed(w)
-        } else {
-            Cow::Owned(w.to_lowercase())
-        };
-        if !STOP.contains(w.as_ref()) {
-            f(w);
-        }
-    }
+/// Calls `f` with each term of a note's summary and body that carries its topic, repeats
+/// included: the terms the recall index makes of them — words stemmed in the note's language
+/// (one language for the whole note, as recall has it), stop words left out, and Chinese,
+/// Japanese or Korean as character bigrams and single characters. A note too short for its
+/// language to be clear (a line or two) is stemmed as English, the language most notes are
+/// written in: one stem per word keeps two short notes that share a word sharing exactly that.
+/// So "Deploys go out on Tuesdays" and "Tuesday is deploy day" share `deploy` and `tuesday`,
+/// and a sentence of Chinese is more than one word.
+fn each_term(summary: &str, body: &str, f: impl FnMut(String)) {
+    use memoria_recall::analyzer::{Lang, analyze_detected};
+    // A line break ends every word and every run of CJK characters: nothing spans the two.
+    let text = format!("{summary}\n{body}");
+    analyze_detected(&text, Some(Lang::En))
+        .into_iter()
+        .for_each(f);
 }
 
-/// The words of a text that carry its topic (see [`each_word`]), added to `out`.
-pub fn words(text: &str, out: &mut BTreeSet<String>) {
-    each_word(text, |w| {
-        if !out.contains(w.as_ref()) {
-            out.insert(w.into_owned());
-        }
-    });
-}
-
-/// A note's words: its summary's, its body's and its tags (as `#tag`, so a tag matches a tag).
+/// A note's words: its summary's and body's terms (see [`each_term`]) and its tags (as `#tag`,
+/// so a tag matches a tag).
 pub fn note_words(summary: &str, tags: &[String], body: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    words(summary, &mut out);
-    words(body, &mut out);
+    each_term(summary, body, |w| {
+        out.insert(w);
+    });
     for t in tags {
         out.insert(format!("#{}", t.to_lowercase()));
     }
@@ -115,9 +95,7 @@ impl Vocabulary {
         let mut next = self.next;
         let table = self.table(scope);
         let mut out = Vec::new();
-        for text in [summary, body] {
-            each_word(text, |w| out.push(Self::id(&mut next, table, &w)));
-        }
+        each_term(summary, body, |w| out.push(Self::id(&mut next, table, &w)));
         for t in tags {
             out.push(Self::id(
                 &mut next,

@@ -33,12 +33,22 @@ fn scopes(engine: &Engine, scope: Option<&str>) -> Result<Vec<Scope>> {
 }
 
 /// The review queue: every finding of the scope (or of every visible scope) that no
-/// dismissal holds for. Computed locally, without a model.
+/// dismissal holds for. Computed locally. The recall index is brought in step first (the notes
+/// it lacks, or lacks vectors for, are embedded), so every recallable note has its vector when
+/// the embedding model is installed and the answer never depends on what an earlier command
+/// embedded; without the model (or for a note recall never
+/// holds: quarantined, or holding a secret) the same-topic rule judges by words, and
+/// [`Review::vectors`] says whether it had vectors at all.
 pub fn review(engine: &Engine, q: &ReviewQuery) -> Result<Review> {
     let unused_days = match q.unused_days {
         Some(d) => d,
         None => crate::config::unused_days(engine.home())?,
     };
+    let recall = engine.shared_recall()?;
+    engine.sync_recall(&mut |_, _| {})?;
+    // Opening recall with a model whose vectors are not all cached embeds them in the
+    // background: the review waits for them rather than judge some pairs by words alone.
+    recall.index.wait_for_vectors();
     hygiene::review(
         engine,
         &scopes(engine, q.scope.as_deref())?,

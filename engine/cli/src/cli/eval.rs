@@ -16,6 +16,9 @@ pub enum EvalCommand {
     /// relevant to the queries, and report nDCG@10 and top-1 clean, polluted and after the
     /// review's same-topic merges, with the same-topic rule's precision and recall.
     Growth(GrowthArgs),
+    /// The review's same-topic findings among short notes against labelled groups (a JSON
+    /// Lines file, SciFact's claims): pair precision and recall by words only and with vectors.
+    Topics(memoria_eval::topics::TopicsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -29,6 +32,7 @@ pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
         EvalCommand::Beir(args) => Ok(run_eval(args, json)?),
         EvalCommand::Growth(args) => Ok(run_growth(args, json)?),
         EvalCommand::Locomo(args) => Ok(memoria_eval::locomo::run_locomo(args, json)?),
+        EvalCommand::Topics(args) => Ok(memoria_eval::topics::run_topics(args, json)?),
     }
 }
 

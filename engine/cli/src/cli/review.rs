@@ -171,6 +171,12 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
             "words"
         }
     );
+    if !r.vectors && r.notes > 1 {
+        outln!(
+            "  (no embedding model: notes that say the same in other words may be missed; \
+             `memoria model install` adds it)"
+        );
+    }
     for f in &r.findings {
         let ids: Vec<&str> = f.notes.iter().map(|n| n.id.as_str()).collect();
         outln!(
