@@ -10,8 +10,10 @@ const item = (key: string) => screen.getAllByTestId('promotion').find((el) => el
 
 async function openReview(extra: Partial<FakeSeed> = {}) {
   const r = await renderApp(seed(extra));
-  await goTo(r.user, 'review');
+  // The navigation's count reads the list once, and the page again.
   await waitFor(() => expect(callsOf(r.be, 'listPromotions')).toHaveLength(1));
+  await goTo(r.user, 'review');
+  await waitFor(() => expect(callsOf(r.be, 'listPromotions')).toHaveLength(2));
   return r;
 }
 
@@ -63,6 +65,18 @@ describe('facts ready to become notes', () => {
     expect(screen.getByTestId('promotion-done')).toHaveTextContent('Wrote the note “Ana\'s team name is Heron”.');
     await user.click(screen.getByTestId('promotion-open'));
     await waitFor(() => expect(screen.getByTestId('note-summary')).toHaveValue("Ana's team name is Heron"));
+  });
+
+  it('counts the facts ready to become notes in the navigation, with the findings', async () => {
+    const r = await renderApp(seed());
+    // The demo notes hold no finding: the two facts are what waits on the Review page.
+    await waitFor(() => expect(screen.getByTestId('review-count')).toHaveTextContent('2'));
+    expect(within(screen.getByTestId('nav-review')).getByLabelText('2 to tidy up')).toBeInTheDocument();
+    await goTo(r.user, 'review');
+    await waitFor(() => expect(screen.getAllByTestId('promotion')).toHaveLength(2));
+    await r.user.click(within(item('fact:team-heron')).getByTestId('promotion-promote'));
+    await r.user.click(within(await screen.findByTestId('promotion-confirm')).getByTestId('confirm-ok'));
+    await waitFor(() => expect(screen.getByTestId('review-count')).toHaveTextContent('1'));
   });
 
   it('says the trust a peer’s fact gives the note before writing it', async () => {

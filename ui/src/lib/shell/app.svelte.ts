@@ -15,8 +15,14 @@ export interface Toast {
 export class AppState {
   page = $state<Page>('notes');
   conflictCount = $state(0);
-  /** Findings in the review queue (the Review page's count in the navigation). */
-  reviewCount = $state(0);
+  /** Findings in the review queue. */
+  findingCount = $state(0);
+  /** Facts ready to become notes (the Review page's "Ready to become notes"). */
+  promotionCount = $state(0);
+  /** The Review page's count in the navigation: what waits there for a decision. */
+  get reviewCount(): number {
+    return this.findingCount + this.promotionCount;
+  }
   toasts = $state<Toast[]>([]);
   /** Set by Ctrl/Cmd+K; the notes page focuses its search box and clears it. */
   wantSearch = $state(false);
