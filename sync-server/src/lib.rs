@@ -200,8 +200,8 @@ async fn refuse_declared_oversize(
 
 /// Answers 408 when a request is not answered within `request_timeout_secs` of its header:
 /// its body trickled in, or its handling took too long. The handler is dropped where it
-/// stands, as when a client disconnects; a commit cut short leaves at most unreferenced
-/// revisions, and its `commitId` tells the client whether it applied.
+/// stands, as when a client disconnects; a commit's store work runs on a task of its own and
+/// finishes, and its `commitId` tells the client whether it applied.
 async fn bound_request_time(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let limit = st.limits.request_timeout();
     match tokio::time::timeout(limit, next.run(req)).await {
