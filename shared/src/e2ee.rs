@@ -31,7 +31,7 @@ pub use keys::{AccountKey, AccountKeys, KeyId};
 pub use opaque::{keyed_hash, opaque_note_id, opaque_project_id, opaque_scope};
 pub use recovery::{RecoveryKey, RecoveryKeyError};
 pub use rollback::{KnownVersion, Rollback, check_rollback, next_seq};
-pub use wrap::{KdfParams, UnwrapError, WrapError, WrappedKey};
+pub use wrap::{KdfParams, RewrapError, UnwrapError, WrapError, WrapKind, WrappedKey};
 
 /// The operating system (or whatever the caller passed) could not give random bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
