@@ -34,6 +34,7 @@ describe('backend module', () => {
     ['syncSetEnabled all', () => be.syncSetEnabled(false), 'sync_set_enabled', { enabled: false, scope: null }],
     ['syncSetEnabled scope', () => be.syncSetEnabled(true, 'user'), 'sync_set_enabled', { enabled: true, scope: 'user' }],
     ['syncNow', () => be.syncNow(), 'sync_now', undefined],
+    ['syncRepoint', () => be.syncRepoint('https://sync.example.org'), 'sync_repoint', { server: 'https://sync.example.org' }],
     ['listConflicts', () => be.listConflicts(), 'list_conflicts', undefined],
     ['resolveConflict keep', () => be.resolveConflict('user', 'a-1', { keep: 'keep_both' }), 'resolve_conflict', { scope: 'user', id: 'a-1', resolution: { keep: 'keep_both' } }],
     ['resolveConflict merged', () => be.resolveConflict('user', 'a-1', { keep: 'merged', text: 'x' }), 'resolve_conflict', { scope: 'user', id: 'a-1', resolution: { keep: 'merged', text: 'x' } }],

@@ -79,4 +79,27 @@ describe('Sync page', () => {
     await waitFor(() => expect(screen.getByTestId('sync-now')).toBeEnabled());
     expect(callsOf(be, 'syncStatus').length).toBeGreaterThan(before);
   });
+
+  it('a scope synced at another address offers the re-point, which moves it and syncs', async () => {
+    const { be, user } = await renderApp(demoSeed({ syncMovedFrom: 'http://127.0.0.1:8787' }));
+    await goTo(user, 'sync');
+    const moved = await screen.findByTestId('sync-moved');
+    expect(moved).toHaveTextContent('Paused: first synced at http://127.0.0.1:8787');
+    expect(moved).toHaveTextContent('https://sync.example.org');
+    expect(screen.getAllByTestId('sync-moved')).toHaveLength(1);
+    await user.click(screen.getByRole('button', { name: 'Re-point to https://sync.example.org' }));
+    await waitFor(() => expect(callsOf(be, 'syncRepoint')).toEqual([['https://sync.example.org']]));
+    await waitFor(() => expect(screen.queryByTestId('sync-moved')).toBeNull());
+    expect(await screen.findByText('Re-pointed to https://sync.example.org; syncing there now.')).toBeInTheDocument();
+  });
+
+  it('a refused re-point says why and leaves the scope paused', async () => {
+    const { be, user } = await renderApp(demoSeed({ syncMovedFrom: 'http://127.0.0.1:8787', repointRefused: true }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('sync-repoint'));
+    await waitFor(() => expect(callsOf(be, 'syncRepoint')).toHaveLength(1));
+    expect(await screen.findByText(/2 of 2 note\(s\) differ/)).toBeInTheDocument();
+    expect(screen.getByTestId('sync-moved')).toBeInTheDocument();
+    expect(screen.getByTestId('sync-repoint')).toBeEnabled();
+  });
 });

@@ -32,6 +32,7 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         sync::sync_logout,
         sync::sync_set_enabled,
         sync::sync_now,
+        sync::sync_repoint,
         conflicts::list_conflicts,
         conflicts::resolve_conflict,
         conversations::conversations_list,

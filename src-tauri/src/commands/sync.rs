@@ -21,6 +21,9 @@ pub struct ScopeSync {
     pub quotas: Option<Quotas>,
     pub live_notes: usize,
     pub held_back: Vec<String>,
+    /// The address the scope was synced at, when it is not the one signed in to: its sync is
+    /// paused until it is re-pointed here (`sync_repoint`).
+    pub moved_from: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -66,6 +69,7 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
                 last_download: sc.last_download,
                 quotas: sc.quotas,
                 held_back: sc.held_back,
+                moved_from: sc.pin.filter(|_| sc.address_changed).map(|p| p.server),
             }
         })
         .collect();
@@ -123,6 +127,20 @@ pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
         }
     }
     status(engine)
+}
+
+/// Moves the scopes synced at another address to `server` once it proves to be the same
+/// store (refused with `account_mismatch` or `not_same_store`, nothing changed), then syncs.
+pub fn repoint(engine: &mut Engine, server: &str) -> Result<SyncStatus, UiError> {
+    sync::repoint(engine, server)?;
+    // Moved: the pass that follows is like 立即同步's, and a failure of it is the scope's error
+    // in the status, not the re-point's.
+    now(engine).or_else(|_| status(engine))
+}
+
+#[tauri::command]
+pub async fn sync_repoint(shell: State<'_, Shell>, server: String) -> Result<SyncStatus, UiError> {
+    shell.call(move |e| repoint(e, &server)).await
 }
 
 #[tauri::command]

@@ -74,6 +74,10 @@ export interface FakeSeed {
   conflicts?: Conflict[];
   signedIn?: boolean;
   syncEnabled?: boolean;
+  /** The user scope was first synced at this address, not the one signed in to. */
+  syncMovedFrom?: string;
+  /** A re-point finds the server there is another store. */
+  repointRefused?: boolean;
   /** Recall on the hash fallback (the engine card's warning). */
   hashFallback?: boolean;
   settings?: Partial<Settings>;
@@ -438,6 +442,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     disabledScopes: new Set<string>(),
     lastError: new Map<string, string>(),
     lastDownload: { added: 0, changed: 0, deleted: 0 },
+    movedFrom: seed.syncMovedFrom ?? null,
   };
 
   const emit = (e: BackendEvent) => {
@@ -665,6 +670,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           : null,
         liveNotes: [...notes.values()].filter((n) => n.scope === s.key).length,
         heldBack: conflicts.filter((c) => c.scope === s.key).map((c) => c.id),
+        movedFrom: s.key === 'user' ? sync.movedFrom : null,
       })),
   });
 
@@ -911,6 +917,18 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       for (const s of status().scopes.filter((x) => x.enabled)) {
         emit({ kind: 'syncFinished', scope: s.scope, ok: true, error: null, download: { added: 0, changed: 0, deleted: 0 }, uploaded: 0, newConflicts: [] });
       }
+      return status();
+    },
+
+    async syncRepoint(server) {
+      record('syncRepoint', [server]);
+      await tick();
+      if (seed.repointRefused) {
+        throw fail('not_same_store', `nothing was re-pointed to ${server}: user's manifest does not match: 2 of 2 note(s) differ from the last sync here`);
+      }
+      sync.movedFrom = null;
+      sync.server = server;
+      sync.lastSyncedMs = Date.now();
       return status();
     },
 

@@ -150,6 +150,11 @@ export const syncSetEnabled = (enabled: boolean, scope: ScopeKey | null = null):
  * sync is off and `not_signed_in` when not signed in. */
 export const syncNow = (): Promise<SyncStatus> => call('sync_now');
 
+/** `sync_repoint({server: string})` → `SyncStatus` after the pass that follows. Moves the
+ * scopes synced at another address to `server` once it proves to be the same store; rejects
+ * with `not_same_store` or `account_mismatch` (nothing changed) otherwise. */
+export const syncRepoint = (server: string): Promise<SyncStatus> => call('sync_repoint', { server });
+
 /** `list_conflicts()` → `Conflict[]`. */
 export const listConflicts = (): Promise<Conflict[]> => call('list_conflicts');
 
@@ -254,6 +259,7 @@ export const tauriBackend: Backend = {
   syncLogout,
   syncSetEnabled,
   syncNow,
+  syncRepoint,
   listConflicts,
   resolveConflict,
   overview,

@@ -214,6 +214,9 @@ export interface ScopeSync {
   /** Live notes in this scope (against `quotas.liveNotesPerScope`). */
   liveNotes: number;
   heldBack: string[];
+  /** The address the scope was synced at, when it is not the one signed in to: its sync is
+   * paused until it is re-pointed (`syncRepoint`). */
+  movedFrom: string | null;
 }
 
 export interface SyncStatus {
@@ -717,6 +720,10 @@ export interface Backend {
   syncLogout(): Promise<SyncStatus>;
   syncSetEnabled(enabled: boolean, scope?: ScopeKey | null): Promise<SyncStatus>;
   syncNow(): Promise<SyncStatus>;
+  /** Moves the scopes synced at another address to `server` once the server there proves to
+   * hold their notes, then syncs; rejects with `not_same_store` or `account_mismatch` (nothing
+   * changed) otherwise. */
+  syncRepoint(server: string): Promise<SyncStatus>;
   listConflicts(): Promise<Conflict[]>;
   resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
   overview(): Promise<Overview>;

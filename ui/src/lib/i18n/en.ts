@@ -184,6 +184,10 @@ export const en = {
   'sync.heldBack': '{n} held back',
   'sync.error': 'Error',
   'sync.done': 'Sync finished.',
+  'sync.movedTitle': 'Paused: first synced at {from}',
+  'sync.movedHint': 'If that is the same server at a new address ({to}), re-point this scope: Memoria first checks that the server there holds the notes last synced, and changes nothing if it does not.',
+  'sync.repoint': 'Re-point to {to}',
+  'sync.repointed': 'Re-pointed to {to}; syncing there now.',
 
   'backups.title': 'Backups',
   'backups.intro': 'Before a note is replaced or removed without you choosing that version, Memoria keeps a copy. The latest 50:',

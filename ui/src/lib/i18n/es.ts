@@ -184,6 +184,10 @@ export const es: Dict = {
   'sync.heldBack': '{n} retenidas',
   'sync.error': 'Error',
   'sync.done': 'Sincronización terminada.',
+  'sync.movedTitle': 'En pausa: se sincronizó primero en {from}',
+  'sync.movedHint': 'Si es el mismo servidor en una dirección nueva ({to}), vuelve a apuntar este ámbito: Memoria comprueba antes que el servidor de allí tiene las notas sincronizadas por última vez, y no cambia nada si no es así.',
+  'sync.repoint': 'Apuntar a {to}',
+  'sync.repointed': 'Ahora apunta a {to}; sincronizando allí.',
 
   'backups.title': 'Copias de seguridad',
   'backups.intro': 'Antes de que una nota se reemplace o elimine sin que elijas esa versión, Memoria guarda una copia. Las 50 más recientes:',

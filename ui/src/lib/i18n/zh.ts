@@ -184,6 +184,10 @@ export const zh: Dict = {
   'sync.heldBack': '{n} 条暂缓',
   'sync.error': '错误',
   'sync.done': '同步完成。',
+  'sync.movedTitle': '已暂停：最初同步于 {from}',
+  'sync.movedHint': '如果这是同一台服务器的新地址（{to}），可将此范围改指向它：Memoria 会先确认那里的服务器保存着上次同步的笔记，否则不做任何更改。',
+  'sync.repoint': '改指向 {to}',
+  'sync.repointed': '已改指向 {to}，正在同步。',
 
   'backups.title': '备份',
   'backups.intro': '在笔记未经你选择而被替换或删除之前，Memoria 会保存一份副本。最近 50 份：',
