@@ -942,6 +942,36 @@ proptest! {
     }
 
     #[test]
+    fn any_changed_bit_of_the_sealed_bytes_is_refused(at in any::<prop::sample::Index>(), bit in 0u8..8) {
+        let k = key(7);
+        let a = sealed(&k, &USER, "a", "alpha\n");
+        let flip = |b: &mut Vec<u8>| {
+            let i = at.index(b.len());
+            b[i] ^= 1 << bit;
+        };
+        let left = SealedNote { body: damaged(&a.body, flip), ..a.clone() };
+        prop_assert_eq!(
+            open(&k, &USER, &left).unwrap_err(),
+            OpenError::Envelope(EnvelopeError::Checksum)
+        );
+        let redone = SealedNote { body: resealed(&a.body, flip), ..a.clone() };
+        prop_assert_eq!(open(&k, &USER, &redone).unwrap_err(), OpenError::Forged);
+    }
+
+    #[test]
+    fn any_changed_character_of_the_envelope_is_refused(at in any::<prop::sample::Index>(), c in 0x20u8..0x7f) {
+        let k = key(7);
+        let a = sealed(&k, &USER, "a", "alpha\n");
+        let mut body = a.body.clone().into_bytes();
+        let i = at.index(body.len());
+        prop_assume!(body[i] != c);
+        body[i] = c;
+        let body = String::from_utf8(body).unwrap();
+        let listed = SealedNote { body, ..a.clone() };
+        prop_assert!(open(&k, &USER, &listed).is_err());
+    }
+
+    #[test]
     fn any_recovery_key_reads_back(bytes in any::<[u8; 32]>()) {
         let rk = RecoveryKey::from_bytes(bytes);
         prop_assert_eq!(RecoveryKey::parse(&rk.to_text()).unwrap(), rk);
@@ -1033,7 +1063,7 @@ fn protocol_doc_vectors_match() {
         let rk = RecoveryKey::from_bytes(hex32(&input[1]));
         let nonce: [u8; 24] = hex(&input[2]).try_into().unwrap();
         let blob = WrappedKey::with_recovery_key_parts(&ak, &rk, nonce);
-        assert_eq!(serde_json::to_value(&blob).unwrap(), out, "{input}");
+        assert_eq!(blob.to_json(), out.to_string(), "{input}");
         let back = WrappedKey::from_json(&out.to_string()).unwrap();
         assert_eq!(
             back.unwrap_with_recovery_key(&rk).unwrap().as_bytes(),
@@ -1052,7 +1082,10 @@ fn protocol_doc_vectors_match() {
         let nonce: [u8; 24] = hex(&input[6]).try_into().unwrap();
         let blob =
             WrappedKey::with_passphrase_parts(&ak, s(&input[1]), params, salt, nonce).unwrap();
-        assert_eq!(serde_json::to_value(&blob).unwrap(), out, "{input}");
+        assert_eq!(blob.to_json(), out.to_string(), "{input}");
+        let back = WrappedKey::from_json(&out.to_string()).unwrap();
+        let back = back.unwrap_with_passphrase(s(&input[1])).unwrap();
+        assert_eq!(back.as_bytes(), ak.as_bytes());
         rows += 1;
     }
     for (input, out) in vectors("envelope") {
