@@ -303,8 +303,11 @@ pub fn facts(messages: &[LogMessage]) -> Vec<DerivedItem> {
     for m in messages.iter().filter(|m| !m.held_back()) {
         let subject = who(m);
         let mut seen = HashSet::new();
+        // The gate reads a message as a whole: one that passes gives every sentence; one that
+        // trips it (captured before messages were marked) only the sentences that pass alone.
+        let tripped = !gate::clean(&m.text);
         for s in sentences(&m.text) {
-            if let Some(d) = gate::check(s) {
+            if tripped && let Some(d) = gate::check(s) {
                 tracing::warn!(
                     detector = d.detector,
                     conversation = %m.conversation,

@@ -24,7 +24,8 @@
 //! positive is visible, and it never sees a model.
 //!
 //! **Invariant:** pure and total — no I/O, no logging (callers log the detector's name, never the
-//! text), and every text gets an answer.
+//! text), and every text gets an answer. A text is read as a whole, its lines and sentences in
+//! place: an order on a line of its own trips the text it is in.
 
 use std::sync::LazyLock;
 
@@ -139,7 +140,7 @@ fn sentences(text: &str) -> Vec<(usize, &str)> {
 
 /// Where an order starts: the start of the text or of a sentence or clause, or after a word that
 /// leads an order ("please", "now", "and"). An apostrophe is not a start ("J'oublie tout").
-const START: &str = r#"(?:^|[.!?;:,\n"“”«»(\[]\s*|\b(?:please|pls|now|and|also|then|ok|okay|so|but|por\s+favor|ahora|y|bitte|jetzt|und|dann|maintenant|et|alors|merci\s+de)[,\s]+)"#;
+const START: &str = r#"(?:^|[.!?;:,\n"“”«»(\[。！？；：，]\s*|\b(?:please|pls|now|and|also|then|ok|okay|so|but|por\s+favor|ahora|y|bitte|jetzt|und|dann|maintenant|et|alors|merci\s+de)[,\s]+)"#;
 
 /// The same in Chinese, where nothing separates words.
 const ZH_START: &str =
@@ -284,7 +285,7 @@ static RULES: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             FORGET,
             &[
                 r"{START}(?:forget|erase|wipe|clear|delete|purge|reset)\s+(?:about\s+)?(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:entire\s+|whole\s+)?(?:previous\s+|prior\s+|earlier\s+)?(?:memory|memories|context|instructions|training|knowledge|conversation\s+history|chat\s+history)\b",
-                r"{START}forget\s+(?:about\s+)?(?:everything|all(?:\s+of\s+(?:it|this|that))?|what\s+(?:you\s+(?:were|have\s+been|'ve\s+been)\s+told|I\s+(?:said|told\s+you)))(?:\s+(?:you\s+(?:were|have\s+been|'ve\s+been)\s+told|you\s+know|above|before|so\s+far|prior|previous|earlier|I\s+(?:said|told\s+you)|and\s+(?:start|begin|reset))|\s*[.!]|\s*$)",
+                r"{START}forget\s+(?:about\s+)?(?:everything|all(?:\s+of\s+(?:it|this|that))?|what\s+(?:you\s+(?:were|have\s+been|'ve\s+been)\s+told|I\s+(?:said|told\s+you)))(?:\s+(?:you\s+(?:were|have\s+been|'ve\s+been)\s+told|you\s+know|above|before|so\s+far|prior|previous|earlier|I\s+(?:said|told\s+you)|and\s+(?:start|begin|reset))|\s*[.!]|(?m:[ \t]*$))",
                 r"{START}forget\s+all\s+(?:prior|previous|earlier)\s+\w+",
                 r"{START}(?:olvida|olvide|olvidad|olvídate\s+de|olvídese\s+de)\s+(?:todo(?:\s+lo\s+(?:anterior|que))?|tod[oa]s\s+(?:tus|sus|las)\s+(?:instrucciones|recuerdos|memorias|reglas)|(?:tus|sus)\s+(?:instrucciones|recuerdos|memorias|reglas)|lo\s+que\s+te\s+(?:dijeron|han\s+dicho|dije))",
                 r"{START}olvídalo\s+todo",
