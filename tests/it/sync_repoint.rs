@@ -219,6 +219,11 @@ fn repoint_refuses_another_store_with_the_same_account_name_and_changes_nothing(
     };
     let e = error_of(&a, &["sync", "repoint", &closed]);
     assert_eq!(e["code"], "server_unreachable", "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("nothing was re-pointed") && !message.contains("tries again"),
+        "{e}"
+    );
     let e = error_of(&a, &["sync", "repoint", &not_a_sync_server()]);
     assert_eq!(e["code"], "server_error", "{e}");
     assert!(

@@ -148,6 +148,10 @@ pub fn repoint(engine: &Engine, server: &str) -> SyncResult<Repointed> {
         SyncError::Server { status: 401, .. } => SyncError::TokenRefused {
             server: server.clone(),
         },
+        SyncError::Transport(reason) => SyncError::RepointUnreachable {
+            server: server.clone(),
+            reason,
+        },
         e => e,
     })?;
     if !kept && env_token().is_none() {

@@ -133,6 +133,11 @@ pub enum SyncError {
         server: String,
         refusals: Vec<crate::repoint::Refusal>,
     },
+    /// A re-point could not reach the server at the new address: nothing moved.
+    #[error(
+        "cannot reach the sync server at {server} ({reason}): nothing was re-pointed; check the address and that the server runs there"
+    )]
+    RepointUnreachable { server: String, reason: String },
     /// Another process changed the scopes' pins while a re-point checked the server.
     #[error("the scopes' pins changed while the server was checked: nothing was re-pointed")]
     PinsChanged,
@@ -213,6 +218,7 @@ impl SyncError {
                 }
             }
             SyncError::PinsChanged => ErrorCode::ChangedSince,
+            SyncError::RepointUnreachable { .. } => ErrorCode::ServerUnreachable,
             SyncError::ProtocolTooNew(_) => ErrorCode::ProtocolTooNew,
             SyncError::RateLimited { .. } => ErrorCode::RateLimited,
             SyncError::Stale(_) => ErrorCode::ChangedSince,
@@ -256,6 +262,9 @@ impl SyncError {
             }),
             SyncError::RepointRefused { server, refusals } => {
                 json!({ "server": server, "refusals": refusals })
+            }
+            SyncError::RepointUnreachable { server, .. } => {
+                json!({ "server": server, "repoint": true })
             }
             SyncError::ProtocolTooNew(v) => json!({ "serverProtocol": v }),
             SyncError::ScopeOff(scope) => json!({ "scope": scope }),

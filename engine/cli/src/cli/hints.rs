@@ -171,6 +171,9 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::KeychainUnavailable => {
             "set MEMORIA_SYNC_TOKEN in the environment of every `memoria` that syncs".into()
         }
+        ErrorCode::ServerUnreachable if e.detail.as_ref().is_some_and(|d| d["repoint"] == true) => {
+            "`memoria sync status` shows the address each scope syncs with now; run `memoria sync repoint URL` again once the new one answers".into()
+        }
         ErrorCode::ServerUnreachable
         | ErrorCode::RateLimited
         | ErrorCode::ServerError
