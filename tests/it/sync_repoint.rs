@@ -2,8 +2,8 @@
 //! against real `memoria-sync` processes: accepted for the same store reached at another
 //! address (`localhost` for `127.0.0.1`), with sync going on after; refused — with nothing
 //! changed — for another server whose account has the same name, for another user, for an
-//! address where nothing answers and for one that is not a Memoria server. Also `sync login`'s
-//! warning and `sync status` naming the command.
+//! address where nothing answers and for one that is not a Memoria server; every scope moves or
+//! none does. Also `sync login`'s warning and `sync status` naming the command.
 
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
@@ -269,4 +269,72 @@ fn repoint_refuses_another_user_and_changes_nothing() {
         "{e}"
     );
     assert_eq!(settings(&a), before, "a refused re-point changes nothing");
+}
+
+#[test]
+fn repoint_moves_every_scope_or_none() {
+    // The user scope was synced with one server, the project's with another (an account of
+    // the same name there). Re-pointing to the first server's new address: the user scope
+    // would pass, the project's fails, so neither moves.
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let first = w.server.url.clone();
+    let other_dir = w.root.join("other");
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let other = SyncServer::start(Backend::Fs, &other_dir, &[]);
+    let other_token = other.token("alice");
+    let proj = w.root.join("proj");
+    std::fs::create_dir_all(proj.join(".memoria")).unwrap();
+    std::fs::create_dir_all(proj.join("MEMORY")).unwrap();
+    std::fs::write(proj.join(".memoria/project.json"), "{\"id\": \"proj\"}\n").unwrap();
+    let proj = proj.to_string_lossy().into_owned();
+
+    let mut a = w.device("a", &token);
+    add(&a, "deploys", "We deploy on Tuesdays.\n");
+    a.ok(&["sync", "now"]);
+    a.token = other_token.clone();
+    a.ok(&[
+        "sync",
+        "login",
+        "--server",
+        &other.url,
+        "--token",
+        &other_token,
+    ]);
+    a.ok(&[
+        "--project",
+        &proj,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "p",
+        "--summary",
+        "P",
+        "--body",
+        "p\n",
+    ]);
+    let out = a.run(&["--json", "--project", &proj, "sync", "now"]);
+    let passes = json(&String::from_utf8_lossy(&out.stdout));
+    let project = passes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["scope"] == "project:proj")
+        .cloned()
+        .unwrap();
+    assert!(project["error"].is_null(), "{passes}");
+
+    let new = as_localhost(&first);
+    a.token = token.clone();
+    a.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    let before = settings(&a);
+    let e = error_of(&a, &["--project", &proj, "sync", "repoint", &new]);
+    assert_eq!(e["code"], "not_same_store", "{e}");
+    let refusals = e["detail"]["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{e}");
+    assert_eq!(refusals[0]["scope"], "project:proj", "{e}");
+    assert_eq!(settings(&a), before, "the user scope did not move alone");
+    let st = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(st["scopes"][0]["pin"]["server"], first.as_str(), "{st}");
 }
