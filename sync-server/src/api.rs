@@ -434,6 +434,23 @@ async fn remove_orphans(store: &dyn ObjectStore, keys: &[String]) {
     }
 }
 
+/// Deletes revision files nothing references any more, [`PARALLEL`] at a time: a commit that
+/// replaced many notes leaves many to collect.
+async fn remove_garbage(store: &Arc<dyn ObjectStore>, keys: Vec<String>) {
+    for chunk in keys.chunks(PARALLEL) {
+        let mut tasks = JoinSet::new();
+        for key in chunk {
+            let (store, key) = (store.clone(), key.clone());
+            tasks.spawn(async move {
+                if let Err(e) = store.delete(&key).await {
+                    tracing::warn!(%key, error = %e, "could not remove an unreferenced revision");
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
 async fn write_revisions(
     store: &Arc<dyn ObjectStore>,
     objects: Vec<(String, String)>,
@@ -705,13 +722,12 @@ async fn apply_commit(
                     Some(generation),
                 )
                 .await?;
-                account::record(store, &user, &req.scope, usage).await;
                 st.background.spawn(after_commit(
                     st.clone(),
                     user,
                     req.scope,
-                    bytes,
-                    generation,
+                    (generation % COPY_EVERY == 0 || generation <= COPY_EVERY).then_some(bytes),
+                    usage,
                     garbage,
                     sweep,
                 ));
@@ -760,25 +776,36 @@ fn account_refusal(refusal: AccountRefusal) -> ApiError {
     })
 }
 
-/// The work a commit leaves for after its reply: keeping the manifest's last good copy,
+/// The manifest's last good copy is written at a scope's first commits and then at every
+/// commit whose generation is a multiple of this: a copy at most this many commits old, for
+/// one more manifest write in this many.
+pub const COPY_EVERY: u64 = 4;
+
+/// The work a commit leaves for after its reply: recording its scope's usage in the account's
+/// index, keeping the manifest's last good copy (`manifest`, when it is this commit's turn),
 /// deleting the revision files whose grace is over, and now and then sweeping the scope's
-/// unreferenced revision files. Best effort: what it misses, a later commit does.
+/// unreferenced revision files. Best effort: what it misses, a later commit does. A commit
+/// that follows at once may check the account's caps against the index before this one is
+/// recorded: concurrent commits may overshoot a cap by one commit each anyway.
 async fn after_commit(
     st: Arc<AppState>,
     user: UserId,
     scope: Scope,
-    manifest: Vec<u8>,
-    generation: u64,
+    manifest: Option<Vec<u8>>,
+    usage: ScopeUsage,
     garbage: Vec<Superseded>,
     sweep: Option<Manifest>,
 ) {
-    let key = manifest_key(&user, &scope);
-    keep_manifest_copy(st.store.clone(), key, manifest, generation).await;
+    account::record(st.store.as_ref(), &user, &scope, usage).await;
+    if let Some(bytes) = manifest {
+        let key = manifest_key(&user, &scope);
+        keep_manifest_copy(st.store.clone(), key, bytes, usage.generation).await;
+    }
     let keys: Vec<String> = garbage
         .iter()
         .map(|g| object_key(&user, &scope, &g.id, &g.revision))
         .collect();
-    remove_orphans(st.store.as_ref(), &keys).await;
+    remove_garbage(&st.store, keys).await;
     if let Some(manifest) = sweep
         && let Err(e) = sweep_scope(&st, &user, &scope, &manifest).await
     {
@@ -823,9 +850,11 @@ async fn sweep_scope(
         .collect();
     if !orphans.is_empty() {
         tracing::info!(scope = %scope, removed = orphans.len(), "unreferenced revisions swept");
-        remove_orphans(st.store.as_ref(), &orphans).await;
+        let n = orphans.len();
+        remove_garbage(&st.store, orphans).await;
+        return Ok(n);
     }
-    Ok(orphans.len())
+    Ok(0)
 }
 
 pub async fn erase(
