@@ -1,5 +1,5 @@
 //! Transcript formats, each read into [`Incoming`] messages: the generic JSON Lines format
-//! (`docs/conversations.md`), Claude Code's transcript and OpenClaw's session logs. Readers
+//! (`docs/conversations.md`), Claude Code's transcript and OpenClaw's session and daily logs. Readers
 //! are lenient about what they do not use and strict about what they do: a line that is not
 //! JSON, or a message without text where text is required, is an error naming its line.
 
@@ -283,6 +283,127 @@ pub fn parse_openclaw(text: &str, conversation: Option<&str>) -> Result<Vec<Inco
     Ok(out)
 }
 
+/// OpenClaw's daily log (`memory/YYYY-MM-DD.md`): Markdown the agent appends to during the
+/// day. Each entry is a message of the agent's (`assistant`, host `openclaw`): a top-level
+/// list item with its continuation lines, a paragraph, or a fenced code block kept whole
+/// (blank lines and all); headings are not entries. An entry is dated by the file's
+/// name (`conversation`, e.g. `2026-02-10`), at the time a heading or the entry itself starts
+/// with (`14:05`, `[14:05]`), else at the start of that day (UTC). A message without an id is
+/// known by its text and time, so capturing the file again, or a longer one, adds only what is
+/// new.
+pub fn parse_openclaw_daily(text: &str, conversation: Option<&str>) -> Result<Vec<Incoming>> {
+    let day = conversation.and_then(day_start_ms);
+    let mut out = Vec::new();
+    let mut entry: Vec<&str> = Vec::new();
+    let mut clock: Option<i64> = None;
+    let mut fenced = false;
+    let flush = |entry: &mut Vec<&str>, clock: Option<i64>, out: &mut Vec<Incoming>| {
+        let joined = entry.join("\n");
+        entry.clear();
+        let body = strip_list_marker(joined.trim());
+        let (own, body) = leading_clock(body);
+        if body.trim().is_empty() {
+            return;
+        }
+        let mut m = Incoming::new(Role::Assistant, body.trim());
+        m.conversation = conversation.map(str::to_owned);
+        m.host = Some("openclaw".into());
+        m.at = day.map(|d| d + own.or(clock).unwrap_or(0));
+        out.push(m);
+    };
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            entry.push(line);
+            continue;
+        }
+        if fenced {
+            entry.push(line);
+            continue;
+        }
+        if line.trim().is_empty() {
+            flush(&mut entry, clock, &mut out);
+        } else if let Some(heading) = heading(line) {
+            flush(&mut entry, clock, &mut out);
+            if let (Some(t), _) = leading_clock(heading) {
+                clock = Some(t);
+            }
+        } else if line == trimmed && is_list_item(line) {
+            flush(&mut entry, clock, &mut out);
+            entry.push(line);
+        } else {
+            entry.push(line);
+        }
+    }
+    flush(&mut entry, clock, &mut out);
+    Ok(out)
+}
+
+/// The start of the day a file's name ends with (`2026-02-10`), in ms since the epoch (UTC).
+fn day_start_ms(name: &str) -> Option<i64> {
+    time_to_ms(name.get(name.len().checked_sub(10)?..)?)
+}
+
+/// A Markdown heading's text: one to six `#` at the start of the line, then a space or nothing.
+fn heading(line: &str) -> Option<&str> {
+    let hashes = line.chars().take_while(|&c| c == '#').count();
+    let rest = &line[hashes..];
+    ((1..=6).contains(&hashes) && (rest.is_empty() || rest.starts_with(' '))).then(|| rest.trim())
+}
+
+fn is_list_item(line: &str) -> bool {
+    if let Some(rest) = line.strip_prefix(['-', '*', '+']) {
+        return rest.starts_with(' ');
+    }
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    digits > 0 && matches!(&line[digits..].get(..2), Some(". ") | Some(") "))
+}
+
+fn strip_list_marker(s: &str) -> &str {
+    if is_list_item(s) {
+        let cut = s.find(' ').unwrap_or(0);
+        let rest = s[cut..].trim_start();
+        // A task list's box is part of the marker.
+        for b in ["[ ] ", "[x] ", "[X] "] {
+            if let Some(r) = rest.strip_prefix(b) {
+                return r;
+            }
+        }
+        rest
+    } else {
+        s
+    }
+}
+
+/// A time of day at the start of a text (`14:05`, `[14:05]`, `14:05 -`), as ms after midnight,
+/// and the text after it.
+fn leading_clock(s: &str) -> (Option<i64>, &str) {
+    let inner = s.strip_prefix('[').unwrap_or(s);
+    let digits = inner.chars().take_while(char::is_ascii_digit).count();
+    if !(1..=2).contains(&digits) || inner.as_bytes().get(digits) != Some(&b':') {
+        return (None, s);
+    }
+    let minutes = &inner[digits + 1..];
+    if minutes.len() < 2 || !minutes.as_bytes()[..2].iter().all(u8::is_ascii_digit) {
+        return (None, s);
+    }
+    let (h, m): (i64, i64) = (
+        inner[..digits].parse().unwrap_or(99),
+        minutes[..2].parse().unwrap_or(99),
+    );
+    if h > 23 || m > 59 {
+        return (None, s);
+    }
+    let mut rest = &minutes[2..];
+    rest = rest.strip_prefix(']').unwrap_or(rest);
+    let rest = rest
+        .trim_start()
+        .trim_start_matches(['-', '–', '—', ':'])
+        .trim_start();
+    (Some((h * 60 + m) * 60_000), rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,5 +472,34 @@ mod tests {
         assert_eq!(got[0].text, "Book the dentist for Friday");
         assert_eq!(got[1].role, Role::Assistant);
         assert_eq!(got[2].role, Role::Tool);
+    }
+
+    #[test]
+    fn openclaw_daily_logs_make_one_message_per_entry_dated_by_the_file() {
+        let text = "# 2026-02-10\n\n- Configured the Omada router, VLAN 10 for IoT\n  (the old one is in the closet)\n* [x] Set up AdGuard DNS on 192.168.10.2\n\n## 14:05\nRod's standup moved to 14:15.\nHe pairs at 2pm.\n\n```\nvlan 10 name iot\n```\n\n1. [09:30] Called the ISP\n\n#not-a-heading tag line\n";
+        let got = parse_openclaw_daily(text, Some("2026-02-10")).unwrap();
+        let texts: Vec<&str> = got.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "Configured the Omada router, VLAN 10 for IoT\n  (the old one is in the closet)",
+                "Set up AdGuard DNS on 192.168.10.2",
+                "Rod's standup moved to 14:15.\nHe pairs at 2pm.",
+                "```\nvlan 10 name iot\n```",
+                "Called the ISP",
+                "#not-a-heading tag line",
+            ]
+        );
+        let day = time_to_ms("2026-02-10").unwrap();
+        let at: Vec<i64> = got.iter().map(|m| m.at.unwrap() - day).collect();
+        let hm = |h: i64, m: i64| (h * 60 + m) * 60_000;
+        assert_eq!(at, [0, 0, hm(14, 5), hm(14, 5), hm(9, 30), hm(14, 5)]);
+        assert!(got.iter().all(|m| m.role == Role::Assistant
+            && m.host.as_deref() == Some("openclaw")
+            && m.conversation.as_deref() == Some("2026-02-10")
+            && m.id.is_none()));
+        // A file not named by a date: no time.
+        let got = parse_openclaw_daily("- a note\n", Some("network")).unwrap();
+        assert_eq!(got[0].at, None);
     }
 }

@@ -25,7 +25,7 @@ use memoria_store::{Error, Result, Scope, guard};
 use memoria_vault::vault::Engine;
 use serde::Serialize;
 
-pub use format::{Incoming, parse_claude_code, parse_jsonl, parse_openclaw};
+pub use format::{Incoming, parse_claude_code, parse_jsonl, parse_openclaw, parse_openclaw_daily};
 
 /// How a capture runs.
 #[derive(Debug, Clone, Default)]
@@ -247,6 +247,8 @@ pub enum Format {
     ClaudeCode,
     /// OpenClaw's session log.
     Openclaw,
+    /// OpenClaw's daily log (`memory/YYYY-MM-DD.md`).
+    OpenclawDaily,
 }
 
 impl Format {
@@ -262,6 +264,7 @@ impl Format {
             Format::Jsonl => format::parse_jsonl_from(text, from_line),
             Format::ClaudeCode => parse_claude_code(text, from_line),
             Format::Openclaw => parse_openclaw(text, conversation),
+            Format::OpenclawDaily => parse_openclaw_daily(text, conversation),
         }
     }
 }

@@ -47,7 +47,7 @@ fn host_of(format: Format) -> Option<&'static str> {
     match format {
         Format::Jsonl => None,
         Format::ClaudeCode => Some("claude-code"),
-        Format::Openclaw => Some("openclaw"),
+        Format::Openclaw | Format::OpenclawDaily => Some("openclaw"),
     }
 }
 

@@ -21,6 +21,8 @@ pub enum FormatArg {
     ClaudeCode,
     /// OpenClaw's session log (~/.openclaw/agents/…/sessions/<id>.jsonl).
     Openclaw,
+    /// OpenClaw's daily log (…/memory/YYYY-MM-DD.md): each entry one of the agent's messages.
+    OpenclawDaily,
 }
 
 impl From<FormatArg> for Format {
@@ -29,6 +31,7 @@ impl From<FormatArg> for Format {
             FormatArg::Jsonl => Format::Jsonl,
             FormatArg::ClaudeCode => Format::ClaudeCode,
             FormatArg::Openclaw => Format::Openclaw,
+            FormatArg::OpenclawDaily => Format::OpenclawDaily,
         }
     }
 }

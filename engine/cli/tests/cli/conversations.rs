@@ -221,6 +221,48 @@ fn capture_reads_the_generic_format_and_openclaw_and_forget_purges_a_conversatio
 }
 
 #[test]
+fn openclaw_daily_logs_are_captured_entry_by_entry_and_again_only_what_was_appended() {
+    let m = Memoria::new();
+    let memory = m.cwd.join("memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    let day = memory.join("2026-02-10.md");
+    std::fs::write(
+        &day,
+        "# 2026-02-10\n\n- Configured the Omada router, VLAN 10 for IoT devices\n\n## 14:05\nRod's standup moved to 14:15.\n",
+    )
+    .unwrap();
+    let path = day.to_str().unwrap();
+    let r = m.json(&["capture", "--format", "openclaw-daily", path]);
+    assert_eq!(r["added"].as_u64(), Some(2), "{r}");
+    // The agent appends to the day's log; only the new entry is captured.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&day).unwrap();
+    writeln!(f, "\n- [16:40] AdGuard DNS set up on 192.168.10.2").unwrap();
+    drop(f);
+    let r = m.json(&["capture", "--format", "openclaw-daily", path]);
+    assert_eq!(
+        (r["added"].as_u64(), r["already"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    let r = m.json(&["capture", "--format", "openclaw-daily", path]);
+    assert_eq!(r["added"].as_u64(), Some(0), "{r}");
+    let list = m.json(&["conversations"]);
+    let conv = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "2026-02-10")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(conv["messages"].as_u64(), Some(3), "{conv}");
+    let hits = m.json(&["search", "which DNS server did we set up"]);
+    let text = hits.to_string();
+    assert!(
+        text.contains("AdGuard") && text.contains("10 February 2026"),
+        "{hits}"
+    );
+}
+
+#[test]
 fn search_lists_hits_in_the_order_of_the_number_shown_and_takes_the_agents_filters() {
     let m = Memoria::new();
     for (summary, tag, ty) in [
