@@ -710,6 +710,13 @@ async fn apply_commit(
                     bytes: next.live_bytes(),
                     generation,
                 };
+                // A commit the account's caps were checked for (a new scope, or more bytes) is
+                // recorded before its reply, so the next commit is checked against it; one that
+                // shrinks or keeps the account's size is recorded after.
+                let grew = !exists || usage.bytes > before;
+                if grew {
+                    account::record(store, &user, &req.scope, usage).await;
+                }
                 let sweep = (generation % SWEEP_EVERY == 0).then(|| next.clone());
                 st.manifests.put(&key, new_etag.clone(), next);
                 let reply = accepted(
@@ -727,7 +734,8 @@ async fn apply_commit(
                     user,
                     req.scope,
                     (generation % COPY_EVERY == 0 || generation <= COPY_EVERY).then_some(bytes),
-                    usage,
+                    generation,
+                    (!grew).then_some(usage),
                     garbage,
                     sweep,
                 ));
@@ -782,24 +790,28 @@ fn account_refusal(refusal: AccountRefusal) -> ApiError {
 pub const COPY_EVERY: u64 = 4;
 
 /// The work a commit leaves for after its reply: recording its scope's usage in the account's
-/// index, keeping the manifest's last good copy (`manifest`, when it is this commit's turn),
-/// deleting the revision files whose grace is over, and now and then sweeping the scope's
-/// unreferenced revision files. Best effort: what it misses, a later commit does. A commit
-/// that follows at once may check the account's caps against the index before this one is
-/// recorded: concurrent commits may overshoot a cap by one commit each anyway.
+/// index when it did not grow the account (`usage`; a commit that grew it was recorded before
+/// its reply), keeping the manifest's last good copy (`manifest`, when it is this commit's
+/// turn, at `generation`), deleting the revision files whose grace is over, and now and then
+/// sweeping the scope's unreferenced revision files. Best effort: what it misses, a later
+/// commit does. Concurrent commits may still overshoot a cap by one commit each.
+#[allow(clippy::too_many_arguments)]
 async fn after_commit(
     st: Arc<AppState>,
     user: UserId,
     scope: Scope,
     manifest: Option<Vec<u8>>,
-    usage: ScopeUsage,
+    generation: u64,
+    usage: Option<ScopeUsage>,
     garbage: Vec<Superseded>,
     sweep: Option<Manifest>,
 ) {
-    account::record(st.store.as_ref(), &user, &scope, usage).await;
+    if let Some(usage) = usage {
+        account::record(st.store.as_ref(), &user, &scope, usage).await;
+    }
     if let Some(bytes) = manifest {
         let key = manifest_key(&user, &scope);
-        keep_manifest_copy(st.store.clone(), key, bytes, usage.generation).await;
+        keep_manifest_copy(st.store.clone(), key, bytes, generation).await;
     }
     let keys: Vec<String> = garbage
         .iter()
