@@ -714,9 +714,6 @@ async fn apply_commit(
                 // recorded before its reply, so the next commit is checked against it; one that
                 // shrinks or keeps the account's size is recorded after.
                 let grew = !exists || usage.bytes > before;
-                if grew {
-                    account::record(store, &user, &req.scope, usage).await;
-                }
                 let sweep = (generation % SWEEP_EVERY == 0).then(|| next.clone());
                 st.manifests.put(&key, new_etag.clone(), next);
                 let reply = accepted(
@@ -729,6 +726,11 @@ async fn apply_commit(
                     Some(generation),
                 )
                 .await?;
+                // Recorded once the commit is known to stand (an erase that began meanwhile
+                // has refused it above and removed what it wrote).
+                if grew {
+                    account::record(store, &user, &req.scope, usage).await;
+                }
                 st.background.spawn(after_commit(
                     st.clone(),
                     user,
