@@ -155,7 +155,7 @@ const REMEMBERED_WORDS: usize = 50_000;
 
 thread_local! {
     /// Each word's term per language as [`FULL`] makes it (`None`: a stop word). The same words
-    /// recur in note after note, and stemming is most of an analysis's cost.
+    /// recur in note after note: each is stemmed once.
     static TERMS: RefCell<Vec<HashMap<String, Option<String>>>> =
         RefCell::new(Lang::ALL.iter().map(|_| HashMap::new()).collect());
 }
