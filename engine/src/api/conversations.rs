@@ -163,20 +163,128 @@ pub fn extract(
                     sources: d.sources,
                 })
             }
-            crate::log::DerivedKind::Fact => out.facts.push(FactView {
-                key: d.key,
-                subject: d.subject.unwrap_or_default(),
-                attribute: capture::extract::attribute_shown(d.attribute.as_deref().unwrap_or(""))
-                    .to_owned(),
-                value: d.value.unwrap_or_default(),
-                valid_from: d.at,
-                valid_to: d.valid_to,
-                sources: d.sources,
-                trust: d.trust,
-            }),
+            crate::log::DerivedKind::Fact => out.facts.push(fact_view(d)),
         }
     }
     Ok(out)
+}
+
+fn fact_view(d: crate::log::DerivedItem) -> FactView {
+    FactView {
+        key: d.key,
+        subject: d.subject.unwrap_or_default(),
+        attribute: capture::extract::attribute_shown(d.attribute.as_deref().unwrap_or(""))
+            .to_owned(),
+        value: d.value.unwrap_or_default(),
+        valid_from: d.at,
+        valid_to: d.valid_to,
+        sources: d.sources,
+        trust: d.trust,
+    }
+}
+
+/// The most facts [`facts`] returns at once unless asked for fewer.
+pub const MAX_FACTS: usize = 500;
+
+/// Which facts [`facts`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FactQuery {
+    /// Only facts whose subject, attribute or value holds this text (any case); blank: all.
+    pub text: Option<String>,
+    /// Also the facts a newer value replaced.
+    pub replaced: bool,
+    /// At most this many (at most [`MAX_FACTS`]; `None`: that many).
+    pub limit: Option<usize>,
+}
+
+/// A message a fact came from, as a link to it shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FactSource {
+    /// The message's key (`msg:…`).
+    pub key: String,
+    /// Its id in the conversation.
+    pub message_id: String,
+    pub seq: i64,
+    pub role: crate::log::Role,
+    pub speaker: Option<String>,
+    /// When it was said, else when it was captured.
+    pub at: i64,
+}
+
+/// A fact of the episodic tier: what a conversation said, where, and from which messages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpisodicFact {
+    #[serde(flatten)]
+    pub fact: FactView,
+    /// The scope its conversation is kept in.
+    pub scope: String,
+    pub conversation: String,
+    /// Its source messages still in the log, in conversation order.
+    pub messages: Vec<FactSource>,
+}
+
+/// The facts [`facts`] found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpisodicFacts {
+    /// The latest said first.
+    pub facts: Vec<EpisodicFact>,
+    /// How many matched, before the limit.
+    pub total: usize,
+}
+
+/// The facts said in the conversations visible here, the latest said first: the current ones,
+/// and on request those a newer value replaced (with when it did). Nothing derived from a
+/// message the guard marked is listed: nothing is derived from one.
+pub fn facts(engine: &Engine, query: &FactQuery) -> Result<EpisodicFacts> {
+    let visible: Vec<String> = engine.visible_scopes().iter().map(|s| s.key()).collect();
+    let needle = query
+        .text
+        .as_deref()
+        .map(|t| t.trim().to_lowercase())
+        .filter(|t| !t.is_empty());
+    let log = engine.log()?;
+    let matching: Vec<crate::log::DerivedItem> = log
+        .facts(query.replaced)?
+        .into_iter()
+        .rev()
+        .filter(|d| visible.contains(&d.scope))
+        .filter(|d| {
+            needle.as_deref().is_none_or(|n| {
+                [&d.subject, &d.attribute, &d.value]
+                    .iter()
+                    .any(|field| field.as_deref().unwrap_or("").to_lowercase().contains(n))
+            })
+        })
+        .collect();
+    let total = matching.len();
+    let limit = query.limit.unwrap_or(MAX_FACTS).min(MAX_FACTS);
+    let mut out = Vec::with_capacity(total.min(limit));
+    for d in matching.into_iter().take(limit) {
+        let mut messages = Vec::with_capacity(d.sources.len());
+        for key in &d.sources {
+            if let Some(m) = log.get(key)? {
+                messages.push(FactSource {
+                    at: m.when(),
+                    key: m.key,
+                    message_id: m.message_id,
+                    seq: m.seq,
+                    role: m.role,
+                    speaker: m.speaker,
+                });
+            }
+        }
+        out.push(EpisodicFact {
+            scope: d.scope.clone(),
+            conversation: d.conversation.clone(),
+            fact: fact_view(d),
+            messages,
+        });
+    }
+    Ok(EpisodicFacts { facts: out, total })
 }
 
 pub use crate::capture::promote::{PROMOTE_AFTER, Promoted, Promotion};
@@ -217,5 +325,121 @@ fn find(engine: &Engine, conversation: &str, scope: Option<&str>) -> Result<Conv
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::OpenOptions;
+
+    const SAID: &str = r#"{"conversation":"spring","id":"1","role":"user","speaker":"Ana","time":"2024-03-01T09:00:00Z","text":"I live in Lisbon."}
+{"conversation":"autumn","id":"1","role":"user","speaker":"Ana","time":"2024-10-01T09:00:00Z","text":"I moved to Porto!"}
+{"conversation":"autumn","id":"2","role":"user","speaker":"Ana","time":"2024-10-01T09:01:00Z","text":"I live in Porto, my password: hunter2-porto-zz"}
+"#;
+
+    #[test]
+    fn facts_list_the_current_ones_and_on_request_the_replaced_with_their_messages() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap();
+        capture_text(&e, SAID, &CaptureRequest::default()).unwrap();
+        let values = |q: &FactQuery| -> Vec<(String, Option<i64>)> {
+            facts(&e, q)
+                .unwrap()
+                .facts
+                .into_iter()
+                .map(|f| (f.fact.value, f.fact.valid_to))
+                .collect()
+        };
+
+        let now = facts(&e, &FactQuery::default()).unwrap();
+        assert_eq!(now.total, 1, "{now:?}");
+        let porto = &now.facts[0];
+        assert_eq!(
+            (porto.fact.value.as_str(), porto.fact.valid_to),
+            ("Porto", None)
+        );
+        assert_eq!(
+            (porto.scope.as_str(), porto.conversation.as_str()),
+            ("user", "autumn")
+        );
+        // Its provenance names the message that said it, a link into its conversation.
+        let said: Vec<(&str, Option<&str>)> = porto
+            .messages
+            .iter()
+            .map(|m| (m.message_id.as_str(), m.speaker.as_deref()))
+            .collect();
+        assert_eq!(said, [("1", Some("Ana"))]);
+        assert_eq!(porto.messages[0].key, porto.fact.sources[0]);
+        assert_eq!(Some(porto.messages[0].at), porto.fact.valid_from);
+
+        // The replaced fact, with when it stopped holding: when Porto was said.
+        let all = values(&FactQuery {
+            replaced: true,
+            ..Default::default()
+        });
+        assert_eq!(
+            all,
+            [
+                ("Porto".to_owned(), None),
+                ("Lisbon".to_owned(), porto.fact.valid_from)
+            ]
+        );
+        // Filtered by subject or value, in any case.
+        let lisbon = FactQuery {
+            text: Some(" LISB ".into()),
+            replaced: true,
+            limit: None,
+        };
+        assert_eq!(values(&lisbon).len(), 1);
+        assert!(
+            values(&FactQuery {
+                replaced: false,
+                ..lisbon.clone()
+            })
+            .is_empty(),
+            "replaced facts only on request"
+        );
+        assert_eq!(
+            values(&FactQuery {
+                text: Some("ana".into()),
+                replaced: true,
+                limit: None,
+            })
+            .len(),
+            2
+        );
+        let one = facts(
+            &e,
+            &FactQuery {
+                replaced: true,
+                limit: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((one.facts.len(), one.total), (1, 2));
+        // Nothing is derived from the message the credential guard marked.
+        let json = serde_json::to_string(&facts(&e, &lisbon.clone()).unwrap()).unwrap();
+        assert!(!json.contains("hunter2"), "{json}");
+        let all = serde_json::to_value(
+            facts(
+                &e,
+                &FactQuery {
+                    replaced: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(!all.to_string().contains("hunter2"), "{all}");
+        assert_eq!(all["facts"][0]["conversation"], "autumn", "{all}");
+        assert!(all["facts"][0]["validFrom"].is_i64(), "flattened: {all}");
     }
 }

@@ -393,10 +393,17 @@ impl Log {
 
     /// Every current fact (not replaced, not holding a secret), the earliest said first.
     pub fn current_facts(&self) -> Result<Vec<DerivedItem>> {
+        self.facts(false)
+    }
+
+    /// Every fact not holding a secret, the earliest said first: the current ones, and with
+    /// `replaced` also those a newer value replaced.
+    pub fn facts(&self, replaced: bool) -> Result<Vec<DerivedItem>> {
+        let current = if replaced { "" } else { "AND valid_to IS NULL" };
         let mut st = self
             .conn
             .prepare_cached(&format!(
-                "{SELECT} WHERE kind = 'fact' AND valid_to IS NULL AND secret = 0 \
+                "{SELECT} WHERE kind = 'fact' {current} AND secret = 0 \
                  ORDER BY COALESCE(at, 0), key"
             ))
             .map_err(db_err)?;
