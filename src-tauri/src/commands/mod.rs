@@ -13,6 +13,7 @@ pub mod review;
 pub mod search;
 pub mod settings;
 pub mod sync;
+pub mod working;
 
 /// Every command, for `tauri::Builder::invoke_handler`.
 pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static {
@@ -40,6 +41,9 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         conversations::conversation_forget,
         conversations::conversation_extract,
         conversations::conversations_stats,
+        conversations::conversation_facts,
+        working::working_list,
+        working::working_remove,
         overview::overview,
         review::review_queue,
         review::review_dismiss,
