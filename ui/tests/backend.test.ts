@@ -57,6 +57,9 @@ describe('backend module', () => {
     ['forgetConversation', () => be.forgetConversation('trip', 'user'), 'conversation_forget', { conversation: 'trip', scope: 'user' }],
     ['conversationStats', () => be.conversationStats(), 'conversations_stats', undefined],
     ['conversationExtract', () => be.conversationExtract('trip', 'project:p'), 'conversation_extract', { conversation: 'trip', scope: 'project:p' }],
+    ['conversationFacts', () => be.conversationFacts({ text: 'porto', replaced: true }), 'conversation_facts', { query: { text: 'porto', replaced: true } }],
+    ['listWorking', () => be.listWorking(), 'working_list', undefined],
+    ['removeWorking', () => be.removeWorking('wm:1'), 'working_remove', { key: 'wm:1' }],
   ];
 
   for (const [name, run, command, args] of cases) {

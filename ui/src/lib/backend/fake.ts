@@ -16,6 +16,7 @@ import type {
   ConversationRow,
   CreateNote,
   DraftKind,
+  EpisodicFact,
   Explain,
   Finding,
   FindingNote,
@@ -44,6 +45,7 @@ import type {
   SettingsPatch,
   SyncStatus,
   Trust,
+  WorkingBlock,
 } from './types';
 
 /** The tag that keeps a note from agents, exports and the server. */
@@ -91,6 +93,8 @@ export interface FakeSeed {
   conversations?: FakeConversation[];
   /** Facts ready to become notes (the engine finds them in the log; the fake is told). */
   promotions?: Promotion[];
+  /** Working-memory blocks (expired ones are never listed). */
+  working?: WorkingBlock[];
 }
 
 /** A conversation of the fake's raw log: its row, its messages and what was drawn out of it. */
@@ -117,6 +121,8 @@ export interface FakeBackend extends Backend {
   conversations: FakeConversation[];
   /** The facts ready to become notes (tests change them "from another process"). */
   promotions: Promotion[];
+  /** Working-memory blocks (tests add one "from an agent" by pushing it). */
+  working: WorkingBlock[];
 }
 
 const DAY = 86_400_000;
@@ -334,7 +340,8 @@ export function manyNotes(count: number, now = Date.now()): FakeNote[] {
 }
 
 /** A conversation of `texts` (`[role, text, speaker?]`), one message a minute from `start`;
- * texts that look like a credential are held back as the engine's guard holds them. */
+ * texts that look like a credential are held back as the engine's guard holds them, and orders
+ * to an assistant quarantined as its poison gate does. */
 export function fakeConversation(
   id: string,
   scope: ScopeKey,
@@ -355,6 +362,7 @@ export function fakeConversation(
       model: role === 'assistant' && host ? 'claude-sonnet' : null,
       text: secret ? `[held back: it looks like a credential (${secret})]` : text,
       secret,
+      quarantined: !secret && /ignore (all )?(previous|prior) instructions/i.test(text) ? 'override' : null,
     };
   });
   return {
@@ -406,6 +414,16 @@ export function demoConversations(now = Date.now()): FakeConversation[] {
   return [trip, session];
 }
 
+/** Working memory an agent and the person keep at hand: one block in the project, one of the
+ * person's about to expire. */
+export function demoWorking(now = Date.now()): WorkingBlock[] {
+  const HOUR = 3_600_000;
+  return [
+    { key: 'wm:3f9a1c', scope: 'project:a1b2c3', text: 'Halfway through the sync test fix: the watcher now rescans; CI run pending.', role: 'assistant', createdAt: now - HOUR, expiresAt: now + 23 * HOUR, uses: 2 },
+    { key: 'wm:8b2e47', scope: 'user', text: 'Call the hotel about the late check-in before 6 pm.', role: 'user', createdAt: now - 22 * HOUR, expiresAt: now + 2 * HOUR, uses: 0 },
+  ];
+}
+
 /** A conversation of `count` messages (the messages' virtual list). */
 export function longConversation(count: number, now = Date.now()): FakeConversation {
   const texts: [MessageRole, string][] = Array.from({ length: count }, (_, i) => [i % 2 ? 'assistant' : 'user', `Message number ${i}`]);
@@ -419,6 +437,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   const conflicts: Conflict[] = [...(seed.conflicts ?? [])];
   const conversations: FakeConversation[] = (seed.conversations ?? []).map((c) => structuredClone(c));
   const promotions: Promotion[] = (seed.promotions ?? []).map((p) => structuredClone(p));
+  const working: WorkingBlock[] = (seed.working ?? []).map((b) => ({ ...b }));
   const backups: { row: BackupRow; text: string }[] = [];
   const listeners = new Set<(e: BackendEvent) => void>();
   const calls: FakeCall[] = [];
@@ -690,6 +709,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     conflicts,
     conversations,
     promotions,
+    working,
     emit,
 
     async listScopes() {
@@ -1236,6 +1256,44 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       await tick();
       const c = conversation(id, scope);
       return c.extract ? structuredClone(c.extract) : { summary: null, facts: [], entities: [] };
+    },
+
+    async conversationFacts(query) {
+      record('conversationFacts', [query]);
+      await tick();
+      const needle = (query.text ?? '').trim().toLowerCase();
+      const all = conversations.flatMap((c) =>
+        (c.extract?.facts ?? []).map(
+          (f): EpisodicFact => ({
+            ...structuredClone(f),
+            scope: c.row.scope,
+            conversation: c.row.id,
+            messages: c.messages
+              .filter((m) => f.sources.includes(m.key))
+              .map((m) => ({ key: m.key, messageId: m.messageId, seq: m.seq, role: m.role, speaker: m.speaker, at: m.at ?? 0 })),
+          }),
+        ),
+      );
+      const matching = all
+        .filter((f) => query.replaced || f.validTo === null)
+        .filter((f) => !needle || [f.subject, f.attribute, f.value].some((x) => x.toLowerCase().includes(needle)))
+        .sort((a, b) => (b.validFrom ?? 0) - (a.validFrom ?? 0));
+      return { facts: matching.slice(0, Math.min(query.limit ?? 500, 500)), total: matching.length };
+    },
+
+    async listWorking() {
+      record('listWorking', []);
+      await tick();
+      const now = Date.now();
+      return working.filter((b) => b.expiresAt > now).map((b) => ({ ...b })).sort((a, b) => b.createdAt - a.createdAt);
+    },
+
+    async removeWorking(blockKey) {
+      record('removeWorking', [blockKey]);
+      await tick();
+      const i = working.findIndex((b) => b.key === blockKey && b.expiresAt > Date.now());
+      if (i < 0) throw fail('not_found', `no working block ${blockKey} here: it expired or was removed`);
+      working.splice(i, 1);
     },
 
     async onEvent(handler) {

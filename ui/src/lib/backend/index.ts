@@ -24,6 +24,8 @@ import type {
   CreateNote,
   Dismissed,
   DraftKind,
+  EpisodicFacts,
+  FactQuery,
   Forgotten,
   ImportReport,
   ImportRequest,
@@ -49,6 +51,7 @@ import type {
   SettingsPatch,
   SyncLogin,
   SyncStatus,
+  WorkingBlock,
 } from './types';
 
 export type * from './types';
@@ -237,6 +240,16 @@ export const conversationStats = (): Promise<ConversationStats> => call('convers
 export const conversationExtract = (conversation: string, scope: ScopeKey | null = null): Promise<ConversationExtract> =>
   call('conversation_extract', { conversation, scope });
 
+/** `conversation_facts({query: FactQuery})` → `EpisodicFacts`: the current facts, and with
+ * `replaced` those a newer value closed, each with the messages it came from. */
+export const conversationFacts = (query: FactQuery): Promise<EpisodicFacts> => call('conversation_facts', { query });
+
+/** `working_list()` → `WorkingBlock[]`: the blocks visible here and not expired, newest first. */
+export const listWorking = (): Promise<WorkingBlock[]> => call('working_list');
+
+/** `working_remove({key: string})`: removes a block; rejects with `not_found` once it is gone. */
+export const removeWorking = (key: string): Promise<void> => call('working_remove', { key });
+
 /** Listens on `memoria://event`; resolves to the function that stops listening. */
 export async function onEvent(handler: (e: BackendEvent) => void): Promise<() => void> {
   return listen<BackendEvent>(EVENT_CHANNEL, (ev) => handler(ev.payload));
@@ -280,5 +293,8 @@ export const tauriBackend: Backend = {
   forgetConversation,
   conversationStats,
   conversationExtract,
+  conversationFacts,
+  listWorking,
+  removeWorking,
   onEvent,
 };

@@ -390,6 +390,9 @@ export interface ConversationMessage {
   text: string;
   /** The credential rule the text tripped: it is kept, never shown, recalled or given to an agent. */
   secret: string | null;
+  /** The poison gate's detector the text tripped (it reads as instructions to an assistant):
+   * kept and shown marked, never recalled, nothing derived from it. */
+  quarantined: string | null;
 }
 
 export interface ConversationForgotten {
@@ -431,6 +434,58 @@ export interface ConversationExtract {
     trust: string | null;
   }[];
   entities: { name: string; kind: string; count: number }[];
+}
+
+/** A block of working memory: text kept at hand for the day's work, recalled beside notes until
+ * it expires, then gone for good. Never synced. */
+export interface WorkingBlock {
+  /** `wm:…` */
+  key: string;
+  scope: ScopeKey;
+  text: string;
+  /** Who wrote it: the person (`user`) or an agent (`assistant`). */
+  role: MessageRole;
+  createdAt: number;
+  expiresAt: number;
+  /** How many times it was opened or recalled. */
+  uses: number;
+}
+
+/** Which facts the episodic view lists. */
+export interface FactQuery {
+  /** Only facts whose subject, attribute or value holds this (any case); blank: all. */
+  text?: string | null;
+  /** Also the facts a newer value replaced. */
+  replaced?: boolean;
+  /** At most this many (the engine caps it at 500). */
+  limit?: number | null;
+}
+
+/** A message a fact came from. */
+export interface FactSource {
+  /** `msg:…`, as `ConversationMessage.key`. */
+  key: string;
+  messageId: string;
+  seq: number;
+  role: MessageRole;
+  speaker: string | null;
+  /** When it was said, else when it was captured. */
+  at: number;
+}
+
+/** A fact of the episodic tier, with the conversation and messages it came from. */
+export type EpisodicFact = ConversationExtract['facts'][number] & {
+  scope: ScopeKey;
+  conversation: string;
+  /** Its source messages still in the log, in conversation order. */
+  messages: FactSource[];
+};
+
+export interface EpisodicFacts {
+  /** The latest said first. */
+  facts: EpisodicFact[];
+  /** How many matched, before the limit. */
+  total: number;
 }
 
 export type FindingKind = 'same_topic' | 'broken_link' | 'missing_file' | 'unused' | 'too_long';
@@ -755,6 +810,12 @@ export interface Backend {
   conversationStats(): Promise<ConversationStats>;
   /** The summary, facts and entities drawn out of a conversation. */
   conversationExtract(conversation: string, scope?: ScopeKey | null): Promise<ConversationExtract>;
+  /** The facts said in the conversations visible here, the latest said first. */
+  conversationFacts(query: FactQuery): Promise<EpisodicFacts>;
+  /** The working-memory blocks visible here and not expired, the newest first. */
+  listWorking(): Promise<WorkingBlock[]>;
+  /** Removes a block before it expires; rejects with `not_found` once it is gone. */
+  removeWorking(key: string): Promise<void>;
   /** Subscribes to `memoria://event`; resolves to the unsubscribe function. */
   onEvent(handler: (e: BackendEvent) => void): Promise<() => void>;
 }
