@@ -24,6 +24,14 @@ describe('Overview page', () => {
     expect(capture).toHaveAttribute('data-on', 'true');
     expect(capture).toHaveTextContent('On');
     expect(capture).toHaveTextContent('2 conversations, 8 messages kept');
+    const log = screen.getByTestId('engine-raw-log');
+    expect(log).toHaveTextContent(/^Kept on this computer only, never synced · [\d.]+ kB · kept until you forget a conversation$/);
+  });
+
+  it('says how long the raw log keeps conversations when a limit is set', async () => {
+    const { user } = await renderApp(demoSeed({ conversations: demoConversations(), logMaxAgeDays: 365 }));
+    await goTo(user, 'overview');
+    expect(await screen.findByTestId('engine-raw-log')).toHaveTextContent('messages older than 365 days go');
   });
 
   it('warns plainly, with the fix, when recall runs on the hash fallback', async () => {

@@ -32,6 +32,10 @@ pub struct EngineCard {
     pub conversations: usize,
     /// Their messages.
     pub messages: usize,
+    /// The raw log's file on disk, in bytes (0: nothing captured yet).
+    pub log_bytes: u64,
+    /// How long the raw log keeps what it holds (0: no limit).
+    pub log_policy: crate::log::LogPolicy,
     pub switches: CardSwitches,
 }
 
@@ -72,6 +76,8 @@ pub fn card(engine: &Engine) -> SyncResult<EngineCard> {
         model_dir: engine.model_dir().map(super::path_text),
         conversations: log.conversations,
         messages: log.messages,
+        log_bytes: log.file_bytes,
+        log_policy: crate::log::LogPolicy::load(engine.home().root())?,
         switches: CardSwitches {
             sync_on: settings.is_on(),
             signed_in: settings.server.is_some(),

@@ -551,6 +551,12 @@ fn capture_is_switched_through_the_api_and_the_card_counts_the_log() {
     let card = super::card::card(&engine).unwrap();
     assert!(!card.switches.capture);
     assert_eq!((card.conversations, card.messages), (1, 2));
+    assert!(card.log_bytes > 0, "the raw log's file is on disk");
+    assert_eq!(
+        card.log_policy,
+        crate::log::LogPolicy::default(),
+        "no limit"
+    );
     // A capture asked for by name still runs while automatic capture is off.
     super::conversations::capture_text(&engine, "{\"id\":\"m3\",\"text\":\"And a hotel\"}\n", &req)
         .unwrap();

@@ -38,6 +38,19 @@ pub struct Switch {
     pub on: bool,
 }
 
+/// The raw log of conversations, as the engine card shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RawLog {
+    /// Its file on disk (0: nothing captured yet).
+    pub bytes: u64,
+    /// Messages older than this many days go (`conversations.maxAgeDays`; 0: no limit).
+    pub max_age_days: u32,
+    /// The oldest messages go beyond this many MB of text (`conversations.maxTotalMb`; 0: no
+    /// limit).
+    pub max_total_mb: u32,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineCard {
@@ -55,6 +68,8 @@ pub struct EngineCard {
     /// Conversations and messages the raw log holds.
     pub conversations: usize,
     pub messages: usize,
+    /// The raw log on this machine: its file's size and how long it keeps what it holds.
+    pub raw_log: RawLog,
     pub switches: Vec<Switch>,
 }
 
@@ -137,6 +152,11 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
             capture: c.switches.capture,
             conversations: c.conversations,
             messages: c.messages,
+            raw_log: RawLog {
+                bytes: c.log_bytes,
+                max_age_days: c.log_policy.max_age_days,
+                max_total_mb: c.log_policy.max_total_mb,
+            },
             switches: vec![
                 Switch {
                     name: "Cloud sync".into(),
@@ -193,6 +213,15 @@ mod tests {
         assert_eq!(o.engine.embedder, "hash");
         assert!(o.engine.capture, "capture is on unless turned off");
         assert_eq!((o.engine.conversations, o.engine.messages), (0, 0));
+        assert_eq!(
+            (o.engine.raw_log.max_age_days, o.engine.raw_log.max_total_mb),
+            (0, 0),
+            "no limit unless one is set"
+        );
+        memoria_engine::config::set(engine.home(), "conversations.maxAgeDays", Some("365"))
+            .unwrap();
+        let json = serde_json::to_value(build(&engine).unwrap()).unwrap();
+        assert_eq!(json["engine"]["rawLog"]["maxAgeDays"], 365, "{json}");
         let fix = o.engine.fallback_fix.as_deref().unwrap();
         assert!(fix.contains("memoria model install"), "{fix}");
         assert!(!fix.contains(".sh"), "{fix}");

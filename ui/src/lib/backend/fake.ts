@@ -95,6 +95,8 @@ export interface FakeSeed {
   promotions?: Promotion[];
   /** Working-memory blocks (expired ones are never listed). */
   working?: WorkingBlock[];
+  /** The raw log's retention by age (`conversations.maxAgeDays`); 0: no limit. */
+  logMaxAgeDays?: number;
 }
 
 /** A conversation of the fake's raw log: its row, its messages and what was drawn out of it. */
@@ -1016,6 +1018,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           capture: settings.conversationCapture,
           conversations: conversations.length,
           messages: conversations.reduce((n, c) => n + c.messages.length, 0),
+          rawLog: { bytes: conversations.length ? 4096 + conversations.reduce((n, c) => n + c.messages.reduce((m, x) => m + x.text.length, 0), 0) : 0, maxAgeDays: seed.logMaxAgeDays ?? 0, maxTotalMb: 0 },
           switches: [
             { name: 'Hybrid recall (BM25 + vectors)', on: true },
             { name: 'Diversity (MMR)', on: false },

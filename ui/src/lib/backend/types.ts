@@ -294,6 +294,14 @@ export interface EngineCard {
   /** Conversations and messages the raw log holds on this machine. */
   conversations: number;
   messages: number;
+  /** The raw log on this machine: its file's size, and how long it keeps what it holds. */
+  rawLog: {
+    bytes: number;
+    /** Messages older than this many days go (`conversations.maxAgeDays`); 0: no limit. */
+    maxAgeDays: number;
+    /** The oldest messages go beyond this many MB of text (`conversations.maxTotalMb`); 0: no limit. */
+    maxTotalMb: number;
+  };
   /** Engine switches, as shown: e.g. `{name: "Include secrets in sync", on: false}`. */
   switches: { name: string; on: boolean }[];
 }

@@ -82,6 +82,13 @@ export function day(ms: number): string {
   return new Date(ms).toLocaleDateString(tag, { dateStyle: 'medium' });
 }
 
+/** A size in bytes as people read it in the UI language: "820 B", "48 kB", "1.2 MB". */
+export function size(bytes: number): string {
+  const tag = state.lang === 'zh' ? 'zh-CN' : state.lang;
+  const [value, unit] = bytes < 1000 ? [bytes, 'byte'] : bytes < 1e6 ? [bytes / 1e3, 'kilobyte'] : bytes < 1e9 ? [bytes / 1e6, 'megabyte'] : [bytes / 1e9, 'gigabyte'];
+  return new Intl.NumberFormat(tag, { style: 'unit', unit, unitDisplay: 'short', maximumFractionDigits: value < 10 ? 1 : 0 }).format(value);
+}
+
 /** A scope's name as shown: the user scope in the UI language, others by their own label. */
 export function scopeName(key: string, label: string): string {
   return key === 'user' ? t('scope.user') : label;
