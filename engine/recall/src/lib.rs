@@ -312,6 +312,11 @@ pub struct RecallConfig {
     /// How notes become passages: [`embed::Chunking::PRODUCT`] everywhere but the evaluation
     /// harness's studies of other layouts, whose embedder's id must then name that layout.
     pub chunking: embed::Chunking,
+    /// Messages whose ranking facts and vectors are kept in memory: the newest by when they
+    /// were said. Older messages stay on disk and take part in a search when their words
+    /// match it (their facts and vectors are read then), so memory follows what is searched
+    /// rather than how long the log grew.
+    pub resident_messages: usize,
 }
 
 impl RecallConfig {
@@ -324,9 +329,13 @@ impl RecallConfig {
             bulk_sessions: default_bulk_sessions(),
             background_reembed: true,
             chunking: embed::Chunking::PRODUCT,
+            resident_messages: RESIDENT_MESSAGES,
         }
     }
 }
+
+/// [`RecallConfig::resident_messages`] by default: about a kilobyte of memory each.
+pub const RESIDENT_MESSAGES: usize = 50_000;
 
 /// One bulk session per core, at most two: a second session nearly doubles the throughput,
 /// and more would cost memory on a laptop for little.
@@ -341,7 +350,10 @@ pub struct RecallStatus {
     pub embedder: &'static str,
     pub model_id: String,
     pub fallback_reason: Option<String>,
+    /// Every indexed document, older messages kept on disk included.
     pub documents: usize,
+    /// Documents with vectors for the current model in memory, and the older messages kept
+    /// on disk, whose vectors are read from the cache when their words match a search.
     pub documents_with_vectors: usize,
     pub pending_embeddings: usize,
     /// Documents whose vectors were read from the cache since the index opened: a reload after
@@ -386,6 +398,9 @@ struct Shared {
     everyday: Mutex<Option<Everyday>>,
     bulk_sessions: usize,
     chunking: embed::Chunking,
+    resident_messages: usize,
+    /// Documents indexed but not in memory: messages older than the resident ones.
+    on_disk: AtomicUsize,
 }
 
 /// Receives (documents embedded, documents to embed) from the background re-embedding.
@@ -451,6 +466,9 @@ pub struct RecallIndex {
 
 /// A document that needs vectors: key, content hash, the chunks to embed.
 type Need = (String, String, Vec<String>);
+
+/// Documents by cosine, and the best cosines of every document looked at (the crowd).
+type ScoredWithCrowd = (Vec<(String, f32)>, Vec<f32>);
 
 /// A result during MMR: fused entry, its explanation, its first chunk's vector.
 type MmrItem = (rank::Fused, Explain, Option<Vec<f32>>);
@@ -556,6 +574,8 @@ impl RecallIndex {
             everyday: Mutex::new(None),
             bulk_sessions: config.bulk_sessions,
             chunking: config.chunking,
+            resident_messages: config.resident_messages,
+            on_disk: AtomicUsize::new(0),
         });
         let data_version = docs.data_version()?;
         let me = Self {
@@ -593,7 +613,16 @@ impl RecallIndex {
     /// read of the facts and of its own documents' vectors, not of every vector);
     /// `Reload::All` starts over, for a new embedder.
     fn load_state(&self, how: Reload) -> Result<Vec<Need>, Error> {
-        let metas = lock(&self.docs).all_meta()?;
+        let (metas, stored) = {
+            let docs = lock(&self.docs);
+            (
+                docs.resident_meta(self.shared.resident_messages)?,
+                docs.count()?,
+            )
+        };
+        self.shared
+            .on_disk
+            .store(stored.saturating_sub(metas.len()), Ordering::SeqCst);
         let model = read(&self.shared.choice).model_id.clone();
         let mut missing = Vec::new();
         {
@@ -693,8 +722,8 @@ impl RecallIndex {
             embedder: choice.kind,
             model_id: choice.model_id.clone(),
             fallback_reason: choice.fallback_reason.clone(),
-            documents: read(&self.shared.meta).len(),
-            documents_with_vectors: read(&self.shared.vectors).len_docs(),
+            documents: read(&self.shared.meta).len() + self.on_disk(),
+            documents_with_vectors: read(&self.shared.vectors).len_docs() + self.on_disk(),
             pending_embeddings: self.shared.pending.load(Ordering::SeqCst),
             vectors_loaded: self.shared.vectors_loaded.load(Ordering::SeqCst),
             rebuilt: self.rebuilt,
@@ -744,10 +773,22 @@ impl RecallIndex {
     fn stage(&self, docs: &[RecallDoc]) -> Result<(UpsertReport, Vec<Need>), Error> {
         self.refresh_if_changed()?;
         let mut report = UpsertReport::default();
-        let (changed, unchanged): (Vec<&RecallDoc>, Vec<&RecallDoc>) = {
+        let keys: Vec<String> = docs.iter().map(RecallDoc::key).collect();
+        // Documents kept on disk only (older messages) come back into memory with their facts
+        // and cached vectors.
+        let (stored, changed, unchanged) = {
             let meta = read(&self.shared.meta);
-            docs.iter()
-                .partition(|d| meta.get(&d.key()).is_none_or(|m| m.hash != d.hash.as_str()))
+            let stored = self.on_disk_meta(&meta, keys.iter().map(String::as_str))?;
+            let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
+            for (d, k) in docs.iter().zip(&keys) {
+                let known = meta.get(k).or_else(|| stored.get(k));
+                if known.is_some_and(|m| m.hash == d.hash.as_str()) {
+                    unchanged.push(d);
+                } else {
+                    changed.push(d);
+                }
+            }
+            (stored, changed, unchanged)
         };
         report.unchanged = unchanged.len();
         report.indexed = changed.len();
@@ -757,17 +798,28 @@ impl RecallIndex {
         lock(&self.docs).upsert(docs, now)?;
         {
             let mut meta = write(&self.shared.meta);
-            for d in docs {
+            for (d, k) in docs.iter().zip(&keys) {
                 // A note first seen now counts as used now, as the store records it.
                 let used = meta
-                    .get(&d.key())
+                    .get(k)
+                    .or_else(|| stored.get(k))
                     .map_or((0, Some(now)), |m| (m.access_count, m.last_access_ms));
-                meta.insert(d.key(), meta_of(d, used));
+                meta.insert(k.clone(), meta_of(d, used));
             }
         }
+        self.shared.on_disk.store(
+            self.on_disk().saturating_sub(stored.len()),
+            Ordering::SeqCst,
+        );
         let vectors = read(&self.shared.vectors);
         let need = changed
             .iter()
+            .chain(
+                unchanged
+                    .iter()
+                    .copied()
+                    .filter(|d| stored.contains_key(&d.key())),
+            )
             .filter(|d| vectors.hash_of(&d.key()) != Some(d.hash.as_str()))
             .map(|d| {
                 (
@@ -779,6 +831,8 @@ impl RecallIndex {
                 )
             })
             .collect();
+        drop(vectors);
+        self.evict_old_messages();
         Ok((report, need))
     }
 
@@ -788,13 +842,16 @@ impl RecallIndex {
         self.lexical.apply(docs, &[])?;
         let now = self.clock.now_ms();
         lock(&self.docs).upsert(docs, now)?;
-        let mut meta = write(&self.shared.meta);
-        for d in docs {
-            let used = meta
-                .get(&d.key())
-                .map_or((0, Some(now)), |m| (m.access_count, m.last_access_ms));
-            meta.insert(d.key(), meta_of(d, used));
+        {
+            let mut meta = write(&self.shared.meta);
+            for d in docs {
+                let used = meta
+                    .get(&d.key())
+                    .map_or((0, Some(now)), |m| (m.access_count, m.last_access_ms));
+                meta.insert(d.key(), meta_of(d, used));
+            }
         }
+        self.evict_old_messages();
         Ok(UpsertReport {
             indexed: docs.len(),
             ..UpsertReport::default()
@@ -815,9 +872,12 @@ impl RecallIndex {
         let existed = lock(&self.docs).remove_many(keys)?;
         {
             let mut meta = write(&self.shared.meta);
-            for key in keys {
-                meta.remove(key);
-            }
+            let resident = keys.iter().filter(|k| meta.remove(*k).is_some()).count();
+            // The others were kept on disk only.
+            let on_disk = existed.saturating_sub(resident);
+            self.shared
+                .on_disk
+                .store(self.on_disk().saturating_sub(on_disk), Ordering::SeqCst);
         }
         let mut vectors = write(&self.shared.vectors);
         for key in keys {
@@ -838,11 +898,20 @@ impl RecallIndex {
     /// Keeps only the given keys (`scope`, `id`): what the vault no longer has goes, in one
     /// commit however many they are.
     pub fn retain(&self, keep: &HashSet<(String, String)>) -> Result<usize, Error> {
-        let gone: Vec<String> = read(&self.shared.meta)
-            .values()
-            .filter(|m| !keep.contains(&(m.scope.clone(), m.id.clone())))
-            .map(|m| m.key.clone())
-            .collect();
+        let gone: Vec<String> = if self.on_disk() == 0 {
+            read(&self.shared.meta)
+                .values()
+                .filter(|m| !keep.contains(&(m.scope.clone(), m.id.clone())))
+                .map(|m| m.key.clone())
+                .collect()
+        } else {
+            lock(&self.docs)
+                .all_keys()?
+                .into_iter()
+                .filter(|(_, scope, id)| !keep.contains(&(scope.clone(), id.clone())))
+                .map(|(key, _, _)| key)
+                .collect()
+        };
         self.remove_keys(&gone)?;
         Ok(gone.len())
     }
@@ -882,8 +951,19 @@ impl RecallIndex {
             .visible_scopes
             .as_ref()
             .map(|s| s.iter().map(String::as_str).collect());
+        let mut lexical = if opts.mode == Mode::Vector {
+            Vec::new()
+        } else {
+            // Over-fetch a little: hidden notes are dropped after the scope filter.
+            self.lexical
+                .search(&query, opts.visible_scopes.as_deref(), opts.candidates + 10)?
+        };
+        // Older messages kept on disk take part when their words match: their facts are read
+        // now, and their vectors below.
+        let on_disk = self.on_disk_meta(&meta, lexical.iter().map(|h| h.key.as_str()))?;
+        let facts_of = |key: &str| meta.get(key).or_else(|| on_disk.get(key));
         let admit = |key: &str| -> bool {
-            let Some(m) = meta.get(key) else { return false };
+            let Some(m) = facts_of(key) else { return false };
             visible
                 .as_ref()
                 .is_none_or(|v| v.contains(m.scope.as_str()))
@@ -891,19 +971,8 @@ impl RecallIndex {
                 && trust_weight_of(m).is_some()
                 && (opts.include_archived || !rank::archived(m, &rule, now))
         };
-        let lexical = if opts.mode == Mode::Vector {
-            Vec::new()
-        } else {
-            // Over-fetch a little: hidden notes are dropped after the scope filter.
-            let mut l = self.lexical.search(
-                &query,
-                opts.visible_scopes.as_deref(),
-                opts.candidates + 10,
-            )?;
-            l.retain(|h| admit(&h.key));
-            l.truncate(opts.candidates);
-            l
-        };
+        lexical.retain(|h| admit(&h.key));
+        lexical.truncate(opts.candidates);
         // Notes in another language than the query's: gated fusion leaves their words out of a
         // hybrid search (a words-only search keeps them). A note too short to tell is taken to
         // be in the language most of the other candidates clearly are in, or else most notes.
@@ -948,8 +1017,16 @@ impl RecallIndex {
                         q
                     }
                 };
-                let (hits, mut crowd) =
+                let (mut hits, mut crowd) =
                     read(&self.shared.vectors).search_with_crowd(&q, opts.candidates, admit);
+                if !on_disk.is_empty() {
+                    let (more, more_crowd) = self.search_on_disk(&q, &on_disk, opts, admit)?;
+                    let seen: HashSet<String> = hits.iter().map(|h| h.0.clone()).collect();
+                    hits.extend(more.into_iter().filter(|h| !seen.contains(&h.0)));
+                    hits.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    hits.truncate(opts.candidates);
+                    crowd.extend(more_crowd);
+                }
                 // A relevance is calibrated for the semantic model only.
                 let reference = if read(&self.shared.choice).kind == "onnx" {
                     let everyday = self.everyday_vectors()?;
@@ -972,7 +1049,7 @@ impl RecallIndex {
         let mut scored: Vec<(rank::Fused, Explain)> = fused
             .into_iter()
             .filter_map(|f| {
-                let m = meta.get(&f.key)?;
+                let m = facts_of(&f.key)?;
                 let (decay, trust, importance, access, standing) = if opts.ranking {
                     (
                         rank::decay(m, now),
@@ -1033,7 +1110,7 @@ impl RecallIndex {
         let docs = lock(&self.docs);
         let mut hits = Vec::with_capacity(scored.len());
         for (f, e) in scored {
-            let Some(m) = meta.get(&f.key) else { continue };
+            let Some(m) = facts_of(&f.key) else { continue };
             let summary = if opts.limit <= 200 {
                 docs.get(&f.key)?.map(|d| d.summary).unwrap_or_default()
             } else {
@@ -1076,11 +1153,90 @@ impl RecallIndex {
 
     /// `(scope, id, content hash, ranking facts)` of every indexed document, hidden ones
     /// included: what the vault compares against to find what changed.
-    pub fn indexed_states(&self) -> Vec<(String, String, String, RankFacts)> {
-        read(&self.shared.meta)
+    pub fn indexed_states(&self) -> Result<Vec<(String, String, String, RankFacts)>, Error> {
+        if self.on_disk() > 0 {
+            return lock(&self.docs).all_states();
+        }
+        Ok(read(&self.shared.meta)
             .values()
             .map(|m| (m.scope.clone(), m.id.clone(), m.hash.clone(), m.facts()))
-            .collect()
+            .collect())
+    }
+
+    /// How many documents are indexed but not in memory (older messages).
+    fn on_disk(&self) -> usize {
+        self.shared.on_disk.load(Ordering::SeqCst)
+    }
+
+    /// The ranking facts of those of `keys` kept on disk only (not in `meta`), read from the
+    /// document store: nothing to read while every document is in memory.
+    fn on_disk_meta<'k>(
+        &self,
+        meta: &HashMap<String, DocMeta>,
+        keys: impl Iterator<Item = &'k str>,
+    ) -> Result<HashMap<String, DocMeta>, Error> {
+        if self.on_disk() == 0 {
+            return Ok(HashMap::new());
+        }
+        let absent: Vec<&str> = keys.filter(|k| !meta.contains_key(*k)).collect();
+        if absent.is_empty() {
+            return Ok(HashMap::new());
+        }
+        Ok(lock(&self.docs)
+            .metas_of(&absent)?
+            .into_iter()
+            .map(|m| (m.key.clone(), m))
+            .collect())
+    }
+
+    /// The vector side over documents kept on disk (`on_disk`, those a search's words
+    /// matched): their cached vectors are read and scored as the ones in memory are. Returns
+    /// the admitted ones by cosine and their crowd ([`VectorIndex::search_with_crowd`]).
+    fn search_on_disk(
+        &self,
+        query: &[f32],
+        on_disk: &HashMap<String, DocMeta>,
+        opts: &SearchOptions,
+        admit: impl Fn(&str) -> bool,
+    ) -> Result<ScoredWithCrowd, Error> {
+        let model = read(&self.shared.choice).model_id.clone();
+        let mut found = VectorIndex::default();
+        {
+            let cache = lock(&self.shared.cache);
+            for m in on_disk.values().filter(|m| admit(&m.key)) {
+                if let Some(v) = cache.get(&m.hash, &model)? {
+                    found.insert(&m.key, &m.hash, &v);
+                }
+            }
+        }
+        Ok(found.search_with_crowd(query, opts.candidates, |_| true))
+    }
+
+    /// Keeps the ranking facts and vectors of the newest [`RecallConfig::resident_messages`]
+    /// messages in memory, by when they were said, and leaves the older ones on disk. It runs
+    /// once a quarter more than that are held, so a capture does not sort them every time.
+    fn evict_old_messages(&self) {
+        let limit = self.shared.resident_messages;
+        let mut meta = write(&self.shared.meta);
+        let is_message = |m: &DocMeta| m.note_type.as_deref() == Some(MESSAGE_TYPE);
+        let held = meta.values().filter(|m| is_message(m)).count();
+        if held <= limit + limit / 4 {
+            return;
+        }
+        let mut messages: Vec<(Option<i64>, &str)> = meta
+            .values()
+            .filter(|m| is_message(m))
+            .map(|m| (m.updated_at_ms, m.key.as_str()))
+            .collect();
+        let old = held - limit;
+        messages.select_nth_unstable_by(old - 1, |a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+        let gone: Vec<String> = messages[..old].iter().map(|m| m.1.to_owned()).collect();
+        let mut vectors = write(&self.shared.vectors);
+        for key in &gone {
+            meta.remove(key);
+            vectors.remove(key);
+        }
+        self.shared.on_disk.fetch_add(gone.len(), Ordering::SeqCst);
     }
 
     /// Counts one recall or opening of each note: it reinforces the note's importance in
@@ -1226,16 +1382,26 @@ fn meta_of(d: &RecallDoc, used: (i64, Option<i64>)) -> DocMeta {
 /// have none.
 fn take_cached<'a>(shared: &Shared, need: &'a [Need]) -> Result<Vec<&'a Need>, Error> {
     let model = read(&shared.choice).model_id.clone();
+    let in_memory = resident(shared, need.iter().map(|d| d.0.as_str()));
     let mut todo = Vec::new();
     let cache = lock(&shared.cache);
     let mut vectors = write(&shared.vectors);
-    for item in need {
+    for (item, in_memory) in need.iter().zip(in_memory) {
         match cache.get(&item.1, &model)? {
-            Some(v) => vectors.insert(&item.0, &item.1, &v),
+            Some(v) if in_memory => vectors.insert(&item.0, &item.1, &v),
+            Some(_) => {}
             None => todo.push(item),
         }
     }
     Ok(todo)
+}
+
+/// Whether each of `keys` is held in memory: a document removed meanwhile, or a message left
+/// on disk as older ones are, gets no vectors in memory (its vectors are cached all the same).
+/// Read before any other lock is taken: a search holds the facts while it waits for others.
+fn resident<'k>(shared: &Shared, keys: impl Iterator<Item = &'k str>) -> Vec<bool> {
+    let meta = read(&shared.meta);
+    keys.map(|k| meta.contains_key(k)).collect()
 }
 
 fn embed_missing(
@@ -1287,6 +1453,7 @@ fn embed_missing(
             continue;
         }
         let texts: Vec<String> = batch.iter().flat_map(|d| d.2.iter().cloned()).collect();
+        let in_memory = resident(shared, batch.iter().map(|d| d.0.as_str()));
         // A search waiting for the model goes first.
         while shared.queries_waiting.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1304,7 +1471,7 @@ fn embed_missing(
         lock(&shared.cache).put_many(&model, &rows)?;
         {
             let mut vectors = write(&shared.vectors);
-            for (d, (_, v)) in batch.iter().zip(&rows) {
+            for ((d, (_, v)), _) in batch.iter().zip(&rows).zip(in_memory).filter(|x| x.1) {
                 vectors.insert(&d.0, &d.1, v);
             }
         }

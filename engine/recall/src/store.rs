@@ -49,6 +49,33 @@ impl DocMeta {
 
 pub use crate::index::{RankFacts, Standing};
 
+/// The columns [`meta_row`] reads, in its order.
+const META_COLUMNS: &str = "key, scope, id, hash, note_type, updated_at, trust, importance, \
+     evergreen, access_count, tags, last_access, consolidated, superseded";
+
+fn meta_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DocMeta> {
+    let tags: String = r.get(10)?;
+    let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
+    Ok(DocMeta {
+        key: r.get(0)?,
+        scope: r.get(1)?,
+        id: r.get(2)?,
+        hash: r.get(3)?,
+        note_type: r.get(4)?,
+        updated_at_ms: r.get(5)?,
+        trust: r.get::<_, Option<String>>(6)?.and_then(|s| trust_from(&s)),
+        importance: r.get(7)?,
+        evergreen: r.get(8)?,
+        standing: Standing {
+            consolidated: r.get(12)?,
+            superseded: r.get(13)?,
+        },
+        access_count: r.get(9)?,
+        last_access_ms: r.get(11)?,
+        secret: tags.iter().any(|t| t == super::SECRETS_TAG),
+    })
+}
+
 fn open(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
     // Private to the user; the WAL and shared-memory files SQLite creates take this mode.
@@ -103,7 +130,9 @@ CREATE TABLE IF NOT EXISTS docs (
   importance REAL,
   evergreen INTEGER NOT NULL,
   access_count INTEGER NOT NULL DEFAULT 0
-);";
+);
+-- The newest messages are found without reading every document.
+CREATE INDEX IF NOT EXISTS docs_type_time ON docs (note_type, updated_at);";
 
 const VECTORS_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS vectors (
@@ -285,32 +314,74 @@ impl DocStore {
 
     /// Every document's ranking facts.
     pub fn all_meta(&self) -> Result<Vec<DocMeta>, Error> {
-        let mut st = self.conn.prepare(
-            "SELECT key, scope, id, hash, note_type, updated_at, trust, importance, evergreen,
-                    access_count, tags, last_access, consolidated, superseded FROM docs",
-        )?;
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {META_COLUMNS} FROM docs"))?;
+        let rows = st.query_map([], meta_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The ranking facts of every document but messages, and of the `messages` newest
+    /// messages (by the time they were said): what a process keeps in memory.
+    pub fn resident_meta(&self, messages: usize) -> Result<Vec<DocMeta>, Error> {
+        let mut out = {
+            let mut st = self.conn.prepare(&format!(
+                "SELECT {META_COLUMNS} FROM docs \
+                 WHERE note_type IS NULL OR note_type < ?1 OR note_type > ?1"
+            ))?;
+            st.query_map([super::MESSAGE_TYPE], meta_row)?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {META_COLUMNS} FROM docs WHERE note_type = ?1 \
+             ORDER BY updated_at DESC LIMIT ?2"
+        ))?;
+        let limit = i64::try_from(messages).unwrap_or(i64::MAX);
+        for row in st.query_map(params![super::MESSAGE_TYPE, limit], meta_row)? {
+            out.push(row?);
+        }
+        Ok(out)
+    }
+
+    /// The ranking facts of these documents, those that exist.
+    pub fn metas_of(&self, keys: &[&str]) -> Result<Vec<DocMeta>, Error> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("SELECT {META_COLUMNS} FROM docs WHERE key = ?1"))?;
+        let mut out = Vec::new();
+        for k in keys {
+            if let Some(m) = st.query_row([k], meta_row).optional()? {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many documents there are.
+    pub fn count(&self) -> Result<usize, Error> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM docs", [], |r| r.get(0))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// `(scope, id, content hash, ranking facts)` of every document.
+    pub fn all_states(&self) -> Result<Vec<(String, String, String, RankFacts)>, Error> {
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {META_COLUMNS} FROM docs"))?;
         let rows = st.query_map([], |r| {
-            let tags: String = r.get(10)?;
-            let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
-            Ok(DocMeta {
-                key: r.get(0)?,
-                scope: r.get(1)?,
-                id: r.get(2)?,
-                hash: r.get(3)?,
-                note_type: r.get(4)?,
-                updated_at_ms: r.get(5)?,
-                trust: r.get::<_, Option<String>>(6)?.and_then(|s| trust_from(&s)),
-                importance: r.get(7)?,
-                evergreen: r.get(8)?,
-                standing: Standing {
-                    consolidated: r.get(12)?,
-                    superseded: r.get(13)?,
-                },
-                access_count: r.get(9)?,
-                last_access_ms: r.get(11)?,
-                secret: tags.iter().any(|t| t == super::SECRETS_TAG),
-            })
+            let m = meta_row(r)?;
+            let facts = m.facts();
+            Ok((m.scope, m.id, m.hash, facts))
         })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// `(key, scope, id)` of every document.
+    pub fn all_keys(&self) -> Result<Vec<(String, String, String)>, Error> {
+        let mut st = self.conn.prepare("SELECT key, scope, id FROM docs")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

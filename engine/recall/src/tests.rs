@@ -818,3 +818,142 @@ fn most_common_is_none_for_a_tie_at_the_top() {
     assert_eq!(most_common([1, 1, 2, 2, 3].into_iter()), None);
     assert_eq!(most_common(std::iter::empty::<u8>()), None);
 }
+
+/// A message said at `t` (ms), with a word of its own (`zebra{i}`) and a shared one.
+fn message(i: usize, t: i64) -> RecallDoc {
+    let mut d = doc(
+        "user",
+        &format!("msg:{i:020}"),
+        &format!("Ana · day {i}"),
+        &format!("Ana: we talked about zebra{i} and the harbour"),
+    );
+    d.note_type = Some(MESSAGE_TYPE.into());
+    d.updated_at_ms = Some(t);
+    d.rehash()
+}
+
+fn open_keeping(dir: &Path, resident_messages: usize) -> (RecallIndex, Arc<AtomicUsize>) {
+    let mut c = RecallConfig::new(dir);
+    c.background_reembed = false;
+    c.resident_messages = resident_messages;
+    let (e, choice, passages, _) = counting("counting-1", false);
+    let ix = RecallIndex::open_with_embedder(&c, e, choice, clock()).unwrap();
+    (ix, passages)
+}
+
+fn in_memory(ix: &RecallIndex) -> (usize, usize) {
+    (
+        read(&ix.shared.meta).len(),
+        read(&ix.shared.vectors).len_docs(),
+    )
+}
+
+#[test]
+fn only_the_newest_messages_stay_in_memory_and_older_ones_are_found_by_their_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ix, passages) = open_keeping(dir.path(), 4);
+    let mut docs: Vec<RecallDoc> = (0..10)
+        .map(|i| message(i, 1_700_000_000_000 + i as i64 * 60_000))
+        .collect();
+    docs.extend(corpus());
+    ix.upsert(&docs).unwrap();
+    // Every note and the four newest messages; the six older ones are on disk only.
+    assert_eq!(in_memory(&ix), (4 + 4, 4 + 4));
+    assert_eq!(ix.status().documents, 14);
+    assert_eq!(ix.status().documents_with_vectors, 14);
+    assert_eq!(ix.indexed_states().unwrap().len(), 14);
+    let hybrid = SearchOptions::default();
+    for i in [0, 5, 9] {
+        let hits = ix.search(&format!("zebra{i}"), &hybrid).unwrap();
+        assert_eq!(hits[0].id, format!("msg:{i:020}"), "{hits:?}");
+        // Scored by its vector too, read from the cache for an older one.
+        assert!(hits[0].cosine.is_some(), "{i}: {hits:?}");
+    }
+    // The vectors' side alone scans what is in memory: an older message is not there.
+    let vector_only = SearchOptions {
+        mode: Mode::Vector,
+        ..SearchOptions::default()
+    };
+    let hits = ix.search("zebra0", &vector_only).unwrap();
+    assert!(hits.iter().all(|h| h.id != format!("msg:{:020}", 0)));
+    // Scope rules hold for what is read from disk.
+    let elsewhere = SearchOptions {
+        visible_scopes: Some(vec!["project:a".into()]),
+        ..SearchOptions::default()
+    };
+    let hits = ix.search("zebra0", &elsewhere).unwrap();
+    assert!(hits.iter().all(|h| h.scope == "project:a"), "{hits:?}");
+
+    // Another process opening the home keeps the same four in memory.
+    let (other, _) = open_keeping(dir.path(), 4);
+    assert_eq!(in_memory(&other), (8, 8));
+    let hits = other.search("zebra1 harbour", &hybrid).unwrap();
+    assert_eq!(hits[0].id, format!("msg:{:020}", 1));
+
+    // Re-indexing an older message unchanged embeds nothing; changed, it is indexed anew.
+    let embedded = passages.load(Ordering::SeqCst);
+    let report = ix.upsert(&[message(2, 1_700_000_120_000)]).unwrap();
+    assert_eq!(
+        (report.indexed, report.unchanged, report.embedded),
+        (0, 1, 0)
+    );
+    assert_eq!(passages.load(Ordering::SeqCst), embedded);
+    let mut edited = message(3, 1_700_000_180_000);
+    edited.body = "Ana: we talked about okapi3 instead".into();
+    let edited = edited.rehash();
+    let report = ix.upsert(&[edited]).unwrap();
+    assert_eq!((report.indexed, report.embedded), (1, 1));
+    let words = SearchOptions {
+        mode: Mode::Bm25,
+        ..SearchOptions::default()
+    };
+    assert!(ix.search("zebra3", &words).unwrap().is_empty());
+    assert_eq!(
+        ix.search("okapi3", &hybrid).unwrap()[0].id,
+        format!("msg:{:020}", 3)
+    );
+    assert_eq!(ix.status().documents, 14);
+
+    // What the vault no longer holds goes, on disk or in memory.
+    let keep: HashSet<(String, String)> = docs
+        .iter()
+        .filter(|d| d.id != format!("msg:{:020}", 0) && d.id != format!("msg:{:020}", 9))
+        .map(|d| (d.scope.clone(), d.id.clone()))
+        .collect();
+    assert_eq!(ix.retain(&keep).unwrap(), 2);
+    assert!(ix.search("zebra0", &words).unwrap().is_empty());
+    assert!(ix.search("zebra9", &words).unwrap().is_empty());
+    assert_eq!(ix.status().documents, 12);
+    assert_eq!(ix.indexed_states().unwrap().len(), 12);
+    ix.remove("user", &format!("msg:{:020}", 1)).unwrap();
+    assert_eq!(ix.status().documents, 11);
+}
+
+#[test]
+fn a_message_read_from_disk_scores_as_it_would_in_memory() {
+    let (all_dir, few_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let docs: Vec<RecallDoc> = (0..40)
+        .map(|i| message(i, 1_700_000_000_000 + i as i64 * 60_000))
+        .collect();
+    let (all, _) = open_keeping(all_dir.path(), 1_000);
+    let (few, _) = open_keeping(few_dir.path(), 5);
+    all.upsert(&docs).unwrap();
+    few.upsert(&docs).unwrap();
+    assert_eq!(in_memory(&all).1, 40);
+    assert!(in_memory(&few).1 <= 5 + 5 / 4);
+    let opts = SearchOptions {
+        explain: true,
+        ..SearchOptions::default()
+    };
+    let (a, f) = (
+        all.search("zebra7 harbour", &opts).unwrap(),
+        few.search("zebra7 harbour", &opts).unwrap(),
+    );
+    assert_eq!(a[0].id, f[0].id);
+    assert_eq!(a[0].cosine, f[0].cosine, "the same vector, the same cosine");
+    let (ea, ef) = (
+        a[0].explain.as_ref().unwrap(),
+        f[0].explain.as_ref().unwrap(),
+    );
+    assert_eq!(ea.bm25_rank, ef.bm25_rank);
+}

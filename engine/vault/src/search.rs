@@ -153,6 +153,7 @@ impl Engine {
         let known: std::collections::HashMap<(String, String), (String, recall::RankFacts)> =
             recall
                 .indexed_states()
+                .map_err(recall_err)?
                 .into_iter()
                 .map(|(scope, id, hash, facts)| ((scope, id), (hash, facts)))
                 .collect();
