@@ -158,6 +158,19 @@ describe('Conversations page views', () => {
     expect(poisoned.querySelectorAll('p.text, blockquote.text')).toHaveLength(1);
   });
 
+  it('says which quarantine hides a message a quarantine of its source marked', async () => {
+    const inbox = fakeConversation('vendor', 'user', 'claude-code', Date.now() - 60_000, [['assistant', 'The vendor prefers invoices by mail.']]);
+    inbox.messages[0].quarantined = 'quarantine:q-7f3a';
+    const { user } = await renderApp(seed({ conversations: [inbox] }));
+    await goTo(user, 'conversations');
+    await user.click(await screen.findByTestId('conversation-item'));
+    const mark = await screen.findByTestId('message-quarantined');
+    expect(mark).toHaveTextContent('Quarantined');
+    expect(mark).toHaveTextContent('A quarantine of its source hides this message (q-7f3a)');
+    expect(mark).not.toHaveTextContent('instructions to an assistant');
+    expect(mark.querySelector('blockquote')).toHaveTextContent('The vendor prefers invoices by mail.');
+  });
+
   it('reads in 中文', async () => {
     const { user } = await renderApp(seed({ settings: { language: 'zh' } }));
     await goTo(user, 'conversations');

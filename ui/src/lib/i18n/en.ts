@@ -245,6 +245,7 @@ export const en = {
   'conversations.tab.facts': 'Facts',
   'conversations.quarantined': 'Quarantined',
   'conversations.quarantinedBody': 'This message reads like instructions to an assistant ({detector}). It is kept and shown here, but never searched, given to an agent or used for facts.',
+  'conversations.quarantinedHidden': 'A quarantine of its source hides this message ({id}). It is kept and shown here, but never searched, given to an agent or used for facts until the quarantine is released.',
   'working.title': 'Working memory',
   'working.intro': 'Short notes you or your agents keep at hand for the day’s work: what is being tried, what to pick up next. Recalled beside your notes until they expire, then gone for good. Kept on this computer only, never synced.',
   'working.empty': 'Nothing is kept at hand right now. An agent keeps a block with MCP’s memory_working; you can with:',

@@ -245,6 +245,7 @@ export const es: Dict = {
   'conversations.tab.facts': 'Hechos',
   'conversations.quarantined': 'En cuarentena',
   'conversations.quarantinedBody': 'Este mensaje parece dar instrucciones a un asistente ({detector}). Se guarda y se muestra aquí, pero nunca se busca, no se da a un agente ni se usa para extraer hechos.',
+  'conversations.quarantinedHidden': 'Una cuarentena de su origen oculta este mensaje ({id}). Se guarda y se muestra aquí, pero no se busca, no se da a un agente ni se usa para extraer hechos hasta que se levante la cuarentena.',
   'working.title': 'Memoria de trabajo',
   'working.intro': 'Notas breves que tú o tus agentes tenéis a mano para el trabajo del día: lo que se está probando, lo que toca después. Se recuerdan junto a tus notas hasta que caducan y luego desaparecen para siempre. Solo en este ordenador, nunca se sincronizan.',
   'working.empty': 'Ahora no hay nada a mano. Un agente guarda un bloque con memory_working de MCP; tú puedes con:',

@@ -245,6 +245,7 @@ export const zh: Dict = {
   'conversations.tab.facts': '事实',
   'conversations.quarantined': '已隔离',
   'conversations.quarantinedBody': '这条消息读起来像是给助手的指令（{detector}）。它会被保存并在这里显示，但不会被搜索、交给智能体，也不会用来提取事实。',
+  'conversations.quarantinedHidden': '对其来源的隔离隐藏了这条消息（{id}）。它会被保存并在这里显示，但在解除隔离之前不会被搜索、交给智能体，也不会用来提取事实。',
   'working.title': '工作记忆',
   'working.intro': '你或智能体为当天的工作随手记下的短内容：正在尝试什么、接下来做什么。到期之前会和笔记一起被回忆，到期后彻底删除。只保存在这台电脑上，从不同步。',
   'working.empty': '目前没有随手记下的内容。智能体用 MCP 的 memory_working 记录；你可以运行：',
