@@ -12,6 +12,7 @@
 pub mod api;
 pub mod doctor;
 pub mod hook;
+pub mod quarantine;
 pub mod session;
 
 pub use memoria_capture as capture;

@@ -94,6 +94,12 @@ enum Command {
     /// Fold clusters of recent working notes that say the same thing, and the notes that
     /// achieved a closed goal, into one note each; the originals are marked consolidated.
     Consolidate(cli::consolidate::ConsolidateArgs),
+    /// Hide a provider's memory (a host's or model's messages, what was derived from them, the
+    /// notes it captured) from every search, recall and agent: preview, apply, release, list, audit.
+    Quarantine {
+        #[command(subcommand)]
+        command: cli::quarantine::QuarantineCommand,
+    },
     /// Machine-local settings: list, `get KEY`, `set KEY VALUE`, `unset KEY`.
     Config(cli::review::ConfigArgs),
     /// Paths, counts, files with errors and index health; exits 1 when it found a problem.
@@ -195,6 +201,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Review(a) => cli::review::review(&g, a)?,
         Command::Merge(a) => cli::review::merge(&g, a)?,
         Command::Consolidate(a) => cli::consolidate::run(&g, a)?,
+        Command::Quarantine { command } => cli::quarantine::run(&g, command)?,
         Command::Config(a) => cli::review::config(&g, a)?,
         Command::Doctor(a) => cli::doctor::run(&g, a)?,
         Command::Projects { command } => cli::projects::run(&g, command.as_ref())?,

@@ -24,6 +24,7 @@ pub mod hygiene;
 pub mod model;
 pub mod notes;
 pub mod projects;
+pub mod quarantine;
 pub mod search;
 pub mod sync;
 pub mod transfer;

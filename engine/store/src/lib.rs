@@ -4,6 +4,7 @@
 //! machine-local config, the decay rule, and the one error type every layer maps into.
 //! **Invariant:** it knows nothing above it: no recall, sync, hygiene or front end.
 
+pub mod audit;
 pub mod backup;
 pub mod config;
 pub mod decay;

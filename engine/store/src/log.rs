@@ -18,9 +18,13 @@ use crate::fsx;
 use crate::home::Home;
 
 mod derived;
+mod quarantine;
 mod working;
 
 pub use derived::{DerivedItem, DerivedKind, Entity, FACT_PREFIX, SUMMARY_PREFIX, is_derived_key};
+pub use quarantine::{
+    DerivedLink, LogRelease, MessageMark, QUARANTINE_MARK, QuarantineRecord, quarantine_mark,
+};
 pub use working::{
     WORKING_MAX_TTL_HOURS, WORKING_PREFIX, WORKING_TTL_HOURS, WorkingBlock, is_working_key,
 };
@@ -99,7 +103,8 @@ pub struct NewMessage {
     /// The text tripped the credential guard: kept, never recalled.
     pub secret: Option<String>,
     /// The poison gate's detector the text tripped (it reads as instructions to an
-    /// assistant): kept, never recalled, nothing derived from it.
+    /// assistant), or a quarantine's mark (`quarantine:<id>`, its provider's memory hidden):
+    /// kept, never recalled, nothing derived from it.
     pub quarantined: Option<String>,
 }
 
@@ -120,7 +125,8 @@ pub struct LogMessage {
     pub text: String,
     /// The guard rule the text tripped, if any.
     pub secret: Option<String>,
-    /// The poison gate's detector the text tripped, if any.
+    /// The poison gate's detector the text tripped, or the mark of the quarantine that hides
+    /// it (`quarantine:<id>`), if any.
     pub quarantined: Option<String>,
     /// When it was captured, in ms since the epoch.
     pub captured_at: i64,
@@ -136,6 +142,11 @@ impl LogMessage {
     /// guard or the poison gate marked it.
     pub fn held_back(&self) -> bool {
         self.secret.is_some() || self.quarantined.is_some()
+    }
+
+    /// The quarantine that hides it, when one does (not the poison gate).
+    pub fn quarantine(&self) -> Option<&str> {
+        self.quarantined.as_deref()?.strip_prefix(QUARANTINE_MARK)
     }
 }
 
@@ -281,6 +292,7 @@ impl Log {
         add_quarantined_column(&conn).map_err(db_err)?;
         conn.execute_batch(derived::SCHEMA).map_err(db_err)?;
         conn.execute_batch(working::SCHEMA).map_err(db_err)?;
+        conn.execute_batch(quarantine::SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
     }

@@ -172,10 +172,7 @@ fn said_hit(
         sources: Vec::new(),
     };
     let (kind, text) = if crate::said::is_message_key(key) {
-        let m = engine
-            .visible_message(key)
-            .ok()
-            .filter(|m| !m.held_back())?;
+        let m = engine.visible_message(key).ok()?;
         hit.summary = crate::said::heading(&m);
         hit.trust = message_trust_label(m.role);
         hit.updated_at = m.at;
@@ -400,11 +397,6 @@ pub const AROUND_MESSAGES: usize = 3;
 
 fn expand_message(engine: &Engine, key: &str) -> Result<Expanded> {
     let m = engine.visible_message(key)?;
-    if m.held_back() {
-        return Err(Error::NotFound(format!(
-            "no message {key} in the conversations visible here"
-        )));
-    }
     let around = engine
         .log()?
         .around(key, AROUND_MESSAGES, AROUND_MESSAGES)?

@@ -268,11 +268,11 @@ impl Engine {
         }))
     }
 
-    /// A fact or summary this engine's scopes may see.
+    /// A fact or summary this engine's scopes may see, not held back (a secret, a quarantine).
     pub fn visible_derived(&self, key: &str) -> Result<DerivedItem> {
         let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
         match self.log()?.derived_item(key)? {
-            Some(d) if visible.contains(&d.scope) && !d.secret => Ok(d),
+            Some(d) if visible.contains(&d.scope) && !d.held_back() => Ok(d),
             _ => Err(Error::NotFound(format!(
                 "no fact or summary {key} in the conversations visible here"
             ))),
@@ -290,11 +290,12 @@ impl Engine {
         }
     }
 
-    /// A message this engine's scopes may see.
+    /// A message this engine's scopes may see, not held back (the guard, the poison gate or a
+    /// quarantine marked it).
     pub fn visible_message(&self, key: &str) -> Result<LogMessage> {
         let visible: Vec<String> = self.visible_scopes().iter().map(|s| s.key()).collect();
         match self.log()?.get(key)? {
-            Some(m) if visible.contains(&m.scope) => Ok(m),
+            Some(m) if visible.contains(&m.scope) && !m.held_back() => Ok(m),
             _ => Err(Error::NotFound(format!(
                 "no message {key} in the conversations visible here"
             ))),

@@ -11,6 +11,7 @@ pub mod hook;
 pub mod model;
 pub mod notes;
 pub mod projects;
+pub mod quarantine;
 pub mod review;
 pub mod search;
 pub mod serve;

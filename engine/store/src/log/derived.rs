@@ -36,7 +36,7 @@ impl DerivedKind {
         }
     }
 
-    fn parse(s: &str) -> DerivedKind {
+    pub(super) fn parse(s: &str) -> DerivedKind {
         if s == "summary" {
             DerivedKind::Summary
         } else {
@@ -73,6 +73,15 @@ pub struct DerivedItem {
     pub secret: bool,
     /// A source was an agent's, not a person's.
     pub inferred: bool,
+}
+
+impl DerivedItem {
+    /// Whether it is kept but never recalled, promoted nor shown to an agent: a source held a
+    /// secret, or it is quarantined (a quarantine hides a source). The same rule as the SQL
+    /// filters of this module.
+    pub fn held_back(&self) -> bool {
+        self.secret || self.trust.as_deref() == Some("quarantined")
+    }
 }
 
 /// A name a conversation mentions.
@@ -126,6 +135,10 @@ CREATE TABLE IF NOT EXISTS entities (
     PRIMARY KEY (scope, conversation, name)
 );
 ";
+
+/// The one rule for which derived items may be recalled, promoted or listed: none holding a
+/// secret, none quarantined (derived from a message a quarantine hides, or labelled so).
+const RECALLABLE: &str = "secret = 0 AND COALESCE(trust, '') != 'quarantined'";
 
 const SELECT: &str = "SELECT key, kind, scope, conversation, subject, attribute, value, text, at, \
      valid_to, sources, trust, secret, inferred FROM derived";
@@ -367,12 +380,14 @@ impl Log {
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
-    /// A fingerprint of the recallable items (not holding a secret): their count and the
+    /// A fingerprint of the recallable items ([`DerivedItem::held_back`] not): their count and the
     /// highest row number. It changes whenever one is added, changed or removed.
     pub fn derived_state(&self) -> Result<(i64, i64)> {
         self.conn
             .query_row(
-                "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM derived WHERE secret = 0",
+                &format!(
+                    "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM derived WHERE {RECALLABLE}"
+                ),
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -384,26 +399,26 @@ impl Log {
         let mut st = self
             .conn
             .prepare_cached(&format!(
-                "{SELECT} WHERE secret = 0 AND rowid > ?1 ORDER BY rowid"
+                "{SELECT} WHERE {RECALLABLE} AND rowid > ?1 ORDER BY rowid"
             ))
             .map_err(db_err)?;
         let rows = st.query_map(params![rowid], row_item).map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
-    /// Every current fact (not replaced, not holding a secret), the earliest said first.
+    /// Every current fact (not replaced, not held back), the earliest said first.
     pub fn current_facts(&self) -> Result<Vec<DerivedItem>> {
         self.facts(false)
     }
 
-    /// Every fact not holding a secret, the earliest said first: the current ones, and with
+    /// Every fact not held back, the earliest said first: the current ones, and with
     /// `replaced` also those a newer value replaced.
     pub fn facts(&self, replaced: bool) -> Result<Vec<DerivedItem>> {
         let current = if replaced { "" } else { "AND valid_to IS NULL" };
         let mut st = self
             .conn
             .prepare_cached(&format!(
-                "{SELECT} WHERE kind = 'fact' {current} AND secret = 0 \
+                "{SELECT} WHERE kind = 'fact' {current} AND {RECALLABLE} \
                  ORDER BY COALESCE(at, 0), key"
             ))
             .map_err(db_err)?;
