@@ -5,7 +5,12 @@
 //! cargo build --release -p memoria-sync-server --bins --examples
 //! $CARGO_TARGET_DIR/release/examples/limits_probe [CLIENTS]      # default 100
 //! $CARGO_TARGET_DIR/release/examples/limits_probe storage        # disk, memory, latency
+//! $CARGO_TARGET_DIR/release/examples/limits_probe rounds         # memory over repeated bursts
 //! ```
+//!
+//! `rounds` sends four rounds of eight 10 MiB commits at once from one account allowed two
+//! requests in flight, and prints the server's peak and current RSS after each: whether memory
+//! a request freed is kept as other requests come.
 //!
 //! `storage` instead probes what one account can make the server hold: the files after many
 //! edits of one note and after rounds of deleting and re-creating 250 notes (the grace period
@@ -143,6 +148,10 @@ fn secs(d: Duration) -> String {
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("storage") {
         storage();
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("rounds") {
+        rounds();
         return;
     }
     let clients: usize = std::env::args()
@@ -574,4 +583,61 @@ fn storage() {
         spread(deltas)
     );
     println!("server peak RSS: {:.1} MiB", server.rss_mib().0);
+}
+
+/// Rounds of eight 10 MiB commits at once from one account allowed two in flight: the peak and
+/// current RSS after each round.
+fn rounds() {
+    let server = Server::start(&format!(
+        "requests_per_account = 2\n[quotas]\nchanges_per_commit = 20\nbody_bytes = 524288{UNLIMITED_RATE}"
+    ));
+    let token = server.token("probe");
+    println!("idle: {:?}", server.rss_mib());
+    let text = |seed: u64| -> String {
+        let mut x = seed * 2_654_435_761 + 1;
+        (0..500 * 1024)
+            .map(|i| {
+                if i % 80 == 79 {
+                    return '\n';
+                }
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (b'a' + (x % 26) as u8) as char
+            })
+            .collect()
+    };
+    for round in 0..4u64 {
+        let requests: Vec<Vec<u8>> = (0..8u64)
+            .map(|n| {
+                let changes: Vec<serde_json::Value> = (0..20u64)
+                    .map(|i| {
+                        put(
+                            &format!("r{round}-c{n}-n{i}"),
+                            None,
+                            &text(round * 1000 + n * 100 + i),
+                        )
+                    })
+                    .collect();
+                serde_json::json!({"scope": "user", "changes": changes})
+                    .to_string()
+                    .into_bytes()
+            })
+            .collect();
+        let answers: Vec<u16> = std::thread::scope(|s| {
+            let hs: Vec<_> = requests
+                .iter()
+                .map(|r| {
+                    let (server, token) = (&server, &token);
+                    s.spawn(move || server.call("/v1/memory/commit", token, r).0)
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        println!(
+            "round {round} ({} MiB each): {answers:?} peak/now {:?}",
+            requests[0].len() >> 20,
+            server.rss_mib()
+        );
+    }
 }

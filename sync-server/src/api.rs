@@ -418,7 +418,7 @@ fn check_changes(q: &Quotas, req: &CommitRequest) -> Result<Vec<Option<CheckedPu
                 }
                 Ok(Some(CheckedPut {
                     hash: hash.clone(),
-                    body: body.clone(),
+                    size: body.len() as u64,
                 }))
             }
         })
@@ -456,9 +456,10 @@ async fn write_revisions(
     objects: Vec<(String, String)>,
     written: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    for chunk in objects.chunks(PARALLEL) {
+    let mut objects = objects.into_iter().peekable();
+    while objects.peek().is_some() {
         let mut tasks = JoinSet::new();
-        for (key, body) in chunk.iter().cloned() {
+        for (key, body) in objects.by_ref().take(PARALLEL) {
             let store = store.clone();
             tasks.spawn(async move {
                 let r = store.put_if_absent(&key, body.into_bytes()).await;
@@ -568,7 +569,7 @@ pub async fn commit(
 async fn apply_commit(
     st: Arc<AppState>,
     user: UserId,
-    req: CommitRequest,
+    mut req: CommitRequest,
     puts: Vec<Option<CheckedPut>>,
 ) -> Result<Json<CommitResponse>, ApiError> {
     let store = st.store.as_ref();
@@ -654,14 +655,18 @@ async fn apply_commit(
         }
         if !objects_written {
             // Revisions first, create-only: the manifest must never name a missing file.
+            // Each body moves out of its change into its revision file: a commit never holds
+            // two copies of a note file.
             let objects = req
                 .changes
-                .iter()
+                .iter_mut()
                 .zip(&puts)
                 .zip(&revisions)
                 .filter_map(|((c, p), rev)| {
-                    p.as_ref()
-                        .map(|p| (object_key(&user, &req.scope, &c.id, rev), p.body.clone()))
+                    p.as_ref().and_then(|_| {
+                        let key = object_key(&user, &req.scope, &c.id, rev);
+                        c.body.take().map(|body| (key, body))
+                    })
                 })
                 .collect();
             if let Err(e) = write_revisions(&st.store, objects, &mut written).await {

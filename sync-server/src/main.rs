@@ -9,6 +9,12 @@ use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::StoreUrl;
 use memoria_sync_server::{OsRandom, Settings, auth};
 
+/// jemalloc, returning freed pages at once (`.cargo/config.toml`): the server's memory follows
+/// what its requests in flight hold, the bound `docs/sync-server.md` states.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "memoria-sync", version, about = "Memoria's sync server")]
 struct Cli {

@@ -251,11 +251,13 @@ impl Manifest {
 }
 
 /// A `put` whose body has been checked: it parses as a note with the change's id, and its
-/// content hash is the one sent.
+/// content hash is the one sent. The body itself stays in its change, written from there
+/// once: a request holds one copy of each note file.
 #[derive(Debug, Clone)]
 pub struct CheckedPut {
     pub hash: ContentHash,
-    pub body: String,
+    /// The body's length in bytes.
+    pub size: u64,
 }
 
 /// A revision file the commit needs written before the manifest.
@@ -338,7 +340,7 @@ pub fn plan_commit(
                         id: change.id.clone(),
                         revision: rev.clone(),
                         hash: Some(put.hash.clone()),
-                        size: Some(put.body.len() as u64),
+                        size: Some(put.size),
                         deleted: false,
                         created_at,
                         updated_at: now_ms,
@@ -461,7 +463,7 @@ mod tests {
             },
             Some(CheckedPut {
                 hash: hash(1),
-                body: "b".into(),
+                size: 1,
             }),
         )
     }

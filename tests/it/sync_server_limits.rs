@@ -1101,3 +1101,105 @@ async fn a_damaged_manifest_is_served_from_its_copy_and_repaired_by_the_next_com
     assert_eq!(status, 500);
     assert!(server.log().contains("has no good copy"));
 }
+
+/// The server's peak resident memory (`VmHWM`), in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib / 1024
+}
+
+/// One account sending eight maximal commits at once (20 notes of 500 KiB each, about 10 MiB a
+/// request) to a server allowing it two requests in flight: the server's peak memory stays
+/// under its baseline plus `requests_per_account` × 3 × the largest request — the per-account
+/// bound `docs/sync-server.md` states — however many of the account's requests queue, and
+/// after several rounds of them, since memory a request freed is reused rather than kept.
+#[test]
+fn one_account_sending_many_large_commits_stays_under_its_memory_bound() {
+    const NOTES: usize = 20;
+    const NOTE_BYTES: usize = 500 * 1024;
+    let server = LimitedServer::start(
+        "requests_per_account = 2\n[quotas]\nchanges_per_commit = 20\nbody_bytes = 524288",
+    );
+    let token = create_token(&server.store(), "alice", &[]);
+    let base = format!("http://{}", server.addr);
+    let pid = server.child.id();
+    let baseline = peak_rss_mib(pid);
+    // Text that escapes to JSON as itself, so each body is its full size on the wire and in
+    // memory; a first line makes each note's different.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let text: String = (0..NOTE_BYTES - 64)
+        .map(|i| {
+            if i % 80 == 79 {
+                return '\n';
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect();
+    let request = |round: usize, n: usize| -> Vec<u8> {
+        let changes: Vec<Change> = (0..NOTES)
+            .map(|i| {
+                let id = format!("r{round}-c{n}-n{i}");
+                put(&id, None, &format!("{id}\n{text}"))
+            })
+            .collect();
+        serde_json::to_vec(&json!({"scope": "user", "changes": changes})).unwrap()
+    };
+    let largest = request(0, 0).len() as u64 / (1024 * 1024) + 1;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut answers = Vec::new();
+    for round in 0..3 {
+        let bodies: Vec<Vec<u8>> = (0..8).map(|n| request(round, n)).collect();
+        answers.extend(rt.block_on(async {
+            let http = reqwest::Client::new();
+            let sends: Vec<_> = bodies
+                .into_iter()
+                .map(|b| {
+                    let send = http
+                        .post(format!("{base}/v1/memory/commit"))
+                        .bearer_auth(&token)
+                        .header("content-type", "application/json")
+                        .body(b)
+                        .timeout(Duration::from_secs(60))
+                        .send();
+                    tokio::spawn(async move { send.await.map(|r| r.status().as_u16()) })
+                })
+                .collect();
+            let mut statuses = Vec::new();
+            for s in sends {
+                statuses.push(s.await.unwrap().unwrap_or(0));
+            }
+            statuses
+        }));
+    }
+    let peak = peak_rss_mib(pid);
+    let bound = baseline + 2 * 3 * largest;
+    assert!(
+        answers.iter().all(|s| *s == 200 || *s == 429),
+        "every commit applied or was told to retry: {answers:?}"
+    );
+    assert!(
+        answers.iter().filter(|s| **s == 200).count() >= 6,
+        "the account's requests were served, two at a time: {answers:?}"
+    );
+    eprintln!(
+        "peak {peak} MiB (baseline {baseline} MiB, requests of {largest} MiB, bound {bound} MiB)"
+    );
+    assert!(
+        peak <= bound,
+        "peak resident memory {peak} MiB is over the bound of {bound} MiB (baseline {baseline} \
+         MiB + 2 requests in flight × 3 × {largest} MiB)"
+    );
+}

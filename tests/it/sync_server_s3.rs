@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use memoria_shared::protocol::SnapshotResponse;
 use memoria_sync_server::store::s3::{S3Location, S3Store};
-use memoria_sync_server::store::{ObjectStore, StoreUrl, conformance};
+use memoria_sync_server::store::{ObjectStore, StoreUrl, conformance, get_opt};
 use memoria_tests::moto::{BUCKET, MotoServer};
 use memoria_tests::proxy::Proxy;
 use memoria_tests::sync_server::{ADMIN_KEY, ServerProcess, create_token, put};
@@ -254,4 +254,104 @@ async fn s3_objects_after_many_edits_of_one_note_are_bounded() {
         left <= 2,
         "{left} revision objects of one note after 11 edits"
     );
+}
+
+/// On S3 too, a damaged manifest is served from the copy kept beside it and replaced by the
+/// next commit, and a revision object gone from the bucket is reported in `damaged` while the
+/// scope's other notes are still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_damaged_manifest_and_a_missing_revision_keep_the_scope_serving() {
+    let moto = MotoServer::start();
+    let url = moto.store_url();
+    let token = create_token(&url, "alice", &CREDS);
+    let server = ServerProcess::start(&url, &CREDS);
+    let store = store_on(&moto);
+    let http = reqwest::Client::new();
+    let post = async |path: &str, body: serde_json::Value| -> (u16, serde_json::Value) {
+        let r = http
+            .post(server.url(path))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or_default())
+    };
+    let (status, c) = post(
+        "/v1/memory/commit",
+        json!({"scope": "user", "changes": [put("a", None, "1\n"), put("b", None, "1\n")]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let rev_a = c["applied"][0]["revision"].as_str().unwrap().to_owned();
+    let rev_b = c["applied"][1]["revision"].as_str().unwrap().to_owned();
+    let (status, c) = post(
+        "/v1/memory/commit",
+        json!({"scope": "user", "changes": [put("a", Some(&rev_a), "2\n")]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let manifest = "users/alice/memory/manifest.json";
+    let copy = "users/alice/memory/manifest.prev.json";
+    let mut copied = false;
+    for _ in 0..100 {
+        if let Ok(Some(o)) = get_opt(store.as_ref(), copy).await
+            && String::from_utf8_lossy(&o.bytes).contains("\"generation\":2")
+        {
+            copied = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(copied, "no copy of generation 2 beside the manifest");
+    let etag = get_opt(store.as_ref(), manifest)
+        .await
+        .unwrap()
+        .expect("the manifest")
+        .etag;
+    store
+        .put_if_match(
+            manifest,
+            b"{\"format\":1,\"generation\":2,\"no".to_vec(),
+            &etag,
+        )
+        .await
+        .unwrap();
+
+    let (status, s) = post("/v1/memory/snapshot", json!({"scope": "user"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["notes"].as_array().unwrap().len(), 2, "{s}");
+    assert_eq!(s["bodies"].as_array().unwrap().len(), 2, "{s}");
+
+    let (status, c) = post(
+        "/v1/memory/commit",
+        json!({"scope": "user", "changes": [put("c", None, "new\n")]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let repaired: serde_json::Value = serde_json::from_slice(
+        &get_opt(store.as_ref(), manifest)
+            .await
+            .unwrap()
+            .unwrap()
+            .bytes,
+    )
+    .expect("the commit replaced the damaged manifest");
+    assert_eq!(repaired["generation"], 3);
+
+    store
+        .delete(&format!("users/alice/memory/objects/b/{rev_b}.md"))
+        .await
+        .unwrap();
+    let (status, s) = post("/v1/memory/snapshot", json!({"scope": "user"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["damaged"][0]["id"], "b", "{s}");
+    let served: Vec<&str> = s["bodies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(served.len(), 2, "a and c still served: {s}");
+    assert!(!served.contains(&"b"), "{s}");
 }
