@@ -295,7 +295,10 @@ impl Server {
                 continue;
             };
             for e in entries.flatten() {
-                let meta = e.metadata().expect("metadata");
+                // A file the server's collection removed while this walk ran is not counted.
+                let Ok(meta) = e.metadata() else {
+                    continue;
+                };
                 if meta.is_dir() {
                     stack.push(e.path());
                 } else {
