@@ -20,6 +20,7 @@ pub mod calibration;
 pub mod crossval;
 pub mod growth;
 pub mod locomo;
+pub mod logbench;
 pub mod metrics;
 pub mod topics;
 
@@ -683,6 +684,7 @@ pub(crate) fn open_index(
         bulk_sessions: model.bulk_sessions(),
         background_reembed: false,
         chunking: layout.chunking,
+        resident_messages: crate::recall::RESIDENT_MESSAGES,
     };
     let index = if layout.chunking == embed::Chunking::PRODUCT {
         RecallIndex::open(&config, Arc::new(SystemClock))?
@@ -1103,6 +1105,7 @@ pub fn run_bench(args: &BenchArgs, json: bool) -> anyhow::Result<()> {
         bulk_sessions: args.model.bulk_sessions(),
         background_reembed: false,
         chunking: embed::Chunking::PRODUCT,
+        resident_messages: crate::recall::RESIDENT_MESSAGES,
     };
     let choice = EmbedderChoice {
         kind: real_kind,

@@ -1132,6 +1132,11 @@ impl RecallIndex {
         Ok(hits)
     }
 
+    /// Documents whose vectors are held in memory.
+    pub fn vectors_in_memory(&self) -> usize {
+        read(&self.shared.vectors).len_docs()
+    }
+
     /// Segments of the lexical index and files in its directory.
     pub fn lexical_footprint(&self) -> Result<(usize, usize), Error> {
         self.lexical.footprint()

@@ -25,6 +25,9 @@ pub enum EvalCommand {
 pub enum BenchCommand {
     /// Search latency, indexing throughput and memory of hybrid recall.
     Recall(BenchArgs),
+    /// Hybrid recall over a large raw log of conversations (synthesized): latency, memory,
+    /// disk per message.
+    Log(memoria_eval::logbench::LogBenchArgs),
 }
 
 pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
@@ -39,5 +42,6 @@ pub fn eval(command: &EvalCommand, json: bool) -> Result<()> {
 pub fn bench(command: &BenchCommand, json: bool) -> Result<()> {
     match command {
         BenchCommand::Recall(args) => Ok(run_bench(args, json)?),
+        BenchCommand::Log(args) => Ok(memoria_eval::logbench::run_log_bench(args, json)?),
     }
 }
