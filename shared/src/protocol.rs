@@ -21,11 +21,15 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// Optional capabilities a server announces in `features` of `GET /v1/memory/identity`. An
 /// addition a version-2 client can ignore is a feature, not a new version: old clients keep
 /// working, and a client uses a feature only when the server names it.
-pub const FEATURES: &[&str] = &[FEATURE_MANIFEST_DELTA];
+pub const FEATURES: &[&str] = &[FEATURE_MANIFEST_DELTA, FEATURE_E2EE];
 
 /// `since` in a snapshot request: the server lists only the entries changed after that
 /// manifest generation (`delta: true`), when it can tell them.
 pub const FEATURE_MANIFEST_DELTA: &str = "manifest-delta";
+
+/// End-to-end encrypted scopes: the account's wrapped keys, the scope mark, the encrypted
+/// snapshot and commit, and the purge of a scope's plaintext (`docs/PROTOCOL.md`).
+pub const FEATURE_E2EE: &str = "e2ee";
 
 /// Response header that carries the server's quotas on every response, as
 /// `notes=5000, changes=500, body=131072, response=16777216, tombstone-days=90`.
@@ -512,6 +516,66 @@ pub enum ErrorCode {
     Internal,
     /// 503: the manifest kept changing under this commit; retry.
     Contention,
+    /// 409: the scope is end-to-end encrypted: plaintext is neither served nor taken, and an
+    /// envelope under another key is refused.
+    ScopeEncrypted,
+    /// 409: an encrypted request to a scope not marked encrypted: mark it first.
+    ScopeNotEncrypted,
+    /// 409: the account's wrapped keys exist already (another machine turned encryption on).
+    KeysExist,
+}
+
+/// The account's two wrapped account-key blobs (`docs/PROTOCOL.md`, "Wrapped account key"),
+/// each the exact JSON line; `GET`/`PUT /v1/memory/e2ee/keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct E2eeKeys {
+    pub passphrase: String,
+    pub recovery: String,
+}
+
+/// `GET /v1/memory/e2ee/keys` → 200: the blobs, `null` when encryption was never turned on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct E2eeKeysResponse {
+    pub keys: Option<E2eeKeys>,
+}
+
+/// `POST /v1/memory/e2ee/mark`: marks `scope` encrypted under key `kid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MarkRequest {
+    pub scope: Scope,
+    pub kid: String,
+    /// Mark the scope only if it was ever written (a plaintext project scope, whose name would
+    /// otherwise reach the server just to be marked).
+    #[serde(default)]
+    pub only_existing: bool,
+}
+
+/// `POST /v1/memory/e2ee/mark` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkResponse {
+    /// False only for `onlyExisting` on a scope never written (nothing was made).
+    pub marked: bool,
+}
+
+/// `POST /v1/memory/e2ee/purge`: removes the plaintext a marked scope still holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PurgeRequest {
+    pub scope: Scope,
+}
+
+/// `POST /v1/memory/e2ee/purge` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PurgeResponse {
+    /// Manifest entries (live notes and tombstones) of plaintext removed.
+    pub removed: u64,
+    /// Stored files removed.
+    pub deleted_objects: u64,
 }
 
 /// The body of every error response.

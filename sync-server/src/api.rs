@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use memoria_shared::ContentHash;
+use memoria_shared::e2ee::{EnvelopeError, verify_envelope_file};
 use memoria_shared::protocol::{
     Applied, ChangeOp, CommitRequest, CommitResponse, DamagedNote, EraseRequest, EraseResponse,
     FEATURES, IdentityResponse, NoteBody, NoteFileMismatch, PROTOCOL_VERSION, Quotas, Scope,
@@ -103,7 +104,7 @@ pub async fn identity(
 
 /// The scope's manifest (empty when never written) and its ETag; `None` when it is still the
 /// version `known`. Taken from [`AppState::manifests`] when kept there at that ETag.
-async fn load_manifest(
+pub(crate) async fn load_manifest(
     st: &AppState,
     key: &str,
     known: Option<&ETag>,
@@ -166,7 +167,7 @@ async fn last_good_manifest(st: &AppState, key: &str, why: &str) -> Result<Manif
 /// Keeps `bytes`, the manifest just written at generation `generation`, as the scope's last
 /// good copy, unless the copy there is as new already. Best effort: a failure only leaves an
 /// older copy.
-async fn keep_manifest_copy(
+pub(crate) async fn keep_manifest_copy(
     store: Arc<dyn ObjectStore>,
     key: String,
     bytes: Vec<u8>,
@@ -204,6 +205,28 @@ pub async fn snapshot(
     }: AuthUser,
     ApiJson(req): ApiJson<SnapshotRequest>,
 ) -> Result<Json<SnapshotResponse>, ApiError> {
+    snapshot_of(st, user, req, false).await
+}
+
+/// `POST /v1/memory/e2ee/snapshot`: the snapshot of a scope marked encrypted, its plaintext
+/// left out and every body checked as an envelope.
+pub async fn e2ee_snapshot(
+    State(st): State<Arc<AppState>>,
+    AuthUser {
+        user,
+        permit: _permit,
+    }: AuthUser,
+    ApiJson(req): ApiJson<SnapshotRequest>,
+) -> Result<Json<SnapshotResponse>, ApiError> {
+    snapshot_of(st, user, req, true).await
+}
+
+async fn snapshot_of(
+    st: Arc<AppState>,
+    user: UserId,
+    req: SnapshotRequest,
+    e2ee: bool,
+) -> Result<Json<SnapshotResponse>, ApiError> {
     let key = manifest_key(&user, &req.scope);
     let known = req.known_manifest.clone().map(ETag);
     let empty = |version: Option<String>, unchanged: bool| SnapshotResponse {
@@ -224,6 +247,13 @@ pub async fn snapshot(
         return Ok(Json(empty(req.known_manifest, true)));
     };
     let version = etag.as_ref().map(|e| e.0.clone());
+    // The encrypted view of a marked scope leaves its plaintext out; plaintext requests to
+    // a marked scope are refused.
+    let filtered = match (e2ee, manifest.e2ee.is_some()) {
+        (true, _) => crate::e2ee::encrypted_view(&mut manifest)?,
+        (false, true) => return Err(crate::e2ee::encrypted_scope()),
+        (false, false) => false,
+    };
     let expired = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
     let pruned = manifest.cap_tombstones(st.storage.tombstones_per_scope) || expired;
     // Only the entries changed since the client's generation, when the manifest can tell them
@@ -297,9 +327,16 @@ pub async fn snapshot(
             // not reach a client as the note.
             let checked = String::from_utf8(bytes)
                 .map_err(|_| "it is not UTF-8".to_owned())
-                .and_then(|body| match verify_note_file(&e.id, &hash, &body) {
-                    Ok(_) => Ok(body),
-                    Err(why) => Err(why.to_string()),
+                .and_then(|body| {
+                    let checked = match e2ee {
+                        true => verify_envelope_file(&e.id, &hash, &body)
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                        false => verify_note_file(&e.id, &hash, &body)
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                    };
+                    checked.map(|()| body)
                 });
             match checked {
                 Ok(body) => bodies.push(NoteBody {
@@ -337,7 +374,7 @@ pub async fn snapshot(
         Some(entries) => {
             // Nothing was pruned for this answer: the manifest is the one stored, kept for the
             // next request.
-            if let Some(etag) = etag {
+            if let Some(etag) = etag.filter(|_| !filtered) {
                 st.manifests.put(&key, etag, manifest);
             }
             entries
@@ -351,7 +388,13 @@ pub async fn snapshot(
 }
 
 /// Checks every change on its own (shape, size, id, hash), before the manifest is read.
-fn check_changes(q: &Quotas, req: &CommitRequest) -> Result<Vec<Option<CheckedPut>>, ApiError> {
+/// With `e2ee`, every put must be an envelope ([`verify_envelope_file`]) instead of a note
+/// file with its content hash.
+fn check_changes(
+    q: &Quotas,
+    req: &CommitRequest,
+    e2ee: bool,
+) -> Result<Vec<Option<CheckedPut>>, ApiError> {
     if req.changes.is_empty() {
         return Err(ApiError::BadRequest(
             "changes: a commit needs at least one change".into(),
@@ -401,24 +444,41 @@ fn check_changes(q: &Quotas, req: &CommitRequest) -> Result<Vec<Option<CheckedPu
                         q.body_bytes
                     )));
                 }
-                match verify_note_file(&c.id, hash, body) {
-                    Ok(_) => {}
-                    Err(NoteFileMismatch::Hash) => {
-                        return Err(ApiError::HashMismatch(c.id.clone()));
+                let mut kid = None;
+                if e2ee {
+                    match verify_envelope_file(&c.id, hash, body) {
+                        Ok(env) => kid = Some(env.kid),
+                        Err(EnvelopeError::HashMismatch) => {
+                            return Err(ApiError::HashMismatch(c.id.clone()));
+                        }
+                        Err(e) => {
+                            return Err(ApiError::InvalidNote {
+                                id: c.id.clone(),
+                                reason: e.to_string(),
+                            });
+                        }
                     }
-                    Err(e) => {
-                        return Err(ApiError::InvalidNote {
-                            id: c.id.clone(),
-                            reason: match e {
-                                NoteFileMismatch::NotANote(why) => why,
-                                other => other.to_string(),
-                            },
-                        });
+                } else {
+                    match verify_note_file(&c.id, hash, body) {
+                        Ok(_) => {}
+                        Err(NoteFileMismatch::Hash) => {
+                            return Err(ApiError::HashMismatch(c.id.clone()));
+                        }
+                        Err(e) => {
+                            return Err(ApiError::InvalidNote {
+                                id: c.id.clone(),
+                                reason: match e {
+                                    NoteFileMismatch::NotANote(why) => why,
+                                    other => other.to_string(),
+                                },
+                            });
+                        }
                     }
                 }
                 Ok(Some(CheckedPut {
                     hash: hash.clone(),
                     size: body.len() as u64,
+                    kid,
                 }))
             }
         })
@@ -528,8 +588,26 @@ async fn accepted(
 
 pub async fn commit(
     State(st): State<Arc<AppState>>,
-    AuthUser { user, permit }: AuthUser,
+    auth: AuthUser,
     ApiJson(req): ApiJson<CommitRequest>,
+) -> Result<Json<CommitResponse>, ApiError> {
+    commit_of(st, auth, req, false).await
+}
+
+/// `POST /v1/memory/e2ee/commit`: a commit of envelopes to a scope marked encrypted.
+pub async fn e2ee_commit(
+    State(st): State<Arc<AppState>>,
+    auth: AuthUser,
+    ApiJson(req): ApiJson<CommitRequest>,
+) -> Result<Json<CommitResponse>, ApiError> {
+    commit_of(st, auth, req, true).await
+}
+
+async fn commit_of(
+    st: Arc<AppState>,
+    AuthUser { user, permit }: AuthUser,
+    req: CommitRequest,
+    e2ee: bool,
 ) -> Result<Json<CommitResponse>, ApiError> {
     let body_bytes: usize = req
         .changes
@@ -542,13 +620,13 @@ pub async fn commit(
         // thread, so the async workers keep serving.
         let quotas = st.quotas;
         tokio::task::spawn_blocking(move || {
-            let puts = check_changes(&quotas, &req);
+            let puts = check_changes(&quotas, &req, e2ee);
             (req, puts)
         })
         .await
         .map_err(|e| ApiError::Internal(format!("checking a commit: {e}")))?
     } else {
-        let puts = check_changes(&st.quotas, &req);
+        let puts = check_changes(&st.quotas, &req, e2ee);
         (req, puts)
     };
     let puts = puts?;
@@ -558,7 +636,7 @@ pub async fn commit(
     // with it.
     let work = tokio::spawn(async move {
         let _permit = permit;
-        apply_commit(st, user, req, puts).await
+        apply_commit(st, user, req, puts, e2ee).await
     });
     work.await
         .map_err(|e| ApiError::Internal(format!("commit task: {e}")))?
@@ -571,6 +649,7 @@ async fn apply_commit(
     user: UserId,
     mut req: CommitRequest,
     puts: Vec<Option<CheckedPut>>,
+    e2ee: bool,
 ) -> Result<Json<CommitResponse>, ApiError> {
     let store = st.store.as_ref();
     let key = manifest_key(&user, &req.scope);
@@ -622,6 +701,10 @@ async fn apply_commit(
             // A write reported as lost took effect after all (a retry below the store, or a
             // reply that went astray): it is this commit's success, not a race to redo.
             return accepted(&st, &user, &key, written, etag.clone(), revs.clone(), None).await;
+        }
+        if let Err(refusal) = crate::e2ee::check_commit(&current, &req.changes, &puts, e2ee) {
+            remove_orphans(store, &written).await;
+            return Err(refusal);
         }
         if current.prune_tombstones(&st.quotas, now) {
             current.pruned_at = current.generation + 1;
@@ -778,7 +861,7 @@ async fn apply_commit(
 /// multiple of this.
 pub const SWEEP_EVERY: u64 = 32;
 
-fn account_refusal(refusal: AccountRefusal) -> ApiError {
+pub(crate) fn account_refusal(refusal: AccountRefusal) -> ApiError {
     ApiError::AccountQuota(match refusal {
         AccountRefusal::Scopes { scope, limit } => format!(
             "this account already has {limit} scopes on this server, the most it keeps: \

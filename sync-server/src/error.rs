@@ -78,6 +78,16 @@ pub enum ApiError {
     /// The commit would take the account past one of its storage caps.
     #[error("{0}")]
     AccountQuota(String),
+    /// Plaintext to or from a scope marked end-to-end encrypted, or an envelope under another
+    /// key (the message says which).
+    #[error("{0}")]
+    ScopeEncrypted(String),
+    /// An encrypted request to a scope not marked encrypted.
+    #[error("{0}")]
+    ScopeNotEncrypted(String),
+    /// The account's wrapped keys exist already, wrapping another account key.
+    #[error("{0}")]
+    KeysExist(String),
     /// Anything else; the detail is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -109,6 +119,9 @@ impl ApiError {
                 ErrorCode::RateLimited
             }
             ApiError::Contention => ErrorCode::Contention,
+            ApiError::ScopeEncrypted(_) => ErrorCode::ScopeEncrypted,
+            ApiError::ScopeNotEncrypted(_) => ErrorCode::ScopeNotEncrypted,
+            ApiError::KeysExist(_) => ErrorCode::KeysExist,
             ApiError::Internal(_) | ApiError::DamagedManifest => ErrorCode::Internal,
         }
     }
@@ -125,7 +138,11 @@ impl ApiError {
                 StatusCode::FORBIDDEN
             }
             ApiError::NotFound | ApiError::UnknownScope(_) => StatusCode::NOT_FOUND,
-            ApiError::Stale(_) | ApiError::CommitIdReused(_) => StatusCode::CONFLICT,
+            ApiError::Stale(_)
+            | ApiError::CommitIdReused(_)
+            | ApiError::ScopeEncrypted(_)
+            | ApiError::ScopeNotEncrypted(_)
+            | ApiError::KeysExist(_) => StatusCode::CONFLICT,
             ApiError::AccountErased => StatusCode::GONE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } | ApiError::TooManyInFlight { .. } => {

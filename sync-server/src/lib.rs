@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 mod connections;
+pub mod e2ee;
 pub mod error;
 pub mod inflight;
 pub mod layout;
@@ -149,6 +150,17 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(api::snapshot).layer(DefaultBodyLimit::max(snapshot_limit(&state))),
         )
         .route("/v1/memory/commit", post(api::commit))
+        .route(
+            "/v1/memory/e2ee/snapshot",
+            post(api::e2ee_snapshot).layer(DefaultBodyLimit::max(snapshot_limit(&state))),
+        )
+        .route("/v1/memory/e2ee/commit", post(api::e2ee_commit))
+        .route(
+            "/v1/memory/e2ee/keys",
+            get(e2ee::keys_get).put(e2ee::keys_put).post(e2ee::keys_put),
+        )
+        .route("/v1/memory/e2ee/mark", post(e2ee::mark))
+        .route("/v1/memory/e2ee/purge", post(e2ee::purge))
         .route("/v1/admin/erase", post(api::erase))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(state.request_limit))

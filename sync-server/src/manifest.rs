@@ -44,6 +44,19 @@ pub struct Manifest {
     /// Revision files a commit replaced (an edit or a delete of a live note), oldest first,
     /// with when: garbage once no snapshot that read an older manifest can still fetch them.
     pub superseded: Vec<Superseded>,
+    /// The scope's end-to-end encryption mark, once a client set it.
+    pub e2ee: Option<ScopeMark>,
+}
+
+/// A scope marked end-to-end encrypted: from then on it takes envelopes only, under `kid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeMark {
+    /// The account key's id every envelope of the scope must name.
+    pub kid: String,
+    /// The generation the mark was set at: entries last changed at or before it are the
+    /// scope's plaintext, which encrypted requests never see and a purge removes.
+    pub since: u64,
 }
 
 /// A revision file no longer named by the manifest, kept for a grace period.
@@ -106,6 +119,8 @@ struct Stored {
     pruned_at: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     superseded: Vec<Superseded>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    e2ee: Option<ScopeMark>,
 }
 
 impl Manifest {
@@ -128,6 +143,7 @@ impl Manifest {
             tracked_from,
             pruned_at: s.pruned_at,
             superseded: s.superseded,
+            e2ee: s.e2ee,
         })
     }
 
@@ -141,6 +157,7 @@ impl Manifest {
             tracked_from: Some(self.tracked_from),
             pruned_at: self.pruned_at,
             superseded: self.superseded.clone(),
+            e2ee: self.e2ee.clone(),
         };
         serde_json::to_vec(&s).expect("manifest serializes")
     }
@@ -160,6 +177,16 @@ impl Manifest {
                 .filter_map(|(id, _)| self.notes.get(id).cloned())
                 .collect(),
         )
+    }
+
+    /// Whether note `id` is plaintext of a scope since marked encrypted: last changed at or
+    /// before the mark (`changed` is complete after `tracked_from`, which the mark never
+    /// precedes).
+    pub fn is_plaintext(&self, id: &NoteId) -> bool {
+        match &self.e2ee {
+            Some(mark) => self.changed.get(id).is_none_or(|&g| g <= mark.since),
+            None => true,
+        }
     }
 
     /// What the commit `commit_id` applied, if this manifest remembers it.
@@ -258,6 +285,8 @@ pub struct CheckedPut {
     pub hash: ContentHash,
     /// The body's length in bytes.
     pub size: u64,
+    /// The account key id of an envelope (a put to an encrypted scope).
+    pub kid: Option<memoria_shared::e2ee::KeyId>,
 }
 
 /// A revision file the commit needs written before the manifest.
@@ -464,6 +493,7 @@ mod tests {
             Some(CheckedPut {
                 hash: hash(1),
                 size: 1,
+                kid: None,
             }),
         )
     }
