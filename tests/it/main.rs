@@ -18,6 +18,7 @@ mod sync_convergence;
 mod sync_corrupt;
 mod sync_cost;
 mod sync_e2e;
+mod sync_e2ee;
 mod sync_integrity;
 mod sync_keychain;
 mod sync_live;

@@ -4,17 +4,18 @@
 use std::sync::Arc;
 
 use memoria_shared::SystemClock;
-use memoria_shared::protocol::Quotas;
+use memoria_shared::protocol::{FEATURE_E2EE, Quotas};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::sync::base::ScopeDir;
-use crate::sync::{self, Settings, SyncClient, Syncer, Token, token};
+use crate::sync::{self, Settings, SyncClient, Syncer, Token, e2ee, token};
 use crate::vault::Engine;
 
 pub use crate::sync::settings::Pin;
 pub use crate::sync::{DownloadCounts, PassReport, Pending, SyncError, SyncResult};
 
+pub use crate::sync::e2ee::Secret;
 pub use crate::sync::env_token;
 
 /// Whether `MEMORIA_SYNC_TOKEN` is set: a front end then need not ask for a token.
@@ -317,13 +318,21 @@ pub struct ScopePass {
 /// Syncs every synced scope now. A scope's failure is in its [`ScopePass`]; the others still
 /// sync. Fails as a whole only when sync cannot start (off, not signed in, no token).
 pub fn now(engine: &mut Engine) -> SyncResult<Vec<ScopePass>> {
-    let mut syncer = Syncer::from_settings(
+    let mut syncer = syncer(engine)?;
+    Ok(passes(&mut syncer, engine))
+}
+
+fn syncer(engine: &Engine) -> SyncResult<Syncer> {
+    Syncer::from_settings(
         engine.home().root(),
         env_token(),
         Arc::new(SystemClock),
         Arc::default(),
-    )?;
-    Ok(syncer
+    )
+}
+
+fn passes(syncer: &mut Syncer, engine: &mut Engine) -> Vec<ScopePass> {
+    syncer
         .sync_all(engine)
         .into_iter()
         .map(|(scope, r)| match r {
@@ -346,7 +355,124 @@ pub fn now(engine: &mut Engine) -> SyncResult<Vec<ScopePass>> {
                 off: false,
             },
         })
-        .collect())
+        .collect()
+}
+
+/// The shortest passphrase [`encrypt`] takes.
+pub const MIN_PASSPHRASE_CHARS: usize = 8;
+
+/// What turning end-to-end encryption on did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Encrypted {
+    /// The recovery key, shown this once: with it, or the passphrase, a machine unlocks the
+    /// notes; with neither, the cloud copy cannot be read by anyone.
+    pub recovery_key: String,
+    /// Where this machine keeps the account key.
+    pub keychain: String,
+    /// The encrypted passes that followed (each scope re-uploaded encrypted, then its
+    /// plaintext removed from the server).
+    pub scopes: Vec<ScopePass>,
+}
+
+/// Turns end-to-end encryption on for the signed-in account: syncs every scope once in
+/// plaintext (so this machine holds what the cloud has), makes a random account key, keeps it
+/// on the server wrapped under `passphrase` (Argon2id) and under a new recovery key, keeps it
+/// on this machine, and syncs every scope again encrypted: each is marked on the server (no
+/// plaintext is taken into it from then on), re-uploaded, and then its plaintext is removed
+/// from the server. Refused, with nothing changed, when the account is encrypted already.
+pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
+    if passphrase.chars().count() < MIN_PASSPHRASE_CHARS {
+        return Err(Error::Invalid(format!(
+            "the passphrase is too short: use at least {MIN_PASSPHRASE_CHARS} characters (a few unrelated words are best)"
+        ))
+        .into());
+    }
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    if e2ee::load_key(&root, &server)?.is_some() {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::Exists,
+            message: "this machine's notes are already end-to-end encrypted".into(),
+        });
+    }
+    let mut syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    if syncer.client().e2ee_keys()?.is_some() {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::Exists,
+            message: "this account's notes are already end-to-end encrypted (turned on from another machine): unlock this machine with its passphrase or recovery key".into(),
+        });
+    }
+    // Everything the cloud holds in plaintext comes here first: it goes back up encrypted.
+    for pass in passes(&mut syncer, engine) {
+        if let Some(e) = pass.error {
+            return Err(SyncError::E2ee {
+                code: e.code,
+                message: format!(
+                    "encryption was not turned on: {} must sync first ({})",
+                    pass.scope, e.message
+                ),
+            });
+        }
+    }
+    let (key, recovery, blobs) = e2ee::new_account(passphrase)?;
+    syncer.client().put_e2ee_keys(&blobs)?;
+    let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
+    syncer.set_account_key(Some(&key));
+    let scopes = passes(&mut syncer, engine);
+    Ok(Encrypted {
+        recovery_key: recovery.to_text().to_string(),
+        keychain,
+        scopes,
+    })
+}
+
+/// What unlocking a machine did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unlocked {
+    /// Where this machine keeps the account key.
+    pub keychain: String,
+    /// The encrypted passes that followed.
+    pub scopes: Vec<ScopePass>,
+}
+
+/// Unlocks end-to-end encrypted sync on this machine with the account's passphrase or
+/// recovery key, then syncs. A wrong passphrase or recovery key changes nothing here.
+pub fn unlock(engine: &mut Engine, secret: &e2ee::Secret) -> SyncResult<Unlocked> {
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    let mut syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    let Some(blobs) = syncer.client().e2ee_keys()? else {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::InvalidInput,
+            message: "this account's notes are not end-to-end encrypted: there is nothing to unlock (turn encryption on instead)".into(),
+        });
+    };
+    let key = e2ee::unwrap_account_key(&blobs, secret)?;
+    let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
+    syncer.set_account_key(Some(&key));
+    let scopes = passes(&mut syncer, engine);
+    Ok(Unlocked { keychain, scopes })
+}
+
+fn check_e2ee_server(syncer: &Syncer, server: &str) -> SyncResult<()> {
+    let id = syncer.client().identity()?;
+    if !id.supports(FEATURE_E2EE) {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::ServerError,
+            message: format!(
+                "the sync server at {server} does not keep end-to-end encrypted notes: update it (memoria-sync) first"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// A paused pass waiting for the user, with what it found in words.
@@ -417,6 +543,8 @@ pub struct SyncStatus {
     /// The server asked to slow down: no pass before this (ms since the epoch).
     pub paused_until_ms: Option<i64>,
     pub include_secrets: bool,
+    /// This machine holds the account key: its notes sync end-to-end encrypted.
+    pub encrypted: bool,
     pub scopes: Vec<ScopeSyncStatus>,
 }
 
@@ -464,7 +592,12 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
         .map(|sc| sc.last_synced_ms)
         .try_fold(i64::MAX, |acc, t| t.map(|t| acc.min(t)))
         .filter(|_| !scopes.is_empty());
+    let encrypted = match &s.server {
+        Some(server) => e2ee::load_key(engine.home().root(), server)?.is_some(),
+        None => false,
+    };
     Ok(SyncStatus {
+        encrypted,
         on: s.is_on(),
         server: s.server,
         last_synced_ms,

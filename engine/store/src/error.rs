@@ -101,6 +101,11 @@ pub enum ErrorCode {
     /// hash or its id, a listed note whose body is missing), or the server reports its stored
     /// copy of a note damaged. Nothing unverified was written; the next pass asks again.
     CorruptReply,
+    /// The notes are end-to-end encrypted and this machine does not hold the account key:
+    /// nothing of the scope is sent or received until it is unlocked.
+    E2eeLocked,
+    /// The passphrase or recovery key does not open the account key; nothing was written.
+    WrongPassphrase,
     /// The sync server asks to slow down.
     RateLimited,
     /// Automatic capture of conversations is turned off on this machine.
@@ -123,7 +128,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 38] = [
+    pub const ALL: [ErrorCode; 40] = [
         ErrorCode::NotFound,
         ErrorCode::InvalidId,
         ErrorCode::InvalidInput,
@@ -154,6 +159,8 @@ impl ErrorCode {
         ErrorCode::ServerUnreachable,
         ErrorCode::ServerError,
         ErrorCode::CorruptReply,
+        ErrorCode::E2eeLocked,
+        ErrorCode::WrongPassphrase,
         ErrorCode::RateLimited,
         ErrorCode::CaptureOff,
         ErrorCode::Config,
@@ -197,6 +204,8 @@ impl ErrorCode {
             ErrorCode::ServerUnreachable => "server_unreachable",
             ErrorCode::ServerError => "server_error",
             ErrorCode::CorruptReply => "corrupt_reply",
+            ErrorCode::E2eeLocked => "e2ee_locked",
+            ErrorCode::WrongPassphrase => "wrong_passphrase",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::CaptureOff => "capture_off",
             ErrorCode::Config => "config",

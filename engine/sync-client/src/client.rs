@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use memoria_shared::protocol::{
-    CommitRequest, CommitResponse, ErrorBody, ErrorCode, IdentityResponse, PROTOCOL_VERSION,
+    CommitRequest, CommitResponse, E2eeKeys, E2eeKeysResponse, ErrorBody, ErrorCode,
+    IdentityResponse, MarkRequest, MarkResponse, PROTOCOL_VERSION, PurgeRequest, PurgeResponse,
     SnapshotRequest, SnapshotResponse,
 };
 use serde::Serialize;
@@ -243,6 +244,36 @@ impl SyncClient {
 
     pub fn commit(&self, req: &CommitRequest) -> SyncResult<CommitResponse> {
         self.call("/v1/memory/commit", Some(req))
+    }
+
+    /// The snapshot of a scope marked end-to-end encrypted (feature `e2ee`): envelopes only.
+    pub fn e2ee_snapshot(&self, req: &SnapshotRequest) -> SyncResult<SnapshotResponse> {
+        self.call("/v1/memory/e2ee/snapshot", Some(req))
+    }
+
+    /// A commit of envelopes to a scope marked end-to-end encrypted.
+    pub fn e2ee_commit(&self, req: &CommitRequest) -> SyncResult<CommitResponse> {
+        self.call("/v1/memory/e2ee/commit", Some(req))
+    }
+
+    /// The account's wrapped keys, `None` when encryption was never turned on.
+    pub fn e2ee_keys(&self) -> SyncResult<Option<E2eeKeys>> {
+        let r: E2eeKeysResponse = self.call("/v1/memory/e2ee/keys", None::<&()>)?;
+        Ok(r.keys)
+    }
+
+    /// Stores the account's wrapped keys (the first time, or rewrapped around the same key).
+    pub fn put_e2ee_keys(&self, keys: &E2eeKeys) -> SyncResult<()> {
+        let _: E2eeKeysResponse = self.call("/v1/memory/e2ee/keys", Some(keys))?;
+        Ok(())
+    }
+
+    pub fn e2ee_mark(&self, req: &MarkRequest) -> SyncResult<MarkResponse> {
+        self.call("/v1/memory/e2ee/mark", Some(req))
+    }
+
+    pub fn e2ee_purge(&self, req: &PurgeRequest) -> SyncResult<PurgeResponse> {
+        self.call("/v1/memory/e2ee/purge", Some(req))
     }
 
     fn call<B: Serialize, R: DeserializeOwned>(

@@ -141,6 +141,9 @@ pub enum SyncError {
     /// Another process changed the scopes' pins while a re-point checked the server.
     #[error("the scopes' pins changed while the server was checked: nothing was re-pointed")]
     PinsChanged,
+    /// End-to-end encryption: a step refused, with the engine code that says why.
+    #[error("{message}")]
+    E2ee { code: ErrorCode, message: String },
     /// A sync state file does not parse.
     #[error(
         "sync state {path} is damaged ({reason}): delete the file to start that scope's sync over"
@@ -229,6 +232,7 @@ impl SyncError {
                 Some(protocol::ErrorCode::TooLarge) => ErrorCode::TooLarge,
                 Some(protocol::ErrorCode::RateLimited) => ErrorCode::RateLimited,
                 Some(protocol::ErrorCode::Stale) => ErrorCode::ChangedSince,
+                Some(protocol::ErrorCode::ScopeEncrypted) => ErrorCode::E2eeLocked,
                 None if *status == 401 => ErrorCode::NotSignedIn,
                 None if *status == 413 => ErrorCode::TooLarge,
                 _ => ErrorCode::ServerError,
@@ -243,6 +247,7 @@ impl SyncError {
             SyncError::NeedsConfirmation { .. } => ErrorCode::ConfirmationRequired,
             SyncError::Internal(_) => ErrorCode::Internal,
             SyncError::State { .. } => ErrorCode::DamagedFile,
+            SyncError::E2ee { code, .. } => *code,
             SyncError::Engine(e) => e.code(),
         }
     }

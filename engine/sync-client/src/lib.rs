@@ -14,6 +14,7 @@ pub mod base;
 pub mod client;
 pub mod conflict;
 pub mod coordinator;
+pub mod e2ee;
 pub mod error;
 pub mod local;
 pub mod pending;

@@ -20,11 +20,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use memoria_shared::e2ee::{AccountKey, AccountKeys};
 use memoria_shared::merge::{MergeOutcome, merge};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{
-    Change, ChangeOp, CommitRequest, FEATURE_MANIFEST_DELTA, ManifestEntry, NoteBody, ProjectId,
-    Quotas, Scope as WireScope, SnapshotRequest, verify_note_file,
+    Change, ChangeOp, CommitRequest, CommitResponse, ErrorCode as ProtocolCode, FEATURE_E2EE,
+    FEATURE_MANIFEST_DELTA, ManifestEntry, MarkRequest, NoteBody, ProjectId, PurgeRequest, Quotas,
+    Scope as WireScope, SnapshotRequest, SnapshotResponse, verify_note_file,
 };
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
@@ -32,6 +34,7 @@ use serde::Serialize;
 use super::base::{BaseEntry, DownloadCounts, FolderIdentity, ScopeDir, ScopeState};
 use super::client::SyncClient;
 use super::conflict::{Conflict, ConflictReason};
+use super::e2ee::{Refused, ScopeCrypt};
 use super::error::{SyncError, SyncResult};
 use super::local::{self, LocalCache};
 use super::pending::{Pending, PendingReason, too_many_deletes};
@@ -157,6 +160,11 @@ pub struct Syncer {
     user: Option<String>,
     /// The server lists what changed since a generation (`manifest-delta`).
     delta: bool,
+    /// The server keeps end-to-end encrypted scopes (`e2ee`).
+    e2ee: bool,
+    /// The account key's subkeys, when this machine holds the key: every scope then syncs
+    /// end-to-end encrypted.
+    keys: Option<AccountKeys>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -174,6 +182,8 @@ impl Syncer {
             clock,
             user: None,
             delta: false,
+            e2ee: false,
+            keys: None,
             cancel: Arc::default(),
         }
     }
@@ -209,7 +219,13 @@ impl Syncer {
             clock,
         );
         syncer.cancel = cancel;
+        syncer.keys = super::e2ee::load_key(home_root, &server)?.map(|k| k.derive());
         Ok(syncer)
+    }
+
+    /// Syncs every scope end-to-end encrypted under `key` (`None`: in plaintext).
+    pub fn set_account_key(&mut self, key: Option<&AccountKey>) {
+        self.keys = key.map(AccountKey::derive);
     }
 
     pub fn client(&self) -> &SyncClient {
@@ -246,6 +262,7 @@ impl Syncer {
         self.check_on()?;
         let id = self.client.identity()?;
         self.delta = id.supports(FEATURE_MANIFEST_DELTA);
+        self.e2ee = id.supports(FEATURE_E2EE);
         self.user = Some(id.user_id.clone());
         Ok(id.user_id)
     }
@@ -447,18 +464,135 @@ impl Syncer {
     ) -> SyncResult<PassReport> {
         let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
+        let mut crypt = self.e2ee_scope(&wire, sd)?;
         let mut last = None;
-        let mut state = Some(state);
+        // A scope just marked encrypted starts over from an empty state.
+        let mut state = Some(state).filter(|_| crypt.as_ref().is_none_or(|c| c.purged()));
         for attempt in 0..STALE_RETRIES {
             // After a 409, or a list of changes that lacks a body, the whole manifest is read
             // again, not only what changed.
             let full = attempt > 0;
-            match self.pass(engine, scope, &wire, sd, &check, folder, full, state.take()) {
+            let ctx = (&wire, &mut crypt);
+            match self.pass(engine, scope, ctx, sd, &check, folder, full, state.take()) {
                 Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
+                Ok(report) => {
+                    if let Some(c) = crypt.as_mut().filter(|c| !c.purged()) {
+                        self.purge_plaintext(&wire, c)?;
+                    }
+                    return Ok(report);
+                }
                 other => return other,
             }
         }
         Err(last.unwrap_or(SyncError::Stale(Vec::new())))
+    }
+
+    /// The encryption of `wire` when this machine holds the account key. A scope this machine
+    /// has not synced encrypted yet is marked on the server (so nothing can write plaintext
+    /// into it from then on) and its pass state starts over: its base and list name plaintext
+    /// ids and revisions. Every note is then matched by content against the encrypted cloud,
+    /// as on a first sync; nothing is deleted on either side for lack of a base.
+    fn e2ee_scope(&mut self, wire: &WireScope, sd: &ScopeDir) -> SyncResult<Option<ScopeCrypt>> {
+        let Some(keys) = self.keys.clone() else {
+            return Ok(None);
+        };
+        let user = self.user()?;
+        if !self.e2ee {
+            return Err(SyncError::E2ee {
+                code: memoria_store::error::ErrorCode::ServerError,
+                message: format!(
+                    "the sync server at {} does not keep end-to-end encrypted notes: update it (memoria-sync) before syncing from this machine, whose notes are encrypted",
+                    self.server
+                ),
+            });
+        }
+        let mut crypt = ScopeCrypt::open(keys, &user, wire, sd.root())?;
+        if !crypt.marked() {
+            let kid = crypt.kid();
+            self.check_on()?;
+            self.client.e2ee_mark(&MarkRequest {
+                scope: crypt.wire().clone(),
+                kid: kid.clone(),
+                only_existing: false,
+            })?;
+            if crypt.wire() != wire {
+                // The project's plaintext scope, if it was ever synced, is marked too, so no
+                // client without the key writes into it again.
+                self.client.e2ee_mark(&MarkRequest {
+                    scope: wire.clone(),
+                    kid,
+                    only_existing: true,
+                })?;
+            }
+            let mut state = sd.load_state()?;
+            state.base.clear();
+            state.remote.clear();
+            state.manifest_version = None;
+            state.generation = None;
+            state.pending = None;
+            sd.save_state(&state)?;
+            sd.clear_pending()?;
+            crypt.set_marked()?;
+        }
+        Ok(Some(crypt))
+    }
+
+    /// After a complete encrypted pass, the scope's plaintext is removed from the server:
+    /// every note of this machine is in the cloud encrypted by then.
+    fn purge_plaintext(&mut self, wire: &WireScope, crypt: &mut ScopeCrypt) -> SyncResult<()> {
+        self.check_on()?;
+        self.client.e2ee_purge(&PurgeRequest {
+            scope: crypt.wire().clone(),
+        })?;
+        if crypt.wire() != wire {
+            match self.client.e2ee_purge(&PurgeRequest {
+                scope: wire.clone(),
+            }) {
+                // Never marked: it was never written.
+                Err(SyncError::Server {
+                    code: Some(ProtocolCode::ScopeNotEncrypted),
+                    ..
+                }) => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        crypt.set_purged()
+    }
+
+    /// A snapshot, through the scope's encryption when it has one: bodies that fail its checks
+    /// come back refused, beside the reply.
+    fn snapshot_via(
+        &self,
+        crypt: &mut Option<ScopeCrypt>,
+        req: SnapshotRequest,
+    ) -> SyncResult<(SnapshotResponse, Vec<Refused>)> {
+        match crypt {
+            None => Ok((self.client.snapshot(&req)?, Vec::new())),
+            Some(c) => {
+                let sealed = c.snapshot_request(&req);
+                c.open_snapshot(self.client.e2ee_snapshot(&sealed)?)
+            }
+        }
+    }
+
+    /// A commit, through the scope's encryption when it has one.
+    fn commit_via(
+        &self,
+        crypt: &mut Option<ScopeCrypt>,
+        req: CommitRequest,
+    ) -> SyncResult<CommitResponse> {
+        match crypt {
+            None => self.client.commit(&req),
+            Some(c) => {
+                let sealed = c.seal_commit(&req, self.clock.now_ms().max(0) as u64)?;
+                match self.client.e2ee_commit(&sealed) {
+                    Ok(resp) => Ok(c.open_commit(&req, resp)),
+                    Err(e) => Err(c.open_error(e)),
+                }
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -466,7 +600,7 @@ impl Syncer {
         &mut self,
         engine: &mut Engine,
         scope: &Scope,
-        wire: &WireScope,
+        (wire, crypt): (&WireScope, &mut Option<ScopeCrypt>),
         sd: &ScopeDir,
         check: &FolderCheck,
         folder: &Path,
@@ -549,21 +683,32 @@ impl Syncer {
                 uploaded.chain(edited).map(str::to_owned).collect()
             }
         };
+        if let Some(c) = crypt.as_mut() {
+            c.learn(
+                local_hashes
+                    .keys()
+                    .copied()
+                    .chain(state.base.keys().map(String::as_str)),
+            );
+        }
         drop(local_hashes);
 
         self.check_on()?;
         let pending = state.pending.clone();
-        let mut resp = self.client.snapshot(&SnapshotRequest {
-            scope: wire.clone(),
-            have: hashes(&have),
-            // A pending commit needs the manifest read, not a cheap poll.
-            known_manifest: match pending {
-                Some(_) => None,
-                None => state.manifest_version.clone(),
+        let (mut resp, mut refused_bodies) = self.snapshot_via(
+            crypt,
+            SnapshotRequest {
+                scope: wire.clone(),
+                have: hashes(&have),
+                // A pending commit needs the manifest read, not a cheap poll.
+                known_manifest: match pending {
+                    Some(_) => None,
+                    None => state.manifest_version.clone(),
+                },
+                receipt: pending.as_ref().map(|p| p.commit_id.clone()),
+                since,
             },
-            receipt: pending.as_ref().map(|p| p.commit_id.clone()),
-            since,
-        })?;
+        )?;
         if quiet && resp.unchanged {
             report.unchanged = true;
             return Ok(report);
@@ -602,6 +747,7 @@ impl Syncer {
         // Notes of the reply that failed verification, with the reason: never written, and
         // the pass is not recorded complete, so the next one asks for them again.
         let mut corrupt: BTreeMap<String, String> = BTreeMap::new();
+        refuse(std::mem::take(&mut refused_bodies), &mut have, &mut corrupt);
         let mut delta = false;
         // The state's own list when the reply is that it is unchanged: put back if the pass
         // does not complete. Its version and generation go with it, so a state saved mid-pass
@@ -652,13 +798,18 @@ impl Syncer {
                     ));
                 }
                 self.check_on()?;
-                resp = self.client.snapshot(&SnapshotRequest {
-                    scope: wire.clone(),
-                    have: hashes(&have),
-                    known_manifest: None,
-                    receipt: None,
-                    since,
-                })?;
+                let (next, refused) = self.snapshot_via(
+                    crypt,
+                    SnapshotRequest {
+                        scope: wire.clone(),
+                        have: hashes(&have),
+                        known_manifest: None,
+                        receipt: None,
+                        since,
+                    },
+                )?;
+                resp = next;
+                refuse(refused, &mut have, &mut corrupt);
             }
             let notes = if resp.delta {
                 // The entries changed since `since`, on top of the manifest as it was then.
@@ -1015,11 +1166,14 @@ impl Syncer {
             };
             sd.save_pending(&pending)?;
             state.pending = Some(pending);
-            let resp = self.client.commit(&CommitRequest {
-                scope: wire.clone(),
-                changes: chunk.iter().map(|(c, _)| c.clone()).collect(),
-                commit_id: Some(commit_id),
-            })?;
+            let resp = self.commit_via(
+                crypt,
+                CommitRequest {
+                    scope: wire.clone(),
+                    changes: chunk.iter().map(|(c, _)| c.clone()).collect(),
+                    commit_id: Some(commit_id),
+                },
+            )?;
             state.pending = None;
             for (applied, (change, file)) in resp.applied.iter().zip(chunk) {
                 let id = change.id.as_str().to_owned();
@@ -1246,6 +1400,7 @@ impl Syncer {
         let wire = self.admit(scope)?;
         let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
         let sd = ScopeDir::of(engine, scope)?;
+        let mut crypt = self.e2ee_scope(&wire, &sd)?;
         let mut state = sd.load_state()?;
         let files = scan::list_for_scan(&engine.scope_dir(scope)?)?;
         let walk = local::walk_of(&files);
@@ -1313,11 +1468,14 @@ impl Syncer {
             });
         }
         self.check_on()?;
-        let resp = match self.client.commit(&CommitRequest {
-            scope: wire,
-            changes,
-            commit_id: None,
-        }) {
+        let resp = match self.commit_via(
+            &mut crypt,
+            CommitRequest {
+                scope: wire,
+                changes,
+                commit_id: None,
+            },
+        ) {
             Err(SyncError::Stale(stale)) => {
                 let ids: Vec<&str> = stale.iter().map(|s| s.id.as_str()).collect();
                 return Err(SyncError::BatchRefused(format!(
@@ -1451,6 +1609,19 @@ fn patch_manifest(manifest: &mut Vec<ManifestEntry>, mut changed: BTreeMap<Strin
     if !changed.is_empty() {
         manifest.extend(changed.into_values());
         manifest.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    }
+}
+
+/// Bodies the scope's encryption refused: never asked for again within the pass, and each
+/// reported with its reason.
+fn refuse(
+    refused: Vec<Refused>,
+    have: &mut BTreeSet<String>,
+    corrupt: &mut BTreeMap<String, String>,
+) {
+    for r in refused {
+        have.insert(r.have);
+        corrupt.insert(r.note, r.reason);
     }
 }
 

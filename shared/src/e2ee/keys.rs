@@ -52,8 +52,8 @@ impl AccountKey {
         Self(Zeroizing::new(bytes))
     }
 
-    /// The raw key, for wrapping.
-    pub(crate) fn as_bytes(&self) -> &[u8; 32] {
+    /// The raw key: for wrapping, and for keeping it in this machine's own key store.
+    pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
 

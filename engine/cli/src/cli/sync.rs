@@ -72,7 +72,34 @@ pub enum SyncCommand {
         #[arg(long)]
         scope: Option<String>,
     },
+    /// Turn end-to-end encryption on for this account: the server then keeps only ciphertext
+    /// and opaque ids, and machines still merge. Asks for a passphrase (twice), prints the
+    /// recovery key once, re-uploads every scope encrypted and then removes its plaintext from
+    /// the server. Other machines unlock with `memoria sync unlock`.
+    Encrypt {
+        /// Read the passphrase from the first line of FILE (default: $MEMORIA_SYNC_PASSPHRASE,
+        /// else asked for).
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+        /// Also write the recovery key to FILE (readable only by you; keep it off this machine).
+        #[arg(long, value_name = "FILE")]
+        recovery_file: Option<PathBuf>,
+    },
+    /// Unlock end-to-end encrypted sync on this machine with the account's passphrase (asked,
+    /// --passphrase-file or $MEMORIA_SYNC_PASSPHRASE) or its recovery key, then sync. A wrong
+    /// one changes nothing.
+    Unlock {
+        /// Read the passphrase from the first line of FILE.
+        #[arg(long, value_name = "FILE", conflicts_with = "recovery_key")]
+        passphrase_file: Option<PathBuf>,
+        /// The recovery key printed when encryption was turned on.
+        #[arg(long, value_name = "KEY")]
+        recovery_key: Option<String>,
+    },
 }
+
+/// Where a passphrase comes from when no file is named and no terminal can ask.
+pub const PASSPHRASE_ENV: &str = "MEMORIA_SYNC_PASSPHRASE";
 
 pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
     let mut engine = g.location.open()?;
@@ -263,8 +290,142 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             }
             print_status(&s)?;
         }
+        SyncCommand::Encrypt {
+            passphrase_file,
+            recovery_file,
+        } => {
+            let passphrase = passphrase(passphrase_file.as_deref(), true)?;
+            if let Some(f) = recovery_file
+                && f.exists()
+            {
+                bail!(
+                    "{} exists already: name a new file for the recovery key",
+                    f.display()
+                );
+            }
+            let done = sync::encrypt(&mut engine, &passphrase)?;
+            if let Some(f) = recovery_file {
+                write_private(f, &format!("{}\n", done.recovery_key))
+                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
+            }
+            if g.json {
+                print_json(&done)?;
+            } else {
+                outln!(
+                    "end-to-end encryption is on; the account key is kept in {}",
+                    done.keychain
+                );
+                outln!(
+                    "recovery key (shown this once; with it or the passphrase a machine unlocks the notes, with neither nobody can read the cloud copy):"
+                );
+                outln!("  {}", done.recovery_key);
+                if let Some(f) = recovery_file {
+                    outln!("  also written to {}", f.display());
+                }
+            }
+            report_passes(g, &done.scopes)?;
+        }
+        SyncCommand::Unlock {
+            passphrase_file,
+            recovery_key,
+        } => {
+            let secret = match recovery_key {
+                Some(k) => sync::Secret::RecoveryKey(k.clone()),
+                None => sync::Secret::Passphrase(passphrase(passphrase_file.as_deref(), false)?),
+            };
+            let done = sync::unlock(&mut engine, &secret)?;
+            if g.json {
+                print_json(&done)?;
+            } else {
+                outln!(
+                    "unlocked: end-to-end encrypted sync; the account key is kept in {}",
+                    done.keychain
+                );
+            }
+            report_passes(g, &done.scopes)?;
+        }
     }
     Ok(())
+}
+
+/// Prints each scope's pass (unless `--json` printed them), and fails when one failed.
+fn report_passes(g: &Globals, passes: &[sync::ScopePass]) -> Result<()> {
+    let mut failed = Vec::new();
+    for p in passes {
+        match (&p.report, &p.error) {
+            (_, Some(e)) => failed.push((p.scope.clone(), e.clone())),
+            (Some(rep), None) if !g.json => outln!(
+                "{}: uploaded {}, downloaded +{} ~{} -{}, merged {}, held back {}",
+                p.scope,
+                rep.uploaded,
+                rep.download.added,
+                rep.download.changed,
+                rep.download.deleted,
+                rep.merged,
+                rep.held_back.len()
+            ),
+            _ => {}
+        }
+    }
+    if !failed.is_empty() {
+        return Err(crate::hints::failures(failed));
+    }
+    Ok(())
+}
+
+/// The passphrase: from `file`, else `$MEMORIA_SYNC_PASSPHRASE`, else asked on the terminal
+/// without echo (twice when `confirm`).
+fn passphrase(file: Option<&std::path::Path>, confirm: bool) -> Result<String> {
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("reading the passphrase from {}", f.display()))?;
+        return Ok(text.lines().next().unwrap_or_default().to_owned());
+    }
+    if let Ok(p) = std::env::var(PASSPHRASE_ENV) {
+        return Ok(p);
+    }
+    let first = ask_hidden("passphrase: ")?;
+    if confirm && ask_hidden("passphrase again: ")? != first {
+        bail!("the two passphrases differ: nothing was changed; try again");
+    }
+    Ok(first)
+}
+
+fn ask_hidden(prompt: &str) -> Result<String> {
+    use std::io::IsTerminal;
+    eprint!("{prompt}");
+    let tty = std::io::stdin().is_terminal();
+    let stty = |arg: &str| {
+        let _ = std::process::Command::new("stty")
+            .arg(arg)
+            .stdin(std::process::Stdio::inherit())
+            .status();
+    };
+    if tty {
+        stty("-echo");
+    }
+    let mut line = String::new();
+    let read = std::io::stdin().read_line(&mut line);
+    if tty {
+        stty("echo");
+        eprintln!();
+    }
+    read.context("reading the passphrase")?;
+    let line = line.trim_end_matches(['\r', '\n']).to_owned();
+    if line.is_empty() {
+        bail!("no passphrase given: type it, or pass --passphrase-file");
+    }
+    Ok(line)
+}
+
+/// Writes `text` to a new file readable only by the user.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    opts.open(path)?.write_all(text.as_bytes())
 }
 
 fn ask_token(server: &str) -> Result<String> {
@@ -282,11 +443,16 @@ fn ask_token(server: &str) -> Result<String> {
 
 fn print_status(s: &SyncStatus) -> Result<()> {
     outln!(
-        "cloud sync: {}{}",
+        "cloud sync: {}{}{}",
         if s.on { "on" } else { "off" },
         s.server
             .as_deref()
-            .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}"))
+            .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}")),
+        if s.encrypted {
+            ", end-to-end encrypted"
+        } else {
+            ""
+        }
     );
     outln!(
         "last synced: {}",

@@ -1,0 +1,465 @@
+//! End-to-end encrypted sync on the client (feature `e2ee`, `docs/PROTOCOL.md`): the account
+//! key kept on this machine, and the translation between the plaintext a pass reconciles and
+//! the envelopes the server stores.
+//!
+//! A pass works on note ids, content hashes and note files exactly as it does for a plaintext
+//! scope, so the three-way merge against the base copy is unchanged. [`ScopeCrypt`] stands
+//! between it and the server: it turns note ids into opaque ids and content hashes into keyed
+//! hashes on the way out, seals every uploaded note, and on the way back opens every body and
+//! checks it (the envelope, the key, the binding to this account, scope and note, the note
+//! inside, its hash, and its sequence number against the highest one this machine knows). A
+//! body that fails any check is refused naming the note and never reaches the pass.
+//!
+//! The account key lives where the sync token lives ([`super::token`]): the OS keychain when
+//! the machine has one, else `$MEMORIA_HOME/sync/credentials.json` (0600), under an entry of
+//! its own per server. Per scope, `e2ee.json` beside the scope's base keeps each note's highest
+//! sequence number and keyed hash (kept across deletes) and whether the scope was marked and
+//! its plaintext purged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use memoria_shared::e2ee::{
+    AccountKey, AccountKeys, KdfParams, KnownVersion, NoteContext, RecoveryKey, UnwrapError,
+    WrappedKey, check_rollback, keyed_hash, next_seq, opaque_note_id, opaque_scope, open_note,
+    seal_note,
+};
+use memoria_shared::protocol::{
+    Applied, ChangeOp, CommitRequest, CommitResponse, E2eeKeys, NoteBody, Scope as WireScope,
+    SnapshotRequest, SnapshotResponse, StaleNote,
+};
+use memoria_shared::{ContentHash, NoteId};
+use serde::{Deserialize, Serialize};
+
+use super::client::Token;
+use super::error::{SyncError, SyncResult};
+use super::settings::{read_json, write_json};
+
+/// The key-store entry of a server's account key, beside its token's.
+fn key_entry(server: &str) -> String {
+    format!("{}#e2ee-account-key", server.trim_end_matches('/'))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The account key this machine holds for `server`, if any.
+pub fn load_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>> {
+    match super::token::find(home_root, &key_entry(server), None) {
+        Ok((t, _)) => {
+            let text = t.expose();
+            let bytes: Option<Vec<u8>> = (text.len() == 64)
+                .then(|| {
+                    (0..32)
+                        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+                        .collect()
+                })
+                .flatten();
+            let bytes: [u8; 32] = bytes.and_then(|b| b.try_into().ok()).ok_or_else(|| {
+                SyncError::Internal(
+                    "the account key kept on this machine is damaged: unlock again".into(),
+                )
+            })?;
+            Ok(Some(AccountKey::from_bytes(bytes)))
+        }
+        Err(SyncError::NoToken) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Keeps the account key on this machine; says where.
+pub fn store_key(
+    home_root: &Path,
+    server: &str,
+    key: &AccountKey,
+) -> SyncResult<super::token::TokenStore> {
+    super::token::store(
+        home_root,
+        &key_entry(server),
+        &Token::new(hex(key.as_bytes())),
+    )
+}
+
+/// Removes the account key from this machine.
+pub fn forget_key(home_root: &Path, server: &str) -> SyncResult<()> {
+    super::token::forget(home_root, &key_entry(server))
+}
+
+/// What this machine keeps per encrypted scope.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ScopeFile {
+    /// The scope was marked encrypted under this key, and the pass state reset for it.
+    #[serde(default)]
+    marked_kid: Option<String>,
+    /// Its plaintext was purged from the server.
+    #[serde(default)]
+    purged: bool,
+    /// Note id → the highest version this machine accepted or wrote.
+    #[serde(default)]
+    notes: BTreeMap<String, Known>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Known {
+    seq: u64,
+    hash: String,
+}
+
+/// A body refused on its way in: the note it is (its id when this machine knows it, else its
+/// opaque id), why, and the token a pass lists in `have` so the server does not send it again
+/// within the pass.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub note: String,
+    pub reason: String,
+    pub have: String,
+}
+
+/// The translation for one encrypted scope during one pass.
+pub struct ScopeCrypt {
+    keys: AccountKeys,
+    user: String,
+    scope: WireScope,
+    wire: WireScope,
+    path: PathBuf,
+    file: ScopeFile,
+    /// Opaque id → note id.
+    ids: HashMap<String, String>,
+    /// Keyed hash → content hash, and back.
+    to_plain: HashMap<String, String>,
+    to_keyed: HashMap<String, String>,
+}
+
+impl ScopeCrypt {
+    /// The state of `scope` kept in `root` (the scope's sync folder).
+    pub fn open(keys: AccountKeys, user: &str, scope: &WireScope, root: &Path) -> SyncResult<Self> {
+        let path = root.join("e2ee.json");
+        let file: ScopeFile = read_json(&path)?.unwrap_or_default();
+        let wire = opaque_scope(&keys, scope);
+        let mut me = ScopeCrypt {
+            keys,
+            user: user.to_owned(),
+            scope: scope.clone(),
+            wire,
+            path,
+            file,
+            ids: HashMap::new(),
+            to_plain: HashMap::new(),
+            to_keyed: HashMap::new(),
+        };
+        let known: Vec<String> = me.file.notes.keys().cloned().collect();
+        me.learn(known.iter().map(String::as_str));
+        Ok(me)
+    }
+
+    /// The scope as the server names it (a project's id made opaque).
+    pub fn wire(&self) -> &WireScope {
+        &self.wire
+    }
+
+    /// Whether this machine marked the scope under its key (and reset its pass state then).
+    /// The account key's id, as the server's mark names it.
+    pub fn kid(&self) -> String {
+        self.keys.key_id().as_str().to_owned()
+    }
+
+    pub fn marked(&self) -> bool {
+        self.file.marked_kid.as_deref() == Some(self.keys.key_id().as_str())
+    }
+
+    pub fn set_marked(&mut self) -> SyncResult<()> {
+        self.file.marked_kid = Some(self.keys.key_id().as_str().to_owned());
+        self.file.purged = false;
+        self.save()
+    }
+
+    pub fn purged(&self) -> bool {
+        self.file.purged
+    }
+
+    pub fn set_purged(&mut self) -> SyncResult<()> {
+        self.file.purged = true;
+        self.save()
+    }
+
+    fn save(&self) -> SyncResult<()> {
+        write_json(&self.path, &self.file)?;
+        crate::fsx::private_file(&self.path)?;
+        Ok(())
+    }
+
+    fn ctx(&self) -> NoteContext<'_> {
+        NoteContext {
+            user_id: &self.user,
+            scope: &self.scope,
+        }
+    }
+
+    /// Makes the opaque ids of `ids` known, so entries listed without a body map back.
+    pub fn learn<'b>(&mut self, ids: impl Iterator<Item = &'b str>) {
+        for id in ids {
+            if let Ok(n) = NoteId::new(id) {
+                let opaque = opaque_note_id(&self.keys, &self.scope, &n);
+                self.ids.insert(opaque.as_str().to_owned(), id.to_owned());
+            }
+        }
+    }
+
+    fn keyed(&mut self, plain: &ContentHash) -> ContentHash {
+        if let Some(k) = self.to_keyed.get(plain.as_str()) {
+            return ContentHash::parse(k).unwrap_or_else(|| plain.clone());
+        }
+        let k = keyed_hash(&self.keys, &self.scope, plain);
+        self.to_keyed
+            .insert(plain.as_str().to_owned(), k.as_str().to_owned());
+        self.to_plain
+            .insert(k.as_str().to_owned(), plain.as_str().to_owned());
+        k
+    }
+
+    fn plain_hash(&self, keyed: &ContentHash) -> ContentHash {
+        self.to_plain
+            .get(keyed.as_str())
+            .and_then(|p| ContentHash::parse(p))
+            .unwrap_or_else(|| keyed.clone())
+    }
+
+    fn plain_id(&self, opaque: &NoteId) -> NoteId {
+        self.ids
+            .get(opaque.as_str())
+            .and_then(|p| NoteId::new(p).ok())
+            .unwrap_or_else(|| opaque.clone())
+    }
+
+    fn name(&self, opaque: &NoteId) -> String {
+        match self.ids.get(opaque.as_str()) {
+            Some(id) => id.clone(),
+            None => opaque.as_str().to_owned(),
+        }
+    }
+
+    /// The request as the server sees it: the opaque scope, keyed hashes.
+    pub fn snapshot_request(&mut self, req: &SnapshotRequest) -> SnapshotRequest {
+        SnapshotRequest {
+            scope: self.wire.clone(),
+            have: req.have.iter().map(|h| self.keyed(h)).collect(),
+            known_manifest: req.known_manifest.clone(),
+            receipt: req.receipt.clone(),
+            since: req.since,
+        }
+    }
+
+    /// The reply as the pass reads it: every body opened and checked, ids and hashes plain.
+    /// Bodies that fail a check are left out and returned with the reason.
+    pub fn open_snapshot(
+        &mut self,
+        mut resp: SnapshotResponse,
+    ) -> SyncResult<(SnapshotResponse, Vec<Refused>)> {
+        let mut refused = Vec::new();
+        let mut bodies = Vec::with_capacity(resp.bodies.len());
+        for b in std::mem::take(&mut resp.bodies) {
+            let opened = open_note(&self.keys, self.ctx(), &b.id, &b.hash, &b.body)
+                .map_err(|e| e.to_string())
+                .and_then(|o| {
+                    let known = self.file.notes.get(o.id.as_str()).map(|k| KnownVersion {
+                        seq: k.seq,
+                        hash: ContentHash::parse(&k.hash).unwrap_or_else(|| b.hash.clone()),
+                    });
+                    check_rollback(known.as_ref(), o.seq, &b.hash)
+                        .map(|()| o)
+                        .map_err(|e| e.to_string())
+                });
+            match opened {
+                Ok(o) => {
+                    self.ids
+                        .insert(b.id.as_str().to_owned(), o.id.as_str().to_owned());
+                    self.to_plain
+                        .insert(b.hash.as_str().to_owned(), o.plain_hash.as_str().to_owned());
+                    self.to_keyed
+                        .insert(o.plain_hash.as_str().to_owned(), b.hash.as_str().to_owned());
+                    self.file.notes.insert(
+                        o.id.as_str().to_owned(),
+                        Known {
+                            seq: o.seq,
+                            hash: b.hash.as_str().to_owned(),
+                        },
+                    );
+                    bodies.push(NoteBody {
+                        id: o.id,
+                        revision: b.revision,
+                        hash: o.plain_hash,
+                        body: o.text,
+                    });
+                }
+                Err(reason) => {
+                    // Listed in `have` as itself, so the server does not send it again.
+                    self.to_keyed
+                        .insert(b.hash.as_str().to_owned(), b.hash.as_str().to_owned());
+                    refused.push(Refused {
+                        note: self.name(&b.id),
+                        reason: format!("{reason} (the cloud copy was refused)"),
+                        have: b.hash.as_str().to_owned(),
+                    });
+                }
+            }
+        }
+        resp.bodies = bodies;
+        for e in &mut resp.notes {
+            e.id = self.plain_id(&e.id);
+            e.hash = e.hash.as_ref().map(|h| self.plain_hash(h));
+        }
+        resp.notes.sort_by(|a, b| a.id.cmp(&b.id));
+        for d in &mut resp.damaged {
+            d.id = self.plain_id(&d.id);
+        }
+        if let Some(r) = &mut resp.receipt {
+            for a in r.iter_mut() {
+                a.id = self.plain_id(&a.id);
+            }
+        }
+        self.save()?;
+        Ok((resp, refused))
+    }
+
+    /// The commit as the server takes it: every put sealed with the next sequence number,
+    /// ids opaque. The numbers are kept before the request is sent (a number only grows).
+    pub fn seal_commit(&mut self, req: &CommitRequest, now_ms: u64) -> SyncResult<CommitRequest> {
+        let mut changes = Vec::with_capacity(req.changes.len());
+        for c in &req.changes {
+            let mut out = c.clone();
+            out.id = opaque_note_id(&self.keys, &self.scope, &c.id);
+            self.ids
+                .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
+            if c.op == ChangeOp::Put {
+                let file = c.body.as_deref().unwrap_or_default();
+                let known = self.file.notes.get(c.id.as_str()).map(|k| k.seq);
+                let seq = next_seq(known, now_ms);
+                let sealed = seal_note(
+                    &self.keys,
+                    self.ctx(),
+                    &c.id,
+                    file,
+                    seq,
+                    &mut rand_core::OsRng,
+                )
+                .map_err(|e| SyncError::Internal(e.to_string()))?;
+                self.to_plain.insert(
+                    sealed.hash.as_str().to_owned(),
+                    sealed.plain_hash.as_str().to_owned(),
+                );
+                self.to_keyed.insert(
+                    sealed.plain_hash.as_str().to_owned(),
+                    sealed.hash.as_str().to_owned(),
+                );
+                self.file.notes.insert(
+                    c.id.as_str().to_owned(),
+                    Known {
+                        seq,
+                        hash: sealed.hash.as_str().to_owned(),
+                    },
+                );
+                out.body = Some(sealed.body);
+                out.hash = Some(sealed.hash);
+            }
+            changes.push(out);
+        }
+        self.save()?;
+        Ok(CommitRequest {
+            scope: self.wire.clone(),
+            changes,
+            commit_id: req.commit_id.clone(),
+        })
+    }
+
+    /// The reply with the notes' own ids (one `applied` per change, in request order).
+    pub fn open_commit(&self, req: &CommitRequest, mut resp: CommitResponse) -> CommitResponse {
+        resp.applied = resp
+            .applied
+            .into_iter()
+            .zip(&req.changes)
+            .map(|(a, c)| Applied {
+                id: c.id.clone(),
+                revision: a.revision,
+            })
+            .collect();
+        resp
+    }
+
+    /// A 409's notes with their own ids.
+    pub fn open_error(&self, e: SyncError) -> SyncError {
+        match e {
+            SyncError::Stale(stale) => SyncError::Stale(
+                stale
+                    .into_iter()
+                    .map(|s| StaleNote {
+                        id: self.plain_id(&s.id),
+                        current_revision: s.current_revision,
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
+/// A new account key, its recovery key, and the two blobs that wrap it (the passphrase one at
+/// the default Argon2id costs).
+pub fn new_account(passphrase: &str) -> SyncResult<(AccountKey, RecoveryKey, E2eeKeys)> {
+    let failed = |e: String| SyncError::Internal(format!("cannot make the account key: {e}"));
+    let key = AccountKey::generate(&mut rand_core::OsRng).map_err(|e| failed(e.to_string()))?;
+    let recovery =
+        RecoveryKey::generate(&mut rand_core::OsRng).map_err(|e| failed(e.to_string()))?;
+    let pass =
+        WrappedKey::with_passphrase(&key, passphrase, KdfParams::DEFAULT, &mut rand_core::OsRng)
+            .map_err(|e| failed(e.to_string()))?;
+    let rec = WrappedKey::with_recovery_key(&key, &recovery, &mut rand_core::OsRng)
+        .map_err(|e| failed(e.to_string()))?;
+    let blobs = E2eeKeys {
+        passphrase: pass.to_json(),
+        recovery: rec.to_json(),
+    };
+    Ok((key, recovery, blobs))
+}
+
+/// What unlocks the account key on a machine.
+#[derive(Debug, Clone)]
+pub enum Secret {
+    Passphrase(String),
+    /// A recovery key's text.
+    RecoveryKey(String),
+}
+
+/// The account key out of the server's blobs; a wrong secret is `wrong_passphrase`, a
+/// mistyped recovery key `invalid_input`.
+pub fn unwrap_account_key(blobs: &E2eeKeys, secret: &Secret) -> SyncResult<AccountKey> {
+    let damaged = |e: UnwrapError| SyncError::E2ee {
+        code: memoria_store::error::ErrorCode::ServerError,
+        message: format!("the account's key kept on the sync server cannot be read: {e}"),
+    };
+    let wrong = |e: UnwrapError| SyncError::E2ee {
+        code: memoria_store::error::ErrorCode::WrongPassphrase,
+        message: format!("{e}; nothing was changed on this machine"),
+    };
+    match secret {
+        Secret::Passphrase(p) => {
+            let blob = WrappedKey::from_json(&blobs.passphrase).map_err(damaged)?;
+            blob.unwrap_with_passphrase(p).map_err(|e| match e {
+                UnwrapError::WrongPassphrase => wrong(e),
+                other => damaged(other),
+            })
+        }
+        Secret::RecoveryKey(text) => {
+            let rk = RecoveryKey::parse(text).map_err(|e| SyncError::E2ee {
+                code: memoria_store::error::ErrorCode::InvalidInput,
+                message: format!("{e}; nothing was changed on this machine"),
+            })?;
+            let blob = WrappedKey::from_json(&blobs.recovery).map_err(damaged)?;
+            blob.unwrap_with_recovery_key(&rk).map_err(|e| match e {
+                UnwrapError::WrongRecoveryKey => wrong(e),
+                other => damaged(other),
+            })
+        }
+    }
+}

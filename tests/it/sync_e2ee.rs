@@ -1,0 +1,498 @@
+//! End-to-end encrypted sync between real machines (homes driven through the `memoria` CLI)
+//! and the real `memoria-sync`: turning encryption on re-uploads a plaintext-synced vault and
+//! removes the plaintext from the server, after which no summary word, id, tag, body line or
+//! plaintext content hash is anywhere in the server's store; machines unlock with the
+//! passphrase or the recovery key and still three-way merge; a tampered, swapped, truncated or
+//! rolled-back object is refused naming the note with nothing written; a wrong passphrase or
+//! recovery key writes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64ct::{Base64, Encoding};
+use memoria_shared::ContentHash;
+use memoria_shared::hash::sha256_hex;
+use memoria_shared::note::{FileContext, Note};
+use memoria_tests::sync_fixture::{Backend, Device};
+use serde_json::Value;
+
+use crate::sync_e2e::{World, body_lines, json, world};
+
+const PASSPHRASE: &str = "correct horse battery staple";
+
+/// Notes whose every word is rare enough to be found only where the note leaked.
+const NOTES: &[(&str, &str, &str, &str)] = &[
+    (
+        "pricing-borderless-zebra",
+        "Quixotic marmalade pricing",
+        "heliotrope,umbrellabird",
+        "the aubergine protocol sings at dawn\nsecond line of xylophonic notes\n",
+    ),
+    (
+        "family-zanzibar-ledger",
+        "Grandmother Philippa oncology visit",
+        "cardamom",
+        "appointment at the Vantablack clinic\nbring the periwinkle folder\n",
+    ),
+    (
+        "money-quetzal-offshore",
+        "Quetzal offshore savings plan",
+        "tamarind,fjordland",
+        "transfer nine hundred krugerrands\n",
+    ),
+];
+
+struct Files {
+    dir: PathBuf,
+}
+
+impl Files {
+    fn passphrase(&self, text: &str) -> String {
+        let p = self
+            .dir
+            .join(format!("pass-{}", sha256_hex(text.as_bytes())));
+        std::fs::write(&p, format!("{text}\n")).unwrap();
+        p.display().to_string()
+    }
+}
+
+fn files(w: &World) -> Files {
+    let dir = w.root.join("secrets");
+    std::fs::create_dir_all(&dir).unwrap();
+    Files { dir }
+}
+
+fn add_notes(d: &Device) {
+    for (id, summary, tags, body) in NOTES {
+        d.ok(&[
+            "add",
+            "--id",
+            id,
+            "--summary",
+            summary,
+            "--body",
+            body,
+            "--tags",
+            tags,
+        ]);
+    }
+}
+
+/// Every file of the store under `dir`, with its bytes.
+fn store_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// What must never reach the server of the notes on `d`: ids, summary words, tags, body lines
+/// and both forms of the content hash.
+fn secrets_of(d: &Device) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, summary, tags, body) in NOTES {
+        out.push(id.to_string());
+        out.extend(id.split('-').filter(|w| w.len() > 4).map(str::to_owned));
+        out.extend(
+            summary
+                .split(' ')
+                .filter(|w| w.len() > 4)
+                .map(str::to_owned),
+        );
+        out.extend(tags.split(',').map(str::to_owned));
+        out.extend(body.lines().map(str::to_owned));
+        let text = d.note(id).unwrap_or_else(|| panic!("{id} on {:?}", d.home));
+        let note = Note::parse(
+            &text,
+            FileContext {
+                relative_path: &format!("{id}.md"),
+            },
+        )
+        .unwrap();
+        out.push(ContentHash::of_synced_note(&note).as_str().to_owned());
+        out.push(ContentHash::of_note(&note).as_str().to_owned());
+    }
+    out
+}
+
+fn assert_no_leak(store: &Path, secrets: &[String]) {
+    let all = store_files(store);
+    assert!(!all.is_empty());
+    for (path, bytes) in &all {
+        let text = String::from_utf8_lossy(bytes).to_lowercase();
+        for s in secrets {
+            assert!(
+                !text.contains(&s.to_lowercase()),
+                "{s:?} is in {} on the server",
+                path.display()
+            );
+        }
+    }
+}
+
+fn error_code(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON error in {stderr}"));
+    json(line)["error"]["code"].as_str().unwrap().to_owned()
+}
+
+/// Two machines of one account: `a` synced in plaintext, then turned encryption on; `b`
+/// unlocked with the passphrase.
+fn encrypted_pair(backend: Backend) -> (World, Files, Device, Device, String) {
+    let w = world(backend, &[]);
+    let f = files(&w);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    let b = w.device("b", &token);
+    add_notes(&a);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let rec = f.dir.join("recovery.txt");
+    let out = a.ok(&[
+        "sync",
+        "encrypt",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+        "--recovery-file",
+        &rec.display().to_string(),
+    ]);
+    let recovery = std::fs::read_to_string(&rec).unwrap().trim().to_owned();
+    assert!(out.contains(&recovery), "{out}");
+    assert_eq!(recovery.len(), 56 + 13, "{recovery}");
+    // A machine without the key neither reads nor writes the encrypted scope.
+    let err = b.fails(&["--json", "sync", "now"]);
+    assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    b.ok(&[
+        "sync",
+        "unlock",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+    ]);
+    (w, f, a, b, recovery)
+}
+
+fn store_dir(w: &World) -> PathBuf {
+    w.root.join("store")
+}
+
+#[test]
+fn e2ee_fs_store_holds_no_plaintext_and_machines_converge() {
+    let (w, f, a, b, recovery) = encrypted_pair(Backend::Fs);
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    // Both sides edit, both sync, all agree.
+    a.ok(&[
+        "edit",
+        NOTES[0].0,
+        "--body",
+        "the aubergine protocol sings at dawn\nedited on a\n",
+    ]);
+    b.ok(&[
+        "add",
+        "--id",
+        "newt-from-b",
+        "--summary",
+        "Newt",
+        "--body",
+        "n\n",
+    ]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    assert_eq!(a.note(NOTES[0].0), b.note(NOTES[0].0));
+    assert!(a.note("newt-from-b").is_some());
+    let status = a.ok(&["sync", "status"]);
+    assert!(status.contains("end-to-end encrypted"), "{status}");
+
+    let mut secrets = secrets_of(&a);
+    secrets.push("newt-from-b".into());
+    assert_no_leak(&store_dir(&w), &secrets);
+
+    // A third machine unlocks with the recovery key and gets every note.
+    let c = w.device("c", &a.token);
+    c.ok(&["sync", "unlock", "--recovery-key", &recovery]);
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), c.note(id), "{id}");
+    }
+    drop(f);
+}
+
+#[test]
+fn e2ee_wrong_passphrase_or_recovery_key_writes_nothing() {
+    let (w, f, a, _b, recovery) = encrypted_pair(Backend::Fs);
+    let c = w.device("c", &a.token);
+    // What a refusal must leave as it was: the home's sync state and its notes.
+    let kept = |d: &Device| {
+        let mut all = store_files(&d.home.join("sync"));
+        if d.home.join("memory").exists() {
+            all.extend(store_files(&d.home.join("memory")));
+        }
+        all
+    };
+    let before = kept(&c);
+    let err = c.fails(&[
+        "--json",
+        "sync",
+        "unlock",
+        "--passphrase-file",
+        &f.passphrase("correct horse battery stapler"),
+    ]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    let other = memoria_shared::e2ee::RecoveryKey::from_bytes([7; 32]).to_text();
+    let err = c.fails(&["--json", "sync", "unlock", "--recovery-key", &other]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    // One symbol mistyped: caught by the checksum before anything is tried.
+    let typo: String = recovery
+        .chars()
+        .enumerate()
+        .map(|(i, ch)| match (i, ch) {
+            (0, '0') => '1',
+            (0, _) => '0',
+            _ => ch,
+        })
+        .collect();
+    let err = c.fails(&["--json", "sync", "unlock", "--recovery-key", &typo]);
+    assert_eq!(error_code(&err), "invalid_input", "{err}");
+    assert_eq!(kept(&c), before, "nothing written on a refusal");
+    let status: Value = json(&c.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+    // Turning encryption on again from another machine is refused too.
+    let err = c.fails(&[
+        "--json",
+        "sync",
+        "encrypt",
+        "--passphrase-file",
+        &f.passphrase("another long passphrase"),
+    ]);
+    assert_eq!(error_code(&err), "exists", "{err}");
+}
+
+#[test]
+fn e2ee_merges_different_lines_and_conflicts_on_the_same_line() {
+    let (_w, _f, a, b, _) = encrypted_pair(Backend::Fs);
+    let ten = body_lines(10, "m");
+    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert_eq!(a.note("doc"), b.note("doc"));
+    a.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("m line 2\n", "m line 2 (a)\n"),
+    ]);
+    b.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("m line 8\n", "m line 8 (b)\n"),
+    ]);
+    a.ok(&["sync", "now"]);
+    let out = b.ok(&["sync", "now"]);
+    assert!(out.contains("merged 1"), "{out}");
+    a.ok(&["sync", "now"]);
+    let merged = a.note("doc").unwrap();
+    assert!(
+        merged.contains("m line 2 (a)") && merged.contains("m line 8 (b)"),
+        "{merged}"
+    );
+    assert_eq!(a.note("doc"), b.note("doc"));
+
+    // The same line on both: a conflict, as without encryption.
+    let now = merged.split("\n---\n").nth(1).unwrap().to_owned();
+    a.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &now.replace("m line 5\n", "m line 5 (a)\n"),
+    ]);
+    b.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &now.replace("m line 5\n", "m line 5 (b)\n"),
+    ]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let conflicts = json(&b.ok(&["--json", "conflicts"]));
+    let list = conflicts
+        .as_array()
+        .unwrap_or_else(|| panic!("{conflicts}"));
+    assert_eq!(list.len(), 1, "{conflicts}");
+    assert!(list[0].to_string().contains("doc"), "{conflicts}");
+    assert!(b.note("doc").unwrap().contains("m line 5 (b)"));
+}
+
+/// The envelope file split into its header and sealed bytes.
+fn read_envelope(text: &str) -> (Value, Vec<u8>) {
+    let rest = text.strip_prefix("---\n").unwrap();
+    let (header, b64) = rest.split_once("\n---\n").unwrap();
+    (json(header), Base64::decode_vec(b64).unwrap())
+}
+
+fn write_envelope(mut header: Value, sealed: &[u8]) -> String {
+    header["sum"] = Value::String(sha256_hex(sealed));
+    format!(
+        "---\n{}\n---\n{}",
+        serde_json::to_string(&header).unwrap(),
+        Base64::encode_string(sealed)
+    )
+}
+
+/// The user scope's manifest entries, by opaque id.
+fn manifest(store: &Path) -> (PathBuf, Value) {
+    let path = store.join("users/alice/memory/manifest.json");
+    let m = json(&std::fs::read_to_string(&path).unwrap());
+    (path, m)
+}
+
+fn object_path(store: &Path, id: &str, rev: &str) -> PathBuf {
+    store.join(format!("users/alice/memory/objects/{id}/{rev}.md"))
+}
+
+/// The opaque id of the live note whose revision `a`'s last pass uploaded for `id`: the one
+/// entry that changed between two reads of the manifest around `change`.
+fn changed_entry(store: &Path, change: impl FnOnce()) -> (String, String, String) {
+    let rev = |m: &Value| -> BTreeMap<String, (String, String)> {
+        m["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["deleted"] != true)
+            .map(|e| {
+                (
+                    e["id"].as_str().unwrap().to_owned(),
+                    (
+                        e["revision"].as_str().unwrap().to_owned(),
+                        e["hash"].as_str().unwrap().to_owned(),
+                    ),
+                )
+            })
+            .collect()
+    };
+    let before = rev(&manifest(store).1);
+    change();
+    let after = rev(&manifest(store).1);
+    let changed: Vec<_> = after
+        .into_iter()
+        .filter(|(id, r)| before.get(id) != Some(r))
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    let (id, (rev, hash)) = changed.into_iter().next().unwrap();
+    (id, rev, hash)
+}
+
+#[test]
+fn e2ee_tampered_swapped_truncated_or_rolled_back_objects_are_refused_naming_the_note() {
+    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let target = NOTES[1].0;
+    let edit = |d: &Device, text: &str| {
+        d.ok(&["edit", target, "--body", text]);
+    };
+    // v2 reaches both machines; v3 is uploaded by `a` and its object then tampered with
+    // before `b` takes it.
+    let (opaque, rev2, hash2) = changed_entry(&store, || {
+        edit(&a, "version two\n");
+        a.ok(&["sync", "now"]);
+    });
+    b.ok(&["sync", "now"]);
+    let (same, rev3, _) = changed_entry(&store, || {
+        edit(&a, "version three\n");
+        a.ok(&["sync", "now"]);
+    });
+    assert_eq!(same, opaque);
+    let (other_id, other_rev, _) = {
+        let (_, m) = manifest(&store);
+        let e = m["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] != opaque.as_str() && e["deleted"] != true)
+            .unwrap()
+            .clone();
+        (
+            e["id"].as_str().unwrap().to_owned(),
+            e["revision"].as_str().unwrap().to_owned(),
+            (),
+        )
+    };
+    let v3_path = object_path(&store, &opaque, &rev3);
+    let v3 = std::fs::read_to_string(&v3_path).unwrap();
+    let b_before = b.note(target).unwrap();
+    assert!(b_before.contains("version two"));
+
+    let refused = |what: &str, want: &str, kept: &str| {
+        let err = b.fails(&["--json", "sync", "now"]);
+        assert_eq!(error_code(&err), "corrupt_reply", "{what}: {err}");
+        assert!(
+            err.contains(target),
+            "{what}: the error names the note: {err}"
+        );
+        assert!(err.contains(want), "{what}: {err}");
+        assert_eq!(b.note(target).unwrap(), kept, "{what}: nothing written");
+    };
+
+    // A bit flipped in the ciphertext, its checksum redone so the server passes it on.
+    let (header, mut sealed) = read_envelope(&v3);
+    sealed[40] ^= 1;
+    std::fs::write(&v3_path, write_envelope(header.clone(), &sealed)).unwrap();
+    refused("bit flip", "does not authenticate", &b_before);
+
+    // Truncated, the checksum redone.
+    let (_, sealed) = read_envelope(&v3);
+    std::fs::write(
+        &v3_path,
+        write_envelope(header.clone(), &sealed[..sealed.len() - 20]),
+    )
+    .unwrap();
+    refused("truncation", "does not authenticate", &b_before);
+
+    // Another note's ciphertext under this note's id and hash.
+    let other = std::fs::read_to_string(object_path(&store, &other_id, &other_rev)).unwrap();
+    let (_, other_sealed) = read_envelope(&other);
+    std::fs::write(&v3_path, write_envelope(header.clone(), &other_sealed)).unwrap();
+    refused("swap", "does not authenticate", &b_before);
+
+    // Put right, `b` takes version three.
+    std::fs::write(&v3_path, &v3).unwrap();
+    b.ok(&["sync", "now"]);
+    let b_v3 = b.note(target).unwrap();
+    assert!(b_v3.contains("version three"));
+
+    // The older genuine version served again as the current one (the manifest rewritten to
+    // name it): authentic, but older than what `b` took.
+    let (mpath, mut m) = manifest(&store);
+    let genuine = std::fs::read(&mpath).unwrap();
+    let generation = m["generation"].as_u64().unwrap() + 1;
+    m["generation"] = generation.into();
+    m["changed"][&opaque] = generation.into();
+    for e in m["notes"].as_array_mut().unwrap() {
+        if e["id"] == opaque.as_str() {
+            e["revision"] = rev2.clone().into();
+            e["hash"] = hash2.clone().into();
+        }
+    }
+    std::fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    refused("rollback", "older version", &b_v3);
+
+    // Put right: the manifest as it was, then the next version from `a`.
+    std::fs::write(&mpath, genuine).unwrap();
+    b.ok(&["sync", "now"]);
+    edit(&a, "version four\n");
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert_eq!(a.note(target), b.note(target));
+}
