@@ -442,4 +442,35 @@ mod tests {
         assert_eq!(all["facts"][0]["conversation"], "autumn", "{all}");
         assert!(all["facts"][0]["validFrom"].is_i64(), "flattened: {all}");
     }
+
+    #[test]
+    fn a_project_s_facts_are_listed_in_that_project_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let open = |project: Option<&Path>| {
+            Engine::open(OpenOptions {
+                home: Some(root.join("home")),
+                project_dir: project.map(Path::to_path_buf),
+                model_dir: Some(root.join("no-model")),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let a = crate::project::Project::init(&root.join("a"), None)
+            .unwrap()
+            .root;
+        let b = crate::project::Project::init(&root.join("b"), None)
+            .unwrap()
+            .root;
+        capture_text(&open(Some(&a)), SAID, &CaptureRequest::default()).unwrap();
+        let all = FactQuery {
+            replaced: true,
+            ..Default::default()
+        };
+        let in_a = facts(&open(Some(&a)), &all).unwrap();
+        assert_eq!(in_a.total, 2, "{in_a:?}");
+        assert!(in_a.facts.iter().all(|f| f.scope.starts_with("project:")));
+        assert_eq!(facts(&open(Some(&b)), &all).unwrap().total, 0);
+        assert_eq!(facts(&open(None), &all).unwrap().total, 0);
+    }
 }
