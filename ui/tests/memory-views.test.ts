@@ -94,6 +94,21 @@ describe('Facts view', () => {
     expect(await screen.findByTestId('facts-empty')).toHaveTextContent('No fact matches this filter.');
   });
 
+  it('says when it shows only the latest facts of many', async () => {
+    const start = Date.now() - 600 * 60_000;
+    const many = fakeConversation('journal', 'user', null, start, [['user', 'A long journal.', 'Ana']], {
+      summary: null,
+      entities: [],
+      facts: Array.from({ length: 502 }, (_, i) => ({ key: `fact:${i}`, subject: 'Ana', attribute: `item ${i}`, value: `value ${i}`, validFrom: start + i * 60_000, validTo: null, sources: [], trust: null })),
+    });
+    const { user } = await renderApp(seed({ conversations: [many] }));
+    await openView(user, 'facts');
+    expect(await screen.findByTestId('facts-count')).toHaveTextContent('The latest 500 of 502 facts: narrow the filter to see the others.');
+    expect(screen.getAllByTestId('fact-item')[0]).toHaveTextContent('item 501: value 501');
+    // A fact whose messages are gone says so instead of linking.
+    expect(screen.getAllByTestId('fact-item')[0]).toHaveTextContent('Its messages are no longer in the log.');
+  });
+
   it('opens the conversation at the message a fact came from', async () => {
     const { user } = await renderApp(seed());
     await openView(user, 'facts');
