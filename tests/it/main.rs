@@ -10,6 +10,7 @@ mod privacy;
 mod privacy_derived;
 mod privacy_gate;
 mod privacy_scope;
+mod quarantine;
 mod recall_model;
 mod reimport;
 mod review;
