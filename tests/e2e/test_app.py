@@ -9,6 +9,7 @@ import time
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 from conftest import CLI, WAIT_S, Home
 
@@ -510,6 +511,18 @@ def test_working_memory_and_facts_over_time_are_shown_and_link_to_their_messages
         ".map(m => m.textContent);")
     assert len(plain) == 2 and not any("Ignore all previous" in t for t in plain), plain
     app.shot("message-quarantined")
+
+    # The same views in Chinese.
+    app.click("nav-settings")
+    Select(app.one("settings-language")).select_by_value("zh")
+    app.wait_text("nav-conversations", "对话")
+    app.click("nav-conversations")
+    app.click("conversations-tab-facts")
+    app.wait_text("facts-count", "条事实")
+    app.shot("facts-zh")
+    app.click("conversations-tab-working")
+    app.wait_text("working-block", "小时")
+    app.shot("working-zh")
 
 
 def test_a_fact_said_in_three_conversations_is_promoted_into_a_note_in_the_app(home, launch):
