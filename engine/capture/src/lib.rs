@@ -10,11 +10,16 @@
 //! never recalled, and nothing is derived from it); and capturing the same transcript twice
 //! adds nothing.
 //!
+//! After a turn, [`model`] may ask the configured chat model for durable notes (model
+//! capture), each turn's outcome kept in the capture ledger.
+//!
 //! **Invariant:** a conversation lives in one scope; nothing captured reaches another
-//! project, and nothing captured leaves this machine.
+//! project, and nothing captured leaves this machine except a turn sent to the model the
+//! person configured (`model.url`), masked when that model is remote.
 
 pub mod extract;
 pub mod format;
+pub mod model;
 pub mod promote;
 
 use std::collections::{HashMap, HashSet};
@@ -43,6 +48,8 @@ pub struct CaptureOptions {
     /// An automatic capture (the hook): a file is read from after what was passed over while
     /// capture was off ([`pass_over`]).
     pub automatic: bool,
+    /// The door it came through, for the capture ledger.
+    pub entry: model::Entry,
 }
 
 /// What a capture did.
@@ -65,6 +72,8 @@ pub struct CaptureReport {
     pub quarantined: usize,
     /// The keys of the messages added, in order.
     pub keys: Vec<String>,
+    /// A turn waits for the model ([`model::run_pending`]).
+    pub model_pending: bool,
 }
 
 /// Longest message kept, in bytes; a longer one is cut at a character boundary and marked.
@@ -205,6 +214,13 @@ pub fn capture(
     for (conversation, keys) in &gained {
         extract::derive_conversation(engine, &scope.key(), conversation, Some(keys))?;
     }
+    report.model_pending = model::queue(
+        engine,
+        &scope.key(),
+        &gained,
+        opts.host.as_deref(),
+        opts.entry,
+    )?;
     apply_retention(engine)?;
     if report.added > 0 {
         engine.sync_recall_later()?;

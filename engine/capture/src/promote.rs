@@ -211,7 +211,7 @@ fn promoted_attribute(engine: &Engine, c: &Promotion) -> Result<String> {
 }
 
 /// An id for a note about `text` that no note of `scope` has.
-fn free_id(engine: &Engine, scope: &Scope, text: &str) -> Result<NoteId> {
+pub(crate) fn free_id(engine: &Engine, scope: &Scope, text: &str) -> Result<NoteId> {
     let base = memoria_shared::id::slugify(text);
     let base: String = base.as_str().chars().take(48).collect();
     let base = base.trim_end_matches(['-', '.', '_']).to_owned();

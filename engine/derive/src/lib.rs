@@ -21,6 +21,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod gate;
+pub mod model;
 
 use std::collections::HashSet;
 use std::path::Path;

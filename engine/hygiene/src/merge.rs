@@ -10,13 +10,14 @@ use std::path::PathBuf;
 use memoria_shared::slugify;
 use serde::{Deserialize, Serialize};
 
-use super::model::{self, ModelSettings};
+use super::model;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::guard::SECRETS_TAG;
 use crate::index::IndexedNote;
 use crate::project::Scope;
 use crate::vault::{Engine, Written, with_final_newline};
+use memoria_derive::model::ModelSettings;
 use memoria_derive::{self, Author, Derived, Labels, Origin, Planned, Write};
 use memoria_shared::note::Trust;
 
@@ -221,17 +222,7 @@ pub fn rewrite_links(body: &str, to: &HashMap<String, String>) -> Option<String>
 
 /// The model settings, or the error naming the setting when none is configured.
 fn model_settings(engine: &Engine) -> Result<ModelSettings> {
-    let home = engine.home();
-    let url = config::get(home, "model.url")?
-        .value
-        .ok_or(Error::NoModelConfigured)?;
-    let name = config::get(home, "model.name")?
-        .value
-        .unwrap_or_else(|| "default".into());
-    let api_key = std::env::var("MEMORIA_MODEL__API_KEY")
-        .ok()
-        .filter(|k| !k.is_empty());
-    Ok(ModelSettings { url, name, api_key })
+    ModelSettings::load(engine.home())?.ok_or(Error::NoModelConfigured)
 }
 
 /// Whether a chat model is configured for drafts (`model.url`).

@@ -455,6 +455,7 @@ impl MemoriaMcp {
             }
             let req = CaptureRequest {
                 conversation: Some(args.conversation.clone()),
+                entry: conversations::Entry::Mcp,
                 ..Default::default()
             };
             answer(conversations::capture_messages(e, incoming, &req))

@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 use crate::log::{Conversation, LogMessage, LogStats};
 use crate::vault::Engine;
 
+pub use crate::capture::model::Entry;
 pub use crate::capture::{Incoming, MAX_MESSAGE_BYTES};
+pub use crate::log::{CaptureRun, RunNote, RunState, SkipReason};
 
 /// A capture as a front end asks for it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,6 +33,9 @@ pub struct CaptureRequest {
     /// while capture was off.
     #[serde(default)]
     pub automatic: bool,
+    /// The door it came through (`hook`, `cli`, `mcp`, `api`), as the capture ledger records it.
+    #[serde(default)]
+    pub entry: Entry,
 }
 
 fn options(engine: &Engine, req: &CaptureRequest, host: Option<&str>) -> Result<CaptureOptions> {
@@ -40,6 +45,7 @@ fn options(engine: &Engine, req: &CaptureRequest, host: Option<&str>) -> Result<
         host: host.map(str::to_owned),
         keep_tools: req.keep_tools,
         automatic: req.automatic,
+        entry: req.entry,
     })
 }
 
@@ -304,6 +310,28 @@ pub fn promote(engine: &mut Engine, key: &str) -> Result<Promoted> {
 /// What the log holds.
 pub fn stats(engine: &Engine) -> Result<LogStats> {
     engine.log()?.stats()
+}
+
+/// Asks the configured model for the turns waiting in the capture ledger (model capture) and
+/// settles their rows: notes written or reinforced, or skipped with a reason. Returns the rows
+/// settled. Runs where waiting for a model is fine: never inside an agent's hook.
+pub fn run_model_captures(engine: &mut Engine) -> Result<Vec<CaptureRun>> {
+    capture::model::run_pending(engine)
+}
+
+/// Whether turns wait for the model in the home at `root` (opens only the log).
+pub fn model_captures_waiting(root: &Path) -> Result<bool> {
+    if !crate::log::log_path(root).exists() {
+        return Ok(false);
+    }
+    let home = crate::home::Home::resolve(Some(root))?;
+    crate::log::Log::open(&home)?.runs_pending()
+}
+
+/// The capture ledger of the scopes visible here: its latest `limit` rows, the newest first.
+pub fn capture_log(engine: &Engine, limit: usize) -> Result<Vec<CaptureRun>> {
+    let scopes: Vec<String> = engine.visible_scopes().iter().map(|s| s.key()).collect();
+    engine.log()?.runs(&scopes, limit)
 }
 
 fn find(engine: &Engine, conversation: &str, scope: Option<&str>) -> Result<Conversation> {

@@ -45,6 +45,7 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
                 format: Some(crate::capture::Format::ClaudeCode),
                 conversation: input.session_id.clone(),
                 automatic: true,
+                entry: super::conversations::Entry::Hook,
                 ..Default::default()
             };
             super::conversations::capture_file(&engine, std::path::Path::new(path), &req)?;

@@ -85,10 +85,10 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are listed.
-pub const SETTINGS: [Setting; 10] = [
+pub const SETTINGS: [Setting; 15] = [
     Setting {
         key: "model.url",
-        about: "OpenAI-compatible endpoint that drafts merges (…/v1/chat/completions); unset: no model",
+        about: "OpenAI-compatible endpoint (…/v1/chat/completions) that drafts merges and captures notes from conversations; unset: no model",
         default: None,
         kind: Kind::Url,
     },
@@ -96,6 +96,12 @@ pub const SETTINGS: [Setting; 10] = [
         key: "model.name",
         about: "the model name sent to that endpoint",
         default: Some("default"),
+        kind: Kind::Text,
+    },
+    Setting {
+        key: LOCAL_HOSTS_KEY,
+        about: "hosts of model.url that count as this machine's own, comma-separated: they get text unmasked, as loopback does (every other host gets IBANs, cards, phones and emails masked)",
+        default: None,
         kind: Kind::Text,
     },
     Setting {
@@ -121,6 +127,30 @@ pub const SETTINGS: [Setting; 10] = [
         about: "capture agents' conversations automatically (the Claude Code hook, MCP's memory_log); a capture asked for by name still runs when off",
         default: Some("true"),
         kind: Kind::Switch,
+    },
+    Setting {
+        key: MODEL_CAPTURE_KEY,
+        about: "after a captured turn, ask the model at model.url for up to two durable notes (needs conversations.capture on)",
+        default: Some("true"),
+        kind: Kind::Switch,
+    },
+    Setting {
+        key: "conversations.minUserChars",
+        about: "a turn whose user message is shorter than this many characters is not sent to the model (0: no minimum)",
+        default: Some("40"),
+        kind: Kind::Limit,
+    },
+    Setting {
+        key: "conversations.maxModelCaptures",
+        about: "model captures one conversation may spend, counting every call made (0: no limit)",
+        default: Some("20"),
+        kind: Kind::Limit,
+    },
+    Setting {
+        key: "conversations.maxInputChars",
+        about: "the user message and the reply are each cut to this many characters before the model sees them (0: no cut)",
+        default: Some("4000"),
+        kind: Kind::Limit,
     },
     Setting {
         key: "backups.maxAgeDays",
@@ -150,6 +180,12 @@ pub const SETTINGS: [Setting; 10] = [
 
 /// The setting that turns automatic capture of conversations on or off.
 pub const CAPTURE_KEY: &str = "conversations.capture";
+
+/// The setting that turns model capture (notes a model drafts from a turn) on or off.
+pub const MODEL_CAPTURE_KEY: &str = "conversations.modelCapture";
+
+/// The setting that lists hosts of `model.url` treated as this machine's own.
+pub const LOCAL_HOSTS_KEY: &str = "model.localHosts";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -381,6 +417,14 @@ pub fn require_capture(home: &Home) -> Result<()> {
     } else {
         Err(Error::CaptureOff)
     }
+}
+
+/// A whole-number setting in force (a `Limit`), or `fallback` when it has no value.
+pub fn number(home: &Home, key: &str, fallback: u32) -> Result<u32> {
+    Ok(get(home, key)?
+        .value
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(fallback))
 }
 
 /// How importance decays and when a note is archived, by the settings in force.

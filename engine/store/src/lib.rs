@@ -1,7 +1,7 @@
 //! memoria-store: the bottom layer of what runs on a user's machine — the `MEMORIA_HOME`
 //! layout, atomic file writes and cross-process locks, the SQLite index derived from the note
-//! files, scans of scope folders, backups, the credential guard, projects and scopes,
-//! machine-local config, the decay rule, and the one error type every layer maps into.
+//! files, scans of scope folders, backups, the credential guard and the masking classes,
+//! projects and scopes, machine-local config, the decay rule, and the one error type every layer maps into.
 //! **Invariant:** it knows nothing above it: no recall, sync, hygiene or front end.
 
 pub mod audit;
@@ -14,6 +14,7 @@ pub mod guard;
 pub mod home;
 pub mod index;
 pub mod log;
+pub mod mask;
 pub mod project;
 pub mod scan;
 pub mod words;

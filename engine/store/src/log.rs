@@ -18,10 +18,12 @@ use crate::fsx;
 use crate::home::Home;
 
 mod derived;
+mod ledger;
 mod quarantine;
 mod working;
 
 pub use derived::{DerivedItem, DerivedKind, Entity, FACT_PREFIX, SUMMARY_PREFIX, is_derived_key};
+pub use ledger::{CaptureRun, NewRun, RunNote, RunState, STALE_MS, SkipReason};
 pub use quarantine::{
     DerivedLink, LogRelease, MessageMark, QUARANTINE_MARK, QuarantineRecord, quarantine_mark,
 };
@@ -292,6 +294,7 @@ impl Log {
         add_quarantined_column(&conn).map_err(db_err)?;
         conn.execute_batch(derived::SCHEMA).map_err(db_err)?;
         conn.execute_batch(working::SCHEMA).map_err(db_err)?;
+        conn.execute_batch(ledger::SCHEMA).map_err(db_err)?;
         conn.execute_batch(quarantine::SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
@@ -544,9 +547,11 @@ impl Log {
         rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
     }
 
-    /// Removes a conversation's messages, every text no other message uses, and what was
-    /// derived from it. Returns the keys of the removed messages and derived items.
+    /// Removes a conversation's messages, every text no other message uses, what was derived
+    /// from it and its rows of the capture ledger. Returns the keys of the removed messages and
+    /// derived items.
     pub fn purge_conversation(&mut self, scope: &str, conversation: &str) -> Result<Vec<String>> {
+        self.purge_runs(scope, conversation)?;
         Ok(self
             .remove_where(
                 "scope = ?1 AND conversation = ?2",

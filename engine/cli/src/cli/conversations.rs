@@ -4,11 +4,13 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
-use memoria_engine::api::conversations::{self, CaptureRequest};
+use clap::{Args, Subcommand, ValueEnum};
+use memoria_engine::api::conversations::{self, CaptureRequest, CaptureRun, Entry, RunState};
 use memoria_engine::backup::human_utc;
 use memoria_engine::capture::{CaptureReport, Format};
 use memoria_engine::counted;
+
+use serde::Serialize;
 
 use super::{Globals, outln, print_json};
 
@@ -37,10 +39,14 @@ impl From<FormatArg> for Format {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CaptureArgs {
+    #[command(subcommand)]
+    command: Option<CaptureCommand>,
     /// The transcript file, or `-` for standard input. A file captured before is read from
-    /// where its last capture stopped.
-    file: PathBuf,
+    /// where its last capture stopped. (A file named `log` or `run`: write `./log`.)
+    #[arg(required = true)]
+    file: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "jsonl")]
     format: FormatArg,
     /// The conversation of messages that name none (default: the file's name).
@@ -55,8 +61,39 @@ pub struct CaptureArgs {
     keep_tools: bool,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum CaptureCommand {
+    /// The capture ledger: each turn that reached model capture, with what it wrote or why it
+    /// was skipped, the newest first.
+    Log {
+        /// How many rows.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Ask the model (`model.url`) for the turns waiting in the ledger, now.
+    Run,
+}
+
+/// What `capture --json` prints: the capture's report and the model captures run after it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CaptureOutput<'a> {
+    #[serde(flatten)]
+    report: &'a CaptureReport,
+    model_captures: &'a [CaptureRun],
+}
+
 pub fn capture(g: &Globals, a: &CaptureArgs) -> Result<()> {
-    let engine = g.location.open()?;
+    match &a.command {
+        Some(CaptureCommand::Log { limit }) => return capture_log(g, *limit),
+        Some(CaptureCommand::Run) => return capture_run(g),
+        None => {}
+    }
+    let file = a
+        .file
+        .as_ref()
+        .context("name the transcript file, or - for standard input")?;
+    let mut engine = g.location.open()?;
     let req = CaptureRequest {
         scope: a.scope.clone(),
         conversation: a.conversation.clone(),
@@ -64,20 +101,103 @@ pub fn capture(g: &Globals, a: &CaptureArgs) -> Result<()> {
         keep_tools: a.keep_tools,
         // Asked for by name: read even what the hook passed over while capture was off.
         automatic: false,
+        entry: Entry::Cli,
     };
-    let report = if a.file.as_os_str() == "-" {
+    let report = if file.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .context("reading the transcript from standard input")?;
         conversations::capture_text(&engine, &text, &req)?
     } else {
-        conversations::capture_file(&engine, &a.file, &req)?
+        conversations::capture_file(&engine, file, &req)?
+    };
+    // The person waits for this command: the model is asked now, not in the background.
+    let runs = if report.model_pending {
+        conversations::run_model_captures(&mut engine)?
+    } else {
+        Vec::new()
     };
     if g.json {
-        return print_json(&report);
+        return print_json(&CaptureOutput {
+            report: &report,
+            model_captures: &runs,
+        });
     }
-    print_report(&report)
+    print_report(&report)?;
+    for r in &runs {
+        print_run(r)?;
+    }
+    Ok(())
+}
+
+fn capture_run(g: &Globals) -> Result<()> {
+    let mut engine = g.location.open()?;
+    let runs = conversations::run_model_captures(&mut engine)?;
+    if g.json {
+        return print_json(&runs);
+    }
+    if runs.is_empty() {
+        outln!("no turn waits for the model");
+    }
+    for r in &runs {
+        print_run(r)?;
+    }
+    Ok(())
+}
+
+fn capture_log(g: &Globals, limit: usize) -> Result<()> {
+    let engine = g.location.open()?;
+    let runs = conversations::capture_log(&engine, limit)?;
+    if g.json {
+        return print_json(&runs);
+    }
+    if runs.is_empty() {
+        outln!(
+            "no turn has reached model capture yet: it runs after a captured turn (docs/conversations.md)"
+        );
+    }
+    for r in &runs {
+        print_run(r)?;
+    }
+    Ok(())
+}
+
+/// One ledger row on one line: when, where from, the outcome, then what it wrote or why not.
+fn print_run(r: &CaptureRun) -> Result<()> {
+    let outcome = match (r.state, r.reason) {
+        (_, Some(reason)) => format!("skipped: {}", reason.as_str()),
+        (RunState::Written, None) if r.notes.is_empty() => "written: no note".to_owned(),
+        (RunState::Written, None) => format!("written: {}", r.kinds().join(", ")),
+        (RunState::Pending, _) => "waiting for the model".to_owned(),
+        (RunState::Running, _) => "asking the model".to_owned(),
+        (RunState::Skipped, None) => "skipped".to_owned(),
+    };
+    outln!(
+        "{}  {}  {} via {}{}  {}  {}",
+        human_utc(r.at),
+        r.conversation,
+        r.host.as_deref().unwrap_or("-"),
+        r.entry,
+        r.model
+            .as_deref()
+            .map(|m| format!(" ({m})"))
+            .unwrap_or_default(),
+        r.scope,
+        outcome
+    );
+    for n in &r.notes {
+        outln!(
+            "    {} {} ({})",
+            if n.reinforced { "reinforced" } else { "wrote" },
+            n.id,
+            n.kind
+        );
+    }
+    if let Some(d) = &r.detail {
+        outln!("    {d}");
+    }
+    Ok(())
 }
 
 fn print_report(r: &CaptureReport) -> Result<()> {

@@ -5,6 +5,7 @@ use std::io::Read;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use memoria_engine::api;
+use memoria_engine::hook::HookRequest;
 
 use super::{Globals, outln};
 
@@ -34,5 +35,40 @@ fn answer(g: &Globals, host: &HookHost) -> Result<()> {
     if let Some(reply) = reply {
         outln!("{reply}");
     }
+    let input = memoria_engine::hook::ClaudeCodeInput::parse(&stdin).ok();
+    if let Some(input) = input
+        && matches!(input.request(), Some(HookRequest::Capture(_)))
+        && api::conversations::model_captures_waiting(g.location.home()?.root())?
+    {
+        run_model_in_background(g, input.cwd.as_deref())?;
+    }
+    Ok(())
+}
+
+/// Model capture waits for a model, which the agent must not: a turn the capture queued is
+/// asked about by `memoria capture run` in a process of its own, started here and not waited
+/// for, in the hook's project.
+fn run_model_in_background(g: &Globals, cwd: Option<&str>) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().context("finding the memoria binary")?;
+    let mut cmd = Command::new(exe);
+    if let Some(home) = &g.location.home {
+        cmd.arg("--home").arg(home);
+    }
+    if let Some(project) = &g.location.project {
+        cmd.arg("--project").arg(project);
+    }
+    if let Some(dir) = cwd.filter(|d| std::path::Path::new(d).is_dir()) {
+        cmd.current_dir(dir);
+    }
+    cmd.args(["capture", "run"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own process group: the host ending the hook's group does not end it.
+        .process_group(0)
+        .spawn()
+        .context("starting the model capture in the background")?;
     Ok(())
 }
