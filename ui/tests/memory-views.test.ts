@@ -126,6 +126,17 @@ describe('Facts view', () => {
     expect(linked[0]).toHaveAttribute('data-message', '3');
     expect(linked[0]).toHaveTextContent('Change of plan: make it May 14');
     await waitFor(() => expect(document.activeElement).toBe(linked[0]));
+
+    // Back to the facts: the filter is as it was left.
+    await user.click(screen.getByTestId('conversations-tab-facts'));
+    await user.type(screen.getByTestId('facts-filter'), 'hotel');
+    await user.click(screen.getByTestId('facts-replaced'));
+    await waitFor(() => expect(screen.getAllByTestId('fact-item')).toHaveLength(1));
+    await user.click(screen.getByTestId('conversations-tab-working'));
+    await user.click(screen.getByTestId('conversations-tab-facts'));
+    expect(screen.getByTestId('facts-filter')).toHaveValue('hotel');
+    expect(screen.getByTestId('facts-replaced')).toBeChecked();
+    await waitFor(() => expect(screen.getAllByTestId('fact-item')).toHaveLength(1));
   });
 });
 
