@@ -13,6 +13,8 @@ use base64ct::{Base64, Encoding};
 use memoria_shared::ContentHash;
 use memoria_shared::hash::sha256_hex;
 use memoria_shared::note::{FileContext, Note};
+use memoria_sync_server::store::s3::S3Store;
+use memoria_sync_server::store::{ObjectStore, StoreUrl, get_opt};
 use memoria_tests::sync_fixture::{Backend, Device};
 use serde_json::Value;
 
@@ -124,16 +126,44 @@ fn secrets_of(d: &Device) -> Vec<String> {
     out
 }
 
-fn assert_no_leak(store: &Path, secrets: &[String]) {
-    let all = store_files(store);
-    assert!(!all.is_empty());
-    for (path, bytes) in &all {
-        let text = String::from_utf8_lossy(bytes).to_lowercase();
+/// Every object of the server's store, by its key: the files of a filesystem store as they
+/// are on disk, the objects of an S3 bucket as the bucket gives them.
+fn stored_objects(w: &World, backend: Backend) -> BTreeMap<String, Vec<u8>> {
+    match backend {
+        Backend::Fs => store_files(&store_dir(w))
+            .into_iter()
+            .map(|(p, b)| (p.display().to_string(), b))
+            .collect(),
+        Backend::S3 => {
+            let Ok(StoreUrl::S3(loc)) = w.server.store.parse::<StoreUrl>() else {
+                panic!("not an s3 store: {}", w.server.store)
+            };
+            let store = S3Store::new(loc, "test", "test", None);
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                let mut out = BTreeMap::new();
+                for key in store.list("").await.unwrap() {
+                    if let Some(o) = get_opt(&store, &key).await.unwrap() {
+                        out.insert(key, o.bytes);
+                    }
+                }
+                out
+            })
+        }
+    }
+}
+
+fn assert_no_leak(objects: &BTreeMap<String, Vec<u8>>, secrets: &[String]) {
+    assert!(
+        objects.keys().any(|k| k.contains("/objects/")),
+        "{objects:?}"
+    );
+    for (key, bytes) in objects {
+        let text = format!("{key}\n{}", String::from_utf8_lossy(bytes)).to_lowercase();
         for s in secrets {
             assert!(
                 !text.contains(&s.to_lowercase()),
-                "{s:?} is in {} on the server",
-                path.display()
+                "{s:?} is in {key} on the server"
             );
         }
     }
@@ -188,10 +218,59 @@ fn store_dir(w: &World) -> PathBuf {
 
 #[test]
 fn e2ee_fs_store_holds_no_plaintext_and_machines_converge() {
-    let (w, f, a, b, recovery) = encrypted_pair(Backend::Fs);
+    no_plaintext_on_the_server(Backend::Fs);
+}
+
+#[test]
+fn e2ee_s3_store_holds_no_plaintext_and_machines_converge() {
+    no_plaintext_on_the_server(Backend::S3);
+}
+
+/// A project that first syncs after encryption was turned on: its id never reaches the
+/// server either.
+const PROJECT: &str = "zeppelin-archive-project";
+const PROJECT_NOTE: (&str, &str, &str) = (
+    "project-mandolin-roadmap",
+    "Mandolin roadmap milestones",
+    "the gyroscope milestone slips a fortnight\n",
+);
+
+fn project_dir(w: &World, name: &str) -> String {
+    let dir = w.root.join(name);
+    std::fs::create_dir_all(dir.join(".memoria")).unwrap();
+    std::fs::create_dir_all(dir.join("MEMORY")).unwrap();
+    std::fs::write(
+        dir.join(".memoria/project.json"),
+        format!("{{\"id\": \"{PROJECT}\"}}\n"),
+    )
+    .unwrap();
+    dir.canonicalize().unwrap().display().to_string()
+}
+
+fn no_plaintext_on_the_server(backend: Backend) {
+    let (w, f, a, b, recovery) = encrypted_pair(backend);
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
+    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
+    let (pid, psummary, pbody) = PROJECT_NOTE;
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        pid,
+        "--summary",
+        psummary,
+        "--body",
+        pbody,
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
+    assert!(on_b.contains(pbody.trim()), "{on_b}");
     // Both sides edit, both sync, all agree.
     a.ok(&[
         "edit",
@@ -218,7 +297,9 @@ fn e2ee_fs_store_holds_no_plaintext_and_machines_converge() {
 
     let mut secrets = secrets_of(&a);
     secrets.push("newt-from-b".into());
-    assert_no_leak(&store_dir(&w), &secrets);
+    secrets.extend([PROJECT, pid, psummary, pbody.trim()].map(str::to_owned));
+    secrets.extend(["zeppelin", "mandolin", "gyroscope"].map(str::to_owned));
+    assert_no_leak(&stored_objects(&w, backend), &secrets);
 
     // A third machine unlocks with the recovery key and gets every note.
     let c = w.device("c", &a.token);

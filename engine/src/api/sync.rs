@@ -406,16 +406,25 @@ pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
             message: "this account's notes are already end-to-end encrypted (turned on from another machine): unlock this machine with its passphrase or recovery key".into(),
         });
     }
-    // Everything the cloud holds in plaintext comes here first: it goes back up encrypted.
-    for pass in passes(&mut syncer, engine) {
-        if let Some(e) = pass.error {
-            return Err(SyncError::E2ee {
-                code: e.code,
-                message: format!(
-                    "encryption was not turned on: {} must sync first ({})",
-                    pass.scope, e.message
-                ),
-            });
+    // What the cloud holds in plaintext of the scopes this machine synced comes here first:
+    // it goes back up encrypted. A scope never synced from here is not sent in plaintext now
+    // (its name would reach the server); another machine's plaintext of it is purged once it
+    // is marked, and that machine uploads its own copies again when it unlocks.
+    for scope in sync::synced_scopes(engine) {
+        if ScopeDir::of(engine, &scope)?.load_state()?.folder.is_none() {
+            continue;
+        }
+        match syncer.sync_scope(engine, &scope) {
+            Ok(_) | Err(SyncError::ScopeOff(_)) => {}
+            Err(e) => {
+                return Err(SyncError::E2ee {
+                    code: e.code(),
+                    message: format!(
+                        "encryption was not turned on: {} must sync first ({e})",
+                        scope.key()
+                    ),
+                });
+            }
         }
     }
     let (key, recovery, blobs) = e2ee::new_account(passphrase)?;
@@ -460,6 +469,43 @@ pub fn unlock(engine: &mut Engine, secret: &e2ee::Secret) -> SyncResult<Unlocked
     syncer.set_account_key(Some(&key));
     let scopes = passes(&mut syncer, engine);
     Ok(Unlocked { keychain, scopes })
+}
+
+/// End-to-end encryption as the signed-in account and this machine have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct E2eeState {
+    /// The server keeps end-to-end encrypted notes (feature `e2ee`).
+    pub supported: bool,
+    /// The account's notes are end-to-end encrypted: its wrapped key is on the server.
+    pub account_encrypted: bool,
+    /// This machine holds the account key. Encrypted but not unlocked is the `e2ee_locked`
+    /// state: nothing syncs until [`unlock`].
+    pub unlocked: bool,
+}
+
+/// Whether the signed-in account is end-to-end encrypted and this machine holds its key. A
+/// machine that holds the key answers without asking the server; otherwise the server is asked.
+pub fn e2ee_state(engine: &Engine) -> SyncResult<E2eeState> {
+    let root = engine.home().root();
+    let server = Settings::load(&sync::sync_dir(root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    if e2ee::load_key(root, &server)?.is_some() {
+        return Ok(E2eeState {
+            supported: true,
+            account_encrypted: true,
+            unlocked: true,
+        });
+    }
+    let syncer = syncer(engine)?;
+    let supported = syncer.client().identity()?.supports(FEATURE_E2EE);
+    let account_encrypted = supported && syncer.client().e2ee_keys()?.is_some();
+    Ok(E2eeState {
+        supported,
+        account_encrypted,
+        unlocked: false,
+    })
 }
 
 fn check_e2ee_server(syncer: &Syncer, server: &str) -> SyncResult<()> {
