@@ -1,6 +1,6 @@
 import { screen, waitFor, within } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import { demoConversations, demoWorking, fakeConversation } from '../src/lib/backend/fake';
+import { demoConversations, demoWorking, fakeConversation, longConversation } from '../src/lib/backend/fake';
 import { day } from '../src/lib/i18n/index.svelte';
 import { callsOf, demoSeed, goTo, renderApp } from './helpers';
 
@@ -107,6 +107,24 @@ describe('Facts view', () => {
     expect(screen.getAllByTestId('fact-item')[0]).toHaveTextContent('item 501: value 501');
     // A fact whose messages are gone says so instead of linking.
     expect(screen.getAllByTestId('fact-item')[0]).toHaveTextContent('Its messages are no longer in the log.');
+  });
+
+  it('opens a long conversation scrolled to the message a fact came from', async () => {
+    const long = longConversation(3000);
+    const said = long.messages[2500];
+    long.extract = {
+      summary: null,
+      entities: [],
+      facts: [{ key: 'fact:late', subject: 'Ana', attribute: 'favorite tram', value: '28', validFrom: said.at, validTo: null, sources: [said.key], trust: null }],
+    };
+    const { user } = await renderApp(seed({ conversations: [long] }));
+    await openView(user, 'facts');
+    await user.click(await screen.findByTestId('fact-source'));
+    await waitFor(() => expect(document.querySelector('[data-testid=message-item][data-linked=true]')).not.toBeNull());
+    const linked = document.querySelector<HTMLElement>('[data-testid=message-item][data-linked=true]')!;
+    expect(linked).toHaveAttribute('data-message', '2501');
+    expect(linked).toHaveTextContent('Message number 2500');
+    await waitFor(() => expect(document.activeElement).toBe(linked));
   });
 
   it('opens the conversation at the message a fact came from', async () => {
