@@ -36,6 +36,8 @@ pub struct SyncStatus {
     pub running: bool,
     pub last_synced_ms: Option<i64>,
     pub paused_until_ms: Option<i64>,
+    /// This machine holds the account key: its notes sync end-to-end encrypted.
+    pub encrypted: bool,
     pub scopes: Vec<ScopeSync>,
 }
 
@@ -81,6 +83,7 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
         running: false,
         last_synced_ms: st.last_synced_ms,
         paused_until_ms: st.paused_until_ms,
+        encrypted: st.encrypted,
         scopes,
     })
 }
@@ -121,11 +124,7 @@ pub fn set_enabled(
 
 /// One pass over every synced scope, on the app's engine; a scope's failure is in its status.
 pub fn now(engine: &mut Engine) -> Result<SyncStatus, UiError> {
-    for pass in sync::now(engine)? {
-        if let Some(e) = pass.error {
-            log::warn!("sync of {}: {}", pass.scope, e.message);
-        }
-    }
+    warn_failed(&sync::now(engine)?);
     status(engine)
 }
 
@@ -136,6 +135,79 @@ pub fn repoint(engine: &mut Engine, server: &str) -> Result<SyncStatus, UiError>
     // Moved: the pass that follows is like 立即同步's, and a failure of it is the scope's error
     // in the status, not the re-point's.
     now(engine).or_else(|_| status(engine))
+}
+
+/// What turning end-to-end encryption on gives the window: the recovery key, to show once,
+/// and the status after the encrypted passes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncEncrypted {
+    pub recovery_key: String,
+    pub status: SyncStatus,
+}
+
+/// Turns end-to-end encryption on for the signed-in account with `passphrase`; a scope whose
+/// encrypted pass failed shows its error in the status.
+pub fn encrypt(engine: &mut Engine, passphrase: &str) -> Result<SyncEncrypted, UiError> {
+    let done = sync::encrypt(engine, passphrase)?;
+    warn_failed(&done.scopes);
+    Ok(SyncEncrypted {
+        recovery_key: done.recovery_key,
+        status: status(engine)?,
+    })
+}
+
+/// Unlocks end-to-end encrypted sync on this machine with the passphrase or the recovery key
+/// (exactly one); a wrong one is `wrong_passphrase` and changes nothing.
+pub fn unlock(
+    engine: &mut Engine,
+    passphrase: Option<String>,
+    recovery_key: Option<String>,
+) -> Result<SyncStatus, UiError> {
+    let secret = match (passphrase, recovery_key) {
+        (Some(p), None) => sync::Secret::Passphrase(p),
+        (None, Some(k)) => sync::Secret::RecoveryKey(k),
+        _ => {
+            return Err(UiError::invalid(
+                "give either the passphrase or the recovery key to unlock",
+            ));
+        }
+    };
+    let done = sync::unlock(engine, &secret)?;
+    warn_failed(&done.scopes);
+    status(engine)
+}
+
+fn warn_failed(passes: &[sync::ScopePass]) {
+    for pass in passes {
+        if let Some(e) = &pass.error {
+            log::warn!("sync of {}: {}", pass.scope, e.message);
+        }
+    }
+}
+
+#[tauri::command]
+pub async fn sync_e2ee(shell: State<'_, Shell>) -> Result<sync::E2eeState, UiError> {
+    shell.read(|e| Ok(sync::e2ee_state(e)?)).await
+}
+
+#[tauri::command]
+pub async fn sync_encrypt(
+    shell: State<'_, Shell>,
+    passphrase: String,
+) -> Result<SyncEncrypted, UiError> {
+    shell.call(move |e| encrypt(e, &passphrase)).await
+}
+
+#[tauri::command]
+pub async fn sync_unlock(
+    shell: State<'_, Shell>,
+    passphrase: Option<String>,
+    recovery_key: Option<String>,
+) -> Result<SyncStatus, UiError> {
+    shell
+        .call(move |e| unlock(e, passphrase, recovery_key))
+        .await
 }
 
 #[tauri::command]

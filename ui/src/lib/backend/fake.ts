@@ -70,6 +70,10 @@ export interface FakeNote {
   replacedBy?: ReplacedBy | null;
 }
 
+/** The fake account's end-to-end encryption passphrase and recovery key (seed `e2ee`). */
+export const FAKE_PASSPHRASE = 'correct horse battery staple';
+export const FAKE_RECOVERY_KEY = 'K7QD-3M9X-ZB2R-T8WN-4HFA-6YCE-P1VG-J5SK-0RDM-XW3Q-9TBN-7FHZ-2CKE-M8PA';
+
 export interface FakeSeed {
   scopes?: ScopeInfo[];
   notes?: FakeNote[];
@@ -80,6 +84,9 @@ export interface FakeSeed {
   syncMovedFrom?: string;
   /** A re-point finds the server there is another store. */
   repointRefused?: boolean;
+  /** End-to-end encryption: `locked` is an account encrypted on another machine with the
+   * passphrase `FAKE_PASSPHRASE` and the recovery key `FAKE_RECOVERY_KEY`, not unlocked here. */
+  e2ee?: 'off' | 'on' | 'locked';
   /** Recall on the hash fallback (the engine card's warning). */
   hashFallback?: boolean;
   settings?: Partial<Settings>;
@@ -464,6 +471,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     lastError: new Map<string, string>(),
     lastDownload: { added: 0, changed: 0, deleted: 0 },
     movedFrom: seed.syncMovedFrom ?? null,
+    e2ee: seed.e2ee ?? 'off',
   };
 
   const emit = (e: BackendEvent) => {
@@ -677,6 +685,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     running: false,
     lastSyncedMs: sync.lastSyncedMs,
     pausedUntilMs: null,
+    encrypted: sync.signedIn && sync.e2ee === 'on',
     scopes: scopes
       .filter((s) => s.kind !== 'domain')
       .map((s) => ({
@@ -950,6 +959,37 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       }
       sync.movedFrom = null;
       sync.server = server;
+      sync.lastSyncedMs = Date.now();
+      return status();
+    },
+
+    async syncE2ee() {
+      record('syncE2ee', []);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      return { supported: true, accountEncrypted: sync.e2ee !== 'off', unlocked: sync.e2ee === 'on' };
+    },
+
+    async syncEncrypt(passphrase) {
+      // Secrets are never recorded: only that one was given.
+      record('syncEncrypt', ['<passphrase>']);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if ([...passphrase].length < 8) throw fail('invalid_input', 'the passphrase is too short: use at least 8 characters (a few unrelated words are best)');
+      if (sync.e2ee !== 'off') throw fail('exists', "this account's notes are already end-to-end encrypted");
+      sync.e2ee = 'on';
+      sync.lastSyncedMs = Date.now();
+      return { recoveryKey: FAKE_RECOVERY_KEY, status: status() };
+    },
+
+    async syncUnlock(secret) {
+      record('syncUnlock', ['passphrase' in secret ? '<passphrase>' : '<recovery key>']);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is nothing to unlock (turn encryption on instead)");
+      const ok = 'passphrase' in secret ? secret.passphrase === FAKE_PASSPHRASE : secret.recoveryKey.replace(/[\s-]/g, '').toUpperCase() === FAKE_RECOVERY_KEY.replace(/-/g, '');
+      if (!ok) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
+      sync.e2ee = 'on';
       sync.lastSyncedMs = Date.now();
       return status();
     },

@@ -49,7 +49,10 @@ import type {
   SearchQuery,
   Settings,
   SettingsPatch,
+  SyncE2ee,
+  SyncEncrypted,
   SyncLogin,
+  SyncSecret,
   SyncStatus,
   WorkingBlock,
 } from './types';
@@ -157,6 +160,18 @@ export const syncNow = (): Promise<SyncStatus> => call('sync_now');
  * scopes synced at another address to `server` once it proves to be the same store; rejects
  * with `not_same_store` or `account_mismatch` (nothing changed) otherwise. */
 export const syncRepoint = (server: string): Promise<SyncStatus> => call('sync_repoint', { server });
+
+/** `sync_e2ee()` → `SyncE2ee`. Asks the server unless this machine holds the account key. */
+export const syncE2ee = (): Promise<SyncE2ee> => call('sync_e2ee');
+
+/** `sync_encrypt({passphrase: string})` → `SyncEncrypted`. The recovery key in it is shown
+ * once and never kept by the shell. */
+export const syncEncrypt = (passphrase: string): Promise<SyncEncrypted> => call('sync_encrypt', { passphrase });
+
+/** `sync_unlock({passphrase: string | null, recoveryKey: string | null})` → `SyncStatus`;
+ * rejects with `wrong_passphrase` when the secret does not open the account key. */
+export const syncUnlock = (secret: SyncSecret): Promise<SyncStatus> =>
+  call('sync_unlock', 'passphrase' in secret ? { passphrase: secret.passphrase, recoveryKey: null } : { passphrase: null, recoveryKey: secret.recoveryKey });
 
 /** `list_conflicts()` → `Conflict[]`. */
 export const listConflicts = (): Promise<Conflict[]> => call('list_conflicts');
@@ -273,6 +288,9 @@ export const tauriBackend: Backend = {
   syncSetEnabled,
   syncNow,
   syncRepoint,
+  syncE2ee,
+  syncEncrypt,
+  syncUnlock,
   listConflicts,
   resolveConflict,
   overview,

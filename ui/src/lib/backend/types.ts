@@ -233,8 +233,30 @@ export interface SyncStatus {
   lastSyncedMs: number | null;
   /** Rate-limited by the server until this time. */
   pausedUntilMs: number | null;
+  /** This machine holds the account key: its notes sync end-to-end encrypted. */
+  encrypted: boolean;
   scopes: ScopeSync[];
 }
+
+/** End-to-end encryption as the signed-in account and this machine have it (asks the server
+ * unless this machine holds the key). `accountEncrypted && !unlocked` is the `e2ee_locked`
+ * state: nothing syncs until the machine is unlocked. */
+export interface SyncE2ee {
+  /** The server keeps end-to-end encrypted notes. */
+  supported: boolean;
+  accountEncrypted: boolean;
+  unlocked: boolean;
+}
+
+/** What turning end-to-end encryption on gives back: the recovery key, shown once, and the
+ * status after the encrypted passes. */
+export interface SyncEncrypted {
+  recoveryKey: string;
+  status: SyncStatus;
+}
+
+/** What unlocks a machine: the passphrase or the recovery key. */
+export type SyncSecret = { passphrase: string } | { recoveryKey: string };
 
 export interface SyncLogin {
   server: string;
@@ -787,6 +809,14 @@ export interface Backend {
    * hold their notes, then syncs; rejects with `not_same_store` or `account_mismatch` (nothing
    * changed) otherwise. */
   syncRepoint(server: string): Promise<SyncStatus>;
+  /** Whether the account is end-to-end encrypted and this machine holds its key. */
+  syncE2ee(): Promise<SyncE2ee>;
+  /** Turns end-to-end encryption on with `passphrase` (at least 8 characters); rejects with
+   * `exists` when the account is encrypted already. */
+  syncEncrypt(passphrase: string): Promise<SyncEncrypted>;
+  /** Unlocks this machine with the passphrase or recovery key, then syncs; rejects with
+   * `wrong_passphrase` (nothing changed) when it does not open the account key. */
+  syncUnlock(secret: SyncSecret): Promise<SyncStatus>;
   listConflicts(): Promise<Conflict[]>;
   resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
   overview(): Promise<Overview>;

@@ -1,0 +1,146 @@
+import { screen, waitFor } from '@testing-library/svelte';
+import { describe, expect, it } from 'vitest';
+import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY } from '../src/lib/backend/fake';
+import { lastGroup, matchesLastGroup, passphraseStrength } from '../src/lib/sync/passphrase';
+import { callsOf, demoSeed, goTo, renderApp } from './helpers';
+
+describe('passphrase strength', () => {
+  it('grows with length and variety, and refuses fewer than 8 characters', () => {
+    expect(passphraseStrength('')).toBe('tooShort');
+    expect(passphraseStrength('abc12!X')).toBe('tooShort');
+    expect(passphraseStrength('aaaaaaaaaaaa')).toBe('weak');
+    expect(passphraseStrength('password')).toBe('weak');
+    expect(passphraseStrength('Passw0rd!')).toBe('fair');
+    expect(passphraseStrength('correct horse battery staple')).toBe('strong');
+    expect(passphraseStrength('记忆 同步 加密 钥匙 很长')).toBe('fair');
+  });
+
+  it('checks the last group of a recovery key, ignoring case and spaces', () => {
+    expect(lastGroup(FAKE_RECOVERY_KEY)).toBe('M8PA');
+    expect(matchesLastGroup(FAKE_RECOVERY_KEY, ' m8pa ')).toBe(true);
+    expect(matchesLastGroup(FAKE_RECOVERY_KEY, '2CKE')).toBe(false);
+    expect(matchesLastGroup('', '')).toBe(false);
+  });
+});
+
+describe('Sync page: end-to-end encryption', () => {
+  it('is set up with a passphrase typed twice, shows the recovery key once until its last group is typed back, then says end-to-end encrypted', async () => {
+    const { be, user } = await renderApp();
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-setup'));
+    expect(screen.getByTestId('e2ee-loss')).toHaveTextContent('If you lose both, the copy in the cloud can never be read again');
+    expect(screen.getByTestId('e2ee-loss')).toHaveTextContent('The notes on this machine are untouched');
+    const turnOn = screen.getByTestId('e2ee-turn-on');
+    expect(turnOn).toBeDisabled();
+
+    const first = screen.getByLabelText('Passphrase');
+    await user.type(first, 'short');
+    expect(screen.getByTestId('e2ee-strength')).toHaveAttribute('data-strength', 'tooShort');
+    expect(screen.getByTestId('e2ee-strength')).toHaveTextContent('Strength: too short');
+    await user.clear(first);
+    await user.type(first, 'password');
+    expect(screen.getByTestId('e2ee-strength')).toHaveAttribute('data-strength', 'weak');
+    await user.clear(first);
+    await user.type(first, FAKE_PASSPHRASE);
+    expect(screen.getByTestId('e2ee-strength')).toHaveTextContent('Strength: strong');
+
+    await user.type(screen.getByLabelText('Passphrase again'), 'correct horse battery stapel');
+    expect(screen.getByTestId('e2ee-mismatch')).toHaveTextContent('The two passphrases differ.');
+    expect(turnOn).toBeDisabled();
+    await user.clear(screen.getByLabelText('Passphrase again'));
+    await user.type(screen.getByLabelText('Passphrase again'), FAKE_PASSPHRASE);
+    expect(screen.queryByTestId('e2ee-mismatch')).toBeNull();
+    expect(turnOn).toBeEnabled();
+    await user.click(turnOn);
+
+    // The passphrase went to the backend once, and is gone from the page.
+    await waitFor(() => expect(callsOf(be, 'syncEncrypt')).toHaveLength(1));
+    const key = await screen.findByTestId('e2ee-recovery-key');
+    expect(key).toHaveTextContent(FAKE_RECOVERY_KEY);
+    expect(document.body.innerHTML).not.toContain(FAKE_PASSPHRASE);
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes');
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent('End-to-end encrypted');
+
+    const done = screen.getByTestId('e2ee-recovery-done');
+    expect(done).toBeDisabled();
+    await user.type(screen.getByTestId('e2ee-recovery-check'), '2CKE');
+    expect(screen.getByRole('alert')).toHaveTextContent('That is not the last group of the key above.');
+    expect(done).toBeDisabled();
+    await user.clear(screen.getByTestId('e2ee-recovery-check'));
+    await user.type(screen.getByTestId('e2ee-recovery-check'), 'm8pa');
+    expect(done).toBeEnabled();
+    await user.click(done);
+
+    // Shown once: the key is gone from the page, which now says what encryption does.
+    expect(screen.queryByTestId('e2ee-recovery-key')).toBeNull();
+    expect(document.body.innerHTML).not.toContain(FAKE_RECOVERY_KEY);
+    expect(screen.getByTestId('e2ee-on')).toHaveTextContent('The sync server keeps only ciphertext');
+    expect(screen.queryByTestId('e2ee-setup')).toBeNull();
+  });
+
+  it('an account encrypted on another machine is unlocked here, never set up again', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'locked' }));
+    await goTo(user, 'sync');
+    expect(await screen.findByTestId('e2ee-unlock')).toBeVisible();
+    expect(screen.queryByTestId('e2ee-setup')).toBeNull();
+    expect(callsOf(be, 'syncEncrypt')).toHaveLength(0);
+  });
+
+  it('on a machine whose account is encrypted elsewhere asks for the passphrase; a wrong one is a clear error that changes nothing', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'locked' }));
+    await goTo(user, 'sync');
+    const form = await screen.findByTestId('e2ee-unlock');
+    expect(form).toHaveTextContent('Unlock this machine');
+    expect(screen.getByTestId('sync-locked')).toHaveTextContent('Locked: encrypted on another machine');
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'no');
+
+    await user.type(screen.getByLabelText('Passphrase'), 'not the passphrase');
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    expect(await screen.findByTestId('e2ee-unlock-error')).toHaveTextContent(
+      'That passphrase or recovery key does not open this account. Nothing was changed; try again.',
+    );
+    expect(screen.getByLabelText('Passphrase')).toHaveValue('');
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'no');
+    expect(screen.getByTestId('e2ee-unlock')).toBeVisible();
+    expect((await be.syncE2ee()).unlocked).toBe(false);
+
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent('End-to-end encrypted');
+    expect(screen.queryByTestId('e2ee-unlock')).toBeNull();
+    expect(screen.queryByTestId('sync-locked')).toBeNull();
+    expect(callsOf(be, 'syncUnlock')).toEqual([['<passphrase>'], ['<passphrase>']]);
+    expect(document.body.innerHTML).not.toContain(FAKE_PASSPHRASE);
+  });
+
+  it('unlocks with the recovery key instead, typed in lower case with spaces', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'locked' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-switch-secret'));
+    await user.type(screen.getByLabelText('Recovery key'), FAKE_RECOVERY_KEY.toLowerCase().replace(/-/g, ' '));
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
+    expect(callsOf(be, 'syncUnlock')).toEqual([['<recovery key>']]);
+  });
+
+  it('says end-to-end encrypted in Chinese and Spanish too', async () => {
+    for (const [language, text] of [
+      ['zh', '端到端加密'],
+      ['es', 'Cifrado de extremo a extremo'],
+    ] as const) {
+      const { user } = await renderApp(demoSeed({ e2ee: 'on', settings: { language } }));
+      await goTo(user, 'sync');
+      expect(await screen.findByTestId('sync-encrypted')).toHaveTextContent(text);
+      document.body.innerHTML = '';
+    }
+  });
+
+  it('offers nothing about encryption while signed out', async () => {
+    const { be, user } = await renderApp(demoSeed({ signedIn: false }));
+    await goTo(user, 'sync');
+    await screen.findByTestId('sync-signin');
+    expect(screen.queryByTestId('e2ee-setup')).toBeNull();
+    expect(callsOf(be, 'syncE2ee')).toHaveLength(0);
+  });
+});
