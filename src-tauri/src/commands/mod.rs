@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod import;
 pub mod notes;
 pub mod overview;
+pub mod quarantine;
 pub mod review;
 pub mod search;
 pub mod settings;
@@ -48,6 +49,10 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         working::working_list,
         working::working_remove,
         overview::overview,
+        quarantine::quarantine_overview,
+        quarantine::quarantine_preview,
+        quarantine::quarantine_apply,
+        quarantine::quarantine_release,
         review::review_queue,
         review::review_dismiss,
         review::merge_plan,

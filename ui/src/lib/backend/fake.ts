@@ -34,6 +34,9 @@ import type {
   Overview,
   Promoted,
   Promotion,
+  Quarantine,
+  QuarantineProvider,
+  QuarantineSelection,
   ReplacedBy,
   Resolution,
   ReviewQueue,
@@ -714,6 +717,39 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     return s;
   };
 
+  // Quarantines of a provider's memory, the way the engine keeps them: each label changed, with
+  // how to put back the one it had.
+  const quarantines: Quarantine[] = [];
+  const undos = new Map<string, (() => void)[]>();
+  const hiddenSummaries = new Set<FakeConversation>();
+  const takes = (sel: QuarantineSelection, host: string | null, model: string | null, at: number | null) => {
+    const any = (names: string[], v: string | null) =>
+      names.length === 0 || (v !== null && names.some((n) => n.toLowerCase() === v.toLowerCase()));
+    const within = at === null ? sel.since === null && sel.until === null : (sel.since === null || at >= sel.since) && (sel.until === null || at <= sel.until);
+    return any(sel.hosts, host) && any(sel.models, model) && within;
+  };
+  const quarantinePlan = (sel: QuarantineSelection) => {
+    if (sel.hosts.length + sel.models.length === 0) {
+      throw fail('invalid_input', 'a quarantine names at least one host or model: name the provider whose memory to hide');
+    }
+    const messages: ConversationMessage[] = [];
+    const facts: ConversationExtract['facts'] = [];
+    const summaries: FakeConversation[] = [];
+    let conversationsTaken = 0;
+    for (const c of conversations) {
+      // The person's own words, and other people's, are never the provider's.
+      const taken = c.messages.filter((m) => (m.role === 'assistant' || m.role === 'tool') && m.quarantined === null && takes(sel, c.row.host, m.model, m.at));
+      if (taken.length === 0) continue;
+      conversationsTaken += 1;
+      messages.push(...taken);
+      const keys = new Set(taken.map((m) => m.key));
+      facts.push(...(c.extract?.facts ?? []).filter((f) => f.trust !== 'quarantined' && f.sources.some((k) => keys.has(k))));
+      if (c.extract?.summary?.sources.some((k) => keys.has(k)) && !hiddenSummaries.has(c)) summaries.push(c);
+    }
+    const counts = { messages: messages.length, facts: facts.length, summaries: summaries.length, notes: 0, conversations: conversationsTaken };
+    return { messages, facts, summaries, counts };
+  };
+
   const be: FakeBackend = {
     calls,
     notes,
@@ -1337,6 +1373,72 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       const i = working.findIndex((b) => b.key === blockKey && b.expiresAt > Date.now());
       if (i < 0) throw fail('not_found', `no working block ${blockKey} here: it expired or was removed`);
       working.splice(i, 1);
+    },
+
+    async quarantineOverview() {
+      record('quarantineOverview', []);
+      await tick();
+      const found = new Map<string, QuarantineProvider>();
+      for (const c of conversations) {
+        for (const m of c.messages) {
+          if (m.role !== 'assistant' && m.role !== 'tool') continue;
+          for (const [kind, name] of [['host', c.row.host], ['model', m.model]] as const) {
+            if (!name) continue;
+            const p = found.get(`${kind}:${name}`) ?? { kind, name, recallable: 0 };
+            if (m.quarantined === null) p.recallable += 1;
+            found.set(`${kind}:${name}`, p);
+          }
+        }
+      }
+      const providers = [...found.values()].sort((a, b) => a.kind.localeCompare(b.kind) || a.name.localeCompare(b.name));
+      return { quarantines: structuredClone(quarantines), providers };
+    },
+
+    async quarantinePreview(selection) {
+      record('quarantinePreview', [selection]);
+      await tick();
+      return quarantinePlan(selection).counts;
+    },
+
+    async quarantineApply(selection) {
+      record('quarantineApply', [selection]);
+      await tick();
+      const plan = quarantinePlan(selection);
+      const c = plan.counts;
+      if (c.messages + c.facts + c.summaries + c.notes === 0) return { id: null, counts: c };
+      const id = `q${Date.now()}-${quarantines.length + 1}`;
+      const mark = `quarantine:${id}`;
+      const undo: (() => void)[] = [];
+      for (const m of plan.messages) {
+        m.quarantined = mark;
+        undo.push(() => {
+          if (m.quarantined === mark) m.quarantined = null;
+        });
+      }
+      for (const f of plan.facts) {
+        const prior = f.trust;
+        f.trust = 'quarantined';
+        undo.push(() => (f.trust = prior));
+      }
+      for (const conv of plan.summaries) {
+        hiddenSummaries.add(conv);
+        undo.push(() => hiddenSummaries.delete(conv));
+      }
+      undos.set(id, undo);
+      quarantines.unshift({ id, createdAt: Date.now(), selection: structuredClone(selection), counts: c, notes: [], releasedAt: null, release: null });
+      return { id, counts: c };
+    },
+
+    async quarantineRelease(id) {
+      record('quarantineRelease', [id]);
+      await tick();
+      const q = quarantines.find((x) => x.id === id);
+      if (!q) throw fail('not_found', `no quarantine ${id}: the history lists the quarantines there are`);
+      if (q.releasedAt !== null) throw fail('invalid_input', `quarantine ${id} was released already: nothing to release`);
+      for (const u of undos.get(id) ?? []) u();
+      q.releasedAt = Date.now();
+      q.release = { id, messages: q.counts.messages, derived: q.counts.facts + q.counts.summaries, rederived: 0, notes: 0, renamed: [], missing: [] };
+      return structuredClone(q.release);
     },
 
     async onEvent(handler) {

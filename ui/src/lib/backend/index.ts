@@ -39,6 +39,11 @@ import type {
   Overview,
   Promoted,
   Promotion,
+  QuarantineApplied,
+  QuarantineCounts,
+  QuarantineOverview,
+  QuarantineRelease,
+  QuarantineSelection,
   Resolution,
   Resolved,
   Restored,
@@ -259,6 +264,20 @@ export const conversationExtract = (conversation: string, scope: ScopeKey | null
  * `replaced` those a newer value closed, each with the messages it came from. */
 export const conversationFacts = (query: FactQuery): Promise<EpisodicFacts> => call('conversation_facts', { query });
 
+/** `quarantine_overview()` → `QuarantineOverview`: the history and the providers. */
+export const quarantineOverview = (): Promise<QuarantineOverview> => call('quarantine_overview');
+
+/** `quarantine_preview({selection: QuarantineSelection})` → `QuarantineCounts`; changes nothing. */
+export const quarantinePreview = (selection: QuarantineSelection): Promise<QuarantineCounts> =>
+  call('quarantine_preview', { selection });
+
+/** `quarantine_apply({selection: QuarantineSelection})` → `QuarantineApplied`. */
+export const quarantineApply = (selection: QuarantineSelection): Promise<QuarantineApplied> =>
+  call('quarantine_apply', { selection });
+
+/** `quarantine_release({id: string})` → `QuarantineRelease`. */
+export const quarantineRelease = (id: string): Promise<QuarantineRelease> => call('quarantine_release', { id });
+
 /** `working_list()` → `WorkingBlock[]`: the blocks visible here and not expired, newest first. */
 export const listWorking = (): Promise<WorkingBlock[]> => call('working_list');
 
@@ -314,5 +333,9 @@ export const tauriBackend: Backend = {
   conversationFacts,
   listWorking,
   removeWorking,
+  quarantineOverview,
+  quarantinePreview,
+  quarantineApply,
+  quarantineRelease,
   onEvent,
 };

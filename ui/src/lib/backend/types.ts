@@ -755,6 +755,71 @@ export interface Promoted {
   sources: number;
 }
 
+/** Which provider's memory a quarantine takes: any of `hosts`, any of `models` (both named:
+ * a message must match both), said within `since`…`until` (ms, inclusive; `null`: no limit). */
+export interface QuarantineSelection {
+  hosts: string[];
+  models: string[];
+  since: number | null;
+  until: number | null;
+}
+
+/** How much a quarantine takes (or took). */
+export interface QuarantineCounts {
+  messages: number;
+  facts: number;
+  summaries: number;
+  /** Notes a model captured, moved out of the vault while quarantined. */
+  notes: number;
+  conversations: number;
+}
+
+/** A host or model that wrote messages, with how many of them may still be recalled. */
+export interface QuarantineProvider {
+  kind: 'host' | 'model';
+  name: string;
+  recallable: number;
+}
+
+/** What a release brought back. */
+export interface QuarantineRelease {
+  id: string;
+  /** Messages whose mark was taken off. */
+  messages: number;
+  /** Facts and summaries given back the trust they had. */
+  derived: number;
+  rederived: number;
+  /** Notes back at their own path. */
+  notes: number;
+  /** Notes back beside their path (a new file took it): `[path, restoredAs]`. */
+  renamed: [string, string][];
+  /** Notes gone from the quarantine folder (removed by hand). */
+  missing: string[];
+}
+
+/** One quarantine of the history. */
+export interface Quarantine {
+  id: string;
+  createdAt: number;
+  selection: QuarantineSelection;
+  counts: QuarantineCounts;
+  notes: { scope: ScopeKey; id: string; relPath: string; keptAt: string }[];
+  releasedAt: number | null;
+  release: QuarantineRelease | null;
+}
+
+/** The Overview's quarantine card: the history, the latest first, and the providers. */
+export interface QuarantineOverview {
+  quarantines: Quarantine[];
+  providers: QuarantineProvider[];
+}
+
+/** What applying did: `id` is `null` when nothing was left to quarantine. */
+export interface QuarantineApplied {
+  id: string | null;
+  counts: QuarantineCounts;
+}
+
 /** The payload of the single Tauri event channel `memoria://event`. */
 export type BackendEvent =
   | { kind: 'noteAdded'; scope: ScopeKey; id: string }
@@ -854,6 +919,15 @@ export interface Backend {
   listWorking(): Promise<WorkingBlock[]>;
   /** Removes a block before it expires; rejects with `not_found` once it is gone. */
   removeWorking(key: string): Promise<void>;
+  /** The quarantines of providers' memory, the latest first, and the providers to choose from. */
+  quarantineOverview(): Promise<QuarantineOverview>;
+  /** What a quarantine of `selection` would hide; changes nothing. */
+  quarantinePreview(selection: QuarantineSelection): Promise<QuarantineCounts>;
+  /** Hides what `selection` takes from every search, recall and agent. */
+  quarantineApply(selection: QuarantineSelection): Promise<QuarantineApplied>;
+  /** Brings a quarantine back exactly as it was; rejects with `not_found` for an unknown id and
+   * `invalid_input` once it is released. */
+  quarantineRelease(id: string): Promise<QuarantineRelease>;
   /** Subscribes to `memoria://event`; resolves to the unsubscribe function. */
   onEvent(handler: (e: BackendEvent) => void): Promise<() => void>;
 }
