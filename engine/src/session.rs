@@ -50,8 +50,9 @@ pub struct SessionOptions {
     /// session stays up, at most once a day on this machine, never in the way of start-up or
     /// of the session's reads and writes. A pass that changed notes is published as
     /// [`Event::Consolidated`]. Off unless the front end turns it on: the pass rewrites notes
-    /// (their status) and adds consolidated ones. [`Session::set_consolidation`] turns it on
-    /// or off while the session runs.
+    /// (their status) and adds consolidated ones. With a chat model configured the same pass
+    /// promotes the facts ready for it (`memoria_capture::promote::promote_auto`).
+    /// [`Session::set_consolidation`] turns it on or off while the session runs.
     pub consolidate: bool,
 }
 
@@ -300,6 +301,8 @@ pub struct Session {
     kick: Arc<Kick>,
     indexer: Option<JoinHandle<()>>,
     model: Option<JoinHandle<()>>,
+    /// Stops the model-capture thread (see [`model_capture_loop`]).
+    model_capture: Arc<Kick>,
     /// What the consolidation thread opens its engine with.
     open: OpenOptions,
     /// The daily consolidation while it is on.
@@ -490,6 +493,16 @@ impl Session {
         } else {
             None
         };
+        let model_capture = Arc::new(Kick::default());
+        {
+            let (open, bus, stop) = (options.open.clone(), bus.clone(), model_capture.clone());
+            std::thread::Builder::new()
+                .name("memoria-model-capture".into())
+                .spawn(move || model_capture_loop(&open, &bus, &stop))
+                .map_err(|e| {
+                    Error::Invalid(format!("cannot start the model-capture thread: {e}"))
+                })?;
+        }
 
         Ok(Session {
             sync,
@@ -502,6 +515,7 @@ impl Session {
             kick,
             indexer: Some(indexer),
             model: Some(model),
+            model_capture,
             open: options.open,
             consolidation: Mutex::new(consolidation),
         })
@@ -606,6 +620,9 @@ impl Drop for Session {
         drop(self.sync.take());
         drop(self.watch.take());
         self.kick.stop();
+        // Not waited for: a question to the model may take long; a turn it leaves running is
+        // taken up again by the next process (`log::STALE_MS`).
+        self.model_capture.stop();
         let consolidation = lock(&self.consolidation).take();
         if let Some(c) = &consolidation {
             c.kick.stop();
@@ -620,6 +637,34 @@ impl Drop for Session {
     }
 }
 
+/// Model capture in the background: the turns any door queued (MCP's `memory_log`, the app,
+/// a hook whose own run has not taken them yet) are asked about here, on an engine of its own,
+/// so neither the writer nor the readers wait for the model. The ledger is looked at every
+/// poll; a failure is published as an [`Event::Error`] and the rows it could not settle stay
+/// pending.
+fn model_capture_loop(open: &OpenOptions, bus: &Bus, stop: &Kick) {
+    let root = match crate::home::Home::resolve(open.home.as_deref()) {
+        Ok(h) => h.root().to_path_buf(),
+        Err(_) => return,
+    };
+    while stop.wait_for(LOG_POLL) {
+        if !crate::api::conversations::model_captures_waiting(&root).unwrap_or(false) {
+            continue;
+        }
+        let run = || -> Result<()> {
+            let mut engine = Engine::open(open.clone())?;
+            crate::api::conversations::run_model_captures(&mut engine)?;
+            Ok(())
+        };
+        if let Err(e) = run() {
+            bus.publish(Event::Error {
+                scope: None,
+                message: format!("model capture failed: {e}"),
+            });
+        }
+    }
+}
+
 /// The daily consolidation: a pass when one is due, then a sleep until the next is, until
 /// `kick` stops. A pass that changed notes is published as [`Event::Consolidated`]; one that
 /// failed, as an [`Event::Error`] (and is tried again when the next falls due).
@@ -628,15 +673,17 @@ fn consolidation_loop(open: &OpenOptions, bus: &Bus, kick: &Kick) {
     loop {
         let pass = || -> Result<i64> {
             let mut engine = Engine::open(open.clone())?;
-            if hygiene::consolidate_if_due(&mut engine, &Default::default())?.is_some()
-                && let Some(last) = hygiene::last_consolidation(&engine)?
-                && last.changed_anything()
-            {
-                bus.publish(Event::Consolidated {
-                    at: last.at,
-                    folded: last.folded.len(),
-                    notes: last.folded.iter().map(|f| f.sources.len()).sum(),
-                });
+            if hygiene::consolidate_if_due(&mut engine, &Default::default())?.is_some() {
+                if let Some(last) = hygiene::last_consolidation(&engine)?
+                    && last.changed_anything()
+                {
+                    bus.publish(Event::Consolidated {
+                        at: last.at,
+                        folded: last.folded.len(),
+                        notes: last.folded.iter().map(|f| f.sources.len()).sum(),
+                    });
+                }
+                promote_daily(&mut engine, bus);
             }
             hygiene::consolidation_due_at(&engine)
         };
@@ -660,6 +707,28 @@ fn consolidation_loop(open: &OpenOptions, bus: &Bus, kick: &Kick) {
                 return;
             }
         }
+    }
+}
+
+/// The daily pass's promotion: with a chat model configured, the facts ready for promotion
+/// are phrased by it and written ([`crate::api::conversations::promote_auto`]), each
+/// published as [`Event::NoteAdded`]; without one nothing happens. A fact whose answer was
+/// refused stays proposed (its reason is logged there); a failure is an [`Event::Error`] and
+/// does not stop the consolidation's schedule.
+fn promote_daily(engine: &mut Engine, bus: &Bus) {
+    match crate::api::conversations::promote_auto(engine, None) {
+        Ok(run) => {
+            for p in run.promoted {
+                bus.publish(Event::NoteAdded {
+                    scope: p.scope,
+                    id: p.id,
+                });
+            }
+        }
+        Err(e) => bus.publish(Event::Error {
+            scope: None,
+            message: format!("the daily promotion of facts failed: {e}"),
+        }),
     }
 }
 

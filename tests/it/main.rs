@@ -4,6 +4,7 @@ mod derived;
 mod errors;
 mod fuzz_corpus;
 mod mcp;
+mod model_capture;
 mod model_install;
 mod obsidian;
 mod privacy;

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use serde_json::Value;
 
 /// Reads one request: its request line and its `Content-Length` body.
-fn read_request(stream: &TcpStream) -> Option<(String, String)> {
+pub fn read_request(stream: &TcpStream) -> Option<(String, String)> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;

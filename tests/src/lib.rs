@@ -1,6 +1,7 @@
 //! Fixtures shared by the integration tests.
 
 pub mod chat;
+pub mod llama;
 pub mod moto;
 pub mod proxy;
 pub mod sync_server;

@@ -293,7 +293,9 @@ pub fn facts(engine: &Engine, query: &FactQuery) -> Result<EpisodicFacts> {
     Ok(EpisodicFacts { facts: out, total })
 }
 
-pub use crate::capture::promote::{PROMOTE_AFTER, Promoted, Promotion};
+pub use crate::capture::promote::{
+    AUTO_PER_RUN, AutoPromotion, LeftProposed, PROMOTE_AFTER, Promoted, Promotion,
+};
 
 /// The facts ready to become durable notes: still current and stated in several
 /// conversations of a visible scope, never promoted before.
@@ -305,6 +307,14 @@ pub fn promotions(engine: &Engine) -> Result<Vec<Promotion>> {
 /// derive path: as trusted as the least trusted message that stated it, naming them all.
 pub fn promote(engine: &mut Engine, key: &str) -> Result<Promoted> {
     crate::capture::promote::promote(engine, key)
+}
+
+/// Promotes up to `limit` (else [`AUTO_PER_RUN`]) of [`promotions`] with the configured chat
+/// model, which phrases each as a note (at most `derived` trust, `origin.model` naming it). A
+/// fact whose answer is refused stays proposed, with the reason in [`AutoPromotion::left`].
+/// Without `model.url` nothing is done ([`AutoPromotion::model`] is `None`).
+pub fn promote_auto(engine: &mut Engine, limit: Option<usize>) -> Result<AutoPromotion> {
+    crate::capture::promote::promote_auto(engine, limit)
 }
 
 /// What the log holds.
@@ -325,7 +335,10 @@ pub fn model_captures_waiting(root: &Path) -> Result<bool> {
         return Ok(false);
     }
     let home = crate::home::Home::resolve(Some(root))?;
-    crate::log::Log::open(&home)?.runs_pending()
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    crate::log::Log::open(&home)?.runs_waiting(now)
 }
 
 /// The capture ledger of the scopes visible here: its latest `limit` rows, the newest first.

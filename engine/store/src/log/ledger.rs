@@ -333,12 +333,14 @@ impl Log {
         Ok(())
     }
 
-    /// Whether any row waits for the model.
-    pub fn runs_pending(&self) -> Result<bool> {
+    /// Whether a row waits for a process to ask the model: pending, or left running by a
+    /// process that stopped ([`STALE_MS`]).
+    pub fn runs_waiting(&self, now_ms: i64) -> Result<bool> {
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM capture_runs WHERE state IN ('pending', 'running'))",
-                [],
+                "SELECT EXISTS (SELECT 1 FROM capture_runs WHERE state = 'pending' \
+                 OR (state = 'running' AND claimed_at < ?1))",
+                params![now_ms - STALE_MS],
                 |r| r.get(0),
             )
             .map_err(db_err)
@@ -406,7 +408,7 @@ mod tests {
         log.add_run(&run("m2", RunState::Skipped, Some(SkipReason::TooShort)), 3)
             .unwrap();
         assert_eq!(log.runs_spent("user", "c1").unwrap(), 1);
-        assert!(log.runs_pending().unwrap());
+        assert!(log.runs_waiting(3).unwrap());
         let user = ["user".to_owned()];
         assert!(log.claim_run(10, &["project:x".into()]).unwrap().is_none());
         let claimed = log.claim_run(10, &user).unwrap().unwrap();
@@ -424,7 +426,7 @@ mod tests {
         };
         log.settle_run(claimed.id, Some("smol"), None, &[note], None, 20)
             .unwrap();
-        assert!(!log.runs_pending().unwrap());
+        assert!(!log.runs_waiting(21).unwrap());
         let rows = log.runs(&["user".into()], 10).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].reason, Some(SkipReason::TooShort));
