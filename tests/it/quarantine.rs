@@ -191,6 +191,17 @@ fn a_providers_memory_is_hidden_from_every_door_and_released_exactly_as_it_was()
     let id = applied["id"].as_str().expect("a quarantine").to_owned();
     assert_eq!(applied["counts"], expected);
     assert!(!note.exists(), "the captured note moved aside");
+    // The person still sees the conversation, each hidden reply under the quarantine's mark.
+    let (ok, shown, err) = w.memoria(&["conversations", "g1"], None);
+    assert!(ok, "{err}");
+    let marked: Vec<&str> = shown.lines().filter(|l| l.contains(&id)).collect();
+    assert_eq!(marked.len(), 2, "{shown}");
+    assert!(
+        marked
+            .iter()
+            .all(|l| l.contains("Grok:") && l.contains("provider's memory is hidden")),
+        "{shown}"
+    );
 
     // Every door: the other host's message (and a note) reach each; the provider's messages,
     // what was derived from them and its note reach none.

@@ -322,11 +322,15 @@ pub fn conversations(g: &Globals, a: &ConversationsArgs) -> Result<()> {
             .clone()
             .unwrap_or_else(|| m.role.as_str().to_owned());
         let when = m.at.map(human_utc).unwrap_or_default();
-        let mark = m
-            .quarantined
-            .as_deref()
-            .map(|d| format!(" [quarantined: reads as instructions ({d}), never recalled]"))
-            .unwrap_or_default();
+        let mark = match (m.quarantine(), m.quarantined.as_deref()) {
+            (Some(id), _) => format!(
+                " [quarantined: its provider's memory is hidden ({id}), never recalled until released]"
+            ),
+            (None, Some(d)) => {
+                format!(" [quarantined: reads as instructions ({d}), never recalled]")
+            }
+            (None, None) => String::new(),
+        };
         outln!("[{when}] {who}: {}{mark}", m.text);
     }
     Ok(())
