@@ -21,6 +21,8 @@ MEMORIA_TEST_MODEL_DIR=$(MEMORIA_MODEL_DIR=${MEMORIA_TEST_MODEL_DIR:-$models/e5-
 export MEMORIA_TEST_MODEL_DIR
 export MEMORIA_TEST_PYTHON=${MEMORIA_TEST_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv/bin/python}
 export MEMORIA_TEST_PYTHON_MCP2=${MEMORIA_TEST_PYTHON_MCP2:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/py-venv-mcp2/bin/python}
+# llama.cpp's OpenAI-compatible server with SmolLM2-135M, for the model-capture tests.
+export MEMORIA_TEST_LLAMA_PYTHON=${MEMORIA_TEST_LLAMA_PYTHON:-${MEMORIA_TOOLS_DIR:-$HOME/.cache/memoria/tools}/llama-venv/bin/python}
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
