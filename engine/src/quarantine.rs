@@ -10,8 +10,9 @@
 //!   the person's own, nor other people's pasted in;
 //! - every fact and summary with at least one such message among its sources (a summary that
 //!   also quotes the person's messages included): never more trusted than its lowest source;
-//! - the notes a model captured (`origin: {via: capture, host, model, conversation}` in their
-//!   frontmatter) by that provider in that range, or from one of those conversations.
+//! - the notes a model wrote (`origin: {via: capture, host, model, conversation}` in their
+//!   frontmatter, or `{via: promotion, model}` for a promoted fact it phrased) by that provider
+//!   in that range, or captured from one of those conversations.
 //!
 //! Applying marks the messages with the log's one "held back" mark (`quarantine:<id>`), lowers
 //! the derived items to trust `quarantined` (recall, search, the recall block, the hook's
@@ -178,10 +179,16 @@ struct Plan {
     counts: Counts,
 }
 
-/// A captured note's provenance (`origin` with `via: capture`): host, model, conversation.
+/// How a note a model wrote names it in its `origin`: captured from a conversation, or a
+/// promoted fact the model phrased.
+const MODEL_WRITTEN: [&str; 2] = ["capture", "promotion"];
+
+/// The provenance of a note a model wrote (`origin` with `via: capture` or `via: promotion`):
+/// host, model, conversation (a promotion names only its model).
 fn captured_origin(note: &Note) -> Option<(Option<String>, Option<String>, Option<String>)> {
     let origin = note.origin.as_ref()?.as_object()?;
-    if origin.get("via").and_then(|v| v.as_str()) != Some("capture") {
+    let via = origin.get("via").and_then(|v| v.as_str())?;
+    if !MODEL_WRITTEN.contains(&via) {
         return None;
     }
     let field = |k: &str| {

@@ -191,6 +191,39 @@ fn a_selection_names_a_provider_and_takes_only_what_matches_all_it_names() {
 }
 
 #[test]
+fn a_promoted_fact_a_model_phrased_is_its_models_and_no_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut e = engine(tmp.path());
+    let notes = e.scope_dir(&Scope::User).unwrap();
+    std::fs::write(
+        notes.join("ana-lives-in-lisbon.md"),
+        "---\nid: ana-lives-in-lisbon\nsummary: Ana lives in Lisbon\norigin:\n  via: promotion\n  model: grok-3\ncreated: 2024-03-02T09:00:00Z\n---\nAna lives in Lisbon.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        notes.join("hand.md"),
+        "---\nid: hand\nsummary: written by hand\norigin:\n  via: import\n  model: grok-3\n---\nmine\n",
+    )
+    .unwrap();
+    e.rescan(false).unwrap();
+    assert_eq!(
+        preview(&e, &grok()).unwrap().notes,
+        0,
+        "a promotion names no host"
+    );
+    let by_model = Selection {
+        models: vec!["grok-3".into()],
+        ..Selection::default()
+    };
+    assert_eq!(preview(&e, &by_model).unwrap().notes, 1);
+    let id = apply(&mut e, &by_model).unwrap().id.unwrap();
+    assert!(!notes.join("ana-lives-in-lisbon.md").exists());
+    assert!(notes.join("hand.md").exists(), "not written by a model");
+    release(&mut e, &id).unwrap();
+    assert!(notes.join("ana-lives-in-lisbon.md").exists());
+}
+
+#[test]
 fn a_note_removed_by_hand_from_the_quarantine_is_reported_missing_and_the_rest_restored() {
     let tmp = tempfile::tempdir().unwrap();
     let mut e = engine(tmp.path());
