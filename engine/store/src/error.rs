@@ -371,7 +371,7 @@ pub enum Error {
     )]
     NoModelConfigured,
     /// The configured chat model failed or answered something unusable.
-    #[error("the model at {url} could not draft the merge: {reason}")]
+    #[error("the model at {url} failed: {reason}")]
     ModelEndpoint { url: String, reason: String },
     /// A value the user passed is not acceptable.
     #[error("{0}")]
