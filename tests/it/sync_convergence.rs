@@ -34,6 +34,7 @@ use memoria_engine::sync::client::{HttpReply, HttpRequest, SendError};
 use memoria_engine::sync::{Keep, Settings, SyncClient, SyncError, Syncer, Token, Transport};
 use memoria_engine::vault::OpenOptions;
 use memoria_engine::{Engine, NewNote, NoteEdit, Scope, ScopeChoice};
+use memoria_shared::e2ee::{AccountKey, KdfParams, WrappedKey};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::Quotas;
 use memoria_shared::{ContentHash, FixedClock};
@@ -224,6 +225,9 @@ struct Sim {
     clock: Arc<FixedClock>,
     token: String,
     devices: Arc<Devices>,
+    /// The account key every device syncs end-to-end encrypted under, when the seed runs
+    /// encrypted.
+    key: Option<AccountKey>,
 }
 
 const SERVER: &str = "http://in-process";
@@ -259,7 +263,8 @@ impl Sim {
             killed: AtomicBool::new(false),
         });
         let client = SyncClient::new(transport.clone(), Token::new(&self.token));
-        let syncer = Syncer::new(home, SERVER, client, self.clock.clone());
+        let mut syncer = Syncer::new(home, SERVER, client, self.clock.clone());
+        syncer.set_account_key(self.key.as_ref());
         Device {
             spot: spot.clone(),
             home: home.to_path_buf(),
@@ -450,6 +455,11 @@ impl Sim {
 
     /// Whether the server's store holds [`SECRET_WORD`] anywhere.
     fn store_holds_secret(store: &Path) -> bool {
+        Sim::store_holds(store, SECRET_WORD)
+    }
+
+    /// Whether the server's store holds `text` anywhere.
+    fn store_holds(store: &Path, text: &str) -> bool {
         let mut stack = vec![store.to_path_buf()];
         while let Some(dir) = stack.pop() {
             for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -457,7 +467,7 @@ impl Sim {
                 if p.is_dir() {
                     stack.push(p);
                 } else if std::fs::read(&p)
-                    .is_ok_and(|b| String::from_utf8_lossy(&b).contains(SECRET_WORD))
+                    .is_ok_and(|b| String::from_utf8_lossy(&b).contains(text))
                 {
                     return true;
                 }
@@ -604,7 +614,7 @@ enum Layout {
 /// The project id every folder of [`Layout::Worktrees`] claims.
 const PROJECT_ID: &str = "soak-repo";
 
-fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout) {
+fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout, encrypted: bool) {
     let tmp = scratch_dir();
     let root = tmp.path();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -655,6 +665,7 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout) {
         clock,
         token,
         devices: Arc::new((0..n_devices).map(|_| Mutex::new(None)).collect()),
+        key: encrypted.then(|| AccountKey::from_bytes(seed_bytes(seed))),
     };
     let mut homes = BTreeSet::new();
     for i in 0..n_devices {
@@ -696,6 +707,10 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout) {
             );
         }
         *sim.devices[i].lock().unwrap() = Some(d);
+    }
+    if let Some(key) = &sim.key {
+        let slot = sim.devices[0].lock().unwrap();
+        put_account_keys(slot.as_ref().unwrap().syncer.client(), key, seed);
     }
     sim.faults.store(true, Ordering::SeqCst);
     // Every version a device offered to sync (its notes when a pass starts), and the versions
@@ -804,6 +819,19 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout) {
     kept.extend(superseded);
     let lost: Vec<&String> = offered.difference(&kept).collect();
     assert!(lost.is_empty(), "seed {seed}: edits lost: {lost:?}");
+    if encrypted {
+        assert!(
+            Sim::store_holds(&root.join("store"), "\"e2ee\":{\"kid\""),
+            "seed {seed}: no scope was marked encrypted"
+        );
+        // No plaintext content hash of any version reached the server.
+        for h in offered.iter().chain(replicas[0].values()) {
+            assert!(
+                !Sim::store_holds(&root.join("store"), h),
+                "seed {seed}: hash {h} is on the server"
+            );
+        }
+    }
     // Break the transports' back-references before the devices drop.
     for d in sim.devices.iter() {
         *d.lock().unwrap() = None;
@@ -833,17 +861,34 @@ pub(crate) fn seed_range(var: &str, default: u64) -> std::ops::Range<u64> {
 
 /// Runs this shard's seeds: `MEMORIA_SYNC_SEED=S` alone, else those `MEMORIA_SYNC_SEEDS` names.
 fn run_shard(shard: u64) {
+    run_seeds(shard, SHARDS, "MEMORIA_SYNC_SEEDS", SEEDS, false)
+}
+
+/// Seeds of the encrypted run in the normal run (`MEMORIA_SYNC_E2EE_SEEDS` for more).
+const E2EE_SEEDS: u64 = 24;
+/// Test functions the encrypted run's seeds are dealt to.
+const E2EE_SHARDS: u64 = 2;
+
+/// Runs the seeds of `shard` of `shards` that `var` names (`default`: 0..default), end-to-end
+/// encrypted or not; `MEMORIA_SYNC_SEED=S` alone when set.
+fn run_seeds(shard: u64, shards: u64, var: &str, default: u64, encrypted: bool) {
     let env = |name: &str| -> Option<u64> { std::env::var(name).ok()?.parse().ok() };
     let seeds: Vec<u64> = match env("MEMORIA_SYNC_SEED") {
         Some(seed) => vec![seed],
-        None => seed_range("MEMORIA_SYNC_SEEDS", SEEDS).collect(),
+        None => seed_range(var, default).collect(),
     };
-    for seed in seeds.into_iter().filter(|s| (s / 3) % SHARDS == shard) {
+    for seed in seeds.into_iter().filter(|s| (s / 3) % shards == shard) {
         // A panic anywhere (an assertion here, a bug in the engine) names its seed.
         // Odd seeds sync two worktrees of one project on one machine and one or two clones.
         let run = std::panic::catch_unwind(|| match seed % 2 {
-            0 => run_seed(seed, 2 + (seed % 3) as usize, 40, Layout::User),
-            _ => run_seed(seed, 3 + (seed % 3 == 2) as usize, 40, Layout::Worktrees),
+            0 => run_seed(seed, 2 + (seed % 3) as usize, 40, Layout::User, encrypted),
+            _ => run_seed(
+                seed,
+                3 + (seed % 3 == 2) as usize,
+                40,
+                Layout::Worktrees,
+                encrypted,
+            ),
         });
         if let Err(e) = run {
             let why = e
@@ -854,6 +899,46 @@ fn run_shard(shard: u64) {
             panic!("seed {seed} failed (rerun with MEMORIA_SYNC_SEED={seed}): {why}");
         }
     }
+}
+
+/// Stores the account's wrapped keys on the server, as turning encryption on does (at the
+/// lowest Argon2id costs readers accept: these tests are about reconciliation).
+fn put_account_keys(client: &SyncClient, key: &AccountKey, seed: u64) {
+    let recovery = memoria_shared::e2ee::RecoveryKey::from_bytes(seed_bytes(!seed));
+    let blobs = memoria_shared::protocol::E2eeKeys {
+        passphrase: WrappedKey::with_passphrase_parts(
+            key,
+            "soak passphrase",
+            KdfParams::MIN,
+            [1; 16],
+            [2; 24],
+        )
+        .unwrap()
+        .to_json(),
+        recovery: WrappedKey::with_recovery_key_parts(key, &recovery, [3; 24]).to_json(),
+    };
+    client.put_e2ee_keys(&blobs).unwrap();
+}
+
+/// 32 bytes made of a seed.
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64).to_be_bytes());
+    }
+    out
+}
+
+/// The same soak with every device syncing end-to-end encrypted: the invariant holds, and no
+/// plaintext content hash of any version is in the server's store.
+#[test]
+fn sync_randomized_convergence_encrypted_0() {
+    run_seeds(0, E2EE_SHARDS, "MEMORIA_SYNC_E2EE_SEEDS", E2EE_SEEDS, true)
+}
+
+#[test]
+fn sync_randomized_convergence_encrypted_1() {
+    run_seeds(1, E2EE_SHARDS, "MEMORIA_SYNC_E2EE_SEEDS", E2EE_SEEDS, true)
 }
 
 macro_rules! shards {
@@ -913,6 +998,7 @@ fn sync_commit_first_batches() {
         clock,
         token,
         devices: Arc::new(Vec::new()),
+        key: None,
     };
     let dev = |name: &str| {
         let home = root.join(name);
@@ -1048,14 +1134,27 @@ fn sync_commit_first_batches() {
 }
 
 /// Requests and bytes of the three benchmark cases, in-process (`docs/BENCHMARKS.md`): first
-/// upload of N notes, a no-change poll, one change in N. The normal run uses 500 notes and
-/// checks the request counts; `MEMORIA_SYNC_BENCH_NOTES=5000` measures the full size.
+/// upload of N notes, a no-change poll, one change in N, in plaintext and end-to-end
+/// encrypted side by side. The normal run uses 500 notes and checks the request counts;
+/// `MEMORIA_SYNC_BENCH_NOTES=5000` measures the full size.
 #[test]
 fn sync_bench_first_upload_poll_and_one_change() {
     let n: usize = std::env::var("MEMORIA_SYNC_BENCH_NOTES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(500);
+    let plain = sync_bench(n, false);
+    let encrypted = sync_bench(n, true);
+    for ((what, p), (_, e)) in plain.iter().zip(&encrypted) {
+        eprintln!(
+            "bench {what} ({n} notes): plaintext {p:?}, encrypted {e:?} ({:+.1}%)",
+            (e.as_secs_f64() / p.as_secs_f64() - 1.0) * 100.0
+        );
+    }
+}
+
+/// One run of the benchmark's cases; their times.
+fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Duration)> {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -1086,6 +1185,7 @@ fn sync_bench_first_upload_poll_and_one_change() {
         clock,
         token,
         devices: Arc::new(Vec::new()),
+        key: encrypted.then(|| AccountKey::from_bytes(seed_bytes(1))),
     };
     let home = root.join("a");
     let user_dir = home.join("memory/user");
@@ -1105,22 +1205,30 @@ fn sync_bench_first_upload_poll_and_one_change() {
     })
     .unwrap();
     let mut a = sim.open(&Spot::user(&home), 0);
-    let measure = |a: &mut Device, what: &str| {
+    if let Some(key) = &sim.key {
+        put_account_keys(a.syncer.client(), key, 1);
+    }
+    let mode = if encrypted { "encrypted" } else { "plaintext" };
+    let mut times = Vec::new();
+    let mut measure = |a: &mut Device, what: &'static str| {
         let before = a.syncer.client().traffic.snapshot();
         let t = std::time::Instant::now();
         let r = a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+        let took = t.elapsed();
         let after = a.syncer.client().traffic.snapshot();
         let (req, sent, recv) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
         eprintln!(
-            "bench {what} ({n} notes): {req} requests, {sent} bytes sent, {recv} bytes received, {:?}",
-            t.elapsed()
+            "bench {what} ({n} notes, {mode}): {req} requests, {sent} bytes sent, {recv} bytes received, {took:?}"
         );
+        times.push((what, took));
         (r, req)
     };
     let (r, req) = measure(&mut a, "first upload");
     assert_eq!(r.uploaded, n);
-    // identity + snapshot + one commit per 500 changes.
-    assert_eq!(req as usize, 2 + n.div_ceil(500));
+    // identity + snapshot + one commit per 500 changes; encrypted, the scope's mark before
+    // and the purge of its plaintext after.
+    let extra = if encrypted { 2 } else { 0 };
+    assert_eq!(req as usize, 2 + n.div_ceil(500) + extra);
     let (r, req) = measure(&mut a, "no-change poll");
     assert!(!r.changed());
     // The pass after uploads takes a full snapshot (others may have committed meanwhile);
@@ -1142,4 +1250,5 @@ fn sync_bench_first_upload_poll_and_one_change() {
     let (r, req) = measure(&mut a, "one change");
     assert_eq!(r.uploaded, 1);
     assert_eq!(req, 2, "snapshot + commit");
+    times
 }

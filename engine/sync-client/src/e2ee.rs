@@ -101,10 +101,17 @@ struct ScopeFile {
     notes: BTreeMap<String, Known>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One note's versions as this machine knows them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Known {
+    /// The highest version taken from the cloud or committed from here (0: none), and its
+    /// keyed hash: what an incoming version is checked against.
     seq: u64,
     hash: String,
+    /// The highest number this machine sealed for the note, committed or not: the next
+    /// version is numbered above it.
+    #[serde(default)]
+    sealed: u64,
 }
 
 /// A body refused on its way in: the note it is (its id when this machine knows it, else its
@@ -130,6 +137,9 @@ pub struct ScopeCrypt {
     /// Keyed hash → content hash, and back.
     to_plain: HashMap<String, String>,
     to_keyed: HashMap<String, String>,
+    /// The versions of the commit in flight (note id → number, keyed hash), known once it
+    /// applied.
+    sent: HashMap<String, (u64, String)>,
 }
 
 impl ScopeCrypt {
@@ -148,6 +158,7 @@ impl ScopeCrypt {
             ids: HashMap::new(),
             to_plain: HashMap::new(),
             to_keyed: HashMap::new(),
+            sent: HashMap::new(),
         };
         let known: Vec<String> = me.file.notes.keys().cloned().collect();
         me.learn(known.iter().map(String::as_str));
@@ -263,10 +274,15 @@ impl ScopeCrypt {
             let opened = open_note(&self.keys, self.ctx(), &b.id, &b.hash, &b.body)
                 .map_err(|e| e.to_string())
                 .and_then(|o| {
-                    let known = self.file.notes.get(o.id.as_str()).map(|k| KnownVersion {
-                        seq: k.seq,
-                        hash: ContentHash::parse(&k.hash).unwrap_or_else(|| b.hash.clone()),
-                    });
+                    let known = self
+                        .file
+                        .notes
+                        .get(o.id.as_str())
+                        .filter(|k| k.seq > 0)
+                        .map(|k| KnownVersion {
+                            seq: k.seq,
+                            hash: ContentHash::parse(&k.hash).unwrap_or_else(|| b.hash.clone()),
+                        });
                     check_rollback(known.as_ref(), o.seq, &b.hash)
                         .map(|()| o)
                         .map_err(|e| e.to_string())
@@ -279,13 +295,9 @@ impl ScopeCrypt {
                         .insert(b.hash.as_str().to_owned(), o.plain_hash.as_str().to_owned());
                     self.to_keyed
                         .insert(o.plain_hash.as_str().to_owned(), b.hash.as_str().to_owned());
-                    self.file.notes.insert(
-                        o.id.as_str().to_owned(),
-                        Known {
-                            seq: o.seq,
-                            hash: b.hash.as_str().to_owned(),
-                        },
-                    );
+                    let k = self.file.notes.entry(o.id.as_str().to_owned()).or_default();
+                    k.seq = o.seq;
+                    k.hash = b.hash.as_str().to_owned();
                     bodies.push(NoteBody {
                         id: o.id,
                         revision: b.revision,
@@ -324,8 +336,11 @@ impl ScopeCrypt {
     }
 
     /// The commit as the server takes it: every put sealed with the next sequence number,
-    /// ids opaque. The numbers are kept before the request is sent (a number only grows).
+    /// ids opaque. The numbers sealed are kept before the request is sent, so a version sealed
+    /// again (the commit retried, its reply lost) is numbered above them; they count as the
+    /// note's versions once the commit applied ([`Self::open_commit`]).
     pub fn seal_commit(&mut self, req: &CommitRequest, now_ms: u64) -> SyncResult<CommitRequest> {
+        self.sent.clear();
         let mut changes = Vec::with_capacity(req.changes.len());
         for c in &req.changes {
             let mut out = c.clone();
@@ -334,7 +349,12 @@ impl ScopeCrypt {
                 .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
             if c.op == ChangeOp::Put {
                 let file = c.body.as_deref().unwrap_or_default();
-                let known = self.file.notes.get(c.id.as_str()).map(|k| k.seq);
+                let known = self
+                    .file
+                    .notes
+                    .get(c.id.as_str())
+                    .map(|k| k.seq.max(k.sealed))
+                    .filter(|&n| n > 0);
                 let seq = next_seq(known, now_ms);
                 let sealed = seal_note(
                     &self.keys,
@@ -353,12 +373,14 @@ impl ScopeCrypt {
                     sealed.plain_hash.as_str().to_owned(),
                     sealed.hash.as_str().to_owned(),
                 );
-                self.file.notes.insert(
+                self.file
+                    .notes
+                    .entry(c.id.as_str().to_owned())
+                    .or_default()
+                    .sealed = seq;
+                self.sent.insert(
                     c.id.as_str().to_owned(),
-                    Known {
-                        seq,
-                        hash: sealed.hash.as_str().to_owned(),
-                    },
+                    (seq, sealed.hash.as_str().to_owned()),
                 );
                 out.body = Some(sealed.body);
                 out.hash = Some(sealed.hash);
@@ -373,8 +395,21 @@ impl ScopeCrypt {
         })
     }
 
-    /// The reply with the notes' own ids (one `applied` per change, in request order).
-    pub fn open_commit(&self, req: &CommitRequest, mut resp: CommitResponse) -> CommitResponse {
+    /// The reply with the notes' own ids (one `applied` per change, in request order); the
+    /// versions it committed are this machine's highest from now on.
+    pub fn open_commit(
+        &mut self,
+        req: &CommitRequest,
+        mut resp: CommitResponse,
+    ) -> SyncResult<CommitResponse> {
+        for (id, (seq, hash)) in self.sent.drain() {
+            let k = self.file.notes.entry(id).or_default();
+            if seq > k.seq {
+                k.seq = seq;
+                k.hash = hash;
+            }
+        }
+        self.save()?;
         resp.applied = resp
             .applied
             .into_iter()
@@ -384,7 +419,7 @@ impl ScopeCrypt {
                 revision: a.revision,
             })
             .collect();
-        resp
+        Ok(resp)
     }
 
     /// A 409's notes with their own ids.

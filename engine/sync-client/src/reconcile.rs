@@ -588,7 +588,7 @@ impl Syncer {
             Some(c) => {
                 let sealed = c.seal_commit(&req, self.clock.now_ms().max(0) as u64)?;
                 match self.client.e2ee_commit(&sealed) {
-                    Ok(resp) => Ok(c.open_commit(&req, resp)),
+                    Ok(resp) => c.open_commit(&req, resp),
                     Err(e) => Err(c.open_error(e)),
                 }
             }
