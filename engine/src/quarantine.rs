@@ -139,6 +139,9 @@ pub struct Release {
     pub renamed: Vec<(String, String)>,
     /// Notes whose quarantined file was gone (removed by hand): their paths.
     pub missing: Vec<String>,
+    /// Notes that could not be put back (a disk error): `(rel_path, why)`. Their file stays in
+    /// the quarantine folder (`kept_at` in the history).
+    pub failed: Vec<(String, String)>,
 }
 
 /// A quarantine, as the history lists it.
@@ -463,8 +466,12 @@ pub fn release(engine: &mut Engine, id: &str) -> Result<Release> {
         rederived: logged.rederive.len(),
         ..Release::default()
     };
+    // The log's labels are back already: a note that cannot be put back is reported and the
+    // others still go back.
     for m in &moved {
-        put_back(engine, m, &mut out)?;
+        if let Err(e) = put_back(engine, m, &mut out) {
+            out.failed.push((m.rel_path.clone(), e.to_string()));
+        }
     }
     let _ = std::fs::remove_dir(kept_dir(engine, id));
     engine.log()?.set_quarantine_released(id, &json(&out)?)?;
@@ -477,6 +484,7 @@ pub fn release(engine: &mut Engine, id: &str) -> Result<Release> {
             "derived": out.derived,
             "notes": out.notes + out.renamed.len(),
             "missing": out.missing.len(),
+            "failed": out.failed.len(),
         }),
     )?;
     engine.sync_recall_later()?;

@@ -58,6 +58,31 @@ describe('Quarantine card on the Overview page', () => {
     expect({ marks: trip.messages.map((m) => m.quarantined), facts: trip.extract!.facts.map((f) => f.trust) }).toEqual(before);
   });
 
+  it('says which notes did not come back as they were', async () => {
+    const { be, user } = await renderApp(withGrok());
+    be.quarantineRelease = async (id) => ({
+      id,
+      messages: 3,
+      derived: 2,
+      rederived: 0,
+      notes: 0,
+      renamed: [['pier.md', 'pier-restored.md']],
+      missing: ['gone.md'],
+      failed: [['sub/x.md', 'not a folder']],
+    });
+    await goTo(user, 'overview');
+    const card = await screen.findByTestId('quarantine-card');
+    const grok = (await within(card).findAllByTestId('quarantine-provider')).find((r) => r.textContent?.includes('grok'))!;
+    await user.click(within(grok).getByRole('checkbox'));
+    await user.click(within(card).getByTestId('quarantine-preview'));
+    await user.click(await within(card).findByTestId('quarantine-apply'));
+    await user.click(within(card).getByTestId('quarantine-confirm-yes'));
+    await user.click(await within(card).findByTestId('quarantine-release'));
+    expect(await screen.findByText(/pier\.md came back as pier-restored\.md/)).toHaveTextContent(
+      'gone.md was gone from the quarantine folder · sub/x.md could not be put back (not a folder); its file stays in the quarantine folder',
+    );
+  });
+
   it('sends a range of whole days and says when nothing is left to hide', async () => {
     const { be, user } = await renderApp(withGrok());
     await goTo(user, 'overview');

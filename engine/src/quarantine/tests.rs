@@ -241,6 +241,32 @@ fn a_note_removed_by_hand_from_the_quarantine_is_reported_missing_and_the_rest_r
 }
 
 #[test]
+fn a_note_that_cannot_go_back_is_reported_kept_and_the_rest_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut e = engine(tmp.path());
+    capture_text(&e, SAID, &CaptureRequest::default()).unwrap();
+    let notes = e.scope_dir(&Scope::User).unwrap();
+    std::fs::create_dir_all(notes.join("sub")).unwrap();
+    std::fs::write(notes.join("sub").join("grok-pier.md"), CAPTURED).unwrap();
+    e.rescan(false).unwrap();
+    let before = labels(&e);
+    let id = apply(&mut e, &grok()).unwrap().id.unwrap();
+    // A file now stands where the note's folder was.
+    std::fs::remove_dir(notes.join("sub")).unwrap();
+    std::fs::write(notes.join("sub"), "not a folder").unwrap();
+    let released = release(&mut e, &id).unwrap();
+    assert_eq!(released.failed.len(), 1, "{released:?}");
+    assert_eq!(released.failed[0].0, "sub/grok-pier.md");
+    assert_eq!(labels(&e), before, "the labels are back all the same");
+    let kept = &history(&e).unwrap()[0].notes[0].kept_at;
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join(kept)).unwrap(),
+        CAPTURED,
+        "its file stays in the quarantine folder"
+    );
+}
+
+#[test]
 fn overlapping_quarantines_release_separately_and_a_shared_item_stays_hidden_until_both_go() {
     let tmp = tempfile::tempdir().unwrap();
     let mut e = engine(tmp.path());

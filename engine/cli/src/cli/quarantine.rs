@@ -133,6 +133,11 @@ pub fn run(g: &Globals, command: &QuarantineCommand) -> Result<()> {
             for path in &r.missing {
                 outln!("  {path} was gone from the quarantine folder: not restored");
             }
+            for (path, why) in &r.failed {
+                outln!(
+                    "  {path} could not be put back ({why}): its file stays in the quarantine folder"
+                );
+            }
         }
         QuarantineCommand::List => {
             let all = quarantine::history(&g.location.open()?)?;

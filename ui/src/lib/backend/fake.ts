@@ -1437,7 +1437,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       if (q.releasedAt !== null) throw fail('invalid_input', `quarantine ${id} was released already: nothing to release`);
       for (const u of undos.get(id) ?? []) u();
       q.releasedAt = Date.now();
-      q.release = { id, messages: q.counts.messages, derived: q.counts.facts + q.counts.summaries, rederived: 0, notes: 0, renamed: [], missing: [] };
+      q.release = { id, messages: q.counts.messages, derived: q.counts.facts + q.counts.summaries, rederived: 0, notes: 0, renamed: [], missing: [], failed: [] };
       return structuredClone(q.release);
     },
 

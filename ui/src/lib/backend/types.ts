@@ -795,6 +795,9 @@ export interface QuarantineRelease {
   renamed: [string, string][];
   /** Notes gone from the quarantine folder (removed by hand). */
   missing: string[];
+  /** Notes that could not be put back (a disk error): `[path, why]`; their file stays in the
+   * quarantine folder. */
+  failed: [string, string][];
 }
 
 /** One quarantine of the history. */

@@ -373,6 +373,10 @@ export const en = {
   'quarantine.release': 'Release',
   'quarantine.releasedAt': 'Released {when}',
   'quarantine.released': 'Released: everything is back with the trust and place it had.',
+  'quarantine.releasedWith': 'Released: the trust of every message, fact and summary is back. {notes}',
+  'quarantine.renamedNote': '{from} came back as {to} (a newer file had taken its place)',
+  'quarantine.missingNote': '{path} was gone from the quarantine folder',
+  'quarantine.failedNote': '{path} could not be put back ({why}); its file stays in the quarantine folder',
 
   'import.title': 'Import',
   'import.intro': 'Bring in an Obsidian vault, an OpenClaw export or any folder of Markdown files. Files are copied into your memory; the folder is not changed.',

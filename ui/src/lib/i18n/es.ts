@@ -373,6 +373,10 @@ export const es: Dict = {
   'quarantine.release': 'Liberar',
   'quarantine.releasedAt': 'Liberada {when}',
   'quarantine.released': 'Liberada: todo ha vuelto con la confianza y el lugar que tenía.',
+  'quarantine.releasedWith': 'Liberada: ha vuelto la confianza de cada mensaje, hecho y resumen. {notes}',
+  'quarantine.renamedNote': '{from} volvió como {to} (un archivo más nuevo ocupaba su lugar)',
+  'quarantine.missingNote': '{path} ya no estaba en la carpeta de cuarentena',
+  'quarantine.failedNote': '{path} no se pudo devolver ({why}); su archivo sigue en la carpeta de cuarentena',
 
   'import.title': 'Importar',
   'import.intro': 'Trae una bóveda de Obsidian, una exportación de OpenClaw o cualquier carpeta de archivos Markdown. Los archivos se copian a tu memoria; la carpeta no cambia.',

@@ -373,6 +373,10 @@ export const zh: Dict = {
   'quarantine.release': '解除隔离',
   'quarantine.releasedAt': '已于 {when} 解除',
   'quarantine.released': '已解除隔离：一切都以原有的可信度和位置恢复。',
+  'quarantine.releasedWith': '已解除隔离：每条消息、事实和摘要的可信度都已恢复。{notes}',
+  'quarantine.renamedNote': '{from} 已恢复为 {to}（原位置已被更新的文件占用）',
+  'quarantine.missingNote': '{path} 已不在隔离文件夹中',
+  'quarantine.failedNote': '{path} 无法放回（{why}）；其文件仍保留在隔离文件夹中',
 
   'import.title': '导入',
   'import.intro': '导入 Obsidian 仓库、OpenClaw 导出或任何 Markdown 文件夹。文件会复制到你的记忆中，原文件夹不会改变。',
