@@ -11,6 +11,7 @@ mod privacy;
 mod privacy_derived;
 mod privacy_gate;
 mod privacy_scope;
+mod promotion_model;
 mod quarantine;
 mod recall_model;
 mod reimport;

@@ -40,11 +40,66 @@ pub enum ReviewCommand {
     /// brings it back.
     Archived,
     /// List the facts said in several conversations, ready to become notes; with a key,
-    /// promote that one into a note (as trusted as the least trusted message that stated it).
+    /// promote that one into a note (as trusted as the least trusted message that stated it);
+    /// with `--auto`, have the configured chat model phrase and promote the ready ones.
     Promote {
         /// The fact's key, as `memoria review promote` lists it.
+        #[arg(conflicts_with = "auto")]
         key: Option<String>,
+        /// Promote the ready facts with the chat model (`model.url`), as the app's daily pass
+        /// does: a fact whose answer is refused stays proposed, with the reason.
+        #[arg(long)]
+        auto: bool,
+        /// With `--auto`: the most facts to promote (default: 5).
+        #[arg(long, value_name = "N", requires = "auto")]
+        limit: Option<usize>,
     },
+}
+
+/// `memoria review promote --auto`.
+fn promote_auto(
+    g: &Globals,
+    engine: &mut memoria_engine::Engine,
+    limit: Option<usize>,
+) -> Result<()> {
+    let run = conversations::promote_auto(engine, limit)?;
+    if g.json {
+        return print_json(&run);
+    }
+    let Some(model) = &run.model else {
+        anyhow::bail!(
+            "no chat model is configured, so nothing is promoted automatically: set one with `memoria config set model.url URL`, or promote a fact yourself with `memoria review promote KEY`"
+        );
+    };
+    for p in &run.promoted {
+        outln!(
+            "promoted into note {} of {}: {} (from {})",
+            p.id,
+            p.scope,
+            p.summary,
+            counted(p.sources, "message")
+        );
+    }
+    for l in &run.left {
+        outln!(
+            "left proposed {}  {}  {}: {}",
+            l.key,
+            l.scope,
+            l.text,
+            l.reason
+        );
+    }
+    outln!(
+        "{} by {model}, {} left proposed{}",
+        counted(run.promoted.len(), "fact") + " promoted",
+        run.left.len(),
+        if run.waiting > 0 {
+            format!(", {} beyond the limit", run.waiting)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
 }
 
 fn kind_label(d: &FindingDetail) -> &'static str {
@@ -75,8 +130,11 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
         );
         return Ok(());
     }
-    if let Some(ReviewCommand::Promote { key }) = &a.command {
+    if let Some(ReviewCommand::Promote { key, auto, limit }) = &a.command {
         let mut engine = engine;
+        if *auto {
+            return promote_auto(g, &mut engine, *limit);
+        }
         let Some(key) = key else {
             let ready = conversations::promotions(&engine)?;
             if g.json {

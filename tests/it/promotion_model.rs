@@ -1,0 +1,132 @@
+//! Automatic promotion end to end, through the real `memoria` binary and a real
+//! OpenAI-compatible model (llama.cpp's server with SmolLM2-135M, `memoria_tests::llama`): a
+//! fact stated in three conversations is phrased by the model and written as a note naming
+//! the model and its sources, or, when the answer is refused, left proposed with the reason.
+//! The model's wording is poor; this checks the path, not the wording.
+
+use std::path::Path;
+
+use memoria_tests::llama::ChatModel;
+use memoria_tests::sync_fixture::Device;
+use serde_json::{Value, json};
+
+const MODEL_NAME: &str = "smollm2-135m";
+
+/// `memoria --json ARGS` with no model settings from the environment.
+fn json(d: &Device, args: &[&str]) -> Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = d
+        .command(&full)
+        .env_remove("MEMORIA_MODEL__URL")
+        .env_remove("MEMORIA_MODEL__NAME")
+        .env_remove("MEMORIA_MODEL__LOCAL_HOSTS")
+        .env_remove("MEMORIA_MODEL__API_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "memoria {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("memoria {args:?}: {e}: {stdout}"))
+}
+
+fn ready(d: &Device) -> Vec<Value> {
+    json(d, &["review", "promote"]).as_array().unwrap().clone()
+}
+
+/// The note's front matter (written as one JSON line).
+fn front(home: &Path, id: &str) -> Value {
+    let file = std::fs::read_to_string(home.join("memory/user").join(format!("{id}.md"))).unwrap();
+    serde_json::from_str(file.lines().nth(1).unwrap()).unwrap()
+}
+
+#[test]
+fn a_real_model_promotes_a_fact_stated_three_times_or_leaves_it_proposed_with_a_reason() {
+    let model = ChatModel::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Device::new(tmp.path().join("home"), "");
+    std::fs::create_dir_all(&d.home).unwrap();
+
+    // The same fact, in the person's own words, in three conversations.
+    let lines: Vec<String> = (1..=3)
+        .map(|n| {
+            json!({"conversation": format!("day{n}"), "id": "1", "role": "user",
+                "speaker": "Ana", "time": format!("2026-05-0{n}T10:00:00Z"),
+                "text": "my team name is Heron."})
+            .to_string()
+        })
+        .collect();
+    let file = d.home.join("said.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    json(&d, &["capture", file.to_str().unwrap()]);
+    let proposed = ready(&d);
+    assert_eq!(proposed.len(), 1, "{proposed:?}");
+    let key = proposed[0]["key"].as_str().unwrap().to_owned();
+    let sources: Vec<String> = proposed[0]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sources.len(), 3);
+
+    // No model: nothing is automatic, and the review keeps proposing it.
+    let run = json(&d, &["review", "promote", "--auto"]);
+    assert_eq!(
+        run,
+        json!({"model": null, "promoted": [], "left": [], "waiting": 0})
+    );
+    assert_eq!(ready(&d).len(), 1);
+
+    json(&d, &["config", "set", "model.url", &model.url]);
+    json(&d, &["config", "set", "model.name", MODEL_NAME]);
+    let run = json(&d, &["review", "promote", "--auto"]);
+    assert_eq!(run["model"], MODEL_NAME, "{run}");
+    eprintln!("the model's run: {run}");
+    let (promoted, left) = (
+        run["promoted"].as_array().unwrap(),
+        run["left"].as_array().unwrap(),
+    );
+    assert_eq!(promoted.len() + left.len(), 1, "asked once: {run}");
+    if let Some(p) = promoted.first() {
+        let id = p["id"].as_str().unwrap();
+        let front = front(&d.home, id);
+        assert_eq!(
+            front["origin"],
+            json!({"via": "promotion", "model": MODEL_NAME})
+        );
+        let named: Vec<&str> = front["derivedFrom"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no derivedFrom: {front}"))
+            .iter()
+            .filter_map(|s| s["id"].as_str().or(s.as_str()))
+            .collect();
+        assert_eq!(named.len(), 3, "{front}");
+        // The person's own words through a model: never above `derived`.
+        assert_eq!(json(&d, &["show", id])["trust"], "derived");
+        assert!(
+            p["summary"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("heron"),
+            "the summary keeps the value: {p}"
+        );
+        assert!(
+            ready(&d).is_empty(),
+            "a promoted fact is not proposed again"
+        );
+    } else {
+        let l = &left[0];
+        assert_eq!(l["key"], key.as_str());
+        assert!(!l["reason"].as_str().unwrap().is_empty(), "{l}");
+        assert_eq!(ready(&d).len(), 1, "left proposed for a person");
+        assert!(
+            json(&d, &["list"]).as_array().unwrap().is_empty(),
+            "nothing written from a refused answer"
+        );
+    }
+}
