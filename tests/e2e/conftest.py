@@ -189,12 +189,14 @@ def launch(request):
 
     def start(home: Home, extra_env=None):
         shots = OUT / safe(request.node.name)
-        shutil.rmtree(shots, ignore_errors=True)
-        shots.mkdir(parents=True)
+        # A second app in the same test (another machine) adds its shots beside the first's.
+        if not running:
+            shutil.rmtree(shots, ignore_errors=True)
+        shots.mkdir(parents=True, exist_ok=True)
         env = home.env()
         env.update(extra_env or {})
         port, native = free_port(), free_port()
-        log = open(shots / "tauri-driver.log", "w")
+        log = open(shots / ("tauri-driver.log" if not running else f"tauri-driver-{len(running) + 1}.log"), "w")
         proc = subprocess.Popen(
             [DRIVER, "--port", str(port), "--native-port", str(native)],
             env=env,

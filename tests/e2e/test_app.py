@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -649,3 +650,80 @@ def test_a_long_conversation_scrolls_to_its_last_message(home, launch):
         last), "the last message at the bottom of the list")
     assert len(app.all("message-item")) < 100
     app.shot("long-conversation-end")
+
+
+def store_holds(sync_server, needle: bytes):
+    """Whether any file of the sync server's folder store holds `needle`."""
+    root = Path(sync_server.store.removeprefix("fs:"))
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_machine(
+    tmp_root, launch, sync_server
+):
+    token = sync_server.token("alice")
+    a = Home(tmp_root / "a", token)
+    a.path.mkdir()
+    a.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    a.cli("add", "--summary", "Blood test results from Dr Okafor", "--type", "user",
+          "--body", "Ferritin low; retest in March.")
+    a.cli("sync", "now")
+    assert store_holds(sync_server, b"Okafor"), "the plaintext note reached the server first"
+
+    app = launch(a)
+    app.click("nav-sync")
+    app.click("e2ee-setup")
+    passphrase = "copper lantern orbit 42"
+    type_into(app, "e2ee-passphrase", passphrase)
+    type_into(app, "e2ee-passphrase-again", passphrase)
+    app.wait(lambda: app.one("e2ee-strength").get_attribute("data-strength") == "strong",
+             "the strength says strong")
+    app.wait(lambda: app.one("e2ee-turn-on").is_enabled(), "turn on is enabled")
+    app.shot("e2ee-setup")
+    app.click("e2ee-turn-on")
+    key = app.one("e2ee-recovery-key", timeout=120).text.strip()
+    assert re.fullmatch(r"([0-9A-Z]{4}-){13}[0-9A-Z]{4}", key), key
+    app.wait(lambda: app.visible("sync-encrypted"), "the status says end-to-end encrypted")
+    app.shot("e2ee-recovery-key")
+    assert passphrase not in app.driver.page_source
+    done = app.one("e2ee-recovery-done")
+    assert not done.is_enabled(), "the key must be confirmed before the step closes"
+    type_into(app, "e2ee-recovery-check", key.split("-")[-1].lower())
+    app.wait(lambda: done.is_enabled(), "typing the last group back confirms it")
+    done.click()
+    app.one("e2ee-on")
+    assert not app.visible("e2ee-recovery-key") and key not in app.driver.page_source
+    assert "End-to-end encrypted" in " ".join(app.text_of("sync-encrypted"))
+    app.shot("e2ee-encrypted")
+
+    assert a.cli("sync", "status")["encrypted"] is True
+    assert store_holds(sync_server, b"Okafor") == [], "plaintext left in the store"
+    assert store_holds(sync_server, b"Ferritin") == [], "plaintext left in the store"
+
+    # A new machine: signed in, the account encrypted, the key not here. The app asks for the
+    # passphrase; a wrong one is an error and changes nothing, the right one syncs the notes.
+    c = Home(tmp_root / "c", token)
+    c.path.mkdir()
+    c.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    app_c = launch(c)
+    app_c.click("nav-sync")
+    app_c.one("e2ee-unlock")
+    app_c.one("sync-locked")
+    type_into(app_c, "e2ee-secret", "copper lantern orbit 43")
+    app_c.click("e2ee-unlock-submit")
+    app_c.wait_text("e2ee-unlock-error", "does not open this account", timeout=120)
+    app_c.shot("e2ee-wrong-passphrase")
+    assert c.cli("sync", "status")["encrypted"] is False
+    assert summaries(c) == []
+    type_into(app_c, "e2ee-secret", passphrase)
+    app_c.click("e2ee-unlock-submit")
+    app_c.one("sync-encrypted", timeout=120)
+    app_c.shot("e2ee-unlocked")
+    until(lambda: "Blood test results from Dr Okafor" in summaries(c), "the note reached c")
+
+    # The recovery key the page showed unlocks a third machine.
+    b = Home(tmp_root / "b", token)
+    b.path.mkdir()
+    b.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    b.cli("sync", "unlock", "--recovery-key", key)
+    assert "Blood test results from Dr Okafor" in summaries(b)

@@ -286,4 +286,36 @@ mod tests {
         };
         assert_eq!(login(&engine, bad).unwrap_err().code, "invalid_input");
     }
+
+    #[test]
+    fn encryption_refuses_a_short_passphrase_and_unlocking_takes_exactly_one_secret() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut engine = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        let short = encrypt(&mut engine, "short").unwrap_err();
+        assert_eq!(short.code, "invalid_input");
+        assert!(short.message.contains("at least 8 characters"), "{short:?}");
+        assert_eq!(
+            encrypt(&mut engine, "long enough passphrase")
+                .unwrap_err()
+                .code,
+            "not_signed_in"
+        );
+        for (p, k) in [(None, None), (Some("p".into()), Some("k".into()))] {
+            let e = unlock(&mut engine, p, k).unwrap_err();
+            assert_eq!(e.code, "invalid_input", "{e:?}");
+        }
+        assert_eq!(
+            unlock(&mut engine, Some("a passphrase".into()), None)
+                .unwrap_err()
+                .code,
+            "not_signed_in"
+        );
+        assert!(!status(&engine).unwrap().encrypted);
+        let state = sync::e2ee_state(&engine).map_err(UiError::from);
+        assert_eq!(state.unwrap_err().code, "not_signed_in");
+    }
 }
