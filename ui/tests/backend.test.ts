@@ -64,6 +64,7 @@ describe('backend module', () => {
     ['conversationFacts', () => be.conversationFacts({ text: 'porto', replaced: true }), 'conversation_facts', { query: { text: 'porto', replaced: true } }],
     ['listWorking', () => be.listWorking(), 'working_list', undefined],
     ['removeWorking', () => be.removeWorking('wm:1'), 'working_remove', { key: 'wm:1' }],
+    ['captureLedger', () => be.captureLedger(50), 'capture_ledger', { limit: 50 }],
     ['quarantineOverview', () => be.quarantineOverview(), 'quarantine_overview', undefined],
     ['quarantinePreview', () => be.quarantinePreview({ hosts: ['grok'], models: [], since: null, until: 5 }), 'quarantine_preview', { selection: { hosts: ['grok'], models: [], since: null, until: 5 } }],
     ['quarantineApply', () => be.quarantineApply({ hosts: [], models: ['grok-3'], since: 1, until: null }), 'quarantine_apply', { selection: { hosts: [], models: ['grok-3'], since: 1, until: null } }],

@@ -174,9 +174,11 @@ describe('Conversations page views', () => {
     await user.keyboard('{ArrowRight}');
     expect(await screen.findByTestId('facts-view')).toBeInTheDocument();
     await user.keyboard('{ArrowRight}');
+    expect(await screen.findByTestId('ledger-view')).toBeInTheDocument();
+    await user.keyboard('{ArrowRight}');
     await waitFor(() => expect(screen.getByRole('tab', { name: 'Log' })).toHaveAttribute('aria-selected', 'true'));
     await user.keyboard('{End}');
-    await waitFor(() => expect(screen.getByRole('tab', { name: 'Facts' })).toHaveAttribute('tabindex', '0'));
+    await waitFor(() => expect(screen.getByRole('tab', { name: 'Model capture' })).toHaveAttribute('tabindex', '0'));
     expect(screen.getByRole('tab', { name: 'Log' })).toHaveAttribute('tabindex', '-1');
   });
 

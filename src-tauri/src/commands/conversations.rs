@@ -1,6 +1,7 @@
 //! The Conversations page: the conversations agents had that the raw log keeps on this machine
 //! (the hook, `memoria capture`, MCP's `memory_log`), one conversation's messages, forgetting
-//! one for good, and what the log holds. The shapes are the window's own, converted here from
+//! one for good, what the log holds, and the capture ledger (what model capture did with each
+//! turn). The shapes are the window's own, converted here from
 //! the API's in one place, so the window's contract (`ui/src/lib/backend/types.ts`) does not
 //! follow the log's storage.
 
@@ -228,6 +229,21 @@ pub async fn conversation_facts(
 #[tauri::command]
 pub async fn conversations_stats(shell: State<'_, Shell>) -> Result<ConversationStats, UiError> {
     shell.read(stats).await
+}
+
+/// The capture ledger's latest rows (the API's rows as they are: they hold no text of the
+/// conversation).
+fn capture_log(engine: &Engine, limit: usize) -> Result<Vec<conversations::CaptureRun>, UiError> {
+    Ok(conversations::capture_log(engine, limit)?)
+}
+
+#[tauri::command]
+pub async fn capture_ledger(
+    shell: State<'_, Shell>,
+    limit: Option<usize>,
+) -> Result<Vec<conversations::CaptureRun>, UiError> {
+    let limit = limit.unwrap_or(100).min(1000);
+    shell.read(move |e| capture_log(e, limit)).await
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         conversations::conversation_extract,
         conversations::conversations_stats,
         conversations::conversation_facts,
+        conversations::capture_ledger,
         working::working_list,
         working::working_remove,
         overview::overview,

@@ -49,6 +49,7 @@ import type {
   SyncStatus,
   Trust,
   WorkingBlock,
+  CaptureRun,
 } from './types';
 
 /** The tag that keeps a note from agents, exports and the server. */
@@ -105,6 +106,8 @@ export interface FakeSeed {
   promotions?: Promotion[];
   /** Working-memory blocks (expired ones are never listed). */
   working?: WorkingBlock[];
+  /** The capture ledger's rows, in the order they were written. */
+  captureRuns?: CaptureRun[];
   /** The raw log's retention by age (`conversations.maxAgeDays`); 0: no limit. */
   logMaxAgeDays?: number;
 }
@@ -135,6 +138,8 @@ export interface FakeBackend extends Backend {
   promotions: Promotion[];
   /** Working-memory blocks (tests add one "from an agent" by pushing it). */
   working: WorkingBlock[];
+  /** The capture ledger (tests add a row "from a capture" by pushing one). */
+  captureRuns: CaptureRun[];
 }
 
 const DAY = 86_400_000;
@@ -450,6 +455,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
   const conversations: FakeConversation[] = (seed.conversations ?? []).map((c) => structuredClone(c));
   const promotions: Promotion[] = (seed.promotions ?? []).map((p) => structuredClone(p));
   const working: WorkingBlock[] = (seed.working ?? []).map((b) => ({ ...b }));
+  const captureRuns: CaptureRun[] = (seed.captureRuns ?? []).map((r) => structuredClone(r));
   const backups: { row: BackupRow; text: string }[] = [];
   const listeners = new Set<(e: BackendEvent) => void>();
   const calls: FakeCall[] = [];
@@ -757,6 +763,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     conversations,
     promotions,
     working,
+    captureRuns,
     emit,
 
     async listScopes() {
@@ -1373,6 +1380,12 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       const i = working.findIndex((b) => b.key === blockKey && b.expiresAt > Date.now());
       if (i < 0) throw fail('not_found', `no working block ${blockKey} here: it expired or was removed`);
       working.splice(i, 1);
+    },
+
+    async captureLedger(limit = 100) {
+      record('captureLedger', [limit]);
+      await tick();
+      return captureRuns.slice(-limit).reverse().map((r) => structuredClone(r));
     },
 
     async quarantineOverview() {

@@ -60,6 +60,7 @@ import type {
   SyncSecret,
   SyncStatus,
   WorkingBlock,
+  CaptureRun,
 } from './types';
 
 export type * from './types';
@@ -284,6 +285,9 @@ export const listWorking = (): Promise<WorkingBlock[]> => call('working_list');
 /** `working_remove({key: string})`: removes a block; rejects with `not_found` once it is gone. */
 export const removeWorking = (key: string): Promise<void> => call('working_remove', { key });
 
+/** `capture_ledger({limit?: number})` → `CaptureRun[]`: the capture ledger, newest first. */
+export const captureLedger = (limit?: number): Promise<CaptureRun[]> => call('capture_ledger', { limit });
+
 /** Listens on `memoria://event`; resolves to the function that stops listening. */
 export async function onEvent(handler: (e: BackendEvent) => void): Promise<() => void> {
   return listen<BackendEvent>(EVENT_CHANNEL, (ev) => handler(ev.payload));
@@ -333,6 +337,7 @@ export const tauriBackend: Backend = {
   conversationFacts,
   listWorking,
   removeWorking,
+  captureLedger,
   quarantineOverview,
   quarantinePreview,
   quarantineApply,

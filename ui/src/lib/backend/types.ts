@@ -481,6 +481,39 @@ export interface WorkingBlock {
   uses: number;
 }
 
+/** Why a captured turn wrote nothing (the capture ledger). */
+export type CaptureSkipReason =
+  | 'too_short'
+  | 'cap_reached'
+  | 'unparsable'
+  | 'rejected_shape'
+  | 'poison_gate'
+  | 'no_eligible_model'
+  | 'error';
+
+/** A row of the capture ledger: one captured turn that reached model capture, and what came of
+ * it. It never holds the conversation's text. */
+export interface CaptureRun {
+  id: number;
+  /** When the turn reached the gates, and when its outcome was settled. */
+  at: number;
+  doneAt: number | null;
+  scope: ScopeKey;
+  conversation: string;
+  /** How it was captured: `hook`, `cli`, `mcp` or `api`. */
+  entry: string;
+  /** The agent's host (`claude-code`), when known. */
+  host: string | null;
+  /** The model asked; `null` when none was called. */
+  model: string | null;
+  state: 'pending' | 'running' | 'written' | 'skipped';
+  reason: CaptureSkipReason | null;
+  /** The notes written or reinforced (a dated line under `## History`). */
+  notes: { id: string; kind: string; reinforced: boolean }[];
+  /** What was refused or went wrong, without the conversation's text. */
+  detail: string | null;
+}
+
 /** Which facts the episodic view lists. */
 export interface FactQuery {
   /** Only facts whose subject, attribute or value holds this (any case); blank: all. */
@@ -922,6 +955,8 @@ export interface Backend {
   listWorking(): Promise<WorkingBlock[]>;
   /** Removes a block before it expires; rejects with `not_found` once it is gone. */
   removeWorking(key: string): Promise<void>;
+  /** The capture ledger's latest rows, the newest first. */
+  captureLedger(limit?: number): Promise<CaptureRun[]>;
   /** The quarantines of providers' memory, the latest first, and the providers to choose from. */
   quarantineOverview(): Promise<QuarantineOverview>;
   /** What a quarantine of `selection` would hide; changes nothing. */
