@@ -652,10 +652,14 @@ def test_a_long_conversation_scrolls_to_its_last_message(home, launch):
     app.shot("long-conversation-end")
 
 
-def store_holds(sync_server, needle: bytes):
-    """Whether any file of the sync server's folder store holds `needle`."""
-    root = Path(sync_server.store.removeprefix("fs:"))
+def files_holding(root: Path, needle: bytes):
+    """The files under `root` that hold `needle`."""
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def store_holds(sync_server, needle: bytes):
+    """The files of the sync server's folder store that hold `needle`."""
+    return files_holding(Path(sync_server.store.removeprefix("fs:")), needle)
 
 
 def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_machine(
@@ -699,6 +703,12 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     assert a.cli("sync", "status")["encrypted"] is True
     assert store_holds(sync_server, b"Okafor") == [], "plaintext left in the store"
     assert store_holds(sync_server, b"Ferritin") == [], "plaintext left in the store"
+    # Neither secret is written anywhere: not in the home (its logs, settings, credentials),
+    # not in what the app printed.
+    assert files_holding(a.path, b"Okafor"), "the scan reads the home's files"
+    for secret in (passphrase, key, key.replace("-", "")):
+        for root in (a.path, app.shots):
+            assert files_holding(root, secret.encode()) == [], f"a secret was written under {root}"
 
     # A new machine: signed in, the account encrypted, the key not here. The app asks for the
     # passphrase; a wrong one is an error and changes nothing, the right one syncs the notes.
