@@ -33,10 +33,10 @@ pub struct SelectionArgs {
     /// A model whose memory to hide; repeat for several. With --host too, both must match.
     #[arg(long = "model", value_name = "MODEL")]
     models: Vec<String>,
-    /// Only what was said on or after this date (YYYY-MM-DD, a whole day, or RFC 3339).
+    /// Only what was said on or after this date (YYYY-MM-DD, a whole UTC day, or RFC 3339).
     #[arg(long, value_name = "DATE")]
     since: Option<String>,
-    /// Only what was said on or before this date (YYYY-MM-DD, the whole day, or RFC 3339).
+    /// Only what was said on or before this date (YYYY-MM-DD, the whole UTC day, or RFC 3339).
     #[arg(long, value_name = "DATE")]
     until: Option<String>,
 }
