@@ -901,6 +901,40 @@ mod tests {
     }
 
     #[test]
+    fn with_capture_or_model_capture_off_a_turn_leaves_no_row_and_without_a_model_it_is_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let said = |c: &str| {
+            let mut u = Incoming::new(
+                Role::User,
+                "We moved the weekly planning to Thursday mornings.",
+            );
+            u.conversation = Some(c.into());
+            let mut a = Incoming::new(Role::Assistant, "Thursday mornings it is.");
+            a.conversation = Some(c.into());
+            vec![u, a]
+        };
+        let rows = |e: &Engine| e.log().unwrap().runs(&["user".into()], 10).unwrap();
+        for (key, conversation) in [
+            (config::CAPTURE_KEY, "off"),
+            (config::MODEL_CAPTURE_KEY, "model-off"),
+        ] {
+            config::set(e.home(), key, Some("false")).unwrap();
+            let r = capture(&e, said(conversation), &CaptureOptions::default()).unwrap();
+            assert!(!r.model_pending && rows(&e).is_empty(), "{key}");
+            config::set(e.home(), key, None).unwrap();
+        }
+        let r = capture(&e, said("no-model"), &CaptureOptions::default()).unwrap();
+        assert!(!r.model_pending);
+        let row = &rows(&e)[0];
+        assert_eq!(
+            (row.state, row.reason),
+            (RunState::Skipped, Some(SkipReason::NoEligibleModel))
+        );
+        assert_eq!((row.entry.as_str(), row.model.as_deref()), ("api", None));
+    }
+
+    #[test]
     fn answers_are_read_as_untrusted_shapes() {
         assert_eq!(read_answer("{\"notes\": []}").unwrap(), vec![]);
         let d = read_answer(
