@@ -14,7 +14,7 @@
 //! writes names the model in `origin` (`{via: promotion, model}`) and is never more trusted
 //! than `derived`. Without a model nothing is automatic and the review keeps proposing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use memoria_derive::model::{self, Ask, ModelSettings};
@@ -22,7 +22,7 @@ use memoria_derive::{Author, Derived, Origin, gate, labels};
 use memoria_shared::NoteId;
 use memoria_shared::note::Note;
 use memoria_store::log::DerivedItem;
-use memoria_store::{Error, Result, Scope, guard};
+use memoria_store::{Error, Result, Scope, config, guard};
 use memoria_vault::vault::Engine;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -31,6 +31,7 @@ use crate::extract::attribute_shown;
 
 /// Conversations a fact must be stated in to be proposed for promotion.
 pub const PROMOTE_AFTER: usize = 3;
+const DAY_MS: i64 = 86_400_000;
 
 /// A fact ready to become a note.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,10 +57,28 @@ pub struct Promotion {
 }
 
 /// The facts of `scopes` ready for promotion: stated, still current, in [`PROMOTE_AFTER`] or
-/// more conversations, never promoted before. The most stated first.
+/// more conversations, the last time within `conversations.promoteWithinDays` of the scope's
+/// latest conversation, never promoted before. The most stated first.
 pub fn candidates(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Promotion>> {
     let keys: Vec<String> = scopes.iter().map(Scope::key).collect();
     let log = engine.log()?;
+    // A fact not stated again within this long of its scope's latest conversation has gone
+    // quiet: it is no longer proposed. Counted from what was said, not from today, so
+    // history captured late is proposed as it would have been then.
+    let within_ms = i64::from(config::number(
+        engine.home(),
+        config::PROMOTE_WITHIN_KEY,
+        180,
+    )?) * DAY_MS;
+    let mut latest: HashMap<String, i64> = HashMap::new();
+    if within_ms > 0 {
+        for c in log.conversations(Some(&keys))? {
+            if let Some(at) = c.last_at {
+                let l = latest.entry(c.scope).or_insert(at);
+                *l = (*l).max(at);
+            }
+        }
+    }
     let mut groups: BTreeMap<(String, String, String, String), Vec<DerivedItem>> = BTreeMap::new();
     for f in log.current_facts()? {
         if !keys.contains(&f.scope) {
@@ -95,6 +114,12 @@ pub fn candidates(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Promotion>> {
             continue;
         }
         let last = facts.last().expect("a group has a fact");
+        if within_ms > 0
+            && let (Some(at), Some(newest)) = (last.at, latest.get(&scope))
+            && newest - at > within_ms
+        {
+            continue;
+        }
         let sources: Vec<String> = facts.iter().flat_map(|f| f.sources.clone()).collect();
         let mut origins = Vec::new();
         for s in &sources {
@@ -148,7 +173,7 @@ pub fn promote(engine: &mut Engine, key: &str) -> Result<Promoted> {
         .find(|c| c.key == key)
         .ok_or_else(|| {
             Error::NotFound(format!(
-                "no fact {key} ready for promotion here: it is replaced, promoted already, stated in fewer than {PROMOTE_AFTER} conversations, or not visible"
+                "no fact {key} ready for promotion here: it is replaced, promoted already, stated in fewer than {PROMOTE_AFTER} conversations, not stated again within `conversations.promoteWithinDays` of the scope's latest conversation, or not visible"
             ))
         })?;
     write_promoted(engine, &c, None)
@@ -468,7 +493,6 @@ pub(crate) fn free_id(engine: &Engine, scope: &Scope, text: &str) -> Result<Note
 mod tests {
     use super::*;
     use crate::{CaptureOptions, capture, format};
-    use memoria_store::config;
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
     use std::sync::{Arc, Mutex};
@@ -543,6 +567,37 @@ mod tests {
         .unwrap();
         assert_eq!(candidates(&e, &e.visible_scopes()).unwrap().len(), 1);
         e
+    }
+
+    fn say(e: &Engine, conversation: &str, day: i64, text: &str) {
+        let line = json!({"conversation": conversation, "id": "1", "role": "user",
+            "speaker": "Ana", "time": T0 + day * DAY_MS, "text": text});
+        capture(
+            e,
+            format::parse_jsonl(&line.to_string()).unwrap(),
+            &CaptureOptions::default(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_fact_not_stated_again_within_the_window_of_its_scope_stops_being_proposed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine_with_a_ready_fact(tmp.path());
+        let ready = || candidates(&e, &e.visible_scopes()).unwrap().len();
+        // Other talk, 179 days after the fact was last stated: still proposed.
+        say(&e, "later", 171, "we talked about the weather today.");
+        assert_eq!(ready(), 1);
+        // Half a year on without it: it went quiet.
+        say(&e, "much-later", 190, "we talked about lunch today.");
+        assert_eq!(ready(), 0, "gone quiet");
+        // The window is a setting (0: none).
+        config::set(e.home(), config::PROMOTE_WITHIN_KEY, Some("0")).unwrap();
+        assert_eq!(ready(), 1);
+        config::set(e.home(), config::PROMOTE_WITHIN_KEY, None).unwrap();
+        // Stated again, it is proposed again.
+        say(&e, "again", 191, "my team name is Heron.");
+        assert_eq!(ready(), 1);
     }
 
     fn notes(e: &Engine) -> usize {

@@ -85,7 +85,7 @@ pub struct Setting {
 }
 
 /// Every setting, in the order they are listed.
-pub const SETTINGS: [Setting; 15] = [
+pub const SETTINGS: [Setting; 16] = [
     Setting {
         key: "model.url",
         about: "OpenAI-compatible endpoint (…/v1/chat/completions) that drafts merges and captures notes from conversations; unset: no model",
@@ -153,6 +153,12 @@ pub const SETTINGS: [Setting; 15] = [
         kind: Kind::Limit,
     },
     Setting {
+        key: PROMOTE_WITHIN_KEY,
+        about: "a fact not stated again within this many days of its scope's latest conversation stops being proposed for promotion (0: proposed however long ago)",
+        default: Some("180"),
+        kind: Kind::Limit,
+    },
+    Setting {
         key: "backups.maxAgeDays",
         about: "backups older than this many days are removed (0: kept however old)",
         default: Some("90"),
@@ -183,6 +189,10 @@ pub const CAPTURE_KEY: &str = "conversations.capture";
 
 /// The setting that turns model capture (notes a model drafts from a turn) on or off.
 pub const MODEL_CAPTURE_KEY: &str = "conversations.modelCapture";
+
+/// The setting after how many days without being stated again a fact stops being proposed
+/// for promotion, counted back from its scope's latest conversation.
+pub const PROMOTE_WITHIN_KEY: &str = "conversations.promoteWithinDays";
 
 /// The setting that lists hosts of `model.url` treated as this machine's own.
 pub const LOCAL_HOSTS_KEY: &str = "model.localHosts";
