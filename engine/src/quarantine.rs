@@ -436,11 +436,10 @@ fn move_aside(
 /// moved goes back to its path (beside it, as `<name>-restored.md`, when a new file took it).
 /// A quarantine unknown or already released is refused.
 pub fn release(engine: &mut Engine, id: &str) -> Result<Release> {
-    let record = engine.log()?.quarantine_record(id)?.ok_or_else(|| {
-        Error::NotFound(format!(
-            "no quarantine {id}: the history lists the quarantines there are"
-        ))
-    })?;
+    let record = engine
+        .log()?
+        .quarantine_record(id)?
+        .ok_or_else(|| Error::QuarantineNotFound(id.to_owned()))?;
     let moved: Vec<MovedNote> = serde_json::from_value(record.notes.clone()).unwrap_or_default();
     // Every scope a note goes back to must be reachable from here before anything changes.
     for m in &moved {

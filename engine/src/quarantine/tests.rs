@@ -143,6 +143,12 @@ fn apply_hides_the_providers_memory_and_release_restores_it_exactly() {
     );
     assert_eq!(e.index().find("user", "grok-pier").unwrap().len(), 1);
     assert!(matches!(release(&mut e, &id), Err(Error::Invalid(_))));
+    let unknown = release(&mut e, "q-unknown").unwrap_err();
+    assert_eq!(unknown.code(), crate::ErrorCode::NotFound);
+    assert_eq!(
+        unknown.detail(),
+        Some(serde_json::json!({"quarantine": "q-unknown"}))
+    );
 
     let history = history(&e).unwrap();
     assert_eq!(history.len(), 1);

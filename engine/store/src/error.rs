@@ -347,6 +347,9 @@ pub enum Error {
     /// No backup with this id.
     #[error("backup `{0}` not found")]
     BackupNotFound(String),
+    /// No quarantine of a provider's memory with this id.
+    #[error("no quarantine `{0}` (the history lists every quarantine there is)")]
+    QuarantineNotFound(String),
     /// No finding with this id in the review (it may have been resolved).
     #[error("no finding `{0}` in the review of the visible notes (it may be resolved already)")]
     FindingNotFound(String),
@@ -421,9 +424,10 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::InvalidId(_) => ErrorCode::InvalidId,
-            Error::NotFound(_) | Error::BackupNotFound(_) | Error::FindingNotFound(_) => {
-                ErrorCode::NotFound
-            }
+            Error::NotFound(_)
+            | Error::BackupNotFound(_)
+            | Error::FindingNotFound(_)
+            | Error::QuarantineNotFound(_) => ErrorCode::NotFound,
             Error::MergeSourceChanged { .. } | Error::MergePlanChanged { .. } => {
                 ErrorCode::ChangedSince
             }
@@ -460,6 +464,7 @@ impl Error {
             Error::NotFound(id) | Error::Exists(id) => json!({ "id": id }),
             Error::BackupNotFound(id) => json!({ "backup": id }),
             Error::FindingNotFound(id) => json!({ "finding": id }),
+            Error::QuarantineNotFound(id) => json!({ "quarantine": id }),
             Error::MergeSourceChanged { id } => json!({ "id": id }),
             Error::MergePlanChanged { plan } => json!({ "plan": plan }),
             Error::NoModelConfigured => json!({ "setting": "model.url" }),

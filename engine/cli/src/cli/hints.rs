@@ -89,6 +89,9 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
         ErrorCode::NotFound if detail("conflict").is_some() => {
             "list conflicts with `memoria conflicts`".into()
         }
+        ErrorCode::NotFound if detail("quarantine").is_some() => {
+            "`memoria quarantine list` lists the quarantines".into()
+        }
         ErrorCode::NotFound if detail("finding").is_some() => {
             "`memoria review` lists the current findings".into()
         }

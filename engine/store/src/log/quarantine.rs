@@ -279,11 +279,9 @@ impl Log {
         now_ms: i64,
         released: &serde_json::Value,
     ) -> Result<LogRelease> {
-        let record = self.quarantine_record(id)?.ok_or_else(|| {
-            Error::NotFound(format!(
-                "no quarantine {id}: the history lists the quarantines there are"
-            ))
-        })?;
+        let record = self
+            .quarantine_record(id)?
+            .ok_or_else(|| Error::QuarantineNotFound(id.to_owned()))?;
         if let Some(at) = record.released_at {
             return Err(Error::Invalid(format!(
                 "quarantine {id} was released already ({}): nothing to release",
@@ -601,7 +599,7 @@ mod tests {
         ));
         assert!(matches!(
             log.release_quarantine("nope", 30, &serde_json::json!({})),
-            Err(Error::NotFound(_))
+            Err(Error::QuarantineNotFound(_))
         ));
     }
 
