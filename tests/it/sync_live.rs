@@ -164,6 +164,38 @@ fn sync_watch_uploads_a_local_write_seconds_later_and_a_burst_in_one_pass() {
     assert!(status(&a)["scopes"][0]["lastError"].is_null());
 }
 
+/// A watcher started before `sync encrypt` ran in another process picks the account key up:
+/// its next pass uploads the new note encrypted instead of failing as locked until a restart,
+/// and another machine that unlocks reads it.
+#[test]
+fn sync_watch_started_before_encryption_syncs_encrypted_after_it() {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let (a, b) = (w.device("a", &token), w.device("b", &token));
+    let watch = Running::start(&a, &["--json", "watch"]);
+    watch.expect(Duration::from_secs(30), "the first pass", |v| {
+        v["sync"] == "user"
+    });
+    let passphrase = a.home.join("passphrase.txt");
+    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
+    let passphrase = passphrase.display().to_string();
+    a.ok(&["sync", "encrypt", "--passphrase-file", &passphrase]);
+
+    let text = write_note(
+        &a,
+        "after-encrypt",
+        "written once the account was encrypted\n",
+    );
+    let v = watch.expect(Duration::from_secs(30), "the upload", |v| {
+        v["sync"] == "user" && (v["report"]["uploaded"] == 1 || !v["error"].is_null())
+    });
+    assert!(v["error"].is_null(), "the watcher's pass failed: {v}");
+    assert!(status(&a)["scopes"][0]["lastError"].is_null());
+    b.ok(&["sync", "unlock", "--passphrase-file", &passphrase]);
+    b.ok(&["sync", "now"]);
+    assert_eq!(b.note("after-encrypt").as_deref(), Some(text.as_str()));
+}
+
 #[test]
 fn sync_mcp_agent_writes_upload_and_a_dead_server_never_stops_the_session() {
     let mut w = world(Backend::Fs, &[]);

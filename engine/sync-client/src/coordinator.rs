@@ -30,7 +30,7 @@ use super::settings::{Settings, sync_dir};
 use crate::home::Home;
 use crate::project::Scope;
 use crate::vault::{Engine, OpenOptions};
-use memoria_store::error::{Error, Result};
+use memoria_store::error::{Error, ErrorCode, Result};
 
 /// The longest an idle coordinator goes without re-reading the settings.
 pub const SETTINGS_CHECK_MS: i64 = 2_000;
@@ -545,8 +545,51 @@ impl EngineRunner {
     }
 }
 
+impl EngineRunner {
+    /// Runs `pass` with the syncer, once more with a syncer made afresh when the server says
+    /// the scope is encrypted and this one was made before the account key came to this
+    /// machine (`sync encrypt` or `sync unlock` while this runner lives): a long-running
+    /// syncer picks the key up at its next pass instead of failing until a restart.
+    fn with_fresh_key(
+        &mut self,
+        scope: &Scope,
+        pass: fn(&mut Self, &Scope) -> (SyncResult<PassReport>, u64),
+    ) -> (SyncResult<PassReport>, u64) {
+        let keyless = self.syncer.as_ref().is_some_and(|s| !s.holds_key());
+        let (result, requests) = pass(self, scope);
+        let locked = matches!(&result, Err(e) if e.code() == ErrorCode::E2eeLocked);
+        if !(keyless && locked) {
+            return (result, requests);
+        }
+        self.syncer = None;
+        if !self.prepare().is_ok_and(|(_, s)| s.holds_key()) {
+            return (result, requests);
+        }
+        let (again, more) = pass(self, scope);
+        (again, requests + more)
+    }
+}
+
 impl PassRunner for EngineRunner {
     fn run(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        self.with_fresh_key(scope, Self::run_pass)
+    }
+
+    fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+        self.with_fresh_key(scope, Self::run_deferred_pass)
+    }
+
+    fn reset(&mut self) {
+        self.syncer = None;
+    }
+
+    fn cancel_flag(&self) -> Option<Arc<AtomicBool>> {
+        Some(self.cancel.clone())
+    }
+}
+
+impl EngineRunner {
+    fn run_pass(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
         let root = self.root.clone();
         let (engine, syncer) = match self.prepare() {
             Ok(both) => both,
@@ -568,9 +611,9 @@ impl PassRunner for EngineRunner {
         (result, requests)
     }
 
-    fn run_deferred(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
+    fn run_deferred_pass(&mut self, scope: &Scope) -> (SyncResult<PassReport>, u64) {
         let Ok((engine, syncer)) = self.prepare() else {
-            return self.run(scope);
+            return self.run_pass(scope);
         };
         let before = syncer.client().traffic.snapshot().0;
         let result = syncer.sync_scope_if_changed(engine, scope);
@@ -584,14 +627,6 @@ impl PassRunner for EngineRunner {
             })
         });
         (result, requests)
-    }
-
-    fn reset(&mut self) {
-        self.syncer = None;
-    }
-
-    fn cancel_flag(&self) -> Option<Arc<AtomicBool>> {
-        Some(self.cancel.clone())
     }
 }
 

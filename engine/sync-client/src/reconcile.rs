@@ -223,6 +223,11 @@ impl Syncer {
         Ok(syncer)
     }
 
+    /// Whether this syncer holds the account key (every scope then syncs encrypted).
+    pub fn holds_key(&self) -> bool {
+        self.keys.is_some()
+    }
+
     /// Syncs every scope end-to-end encrypted under `key` (`None`: in plaintext).
     pub fn set_account_key(&mut self, key: Option<&AccountKey>) {
         self.keys = key.map(AccountKey::derive);
