@@ -132,8 +132,11 @@ pub struct ScopeCrypt {
     wire: WireScope,
     path: PathBuf,
     file: ScopeFile,
-    /// Opaque id → note id.
+    /// Opaque id → note id, of the notes learnt so far.
     ids: HashMap<String, String>,
+    /// Note ids whose opaque ids are made only when a reply names an id not learnt yet (a
+    /// poll with nothing new makes none).
+    unlearnt: Vec<String>,
     /// Keyed hash → content hash, and back.
     to_plain: HashMap<String, String>,
     to_keyed: HashMap<String, String>,
@@ -156,12 +159,12 @@ impl ScopeCrypt {
             path,
             file,
             ids: HashMap::new(),
+            unlearnt: Vec::new(),
             to_plain: HashMap::new(),
             to_keyed: HashMap::new(),
             sent: HashMap::new(),
         };
-        let known: Vec<String> = me.file.notes.keys().cloned().collect();
-        me.learn(known.iter().map(String::as_str));
+        me.unlearnt = me.file.notes.keys().cloned().collect();
         Ok(me)
     }
 
@@ -208,12 +211,17 @@ impl ScopeCrypt {
         }
     }
 
-    /// Makes the opaque ids of `ids` known, so entries listed without a body map back.
+    /// Makes the opaque ids of `ids` known when a reply needs them, so entries listed
+    /// without a body map back.
     pub fn learn<'b>(&mut self, ids: impl Iterator<Item = &'b str>) {
-        for id in ids {
-            if let Ok(n) = NoteId::new(id) {
+        self.unlearnt.extend(ids.map(str::to_owned));
+    }
+
+    fn learn_all(&mut self) {
+        for id in std::mem::take(&mut self.unlearnt) {
+            if let Ok(n) = NoteId::new(&id) {
                 let opaque = opaque_note_id(&self.keys, &self.scope, &n);
-                self.ids.insert(opaque.as_str().to_owned(), id.to_owned());
+                self.ids.insert(opaque.as_str().to_owned(), id);
             }
         }
     }
@@ -237,14 +245,20 @@ impl ScopeCrypt {
             .unwrap_or_else(|| keyed.clone())
     }
 
-    fn plain_id(&self, opaque: &NoteId) -> NoteId {
+    fn plain_id(&mut self, opaque: &NoteId) -> NoteId {
+        if !self.ids.contains_key(opaque.as_str()) {
+            self.learn_all();
+        }
         self.ids
             .get(opaque.as_str())
             .and_then(|p| NoteId::new(p).ok())
             .unwrap_or_else(|| opaque.clone())
     }
 
-    fn name(&self, opaque: &NoteId) -> String {
+    fn name(&mut self, opaque: &NoteId) -> String {
+        if !self.ids.contains_key(opaque.as_str()) {
+            self.learn_all();
+        }
         match self.ids.get(opaque.as_str()) {
             Some(id) => id.clone(),
             None => opaque.as_str().to_owned(),
@@ -269,6 +283,7 @@ impl ScopeCrypt {
         mut resp: SnapshotResponse,
     ) -> SyncResult<(SnapshotResponse, Vec<Refused>)> {
         let mut refused = Vec::new();
+        let opened_any = !resp.bodies.is_empty();
         let mut bodies = Vec::with_capacity(resp.bodies.len());
         for b in std::mem::take(&mut resp.bodies) {
             let opened = open_note(&self.keys, self.ctx(), &b.id, &b.hash, &b.body)
@@ -318,20 +333,27 @@ impl ScopeCrypt {
             }
         }
         resp.bodies = bodies;
-        for e in &mut resp.notes {
+        let mut notes = std::mem::take(&mut resp.notes);
+        for e in &mut notes {
             e.id = self.plain_id(&e.id);
             e.hash = e.hash.as_ref().map(|h| self.plain_hash(h));
         }
-        resp.notes.sort_by(|a, b| a.id.cmp(&b.id));
-        for d in &mut resp.damaged {
+        notes.sort_by(|a, b| a.id.cmp(&b.id));
+        resp.notes = notes;
+        let mut damaged = std::mem::take(&mut resp.damaged);
+        for d in &mut damaged {
             d.id = self.plain_id(&d.id);
         }
-        if let Some(r) = &mut resp.receipt {
+        resp.damaged = damaged;
+        if let Some(mut r) = resp.receipt.take() {
             for a in r.iter_mut() {
                 a.id = self.plain_id(&a.id);
             }
+            resp.receipt = Some(r);
         }
-        self.save()?;
+        if opened_any {
+            self.save()?;
+        }
         Ok((resp, refused))
     }
 
@@ -423,7 +445,7 @@ impl ScopeCrypt {
     }
 
     /// A 409's notes with their own ids.
-    pub fn open_error(&self, e: SyncError) -> SyncError {
+    pub fn open_error(&mut self, e: SyncError) -> SyncError {
         match e {
             SyncError::Stale(stale) => SyncError::Stale(
                 stale
