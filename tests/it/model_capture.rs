@@ -2,7 +2,8 @@
 //! model (llama.cpp's server with SmolLM2-135M, `memoria_tests::llama`): a note written with
 //! its origin, a repeated fact reinforcing it (through the Claude Code hook, which leaves the
 //! model to a process of its own), an injected answer refused and logged, the ledger's
-//! reasons each from a real case, and masking before a remote model but not a local one.
+//! reasons each from a real case, and masking before a remote model (a capture and a merge
+//! draft alike) but not a local one.
 //!
 //! The model's notes are poor; these tests check the path, not what it chose to keep. The
 //! `unparsable` reason needs an answer that is not JSON, which this server never gives (its
@@ -342,13 +343,49 @@ fn text_for_a_remote_model_is_masked_and_a_local_model_gets_it_as_is() {
     // The ledger records the call like any other.
     assert_eq!(row(&d, "c-remote")["model"], "default");
 
+    // A merge draft goes through the same client: masked too. (Whatever the model drafts, the
+    // request is what is checked here.)
+    for (id, mail) in [
+        ("pay-one", "ana.lopez@example.com"),
+        ("pay-two", "+34 612 345 678"),
+    ] {
+        json(
+            &d,
+            &[
+                "add",
+                "--id",
+                id,
+                "--summary",
+                id,
+                "--body",
+                &format!("Reach {mail} on 2025-06-01."),
+            ],
+        );
+    }
+    d.command(&["merge", "pay-one", "pay-two", "--draft", "model"])
+        .env_remove("MEMORIA_MODEL__URL")
+        .output()
+        .unwrap();
+    let bodies = sent.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        !bodies[1].contains("ana.lopez@example.com") && !bodies[1].contains("612 345 678"),
+        "{}",
+        bodies[1]
+    );
+    assert!(
+        bodies[1].contains("[EMAIL]")
+            && bodies[1].contains("[PHONE]")
+            && bodies[1].contains("2025-06-01")
+    );
+
     // The same host, listed as this machine's own: as is.
     set(&d, "model.localHosts", &ip.to_string());
     capture(&d, "c-listed", said, "I will remind you.");
     let bodies = sent.lock().unwrap().clone();
-    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies.len(), 3);
     for value in raw {
-        assert!(bodies[1].contains(value), "{value}: {}", bodies[1]);
+        assert!(bodies[2].contains(value), "{value}: {}", bodies[2]);
     }
 
     // Loopback: as is.
