@@ -19,6 +19,8 @@ use memoria_engine::api::agent::{AgentQuery, search};
 use memoria_engine::backup;
 use memoria_engine::capture::{CaptureOptions, Incoming, capture};
 use memoria_engine::log::Role;
+use memoria_engine::recall::{RecallConfig, RecallIndex};
+use memoria_engine::search::SharedRecall;
 use memoria_engine::vault::{Engine, OpenOptions};
 use memoria_shared::SystemClock;
 use serde_json::Value;
@@ -45,6 +47,11 @@ pub struct LocomoArgs {
     /// Fail when evidence recall@5 is below this.
     #[arg(long)]
     pub min_recall5: Option<f64>,
+    /// Keep only the newest N messages of each conversation in recall's memory, as a process
+    /// does with a log larger than `RecallConfig::resident_messages`: the older ones are
+    /// found by their words only (a study of what that costs; the product keeps 50,000).
+    #[arg(long)]
+    pub resident_messages: Option<usize>,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -198,6 +205,15 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             bail!("{id}: {n} turns, {} captured", captured.added);
         }
         report.messages += n;
+        // Opened after the capture, as the default path opens it, so nothing is embedded in
+        // the background while questions are asked.
+        if let Some(resident) = args.resident_messages {
+            let mut config = RecallConfig::new(memoria_engine::recall::default_dir(home.path()));
+            config.model_dir = model_dir.clone();
+            config.resident_messages = resident;
+            let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
+            let _ = engine.recall_index.set(SharedRecall::new(index));
+        }
         // Opening recall brings the messages in with their vectors, as a session's indexer
         // leaves them before the questions.
         let status = engine.recall()?.status();

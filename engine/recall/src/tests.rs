@@ -957,3 +957,27 @@ fn a_message_read_from_disk_scores_as_it_would_in_memory() {
     );
     assert_eq!(ea.bm25_rank, ef.bm25_rank);
 }
+
+#[test]
+fn states_read_from_disk_are_the_states_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ix, _) = open_keeping(dir.path(), 2);
+    let mut docs: Vec<RecallDoc> = (0..10)
+        .map(|i| message(i, 1_700_000_000_000 + i as i64 * 60_000))
+        .collect();
+    docs[3].trust = Some(Trust::Peer);
+    docs[4].importance = Some(1.2);
+    docs[5].standing.superseded = true;
+    ix.upsert(&docs).unwrap();
+    assert!(ix.on_disk() > 0);
+    let states: HashMap<(String, String), (String, RankFacts)> = ix
+        .indexed_states()
+        .unwrap()
+        .into_iter()
+        .map(|(s, i, h, f)| ((s, i), (h, f)))
+        .collect();
+    for d in &docs {
+        let (h, f) = &states[&(d.scope.clone(), d.id.clone())];
+        assert_eq!((h.as_str(), f), (d.hash.as_str(), &d.facts()), "{}", d.id);
+    }
+}
