@@ -203,6 +203,8 @@ fn encrypted_pair(backend: Backend) -> (World, Files, Device, Device, String) {
     // A machine without the key neither reads nor writes the encrypted scope.
     let err = b.fails(&["--json", "sync", "now"]);
     assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    let err = b.fails(&["sync", "now"]);
+    assert!(err.contains("memoria sync unlock"), "{err}");
     b.ok(&[
         "sync",
         "unlock",

@@ -156,6 +156,10 @@ pub fn hint(e: &ErrorBody) -> Option<String> {
             )
         }
         ErrorCode::NotSignedIn => "sign in with `memoria sync login --server URL`".into(),
+        ErrorCode::E2eeLocked => {
+            "unlock this machine with `memoria sync unlock` (the passphrase, or --recovery-key)"
+                .into()
+        }
         ErrorCode::AccountMismatch
             if detail("pinnedUser").is_some() && detail("pinnedUser") == detail("user") =>
         {
