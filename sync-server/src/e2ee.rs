@@ -373,6 +373,100 @@ async fn delete_plaintext_files(
 mod tests {
     use super::*;
 
+    use memoria_shared::ContentHash;
+    use memoria_shared::protocol::ManifestEntry;
+
+    fn id(s: &str) -> NoteId {
+        NoteId::new(s).unwrap()
+    }
+
+    fn entry(n: &str) -> ManifestEntry {
+        ManifestEntry {
+            id: id(n),
+            revision: format!("r-{n}"),
+            hash: ContentHash::parse(&"ab".repeat(32)),
+            size: Some(1),
+            deleted: false,
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    fn change(n: &str, op: ChangeOp) -> Change {
+        Change {
+            id: id(n),
+            op,
+            base_revision: Some(format!("r-{n}")),
+            body: None,
+            hash: None,
+        }
+    }
+
+    fn put(kid: &str) -> Option<CheckedPut> {
+        Some(CheckedPut {
+            hash: ContentHash::parse(&"cd".repeat(32)).unwrap(),
+            size: 0,
+            kid: KeyId::parse(kid),
+        })
+    }
+
+    const KID: &str = "0123456789abcdef";
+    const OTHER: &str = "fedcba9876543210";
+
+    /// `old` was written before the mark (generation 2), `new` after it.
+    fn marked() -> Manifest {
+        let mut m = Manifest {
+            generation: 3,
+            e2ee: Some(ScopeMark {
+                kid: KID.into(),
+                since: 2,
+            }),
+            ..Manifest::default()
+        };
+        for (n, g) in [("old", 1), ("new", 3)] {
+            m.notes.insert(id(n), entry(n));
+            m.changed.insert(id(n), g);
+        }
+        m
+    }
+
+    #[test]
+    fn a_marked_scope_takes_envelopes_under_its_key_only_and_never_touches_its_plaintext() {
+        let m = marked();
+        assert!(m.is_plaintext(&id("old")) && !m.is_plaintext(&id("new")));
+        let ok = |c: &[Change], p: &[Option<CheckedPut>], e2ee| check_commit(&m, c, p, e2ee);
+        let code = |r: Result<(), ApiError>| r.unwrap_err().code();
+        use memoria_shared::protocol::ErrorCode as C;
+        assert!(ok(&[change("new", ChangeOp::Put)], &[put(KID)], true).is_ok());
+        assert!(ok(&[change("new", ChangeOp::Delete)], &[None], true).is_ok());
+        assert_eq!(
+            code(ok(&[change("new", ChangeOp::Put)], &[put(OTHER)], true)),
+            C::ScopeEncrypted
+        );
+        assert_eq!(
+            code(ok(&[change("old", ChangeOp::Delete)], &[None], true)),
+            C::ScopeEncrypted
+        );
+        assert_eq!(
+            code(ok(&[change("new", ChangeOp::Put)], &[put(KID)], false)),
+            C::ScopeEncrypted,
+            "plaintext commits to a marked scope are refused"
+        );
+        let unmarked = Manifest::default();
+        assert_eq!(
+            check_commit(&unmarked, &[change("x", ChangeOp::Put)], &[put(KID)], true)
+                .unwrap_err()
+                .code(),
+            C::ScopeNotEncrypted
+        );
+        assert!(check_commit(&unmarked, &[change("x", ChangeOp::Put)], &[put(KID)], false).is_ok());
+
+        let mut view = marked();
+        assert!(encrypted_view(&mut view).unwrap());
+        assert_eq!(view.notes.keys().collect::<Vec<_>>(), [&id("new")]);
+        assert!(encrypted_view(&mut Manifest::default()).is_err());
+    }
+
     #[test]
     fn opaque_ids_are_told_from_slugs() {
         assert!(opaque_shaped("0123456789abcdefghjkmnpqrstvwxyz"));
