@@ -1203,3 +1203,20 @@ fn one_account_sending_many_large_commits_stays_under_its_memory_bound() {
          MiB + 2 requests in flight × 3 × {largest} MiB)"
     );
 }
+
+/// The sync client's connection left idle past the server's idle timeout (its header timeout,
+/// 6 s here) while the client does other work is not reused: the next request opens a fresh
+/// connection and is answered, instead of being written to the socket the server closed.
+#[test]
+fn a_client_idle_past_the_servers_idle_timeout_makes_its_next_request_on_a_fresh_connection() {
+    use memoria_engine::sync::client::{HttpTransport, SyncClient, Token};
+    let server = LimitedServer::start("header_timeout_secs = 6");
+    let token = create_token(&server.store(), "alice", &[]);
+    let transport = HttpTransport::new(&format!("http://{}", server.addr)).unwrap();
+    let client = SyncClient::new(Arc::new(transport), Token::new(token));
+    client.identity().expect("the first request");
+    std::thread::sleep(Duration::from_secs(7));
+    client
+        .identity()
+        .expect("the request after the server closed the idle connection");
+}

@@ -90,11 +90,20 @@ impl fmt::Debug for HttpTransport {
     }
 }
 
+/// How long a connection may sit idle and still be reused: under the sync server's idle
+/// timeout (its header timeout).
+const IDLE_CONNECTION: Duration = Duration::from_secs(4);
+
 impl HttpTransport {
     pub fn new(server: &str) -> SyncResult<HttpTransport> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
+            // The runtime below runs only while a request is made, so a kept-alive connection
+            // the server closed meanwhile (it closes idle ones after its header timeout, 10 s
+            // by default) is not seen closed until a request is written to it and fails. An
+            // idle connection is dropped well before that instead of reused.
+            .pool_idle_timeout(IDLE_CONNECTION)
             .build()
             .map_err(|e| SyncError::Transport(e.to_string()))?;
         let rt = tokio::runtime::Builder::new_current_thread()
