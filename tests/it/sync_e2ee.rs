@@ -362,6 +362,101 @@ fn e2ee_wrong_passphrase_or_recovery_key_writes_nothing() {
     assert_eq!(error_code(&err), "exists", "{err}");
 }
 
+/// Changing the passphrase rewraps the account key without uploading a note again: a new
+/// machine unlocks with the new passphrase and not the old, the recovery key still unlocks and
+/// also resets a forgotten passphrase, machines already unlocked keep syncing, and a wrong
+/// current passphrase changes nothing.
+#[test]
+fn e2ee_passphrase_change_rewraps_the_key_and_uploads_nothing() {
+    let (w, f, a, b, recovery) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let notes_only = |files: BTreeMap<PathBuf, Vec<u8>>| -> BTreeMap<PathBuf, Vec<u8>> {
+        files
+            .into_iter()
+            .filter(|(p, _)| p.components().any(|c| c.as_os_str() == "objects"))
+            .collect()
+    };
+    let stored = notes_only(store_files(&store));
+    assert!(!stored.is_empty(), "the notes' revision files in the store");
+    let new = "a different passphrase, longer";
+    let err = a.fails(&[
+        "--json",
+        "sync",
+        "passphrase",
+        "--passphrase-file",
+        &f.passphrase("not the passphrase at all"),
+        "--new-passphrase-file",
+        &f.passphrase(new),
+    ]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    a.ok(&[
+        "sync",
+        "passphrase",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+        "--new-passphrase-file",
+        &f.passphrase(new),
+    ]);
+    assert_eq!(
+        notes_only(store_files(&store)),
+        stored,
+        "no note was uploaded again"
+    );
+
+    let c = w.device("c", &a.token);
+    let err = c.fails(&[
+        "--json",
+        "sync",
+        "unlock",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+    ]);
+    assert_eq!(
+        error_code(&err),
+        "wrong_passphrase",
+        "the old passphrase: {err}"
+    );
+    c.ok(&["sync", "unlock", "--passphrase-file", &f.passphrase(new)]);
+    let d = w.device("d", &a.token);
+    d.ok(&["sync", "unlock", "--recovery-key", &recovery]);
+
+    // A forgotten passphrase is replaced with the recovery key.
+    let newer = "the newest passphrase of all";
+    d.ok(&[
+        "sync",
+        "passphrase",
+        "--recovery-key",
+        &recovery,
+        "--new-passphrase-file",
+        &f.passphrase(newer),
+    ]);
+    let e = w.device("e", &a.token);
+    e.ok(&["sync", "unlock", "--passphrase-file", &f.passphrase(newer)]);
+
+    // Machines unlocked before keep syncing with each other.
+    a.ok(&[
+        "add",
+        "--id",
+        "after-rewrap",
+        "--summary",
+        "After the rewrap",
+        "--body",
+        "written after the passphrase changed",
+    ]);
+    a.ok(&["sync", "now"]);
+    for d in [&b, &c, &e] {
+        d.ok(&["sync", "now"]);
+    }
+    assert!(
+        e.note("after-rewrap").is_some(),
+        "the note reached a machine unlocked anew"
+    );
+    assert!(
+        b.note("after-rewrap").is_some(),
+        "the note reached a machine unlocked before"
+    );
+}
+
 #[test]
 fn e2ee_merges_different_lines_and_conflicts_on_the_same_line() {
     let (_w, _f, a, b, _) = encrypted_pair(Backend::Fs);

@@ -382,12 +382,7 @@ pub struct Encrypted {
 /// plaintext is taken into it from then on), re-uploaded, and then its plaintext is removed
 /// from the server. Refused, with nothing changed, when the account is encrypted already.
 pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
-    if passphrase.chars().count() < MIN_PASSPHRASE_CHARS {
-        return Err(Error::Invalid(format!(
-            "the passphrase is too short: use at least {MIN_PASSPHRASE_CHARS} characters (a few unrelated words are best)"
-        ))
-        .into());
-    }
+    check_passphrase(passphrase)?;
     let root = engine.home().root().to_path_buf();
     let server = Settings::load(&sync::sync_dir(&root))?
         .server
@@ -437,6 +432,56 @@ pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
         keychain,
         scopes,
     })
+}
+
+/// A new passphrase long enough to set.
+fn check_passphrase(passphrase: &str) -> SyncResult<()> {
+    if passphrase.chars().count() < MIN_PASSPHRASE_CHARS {
+        return Err(Error::Invalid(format!(
+            "the passphrase is too short: use at least {MIN_PASSPHRASE_CHARS} characters (a few unrelated words are best)"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// What changing the passphrase did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassphraseChanged {
+    /// Where this machine keeps the account key (it holds it from now on).
+    pub keychain: String,
+}
+
+/// Replaces the account's passphrase: the account key, unwrapped with `current` (the
+/// passphrase, or the recovery key when the passphrase is forgotten), is wrapped under
+/// `new` and kept on the server in place of the old wrap. No note is uploaded again, the
+/// recovery key still unlocks, and machines already unlocked keep syncing; a machine unlocked
+/// from now on needs the new passphrase. A wrong `current` changes nothing.
+pub fn change_passphrase(
+    engine: &mut Engine,
+    current: &e2ee::Secret,
+    new: &str,
+) -> SyncResult<PassphraseChanged> {
+    check_passphrase(new)?;
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    let syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    let Some(blobs) = syncer.client().e2ee_keys()? else {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::InvalidInput,
+            message: "this account's notes are not end-to-end encrypted: there is no passphrase to change (turn encryption on instead)".into(),
+        });
+    };
+    let key = e2ee::unwrap_account_key(&blobs, current)?;
+    syncer
+        .client()
+        .put_e2ee_keys(&e2ee::rewrap_passphrase(&key, &blobs, new)?)?;
+    let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
+    Ok(PassphraseChanged { keychain })
 }
 
 /// What unlocking a machine did.

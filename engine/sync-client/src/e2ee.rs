@@ -480,6 +480,22 @@ pub fn new_account(passphrase: &str) -> SyncResult<(AccountKey, RecoveryKey, E2e
     Ok((key, recovery, blobs))
 }
 
+/// The account's blobs with the passphrase's replaced by `key` wrapped under `passphrase`; the
+/// recovery key's is kept as it is, so the recovery key still unlocks.
+pub fn rewrap_passphrase(
+    key: &AccountKey,
+    blobs: &E2eeKeys,
+    passphrase: &str,
+) -> SyncResult<E2eeKeys> {
+    let pass =
+        WrappedKey::with_passphrase(key, passphrase, KdfParams::DEFAULT, &mut rand_core::OsRng)
+            .map_err(|e| SyncError::Internal(format!("cannot wrap the account key: {e}")))?;
+    Ok(E2eeKeys {
+        passphrase: pass.to_json(),
+        recovery: blobs.recovery.clone(),
+    })
+}
+
 /// What unlocks the account key on a machine.
 #[derive(Debug, Clone)]
 pub enum Secret {

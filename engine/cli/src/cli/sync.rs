@@ -85,6 +85,21 @@ pub enum SyncCommand {
         #[arg(long, value_name = "FILE")]
         recovery_file: Option<PathBuf>,
     },
+    /// Change the passphrase of end-to-end encrypted sync: the account key is wrapped under the
+    /// new one, nothing is uploaded again, and the recovery key still unlocks. Proves the
+    /// account with the current passphrase (asked, --passphrase-file or
+    /// $MEMORIA_SYNC_PASSPHRASE) or, when it is forgotten, the recovery key.
+    Passphrase {
+        /// Read the current passphrase from the first line of FILE.
+        #[arg(long, value_name = "FILE", conflicts_with = "recovery_key")]
+        passphrase_file: Option<PathBuf>,
+        /// The recovery key, in place of a forgotten passphrase.
+        #[arg(long, value_name = "KEY")]
+        recovery_key: Option<String>,
+        /// Read the new passphrase from the first line of FILE (default: asked for, twice).
+        #[arg(long, value_name = "FILE")]
+        new_passphrase_file: Option<PathBuf>,
+    },
     /// Unlock end-to-end encrypted sync on this machine with the account's passphrase (asked,
     /// --passphrase-file or $MEMORIA_SYNC_PASSPHRASE) or its recovery key, then sync. A wrong
     /// one changes nothing.
@@ -325,6 +340,28 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             }
             report_passes(g, &done.scopes)?;
         }
+        SyncCommand::Passphrase {
+            passphrase_file,
+            recovery_key,
+            new_passphrase_file,
+        } => {
+            let current = match recovery_key {
+                Some(k) => sync::Secret::RecoveryKey(k.clone()),
+                None => sync::Secret::Passphrase(passphrase(passphrase_file.as_deref(), false)?),
+            };
+            let new = match new_passphrase_file {
+                Some(f) => passphrase(Some(f), false)?,
+                None => new_passphrase()?,
+            };
+            let done = sync::change_passphrase(&mut engine, &current, &new)?;
+            if g.json {
+                print_json(&done)?;
+            } else {
+                outln!(
+                    "the passphrase is changed: unlock new machines with the new one; the recovery key still unlocks"
+                );
+            }
+        }
         SyncCommand::Unlock {
             passphrase_file,
             recovery_key,
@@ -386,6 +423,15 @@ fn passphrase(file: Option<&std::path::Path>, confirm: bool) -> Result<String> {
     }
     let first = ask_hidden("passphrase: ")?;
     if confirm && ask_hidden("passphrase again: ")? != first {
+        bail!("the two passphrases differ: nothing was changed; try again");
+    }
+    Ok(first)
+}
+
+/// The new passphrase, asked on the terminal twice without echo.
+fn new_passphrase() -> Result<String> {
+    let first = ask_hidden("new passphrase: ")?;
+    if ask_hidden("new passphrase again: ")? != first {
         bail!("the two passphrases differ: nothing was changed; try again");
     }
     Ok(first)
