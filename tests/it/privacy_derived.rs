@@ -1,7 +1,7 @@
 //! The privacy matrix's "derived" row: notes written from other notes keep their sources'
 //! labels. Every kind of labelled note (rows) goes through every derivation (a similarity
 //! fold, a goal fold, a manual merge, a merge drafted by a model, a fact said in several
-//! conversations promoted into a note), and every door memory leaves
+//! conversations promoted into a note by a person, and by a model), and every door memory leaves
 //! by (the columns of `privacy.rs`, and the sync upload) is read. A private row's marker
 //! reaches no door; a row that is only less trusted (`peer`, `ingested`) reaches them with
 //! its label; the public control row reaches every door, which shows each door really looks.
@@ -248,11 +248,11 @@ fn model_merge(w: &World, row: &Row) -> String {
     plain
 }
 
-/// A fact the row's author states in three conversations, promoted into a note
-/// (`memoria review promote`). A message carries its author's trust: the control is the
-/// person's own words, `peer` someone else's, `ingested` a tool's output; every private row is
-/// a message the credential guard marks, from which nothing is derived at all.
-fn promotion(w: &World, row: &Row) -> String {
+/// A fact the row's author states in three conversations, the row's marker its value. A
+/// message carries its author's trust: the control is the person's own words, `peer` someone
+/// else's, `ingested` a tool's output; every private row is a message the credential guard
+/// marks, from which nothing is derived at all.
+fn state_a_fact(w: &World, row: &Row) {
     let m = row.marker();
     // Each row states its own attribute: a newer value of the same one would replace it.
     let (role, extra) = match row.expect {
@@ -275,6 +275,23 @@ fn promotion(w: &World, row: &Row) -> String {
         Some(&lines.join("\n")),
     );
     assert!(ok, "capture: {err}");
+}
+
+/// Where a row's note would be when nothing was derived from it (a private or refused row):
+/// its id does not hold the marker, which the doors echo.
+fn not_derived(row: &Row, derivation: &str) -> String {
+    assert!(
+        matches!(row.expect, Expect::Private | Expect::Refused),
+        "{}: no fact to promote ({derivation})",
+        row.name
+    );
+    format!("{}-not-promoted", row.name)
+}
+
+/// The row's fact promoted into a note by a person (`memoria review promote KEY`).
+fn promotion(w: &World, row: &Row) -> String {
+    state_a_fact(w, row);
+    let m = row.marker();
     let (ok, out, err) = w.memoria(&["--json", "review", "promote"], None);
     assert!(ok, "review promote: {err}");
     let ready: Value = serde_json::from_str(&out).unwrap();
@@ -285,18 +302,29 @@ fn promotion(w: &World, row: &Row) -> String {
         .find(|p| p["text"].as_str().unwrap_or("").contains(&m))
         .map(|p| p["key"].as_str().unwrap().to_owned())
     else {
-        assert!(
-            matches!(row.expect, Expect::Private | Expect::Refused),
-            "{}: no fact to promote",
-            row.name
-        );
-        // Where a note would be: its id does not hold the marker, which the doors echo.
-        return format!("{}-not-promoted", row.name);
+        return not_derived(row, "fact promotion");
     };
     let (ok, out, err) = w.memoria(&["--json", "review", "promote", &key], None);
     assert!(ok, "promote: {err}");
     let done: Value = serde_json::from_str(&out).unwrap();
     done["id"].as_str().unwrap().to_owned()
+}
+
+/// The row's fact promoted by the configured model (`memoria review promote --auto`), the
+/// model giving back everything it was shown ([`echo_promoter`]).
+fn model_promotion(w: &World, row: &Row) -> String {
+    state_a_fact(w, row);
+    let m = row.marker();
+    let (ok, out, err) = w.memoria(&["--json", "review", "promote", "--auto"], None);
+    assert!(ok, "review promote --auto: {err}");
+    let done: Value = serde_json::from_str(&out).unwrap();
+    done["promoted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["summary"].as_str().unwrap_or("").contains(&m))
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| not_derived(row, "model fact promotion"))
 }
 
 const DERIVATIONS: &[Derivation] = &[
@@ -325,6 +353,11 @@ const DERIVATIONS: &[Derivation] = &[
         run: promotion,
         summary_from_sources: true,
     },
+    Derivation {
+        name: "model fact promotion",
+        run: model_promotion,
+        summary_from_sources: true,
+    },
 ];
 
 /// An OpenAI-compatible chat endpoint that drafts a merge by giving back the notes it was sent,
@@ -334,6 +367,22 @@ fn echo_model() -> String {
     let (url, _) = memoria_tests::chat::serve(None, |request| {
         let notes = request["messages"][1]["content"].as_str().unwrap_or("");
         serde_json::json!({"summary": "Merged notes", "body": notes}).to_string()
+    });
+    url
+}
+
+/// An OpenAI-compatible chat endpoint that phrases a fact by giving back everything it was
+/// shown: the fact as the summary, and the fact, its value and every statement of it as the
+/// body. Serves until the test ends.
+fn echo_promoter() -> String {
+    let (url, _) = memoria_tests::chat::serve(None, |request| {
+        let shown = request["messages"][1]["content"].as_str().unwrap_or("");
+        let fact = shown
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("The fact: "))
+            .unwrap_or("");
+        serde_json::json!({"summary": fact, "body": shown}).to_string()
     });
     url
 }
@@ -375,8 +424,12 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
     let mut leaks = Vec::new();
     for d in DERIVATIONS {
         let w = World::new();
-        if d.name == "model-draft merge" {
-            let url = echo_model();
+        let model = match d.name {
+            "model-draft merge" => Some(echo_model()),
+            "model fact promotion" => Some(echo_promoter()),
+            _ => None,
+        };
+        if let Some(url) = model {
             let (ok, _, err) = w.memoria(&["config", "set", "model.url", &url], None);
             assert!(ok, "config: {err}");
         }
