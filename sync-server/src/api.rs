@@ -706,6 +706,13 @@ async fn apply_commit(
             remove_orphans(store, &written).await;
             return Err(refusal);
         }
+        if !e2ee
+            && etag.is_none()
+            && let Err(refusal) = crate::e2ee::refuse_new_plaintext_scope(store, &user).await
+        {
+            remove_orphans(store, &written).await;
+            return Err(refusal);
+        }
         if current.prune_tombstones(&st.quotas, now) {
             current.pruned_at = current.generation + 1;
         }

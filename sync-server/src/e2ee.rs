@@ -228,6 +228,25 @@ pub fn check_commit(
     }
 }
 
+/// A plaintext commit never creates a scope in an account that has wrapped keys: a client
+/// without the key (one that does not know encryption, or a machine not unlocked) would
+/// otherwise put plaintext beside the account's ciphertext. A client with the key marks a
+/// scope before its first commit, which creates it.
+pub async fn refuse_new_plaintext_scope(
+    store: &dyn ObjectStore,
+    user: &UserId,
+) -> Result<(), ApiError> {
+    if stored_keys(store, user).await?.is_some() {
+        return Err(ApiError::ScopeEncrypted(
+            "this account's notes are end-to-end encrypted, and a new scope is only ever created \
+             encrypted: update Memoria, then unlock this machine with the account's passphrase \
+             or recovery key"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn encrypted_scope() -> ApiError {
     ApiError::ScopeEncrypted(
         "this scope is end-to-end encrypted: update Memoria, then unlock this machine with the \

@@ -674,3 +674,121 @@ fn e2ee_tampered_swapped_truncated_or_rolled_back_objects_are_refused_naming_the
     b.ok(&["sync", "now"]);
     assert_eq!(a.note(target), b.note(target));
 }
+
+/// A plaintext commit `changes` to `scope` straight to the server: its status and JSON body.
+fn plaintext_commit(url: &str, token: &str, scope: &str, id: &str) -> (u16, Value) {
+    let (file, hash) = memoria_tests::sync_server::note_file(id, "Plain", "plain words\n");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("{url}/v1/memory/commit"))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"scope": scope, "changes": [{
+                "id": id, "op": "put", "baseRevision": null,
+                "body": file, "hash": hash.as_str(),
+            }]}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    })
+}
+
+/// In an account with encryption on, no client writes plaintext into a scope the server has
+/// never held: a client that does not know encryption is refused with `scope_encrypted` and
+/// nothing is stored, and a machine not unlocked is `e2ee_locked` for a new project too. A
+/// machine that holds the key creates the project encrypted (it marks the scope first), and an
+/// account without encryption creates scopes in plaintext as before.
+#[test]
+fn e2ee_account_never_gets_a_new_plaintext_scope() {
+    let w = world(Backend::Fs, &[]);
+    let f = files(&w);
+    let token = w.server.token("alice");
+    let a = w.device("a", &token);
+    add_notes(&a);
+    a.ok(&["sync", "now"]);
+    a.ok(&[
+        "sync",
+        "encrypt",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+    ]);
+    let store = store_dir(&w);
+    let before = store_files(&store);
+
+    let (status, body) = plaintext_commit(&w.server.url, &token, "project:brand-new", "plain");
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "scope_encrypted", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("a new scope is only ever created encrypted"),
+        "{body}"
+    );
+    assert_eq!(store_files(&store), before, "nothing stored");
+
+    // The current client on a machine not unlocked: its new project is refused the same way.
+    let b = w.device("b", &token);
+    let pb = project_dir(&w, "b-proj");
+    b.ok(&[
+        "--project",
+        &pb,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "plain-project-note",
+        "--summary",
+        "Plain",
+        "--body",
+        "x\n",
+    ]);
+    let out = b.run(&["--json", "--project", &pb, "sync", "now"]);
+    assert!(!out.status.success());
+    let passes = json(&String::from_utf8_lossy(&out.stdout));
+    let project = passes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["scope"] == format!("project:{PROJECT}"))
+        .unwrap_or_else(|| panic!("no pass of the project: {passes}"));
+    assert_eq!(project["error"]["code"], "e2ee_locked", "{passes}");
+    assert_eq!(store_files(&store), before, "nothing stored");
+
+    // The machine holding the key creates the project encrypted.
+    let pa = project_dir(&w, "a-proj");
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "plain-project-note",
+        "--summary",
+        "Plain",
+        "--body",
+        "x\n",
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    let created: Vec<String> = store_files(&store)
+        .into_keys()
+        .filter(|p| !before.contains_key(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(
+        created.iter().any(|p| p.contains("/objects/")),
+        "{created:?}"
+    );
+    assert!(
+        created.iter().all(|p| !p.contains(PROJECT)),
+        "only the opaque project: {created:?}"
+    );
+
+    // An account without encryption is unaffected.
+    let bob = w.server.token("bob");
+    let (status, body) = plaintext_commit(&w.server.url, &bob, "project:brand-new", "plain");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["applied"][0]["id"], "plain", "{body}");
+}
