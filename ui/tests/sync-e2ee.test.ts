@@ -1,7 +1,7 @@
 import { screen, waitFor } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
 import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY } from '../src/lib/backend/fake';
-import { lastGroup, matchesLastGroup, passphraseStrength } from '../src/lib/sync/passphrase';
+import { lastGroup, matchesLastGroup, newPassphraseReady, passphraseStrength } from '../src/lib/sync/passphrase';
 import { callsOf, demoSeed, goTo, renderApp } from './helpers';
 
 describe('passphrase strength', () => {
@@ -13,6 +13,13 @@ describe('passphrase strength', () => {
     expect(passphraseStrength('Passw0rd!')).toBe('fair');
     expect(passphraseStrength('correct horse battery staple')).toBe('strong');
     expect(passphraseStrength('记忆 同步 加密 钥匙 很长')).toBe('fair');
+  });
+
+  it('takes a new passphrase only long enough and the same both times', () => {
+    expect(newPassphraseReady(FAKE_PASSPHRASE, FAKE_PASSPHRASE)).toBe(true);
+    expect(newPassphraseReady(FAKE_PASSPHRASE, `${FAKE_PASSPHRASE} `)).toBe(false);
+    expect(newPassphraseReady('short', 'short')).toBe(false);
+    expect(newPassphraseReady('', '')).toBe(false);
   });
 
   it('checks the last group of a recovery key, ignoring case and spaces', () => {
@@ -122,6 +129,89 @@ describe('Sync page: end-to-end encryption', () => {
     await user.click(screen.getByTestId('e2ee-unlock-submit'));
     await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
     expect(callsOf(be, 'syncUnlock')).toEqual([['<recovery key>']]);
+  });
+
+  it('changes the passphrase: the current one, the new one twice with its strength; a wrong current one is a clear error that changes nothing', async () => {
+    const NEW = 'velvet compass harbor 1977';
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-change'));
+    const form = screen.getByTestId('e2ee-change-form');
+    expect(form).toHaveTextContent('the recovery key still works');
+    const submit = screen.getByTestId('e2ee-change-submit');
+    expect(submit).toBeDisabled();
+
+    await user.type(screen.getByLabelText('Current passphrase'), 'not the passphrase');
+    await user.type(screen.getByLabelText('New passphrase'), 'short');
+    expect(screen.getByTestId('e2ee-new-strength')).toHaveAttribute('data-strength', 'tooShort');
+    expect(submit).toBeDisabled();
+    await user.clear(screen.getByLabelText('New passphrase'));
+    await user.type(screen.getByLabelText('New passphrase'), NEW);
+    expect(screen.getByTestId('e2ee-new-strength')).toHaveTextContent('Strength: strong');
+    await user.type(screen.getByLabelText('New passphrase again'), 'velvet compass harbor 1978');
+    expect(screen.getByTestId('e2ee-new-mismatch')).toHaveTextContent('The two passphrases differ.');
+    expect(submit).toBeDisabled();
+    await user.clear(screen.getByLabelText('New passphrase again'));
+    await user.type(screen.getByLabelText('New passphrase again'), NEW);
+    expect(submit).toBeEnabled();
+    await user.click(submit);
+
+    // Wrong: said plainly, every secret gone from the form, the old passphrase still the one.
+    expect(await screen.findByTestId('e2ee-change-error')).toHaveTextContent(
+      'That passphrase or recovery key does not open this account. The passphrase was not changed; try again.',
+    );
+    expect(callsOf(be, 'syncChangePassphrase')).toEqual([['<passphrase>', '<new passphrase>']]);
+    for (const label of ['Current passphrase', 'New passphrase', 'New passphrase again']) expect(screen.getByLabelText(label)).toHaveValue('');
+    expect(document.body.innerHTML).not.toContain(NEW);
+    await expect(be.syncChangePassphrase({ passphrase: NEW }, 'anything long enough')).rejects.toMatchObject({ code: 'wrong_passphrase' });
+
+    await user.type(screen.getByLabelText('Current passphrase'), FAKE_PASSPHRASE);
+    await user.type(screen.getByLabelText('New passphrase'), NEW);
+    await user.type(screen.getByLabelText('New passphrase again'), NEW);
+    await user.click(submit);
+    expect(await screen.findByText('The passphrase is changed. Unlock new machines with the new one; the recovery key still works.')).toBeVisible();
+    expect(screen.queryByTestId('e2ee-change-form')).toBeNull();
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent('End-to-end encrypted');
+    expect(document.body.innerHTML).not.toContain(NEW);
+    expect(document.body.innerHTML).not.toContain(FAKE_PASSPHRASE);
+    // The new passphrase is the account's now, the old one no longer.
+    await expect(be.syncChangePassphrase({ passphrase: FAKE_PASSPHRASE }, 'anything long enough')).rejects.toMatchObject({ code: 'wrong_passphrase' });
+    await be.syncChangePassphrase({ passphrase: NEW }, FAKE_PASSPHRASE);
+  });
+
+  it('changes a forgotten passphrase with the recovery key', async () => {
+    const NEW = 'velvet compass harbor 1977';
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-change'));
+    await user.click(screen.getByTestId('e2ee-change-switch-secret'));
+    await user.type(screen.getByLabelText('Recovery key'), FAKE_RECOVERY_KEY.toLowerCase());
+    await user.type(screen.getByLabelText('New passphrase'), NEW);
+    await user.type(screen.getByLabelText('New passphrase again'), NEW);
+    await user.click(screen.getByTestId('e2ee-change-submit'));
+    await waitFor(() => expect(screen.queryByTestId('e2ee-change-form')).toBeNull());
+    expect(callsOf(be, 'syncChangePassphrase')).toEqual([['<recovery key>', '<new passphrase>']]);
+    expect(document.body.innerHTML).not.toContain(FAKE_RECOVERY_KEY);
+    await be.syncChangePassphrase({ passphrase: NEW }, FAKE_PASSPHRASE);
+  });
+
+  it('offers to change the passphrase in Chinese and Spanish, and cancelling changes nothing', async () => {
+    for (const [language, button, label] of [
+      ['zh', '更改密码短语…', '当前密码短语'],
+      ['es', 'Cambiar la frase de contraseña…', 'Frase de contraseña actual'],
+    ] as const) {
+      const { be, user } = await renderApp(demoSeed({ e2ee: 'on', settings: { language } }));
+      await goTo(user, 'sync');
+      const change = await screen.findByTestId('e2ee-change');
+      expect(change).toHaveTextContent(button);
+      await user.click(change);
+      await user.type(screen.getByLabelText(label), 'something typed');
+      await user.click(screen.getByRole('button', { name: language === 'zh' ? '取消' : 'Cancelar' }));
+      expect(screen.queryByTestId('e2ee-change-form')).toBeNull();
+      expect(callsOf(be, 'syncChangePassphrase')).toHaveLength(0);
+      expect(document.body.innerHTML).not.toContain('something typed');
+      document.body.innerHTML = '';
+    }
   });
 
   it('says end-to-end encrypted in Chinese and Spanish too', async () => {

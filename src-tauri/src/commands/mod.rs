@@ -38,6 +38,7 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         sync::sync_e2ee,
         sync::sync_encrypt,
         sync::sync_unlock,
+        sync::sync_change_passphrase,
         conflicts::list_conflicts,
         conflicts::resolve_conflict,
         conversations::conversations_list,

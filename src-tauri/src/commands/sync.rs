@@ -164,18 +164,39 @@ pub fn unlock(
     passphrase: Option<String>,
     recovery_key: Option<String>,
 ) -> Result<SyncStatus, UiError> {
-    let secret = match (passphrase, recovery_key) {
-        (Some(p), None) => sync::Secret::Passphrase(p),
-        (None, Some(k)) => sync::Secret::RecoveryKey(k),
-        _ => {
-            return Err(UiError::invalid(
-                "give either the passphrase or the recovery key to unlock",
-            ));
-        }
-    };
+    let secret = secret(passphrase, recovery_key, "to unlock")?;
     let done = sync::unlock(engine, &secret)?;
     warn_failed(&done.scopes);
     status(engine)
+}
+
+/// Exactly one of the passphrase and the recovery key, as the window sends them.
+fn secret(
+    passphrase: Option<String>,
+    recovery_key: Option<String>,
+    purpose: &str,
+) -> Result<sync::Secret, UiError> {
+    match (passphrase, recovery_key) {
+        (Some(p), None) => Ok(sync::Secret::Passphrase(p)),
+        (None, Some(k)) => Ok(sync::Secret::RecoveryKey(k)),
+        _ => Err(UiError::invalid(format!(
+            "give either the passphrase or the recovery key {purpose}"
+        ))),
+    }
+}
+
+/// Changes the account's passphrase to `new_passphrase`, proven with the current passphrase
+/// or the recovery key (exactly one): the account key is wrapped again and nothing is
+/// uploaded again. A wrong current secret is `wrong_passphrase` and changes nothing.
+pub fn change_passphrase(
+    engine: &mut Engine,
+    passphrase: Option<String>,
+    recovery_key: Option<String>,
+    new_passphrase: &str,
+) -> Result<(), UiError> {
+    let current = secret(passphrase, recovery_key, "to change the passphrase")?;
+    sync::change_passphrase(engine, &current, new_passphrase)?;
+    Ok(())
 }
 
 fn warn_failed(passes: &[sync::ScopePass]) {
@@ -207,6 +228,18 @@ pub async fn sync_unlock(
 ) -> Result<SyncStatus, UiError> {
     shell
         .call(move |e| unlock(e, passphrase, recovery_key))
+        .await
+}
+
+#[tauri::command]
+pub async fn sync_change_passphrase(
+    shell: State<'_, Shell>,
+    passphrase: Option<String>,
+    recovery_key: Option<String>,
+    new_passphrase: String,
+) -> Result<(), UiError> {
+    shell
+        .call(move |e| change_passphrase(e, passphrase, recovery_key, &new_passphrase))
         .await
 }
 
@@ -312,6 +345,23 @@ mod tests {
             unlock(&mut engine, Some("a passphrase".into()), None)
                 .unwrap_err()
                 .code,
+            "not_signed_in"
+        );
+        for (p, k) in [(None, None), (Some("p".into()), Some("k".into()))] {
+            let e = change_passphrase(&mut engine, p, k, "long enough passphrase").unwrap_err();
+            assert_eq!(e.code, "invalid_input", "{e:?}");
+        }
+        let short = change_passphrase(&mut engine, Some("a passphrase".into()), None, "short");
+        assert_eq!(short.unwrap_err().code, "invalid_input");
+        assert_eq!(
+            change_passphrase(
+                &mut engine,
+                Some("a passphrase".into()),
+                None,
+                "long enough passphrase"
+            )
+            .unwrap_err()
+            .code,
             "not_signed_in"
         );
         assert!(!status(&engine).unwrap().encrypted);

@@ -46,6 +46,7 @@ import type {
   SearchQuery,
   Settings,
   SettingsPatch,
+  SyncSecret,
   SyncStatus,
   Trust,
   WorkingBlock,
@@ -481,7 +482,12 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     lastDownload: { added: 0, changed: 0, deleted: 0 },
     movedFrom: seed.syncMovedFrom ?? null,
     e2ee: seed.e2ee ?? 'off',
+    passphrase: FAKE_PASSPHRASE,
   };
+  // A secret as the fake account checks it: its passphrase, or its recovery key typed in any
+  // case, with spaces or dashes.
+  const opens = (secret: SyncSecret) =>
+    'passphrase' in secret ? secret.passphrase === sync.passphrase : secret.recoveryKey.replace(/[\s-]/g, '').toUpperCase() === FAKE_RECOVERY_KEY.replace(/-/g, '');
 
   const emit = (e: BackendEvent) => {
     for (const l of [...listeners]) l(e);
@@ -1030,11 +1036,21 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       await tick();
       if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
       if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is nothing to unlock (turn encryption on instead)");
-      const ok = 'passphrase' in secret ? secret.passphrase === FAKE_PASSPHRASE : secret.recoveryKey.replace(/[\s-]/g, '').toUpperCase() === FAKE_RECOVERY_KEY.replace(/-/g, '');
-      if (!ok) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
+      if (!opens(secret)) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
       sync.e2ee = 'on';
       sync.lastSyncedMs = Date.now();
       return status();
+    },
+
+    async syncChangePassphrase(current, newPassphrase) {
+      record('syncChangePassphrase', ['passphrase' in current ? '<passphrase>' : '<recovery key>', '<new passphrase>']);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if ([...newPassphrase].length < 8) throw fail('invalid_input', 'the passphrase is too short: use at least 8 characters (a few unrelated words are best)');
+      if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is no passphrase to change (turn encryption on instead)");
+      if (!opens(current)) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
+      sync.passphrase = newPassphrase;
+      sync.e2ee = 'on';
     },
 
     async listConflicts() {

@@ -176,8 +176,18 @@ export const syncEncrypt = (passphrase: string): Promise<SyncEncrypted> => call(
 
 /** `sync_unlock({passphrase: string | null, recoveryKey: string | null})` → `SyncStatus`;
  * rejects with `wrong_passphrase` when the secret does not open the account key. */
-export const syncUnlock = (secret: SyncSecret): Promise<SyncStatus> =>
-  call('sync_unlock', 'passphrase' in secret ? { passphrase: secret.passphrase, recoveryKey: null } : { passphrase: null, recoveryKey: secret.recoveryKey });
+export const syncUnlock = (secret: SyncSecret): Promise<SyncStatus> => call('sync_unlock', secretArgs(secret));
+
+/** `sync_change_passphrase({passphrase: string | null, recoveryKey: string | null,
+ * newPassphrase: string})`; rejects with `wrong_passphrase` when the current secret does not
+ * open the account key, and `invalid_input` for a new passphrase under 8 characters. */
+export const syncChangePassphrase = (current: SyncSecret, newPassphrase: string): Promise<void> =>
+  call('sync_change_passphrase', { ...secretArgs(current), newPassphrase });
+
+/** A secret as the shell's commands take it: exactly one of the two set. */
+function secretArgs(secret: SyncSecret): { passphrase: string | null; recoveryKey: string | null } {
+  return 'passphrase' in secret ? { passphrase: secret.passphrase, recoveryKey: null } : { passphrase: null, recoveryKey: secret.recoveryKey };
+}
 
 /** `list_conflicts()` → `Conflict[]`. */
 export const listConflicts = (): Promise<Conflict[]> => call('list_conflicts');
@@ -314,6 +324,7 @@ export const tauriBackend: Backend = {
   syncE2ee,
   syncEncrypt,
   syncUnlock,
+  syncChangePassphrase,
   listConflicts,
   resolveConflict,
   overview,

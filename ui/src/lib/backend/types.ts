@@ -255,7 +255,8 @@ export interface SyncEncrypted {
   status: SyncStatus;
 }
 
-/** What unlocks a machine: the passphrase or the recovery key. */
+/** What unlocks a machine, or proves the account when the passphrase changes: the passphrase
+ * or the recovery key. */
 export type SyncSecret = { passphrase: string } | { recoveryKey: string };
 
 export interface SyncLogin {
@@ -918,6 +919,11 @@ export interface Backend {
   /** Unlocks this machine with the passphrase or recovery key, then syncs; rejects with
    * `wrong_passphrase` (nothing changed) when it does not open the account key. */
   syncUnlock(secret: SyncSecret): Promise<SyncStatus>;
+  /** Changes the account's passphrase, proven with the current one (or the recovery key when
+   * it is forgotten): the account key is wrapped under `newPassphrase` (at least 8
+   * characters), nothing is uploaded again and the recovery key still unlocks. Rejects with
+   * `wrong_passphrase` (nothing changed) when `current` does not open the account key. */
+  syncChangePassphrase(current: SyncSecret, newPassphrase: string): Promise<void>;
   listConflicts(): Promise<Conflict[]>;
   resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
   overview(): Promise<Overview>;

@@ -29,3 +29,8 @@ export function matchesLastGroup(recoveryKey: string, typed: string): boolean {
   const want = lastGroup(recoveryKey);
   return want.length > 0 && typed.trim().toUpperCase() === want.toUpperCase();
 }
+
+/** Whether a new passphrase typed twice can be sent: long enough, and the same both times. */
+export function newPassphraseReady(first: string, again: string): boolean {
+  return passphraseStrength(first) !== 'tooShort' && first === again;
+}
