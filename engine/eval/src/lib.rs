@@ -163,7 +163,7 @@ fn parse_fold(s: &str) -> Result<(usize, usize), String> {
     Ok((i, k))
 }
 
-fn default_cache_dir() -> PathBuf {
+pub(crate) fn default_cache_dir() -> PathBuf {
     dirs::home_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join(".cache")

@@ -52,6 +52,11 @@ pub struct LocomoArgs {
     /// found by their words only (a study of what that costs; the product keeps 50,000).
     #[arg(long)]
     pub resident_messages: Option<usize>,
+    /// Where vectors are cached by (content hash, model id) between runs (default
+    /// `~/.cache/memoria/vectors`, shared with `eval beir`): a second run embeds only the
+    /// questions and the messages whose text changed.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -167,6 +172,12 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
         None => None,
     };
     let model_dir = args.model.resolve();
+    let cache_dir = args
+        .cache_dir
+        .clone()
+        .unwrap_or_else(crate::default_cache_dir);
+    std::fs::create_dir_all(&cache_dir)
+        .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
     let mut report = LocomoReport::default();
     let mut per_cat: HashMap<u64, (usize, f64, f64)> = HashMap::new();
     let (mut sum5, mut sum10) = (0.0, 0.0);
@@ -205,15 +216,17 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             bail!("{id}: {n} turns, {} captured", captured.added);
         }
         report.messages += n;
-        // Opened after the capture, as the default path opens it, so nothing is embedded in
-        // the background while questions are asked.
+        // The index the engine would open, its vectors cached across runs; opened after the
+        // capture, as the default path opens it, so nothing is embedded in the background
+        // while questions are asked.
+        let mut config = RecallConfig::new(memoria_engine::recall::default_dir(home.path()));
+        config.model_dir = model_dir.clone();
+        config.vector_cache = Some(cache_dir.join("vectors.sqlite"));
         if let Some(resident) = args.resident_messages {
-            let mut config = RecallConfig::new(memoria_engine::recall::default_dir(home.path()));
-            config.model_dir = model_dir.clone();
             config.resident_messages = resident;
-            let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
-            let _ = engine.recall_index.set(SharedRecall::new(index));
         }
+        let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
+        let _ = engine.recall_index.set(SharedRecall::new(index));
         // Opening recall brings the messages in with their vectors, as a session's indexer
         // leaves them before the questions.
         let status = engine.recall()?.status();
