@@ -56,7 +56,7 @@ pub enum Error {
     Io(#[from] std::io::Error),
     /// The SQLite documents or vector cache failed.
     #[error("recall store: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     /// tantivy failed.
     #[error("search index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
@@ -75,6 +75,24 @@ pub enum Error {
     /// Evaluation input could not be read.
     #[error("{0}")]
     Input(String),
+}
+
+impl Error {
+    /// SQLite found one of the index's files damaged.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, Error::Sqlite(e) if store::is_damage(e))
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        // A damaged page met at any query: the next open checks the files and recreates the
+        // damaged one, as it does a file found damaged when opened.
+        if store::is_damage(&e) {
+            store::distrust_opened();
+        }
+        Error::Sqlite(e)
+    }
 }
 
 impl crate::error::LayerError for Error {
@@ -482,7 +500,15 @@ impl RecallIndex {
     /// in the background when `config.background_reembed`.
     pub fn open(config: &RecallConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
         let (embedder, choice) = embed::load(config.model_dir.as_deref(), config.threads);
-        Self::open_with_embedder(config, embedder, choice, clock)
+        match Self::open_with_embedder(config, embedder, choice, Arc::clone(&clock)) {
+            // A damaged page met while loading: the files are checked and the damaged one
+            // recreated on this second open.
+            Err(e) if e.is_damage() => {
+                let (embedder, choice) = embed::load(config.model_dir.as_deref(), config.threads);
+                Self::open_with_embedder(config, embedder, choice, clock)
+            }
+            r => r,
+        }
     }
 
     /// Opens the index at once, without loading the embedding model: searches are lexical
@@ -495,7 +521,19 @@ impl RecallIndex {
             model_id: HashEmbedder.model_id().to_owned(),
             fallback_reason: Some("the embedding model is still loading".into()),
         };
-        Self::open_inner(config, Box::new(HashEmbedder), choice, clock, true)
+        match Self::open_inner(
+            config,
+            Box::new(HashEmbedder),
+            choice.clone(),
+            Arc::clone(&clock),
+            true,
+        ) {
+            // See `open`.
+            Err(e) if e.is_damage() => {
+                Self::open_inner(config, Box::new(HashEmbedder), choice, clock, true)
+            }
+            r => r,
+        }
     }
 
     /// Puts the model into an index opened by [`Self::open_without_model`]: its cached
@@ -1158,7 +1196,7 @@ impl RecallIndex {
 
     /// `(scope, id, content hash, ranking facts)` of every indexed document, hidden ones
     /// included: what the vault compares against to find what changed.
-    pub fn indexed_states(&self) -> Result<Vec<(String, String, String, RankFacts)>, Error> {
+    pub fn indexed_states(&self) -> Result<Vec<DocState>, Error> {
         if self.on_disk() > 0 {
             return lock(&self.docs).all_states();
         }
@@ -1166,6 +1204,86 @@ impl RecallIndex {
             .values()
             .map(|m| (m.scope.clone(), m.id.clone(), m.hash.clone(), m.facts()))
             .collect())
+    }
+
+    /// The states ([`Self::indexed_states`]) of every indexed document but the log's messages
+    /// (ids starting `msg:`): notes, derived items, working memory. Read from memory, where
+    /// every document but messages is held, and from disk for the few notes typed as messages;
+    /// never the messages themselves, however many there are.
+    pub fn states_but_messages(&self) -> Result<Vec<DocState>, Error> {
+        self.refresh_if_changed()?;
+        let odd = lock(&self.docs).odd_messages()?;
+        let meta = read(&self.shared.meta);
+        let mut out: Vec<DocState> = meta
+            .values()
+            .filter(|m| !memoria_store::log::is_message_key(&m.id))
+            .map(state_of)
+            .collect();
+        out.extend(
+            odd.iter()
+                .filter(|m| !meta.contains_key(&m.key))
+                .map(state_of),
+        );
+        Ok(out)
+    }
+
+    /// How many of the log's messages (ids starting `msg:`) are indexed, counted without
+    /// reading them: those in memory, and those on disk.
+    pub fn message_count(&self) -> Result<usize, Error> {
+        self.refresh_if_changed()?;
+        let odd = lock(&self.docs).odd_messages()?;
+        let meta = read(&self.shared.meta);
+        let resident = meta
+            .values()
+            .filter(|m| memoria_store::log::is_message_key(&m.id))
+            .count();
+        // Every document on disk is typed as a message; the odd ones are not the log's.
+        let odd_on_disk = odd.iter().filter(|m| !meta.contains_key(&m.key)).count();
+        Ok(resident + self.on_disk().saturating_sub(odd_on_disk))
+    }
+
+    /// The states of those of `keys` (`scope`, `id`) that are indexed, from memory or disk.
+    pub fn states_of(&self, keys: &[(String, String)]) -> Result<Vec<DocState>, Error> {
+        self.refresh_if_changed()?;
+        let meta = read(&self.shared.meta);
+        let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
+        let on_disk = self.on_disk_meta(&meta, keys.iter().map(String::as_str))?;
+        Ok(keys
+            .iter()
+            .filter_map(|k| meta.get(k).or_else(|| on_disk.get(k)))
+            .map(state_of)
+            .collect())
+    }
+
+    /// The states of every indexed log message: the full comparison, when what changed in the
+    /// log since the last one is not known.
+    pub fn message_states(&self) -> Result<Vec<DocState>, Error> {
+        self.refresh_if_changed()?;
+        let is_message = |m: &DocMeta| memoria_store::log::is_message_key(&m.id);
+        if self.on_disk() == 0 {
+            return Ok(read(&self.shared.meta)
+                .values()
+                .filter(|m| is_message(m))
+                .map(state_of)
+                .collect());
+        }
+        let stored = lock(&self.docs).message_metas()?;
+        let meta = read(&self.shared.meta);
+        let mut out: Vec<DocState> = stored.iter().map(state_of).collect();
+        // A message id under another type is never left on disk: it is in memory.
+        out.extend(
+            meta.values()
+                .filter(|m| is_message(m) && m.note_type.as_deref() != Some(MESSAGE_TYPE))
+                .map(state_of),
+        );
+        Ok(out)
+    }
+
+    /// Removes these documents (`scope`, `id`) in one commit of each store; returns how many
+    /// were indexed.
+    pub fn remove_all(&self, keys: &[(String, String)]) -> Result<usize, Error> {
+        let keys: Vec<String> = keys.iter().map(|(s, i)| doc_key(s, i)).collect();
+        self.remove_keys(&keys)
     }
 
     /// How many documents are indexed but not in memory (older messages).
@@ -1359,6 +1477,13 @@ pub fn archived_docs(
 
 fn trust_weight_of(m: &DocMeta) -> Option<f64> {
     rank::trust_weight(m.trust)
+}
+
+/// A document's state as the vault compares it: `(scope, id, content hash, ranking facts)`.
+pub type DocState = (String, String, String, RankFacts);
+
+fn state_of(m: &DocMeta) -> DocState {
+    (m.scope.clone(), m.id.clone(), m.hash.clone(), m.facts())
 }
 
 /// `used`: the document's (access count, last access) so far.

@@ -91,28 +91,160 @@ fn open(path: &Path) -> Result<Connection, Error> {
     Ok(conn)
 }
 
-/// Opens an SQLite file with `schema`; a file that is not a database (or fails its schema) is
-/// moved aside and recreated, so a corrupt cache never stops recall.
+/// Opens an SQLite file with `schema`; a file that is not a database, fails its schema or
+/// fails SQLite's integrity check is removed and recreated (it holds nothing that cannot be
+/// derived again), so a corrupt cache never stops recall.
+///
+/// The integrity check reads the whole file, seconds for a long conversation log, so it runs
+/// only when there is a reason to doubt the file ([`needs_check`]); a damaged page met
+/// between checks fails its query with SQLite's own error, and that error makes the next
+/// open check ([`Error`]'s conversion from SQLite's).
 fn open_or_recreate(path: &Path, schema: &str) -> Result<(Connection, bool), Error> {
     let attempt = |p: &Path| -> Result<Connection, Error> {
         let c = open(p)?;
         c.execute_batch(schema)?;
-        let ok: String = c.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
-        if ok != "ok" {
-            return Err(Error::Corrupt(format!("{}: {ok}", p.display())));
+        if needs_check(p) {
+            check(&c, p)?;
         }
         Ok(c)
     };
-    match attempt(path) {
+    let opened = attempt(path);
+    remember_opened(path);
+    match opened {
         Ok(c) => Ok((c, false)),
         Err(_) => {
-            for suffix in ["", "-wal", "-shm"] {
+            for suffix in ["", "-wal", "-shm", CHECKED] {
                 let p = format!("{}{suffix}", path.display());
                 let _ = std::fs::remove_file(p);
             }
             Ok((attempt(path)?, true))
         }
     }
+}
+
+/// Beside each file, the record of its last clean integrity check: the file's identity then
+/// (device and inode) and when, in seconds since the epoch.
+const CHECKED: &str = ".checked";
+
+/// How long a clean integrity check is trusted.
+pub const CHECK_EVERY: Duration = Duration::from_secs(24 * 60 * 60);
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Checked {
+    dev: u64,
+    ino: u64,
+    at: u64,
+}
+
+fn checked_path(path: &Path) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("{}{CHECKED}", path.display()))
+}
+
+/// The file's identity: another file put in its place (a restore, a copy) is checked again.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        None
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Whether `path` is to be checked when opened: no clean check recorded, the file is not
+/// the one checked, the check is older than [`CHECK_EVERY`] (or in the future), or a damaged
+/// page was met since. A process killed mid-write is no reason: SQLite's write-ahead log
+/// leaves the file as the last commit left it.
+fn needs_check(path: &Path) -> bool {
+    let Some((dev, ino)) = identity(path) else {
+        return true;
+    };
+    let record: Option<Checked> = std::fs::read(checked_path(path))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let now = now_secs();
+    !record.is_some_and(|r| {
+        r.dev == dev && r.ino == ino && r.at <= now && now - r.at < CHECK_EVERY.as_secs()
+    })
+}
+
+/// Runs SQLite's integrity check on `conn` (the file `path`) and records a clean one.
+fn check(conn: &Connection, path: &Path) -> Result<(), Error> {
+    let ok: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+    if ok != "ok" {
+        let _ = std::fs::remove_file(checked_path(path));
+        return Err(Error::Corrupt(format!("{}: {ok}", path.display())));
+    }
+    if let Some((dev, ino)) = identity(path) {
+        let record = Checked {
+            dev,
+            ino,
+            at: now_secs(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&record) {
+            // Without the record the next open checks again: only time is lost.
+            let _ = crate::fsx::write_atomic(&checked_path(path), &bytes);
+        }
+    }
+    Ok(())
+}
+
+/// The files this process opened, so a damaged page met in any of them has each checked on
+/// its next open.
+static OPENED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remember_opened(path: &Path) {
+    let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    if !opened.iter().any(|p| p == path) {
+        opened.push(path.to_path_buf());
+    }
+}
+
+/// SQLite said a file is damaged: every file this process opened is checked on its next open
+/// (the error does not say which one), and the damaged one recreated then.
+pub(crate) fn distrust_opened() {
+    let opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+    for p in opened.iter() {
+        let _ = std::fs::remove_file(checked_path(p));
+    }
+}
+
+/// Whether SQLite found a file damaged, or not a database at all.
+pub(crate) fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Runs SQLite's integrity check on the recall index's files in `dir` now, whatever their
+/// records say, and records the clean ones (`doctor`). Returns each file and `ok` or what the
+/// check found; a file that is missing is not listed.
+pub fn check_files(dir: &Path) -> Result<Vec<(String, String)>, Error> {
+    let mut out = Vec::new();
+    for name in ["docs.sqlite", "vectors.sqlite"] {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let found = match open(&path).and_then(|c| check(&c, &path)) {
+            Ok(()) => "ok".to_owned(),
+            Err(Error::Corrupt(found)) => found,
+            Err(e) => e.to_string(),
+        };
+        out.push((name.to_owned(), found));
+    }
+    Ok(out)
 }
 
 const DOCS_SCHEMA: &str = "
@@ -132,7 +264,10 @@ CREATE TABLE IF NOT EXISTS docs (
   access_count INTEGER NOT NULL DEFAULT 0
 );
 -- The newest messages are found without reading every document.
-CREATE INDEX IF NOT EXISTS docs_type_time ON docs (note_type, updated_at);";
+CREATE INDEX IF NOT EXISTS docs_type_time ON docs (note_type, updated_at);
+-- Documents typed as messages that are not the log's (a note may name its type so) are found
+-- without reading the messages.
+CREATE INDEX IF NOT EXISTS docs_type_id ON docs (note_type, id);";
 
 /// A rowid table: a row of one vector (1.5 KB) fits in its page. Kept `WITHOUT ROWID`, as
 /// earlier versions did, every such row spilled into an overflow page of its own, three times
@@ -182,6 +317,15 @@ fn rows_in_pages(conn: &Connection) -> Result<(), Error> {
     }
     conn.execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors (hash, model)")?;
     Ok(())
+}
+
+/// The ids of the log's messages, as a range: every id starting with the message prefix.
+fn message_id_range() -> (String, String) {
+    let prefix = memoria_store::log::MESSAGE_PREFIX;
+    let mut end = prefix.to_owned();
+    let last = end.pop().expect("the prefix is not empty");
+    end.push(char::from_u32(last as u32 + 1).expect("the prefix ends in ASCII"));
+    (prefix.to_owned(), end)
 }
 
 /// The key of a document: scope and id, which together are unique.
@@ -417,6 +561,28 @@ impl DocStore {
             let facts = m.facts();
             Ok((m.scope, m.id, m.hash, facts))
         })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The ranking facts of every document typed as a message (the type the log's messages
+    /// are indexed under) whose id is not a log message's (`msg:…`): notes that name their
+    /// type so. Reads only those, however many messages there are.
+    pub fn odd_messages(&self) -> Result<Vec<DocMeta>, Error> {
+        let (from, to) = message_id_range();
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {META_COLUMNS} FROM docs WHERE note_type = ?1 AND (id < ?2 OR id >= ?3)"
+        ))?;
+        let rows = st.query_map(params![super::MESSAGE_TYPE, from, to], meta_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The ranking facts of every log message (`msg:…` ids) stored under the message type.
+    pub fn message_metas(&self) -> Result<Vec<DocMeta>, Error> {
+        let (from, to) = message_id_range();
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT {META_COLUMNS} FROM docs WHERE note_type = ?1 AND id >= ?2 AND id < ?3"
+        ))?;
+        let rows = st.query_map(params![super::MESSAGE_TYPE, from, to], meta_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -480,6 +480,138 @@ fn corrupt_lexical_index_is_rebuilt_from_the_documents() {
     assert_eq!(ids(&hits)[0], "domain:web/spacing");
 }
 
+/// Overwrites the page holding `table`'s root in the SQLite file `path` with bytes no page
+/// starts with: the file opens, and reading the table meets the damage.
+fn damage_table(path: &Path, table: &str) {
+    let (page_size, root): (i64, i64) = {
+        let c = rusqlite::Connection::open(path).unwrap();
+        let size = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let root = c
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (size, root)
+    };
+    assert!(root > 1, "the table's root is not the schema's page");
+    assert!(!Path::new(&format!("{}-wal", path.display())).exists());
+    let mut bytes = std::fs::read(path).unwrap();
+    let start = ((root - 1) * page_size) as usize;
+    bytes[start..start + page_size as usize].fill(0x5a);
+    // Written in place: the same file, as a failing disk or a stray write would leave it.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all(&bytes).unwrap();
+}
+
+/// The record of `file`'s last clean integrity check in `dir`, as JSON.
+fn check_record(dir: &Path, file: &str) -> Option<serde_json::Value> {
+    let bytes = std::fs::read(dir.join(format!("{file}.checked"))).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn set_checked_at(dir: &Path, file: &str, at: u64) {
+    let mut r = check_record(dir, file).unwrap();
+    r["at"] = at.into();
+    std::fs::write(dir.join(format!("{file}.checked")), r.to_string()).unwrap();
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn a_file_checked_clean_is_checked_again_only_after_a_day_or_once_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path()).upsert(&corpus()).unwrap();
+    for file in ["docs.sqlite", "vectors.sqlite"] {
+        assert!(check_record(dir.path(), file).is_some(), "{file}");
+    }
+    // Checked an hour ago: opening does not check again.
+    let hour_ago = now_secs() - 3_600;
+    set_checked_at(dir.path(), "docs.sqlite", hour_ago);
+    drop(open(dir.path()));
+    assert_eq!(
+        check_record(dir.path(), "docs.sqlite").unwrap()["at"],
+        hour_ago
+    );
+    // A day and more ago: checked on this open.
+    set_checked_at(dir.path(), "docs.sqlite", now_secs() - 25 * 3_600);
+    drop(open(dir.path()));
+    let at = check_record(dir.path(), "docs.sqlite").unwrap()["at"]
+        .as_u64()
+        .unwrap();
+    assert!(at + 60 > now_secs());
+    // Another file in its place (a restore, a copy): checked, though checked within the day.
+    set_checked_at(dir.path(), "docs.sqlite", hour_ago);
+    let docs = dir.path().join("docs.sqlite");
+    std::fs::copy(&docs, dir.path().join("copy")).unwrap();
+    std::fs::rename(dir.path().join("copy"), &docs).unwrap();
+    let ix = open(dir.path());
+    assert_ne!(
+        check_record(dir.path(), "docs.sqlite").unwrap()["at"],
+        hour_ago
+    );
+    assert!(!ix.status().rebuilt);
+    assert_eq!(ix.status().documents, corpus().len());
+}
+
+#[test]
+fn a_damaged_page_a_query_meets_has_the_file_checked_and_recreated_on_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path()).upsert(&corpus()).unwrap();
+    let path = dir.path().join("docs.sqlite");
+    damage_table(&path, "docs");
+    // Checked clean within the day: the open does not look, the first read meets the damage.
+    let (docs, recreated) = store::DocStore::open(&path).unwrap();
+    assert!(!recreated);
+    let err = docs.all_meta().unwrap_err();
+    assert!(err.is_damage(), "{err}");
+    assert!(check_record(dir.path(), "docs.sqlite").is_none());
+    drop(docs);
+    // The next open checks, and recreates the file: recall holds nothing that cannot be
+    // derived again.
+    let (docs, recreated) = store::DocStore::open(&path).unwrap();
+    assert!(recreated);
+    assert_eq!(docs.count().unwrap(), 0);
+    assert!(check_record(dir.path(), "docs.sqlite").is_some());
+}
+
+#[test]
+fn a_page_damaged_between_two_opens_is_found_by_the_next_open_and_the_file_recreated() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path()).upsert(&corpus()).unwrap();
+    damage_table(&dir.path().join("docs.sqlite"), "docs");
+    // Loading the documents meets the damage; the index opens all the same, the file
+    // recreated, and takes the documents again.
+    let ix = open(dir.path());
+    assert!(ix.status().rebuilt);
+    assert_eq!(ix.status().documents, 0);
+    ix.upsert(&corpus()).unwrap();
+    let hits = ix
+        .search(
+            "spacing scale",
+            &SearchOptions {
+                mode: Mode::Bm25,
+                ..SearchOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(ids(&hits)[0], "domain:web/spacing");
+    assert_eq!(
+        store::check_files(dir.path()).unwrap(),
+        [
+            ("docs.sqlite".to_owned(), "ok".to_owned()),
+            ("vectors.sqlite".to_owned(), "ok".to_owned())
+        ]
+    );
+}
+
 #[test]
 fn bad_queries_give_an_error_or_nothing_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();

@@ -251,6 +251,38 @@ CREATE INDEX IF NOT EXISTS messages_by_text ON messages(text);
 CREATE INDEX IF NOT EXISTS messages_by_capture ON messages(captured_at);
 ";
 
+/// How many times a row of each table recall follows was removed or changed, counted by
+/// triggers so that no way of removing or changing one is missed. Row numbers alone cannot
+/// say it: SQLite gives a new row the number after the highest, which may be a removed
+/// row's. Working memory counts only what its document shows (not its uses).
+const CHANGES_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS changes (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+INSERT OR IGNORE INTO changes (name, n) VALUES ('messages', 0), ('derived', 0), ('working', 0);
+CREATE TRIGGER IF NOT EXISTS messages_removed AFTER DELETE ON messages
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'messages'; END;
+CREATE TRIGGER IF NOT EXISTS messages_changed AFTER UPDATE ON messages
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'messages'; END;
+CREATE TRIGGER IF NOT EXISTS derived_removed AFTER DELETE ON derived
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'derived'; END;
+CREATE TRIGGER IF NOT EXISTS derived_changed AFTER UPDATE ON derived
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'derived'; END;
+CREATE TRIGGER IF NOT EXISTS working_removed AFTER DELETE ON working
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'working'; END;
+CREATE TRIGGER IF NOT EXISTS working_changed
+  AFTER UPDATE OF key, scope, text, role, created_at, expires_at ON working
+  BEGIN UPDATE changes SET n = n + 1 WHERE name = 'working'; END;
+";
+
+/// A fingerprint of one table of the log recall follows: its recallable rows' count, the
+/// highest row number, and how many times a row was removed or changed. Rows only added since
+/// another fingerprint are those numbered after its `last`, when `changes` is the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableState {
+    pub count: i64,
+    pub last: i64,
+    pub changes: i64,
+}
+
 /// Gives a log made before the poison gate its `quarantined` column (empty: nothing checked
 /// then is marked).
 fn add_quarantined_column(conn: &Connection) -> rusqlite::Result<()> {
@@ -296,6 +328,7 @@ impl Log {
         conn.execute_batch(working::SCHEMA).map_err(db_err)?;
         conn.execute_batch(ledger::SCHEMA).map_err(db_err)?;
         conn.execute_batch(quarantine::SCHEMA).map_err(db_err)?;
+        conn.execute_batch(CHANGES_SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
     }
@@ -521,15 +554,30 @@ impl Log {
         rows.map(|r| r.map_err(db_err).and_then(finish)).collect()
     }
 
-    /// A fingerprint of the recallable messages: their count and the highest row number. It
-    /// changes whenever one is added or removed.
-    pub fn state(&self) -> Result<(i64, i64)> {
+    /// A fingerprint of the recallable messages ([`TableState`]).
+    pub fn state(&self) -> Result<TableState> {
+        self.table_state(
+            "messages",
+            "FROM messages WHERE secret IS NULL AND quarantined IS NULL",
+        )
+    }
+
+    /// The [`TableState`] of the rows `from` (a `FROM … WHERE …` clause) of table `name`.
+    fn table_state(&self, name: &str, from: &str) -> Result<TableState> {
         self.conn
             .query_row(
-                "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM messages \
-                 WHERE secret IS NULL AND quarantined IS NULL",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                &format!(
+                    "SELECT COUNT(*), COALESCE(MAX(rowid), 0), \
+                     (SELECT n FROM changes WHERE name = ?1) {from}"
+                ),
+                [name],
+                |r| {
+                    Ok(TableState {
+                        count: r.get(0)?,
+                        last: r.get(1)?,
+                        changes: r.get(2)?,
+                    })
+                },
             )
             .map_err(db_err)
     }
@@ -773,6 +821,41 @@ mod tests {
     }
 
     #[test]
+    fn a_table_s_state_tells_a_removed_row_from_one_added_in_its_place() {
+        let (_d, mut log) = open();
+        log.append(&[msg("c", "1", 1, "one"), msg("d", "1", 1, "two")], 5)
+            .unwrap();
+        let before = log.state().unwrap();
+        assert_eq!((before.count, before.last), (2, 2));
+        // The newest row goes and a new one takes its number: the count and the highest row
+        // are as they were, the state is not.
+        log.purge_conversation("user", "d").unwrap();
+        log.append(&[msg("e", "1", 1, "three")], 6).unwrap();
+        let after = log.state().unwrap();
+        assert_eq!((after.count, after.last), (2, 2));
+        assert_ne!(after, before);
+        // Appending only moves the count and the highest row.
+        log.append(&[msg("e", "2", 2, "four")], 7).unwrap();
+        let appended = log.state().unwrap();
+        assert_eq!(
+            (appended.count, appended.last, appended.changes),
+            (3, 3, after.changes)
+        );
+        // A block of working memory used is not changed for recall; one removed is.
+        let block = log
+            .add_working("user", "note this", Role::User, 1, 100)
+            .unwrap();
+        let working = log.working_state().unwrap();
+        log.use_working(&block.key).unwrap();
+        assert_eq!(log.working_state().unwrap(), working);
+        log.remove_working(&block.key).unwrap();
+        assert_ne!(log.working_state().unwrap().changes, working.changes);
+        // The counts live in the file: another connection reads the same.
+        let again = Log::open(&Home::resolve(Some(_d.path())).unwrap()).unwrap();
+        assert_eq!(again.state().unwrap(), appended);
+    }
+
+    #[test]
     fn appending_twice_adds_nothing_and_a_longer_transcript_adds_only_the_new() {
         let (_d, mut log) = open();
         let first = [msg("c", "1", 1, "hello"), msg("c", "2", 2, "hello")];
@@ -863,7 +946,7 @@ mod tests {
             .map(|m| m.text)
             .collect();
         assert_eq!(recallable, ["hello"]);
-        assert_eq!(log.state().unwrap().0, 1);
+        assert_eq!(log.state().unwrap().count, 1);
         assert!(
             log.recallable_after(0)
                 .unwrap()

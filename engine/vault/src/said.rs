@@ -17,7 +17,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use memoria_shared::Trust;
-use memoria_store::log::{Log, LogMessage, Role};
+use memoria_store::log::{Log, LogMessage, Role, TableState};
 
 use crate::error::{Error, Result};
 use crate::recall::RecallDoc;
@@ -214,13 +214,24 @@ pub fn rank_messages(
     Ok(())
 }
 
-/// A fingerprint of the log's recallable messages and derived items: each a count and the
-/// highest row number, which change whenever one is added, changed or removed.
+/// A fingerprint of the log's recallable messages, derived items and working memory, which
+/// changes whenever one is added, changed or removed ([`TableState`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LogState {
-    pub messages: (i64, i64),
-    pub derived: (i64, i64),
-    pub working: (i64, i64),
+    pub messages: TableState,
+    pub derived: TableState,
+    pub working: TableState,
+}
+
+impl LogState {
+    /// The state of `log` now.
+    pub fn of(log: &Log) -> Result<LogState> {
+        Ok(LogState {
+            messages: log.state()?,
+            derived: log.derived_state()?,
+            working: log.working_state()?,
+        })
+    }
 }
 
 impl Engine {
@@ -261,11 +272,7 @@ impl Engine {
             return Ok(None);
         }
         let log = self.log()?;
-        Ok(Some(LogState {
-            messages: log.state()?,
-            derived: log.derived_state()?,
-            working: log.working_state()?,
-        }))
+        Ok(Some(LogState::of(&log)?))
     }
 
     /// A fact or summary this engine's scopes may see, not held back (a secret, a quarantine).

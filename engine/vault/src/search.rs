@@ -3,10 +3,11 @@
 //! index is brought in step with the vault — only notes whose content hash changed are
 //! re-indexed — so edits from other processes, the watcher or an editor are always seen.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use memoria_shared::ContentHash;
+use memoria_store::log::TableState;
 
 use crate::error::{Error, Result};
 use crate::index::IndexedNote;
@@ -61,6 +62,8 @@ pub struct SharedRecall {
     in_step: Mutex<()>,
     /// The conversation log's state when its messages were last brought in (`said.rs`).
     log_seen: Mutex<Option<crate::said::LogState>>,
+    /// What the last bringing in step read of the log.
+    last_in_step: Mutex<Option<InStepReport>>,
 }
 
 impl SharedRecall {
@@ -69,6 +72,7 @@ impl SharedRecall {
             index,
             in_step: Mutex::new(()),
             log_seen: Mutex::new(None),
+            last_in_step: Mutex::new(None),
         })
     }
 }
@@ -130,8 +134,11 @@ impl Engine {
     /// recall index only ever holds recallable notes, so no search, recall block or hook can
     /// return another. A note whose text is unchanged but whose trust, importance, dates or
     /// pinning changed gets its ranking facts updated (no re-embedding). Cheap when nothing
-    /// changed: a comparison of hash and facts per note, no body read. Returns how
-    /// many documents were re-indexed or dropped.
+    /// changed: a comparison of hash and facts per note, no body read. The conversation log's
+    /// messages, which can be millions, are not compared one by one: only those the log gained
+    /// since recall was last brought in step with it are read ([`InStepReport`] counts them),
+    /// unless something else changed there. Returns how many documents were re-indexed or
+    /// dropped.
     pub fn sync_recall(&self, progress: RecallProgress<'_>) -> Result<usize> {
         self.sync_recall_with(progress, Vectors::Now)
     }
@@ -150,13 +157,14 @@ impl Engine {
         let _in_step = shared.in_step.lock().unwrap_or_else(|p| p.into_inner());
         let recall = &shared.index;
         let states = self.index().note_states()?;
-        let known: std::collections::HashMap<(String, String), (String, recall::RankFacts)> =
-            recall
-                .indexed_states()
-                .map_err(recall_err)?
-                .into_iter()
-                .map(|(scope, id, hash, facts)| ((scope, id), (hash, facts)))
-                .collect();
+        // Everything recall holds but the log's messages, which can be far more: those are
+        // compared by what the log gained since the last time (`log_docs`).
+        let known: Known = recall
+            .states_but_messages()
+            .map_err(recall_err)?
+            .into_iter()
+            .map(|(scope, id, hash, facts)| ((scope, id), (hash, facts)))
+            .collect();
         let mut keep = HashSet::new();
         let mut changed = Vec::new();
         let mut claimed = HashSet::new();
@@ -184,8 +192,15 @@ impl Engine {
                 }
             }
         }
+        let mut gone: Vec<(String, String)> = known
+            .keys()
+            .filter(|k| !crate::said::is_said_key(&k.1) && !keep.contains(*k))
+            .cloned()
+            .collect();
         // The conversation log's messages, derived from the log as notes are from files.
-        changed.extend(self.log_docs(shared, &known, &mut keep)?);
+        let log = self.log_docs(shared, &known)?;
+        changed.extend(log.docs);
+        gone.extend(log.gone);
         let mut touched = changed.len();
         if !changed.is_empty() {
             match vectors {
@@ -194,74 +209,112 @@ impl Engine {
             }
             .map_err(recall_err)?;
         }
-        if known.keys().any(|k| !keep.contains(k)) {
-            touched += recall.retain(&keep).map_err(recall_err)?;
+        if !gone.is_empty() {
+            touched += recall.remove_all(&gone).map_err(recall_err)?;
         }
+        // Only now, with recall's files committed, does the log's watermark move: a process
+        // stopped before this point reads the same rows again next time.
+        if let Some(state) = log.state {
+            self.log_seen_now(shared, state);
+        }
+        *shared
+            .last_in_step
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(log.report);
         Ok(touched)
     }
 
-    /// The log's recallable messages and derived items (facts, summaries) recall lacks (or
-    /// holds with other text or facts), and every such key to keep in `keep`. Reads only what
-    /// the log gained since the last call, unless something was removed or the recall index
-    /// lost some.
-    fn log_docs(
-        &self,
-        shared: &SharedRecall,
-        known: &std::collections::HashMap<(String, String), (String, recall::RankFacts)>,
-        keep: &mut HashSet<(String, String)>,
-    ) -> Result<Vec<RecallDoc>> {
+    /// What the last bringing in step of this process's recall index read of the log.
+    pub fn last_recall_sync(&self) -> Option<InStepReport> {
+        *self
+            .recall_index
+            .get()?
+            .last_in_step
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The log's state when its rows were last brought into recall, by this process or, from
+    /// the file beside the recall index, by the last one.
+    fn log_seen(&self, shared: &SharedRecall) -> Option<crate::said::LogState> {
+        let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.is_none() {
+            *seen = std::fs::read(self.log_seen_file())
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+        }
+        *seen
+    }
+
+    /// Records that recall holds the log as it was in `state`.
+    fn log_seen_now(&self, shared: &SharedRecall, state: crate::said::LogState) {
+        let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *seen != Some(state) {
+            *seen = Some(state);
+            if let Ok(bytes) = serde_json::to_vec(&state) {
+                // Only a hint: without it the next process compares the whole log once.
+                let _ = crate::fsx::write_atomic(&self.log_seen_file(), &bytes);
+            }
+        }
+    }
+
+    fn log_seen_file(&self) -> std::path::PathBuf {
+        recall::default_dir(self.home().root()).join("log-state.json")
+    }
+
+    /// The log's recallable messages and derived items (facts, summaries) and working memory
+    /// that recall lacks (or holds with other text or facts), and what recall holds that the
+    /// log no longer has. Reads only what the log gained since the last time (its watermark,
+    /// [`crate::said::LogState`]) while the counts show nothing else changed; else every row
+    /// of the table that changed otherwise, compared with everything recall holds of it.
+    fn log_docs(&self, shared: &SharedRecall, known: &Known) -> Result<LogChanges> {
+        let recall = &shared.index;
+        let mut out = LogChanges::default();
         if !memoria_store::log::log_path(self.home().root()).exists() {
-            return Ok(Vec::new()); // no log: any message document goes
+            // No log: any document of it goes.
+            out.gone = known
+                .keys()
+                .filter(|k| crate::said::is_said_key(&k.1))
+                .cloned()
+                .collect();
+            if recall.message_count().map_err(recall_err)? > 0 {
+                let messages = recall.message_states().map_err(recall_err)?;
+                out.gone
+                    .extend(messages.into_iter().map(|(s, id, _, _)| (s, id)));
+            }
+            return Ok(out);
         }
         let mut log = self.log()?;
         // Working memory past its time goes first, from the log and so from recall.
         log.expire_working(self.now_ms())?;
-        let state = crate::said::LogState {
-            messages: log.state()?,
-            derived: log.derived_state()?,
-            working: log.working_state()?,
-        };
-        let mut seen = shared.log_seen.lock().unwrap_or_else(|p| p.into_inner());
-        // What the last process to bring the log in saw, so a new process (each CLI command)
-        // reads only what is new.
-        let seen_file = recall::default_dir(self.home().root()).join("log-state.json");
-        if seen.is_none() {
-            *seen = std::fs::read(&seen_file)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
-        }
-        let in_recall = |is: fn(&str) -> bool| -> Vec<&(String, String)> {
-            known.keys().filter(|(_, id)| is(id)).collect()
-        };
-        let mut docs = Vec::new();
-        let mut push = |doc: RecallDoc, keep: &mut HashSet<(String, String)>| {
-            keep.insert((doc.scope.clone(), doc.id.clone()));
-            let current = known.get(&(doc.scope.clone(), doc.id.clone()));
-            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
-                docs.push(doc);
-            }
-        };
+        let state = crate::said::LogState::of(&log)?;
+        let seen = self.log_seen(shared);
 
-        let held = in_recall(crate::said::is_message_key);
-        let messages = since(
+        // Messages: what recall holds of them is read only for the rows read.
+        let mut held: Known = HashMap::new();
+        let in_recall = recall.message_count().map_err(recall_err)? as i64;
+        let read = since(
             seen.map(|s| s.messages),
             state.messages,
-            &held,
+            in_recall,
             |after| log.recallable_after(after),
             || log.recallable(),
-            |m| m.key.as_str(),
+            |rows| {
+                let keys: Vec<(String, String)> = rows
+                    .iter()
+                    .map(|m| (m.scope.clone(), m.key.clone()))
+                    .collect();
+                held = states_map(recall.states_of(&keys).map_err(recall_err)?);
+                Ok(held.len())
+            },
         )?;
-        if messages.len() as i64 != state.messages.0 {
-            keep.extend(held.into_iter().cloned());
-        }
+        let (messages, all) = read.rows();
         // Each message is read with the one before it: from this batch, else from the log.
-        let by_place: std::collections::HashMap<
-            (&str, &str, i64),
-            &memoria_store::log::LogMessage,
-        > = messages
+        let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
             .iter()
             .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
             .collect();
+        let mut docs = Vec::with_capacity(messages.len());
         for m in &messages {
             let before = log.before(&m.scope, &m.conversation, m.seq)?;
             let previous = before.as_ref().map(|b| {
@@ -270,49 +323,52 @@ impl Engine {
                     .copied()
                     .unwrap_or(b)
             });
-            push(crate::said::message_doc(m, previous), keep);
+            docs.push(crate::said::message_doc(m, previous));
         }
+        if all {
+            held = states_map(recall.message_states().map_err(recall_err)?);
+        }
+        out.report = InStepReport {
+            log_messages: messages.len(),
+            message_states: held.len(),
+            all_messages: all,
+        };
+        out.take(docs, all, &held);
 
-        let held = in_recall(memoria_store::log::is_derived_key);
-        let items = since(
+        // Derived items and working memory: recall holds every one of them in memory.
+        let held = held_of(known, memoria_store::log::is_derived_key);
+        let read = since(
             seen.map(|s| s.derived),
             state.derived,
-            &held,
+            held.len() as i64,
             |after| log.recallable_derived_after(after),
             || log.recallable_derived_after(0),
-            |d| d.key.as_str(),
+            |rows| Ok(count_held(&held, rows.iter().map(|d| (&d.scope, &d.key)))),
         )?;
-        if items.len() as i64 != state.derived.0 {
-            keep.extend(held.into_iter().cloned());
-        }
-        for d in &items {
-            push(crate::said::derived_doc(d), keep);
-        }
+        let (items, all) = read.rows();
+        out.take(
+            items.iter().map(crate::said::derived_doc).collect(),
+            all,
+            &held,
+        );
 
-        let held = in_recall(memoria_store::log::is_working_key);
-        let blocks = since(
+        let held = held_of(known, memoria_store::log::is_working_key);
+        let read = since(
             seen.map(|s| s.working),
             state.working,
-            &held,
+            held.len() as i64,
             |after| log.working_after(after),
             || log.working_after(0),
-            |b| b.key.as_str(),
+            |rows| Ok(count_held(&held, rows.iter().map(|b| (&b.scope, &b.key)))),
         )?;
-        if blocks.len() as i64 != state.working.0 {
-            keep.extend(held.into_iter().cloned());
-        }
-        for b in &blocks {
-            push(crate::said::working_doc(b), keep);
-        }
-
-        if *seen != Some(state) {
-            *seen = Some(state);
-            if let Ok(bytes) = serde_json::to_vec(&state) {
-                // Only a hint: without it the next process reads the whole log once.
-                let _ = crate::fsx::write_atomic(&seen_file, &bytes);
-            }
-        }
-        Ok(docs)
+        let (blocks, all) = read.rows();
+        out.take(
+            blocks.iter().map(crate::said::working_doc).collect(),
+            all,
+            &held,
+        );
+        out.state = Some(state);
+        Ok(out)
     }
 
     /// Counts an opening of a note in the recall index's usage (this machine's, never
@@ -382,32 +438,417 @@ impl Engine {
     }
 }
 
-/// What of one table of the log recall must read again, given the table's state when last
-/// read (`seen`) and now (`now`, each a count and the highest row number) and the keys recall
-/// holds of it: nothing when nothing changed; the rows added since when that accounts for
-/// every change (a row rewritten under a key recall holds adds nothing to the count); else
-/// every row.
-fn since<T>(
-    seen: Option<(i64, i64)>,
-    now: (i64, i64),
-    held: &[&(String, String)],
-    after: impl FnOnce(i64) -> Result<Vec<T>>,
-    all: impl FnOnce() -> Result<Vec<T>>,
-    key: impl Fn(&T) -> &str,
-) -> Result<Vec<T>> {
-    let in_recall = held.len() as i64;
-    match seen {
-        Some(s) if s == now && in_recall == now.0 => Ok(Vec::new()),
-        Some((count, max)) if now.1 > max && in_recall == count => {
-            let added = after(max)?;
-            let held: HashSet<&str> = held.iter().map(|(_, id)| id.as_str()).collect();
-            let new = added.iter().filter(|t| !held.contains(key(t))).count() as i64;
-            if count + new == now.0 {
-                Ok(added)
-            } else {
-                all()
+/// What recall holds of some documents: (`scope`, `id`) → (content hash, ranking facts).
+type Known = HashMap<(String, String), (String, recall::RankFacts)>;
+
+fn states_map(states: Vec<recall::DocState>) -> Known {
+    states
+        .into_iter()
+        .map(|(scope, id, hash, facts)| ((scope, id), (hash, facts)))
+        .collect()
+}
+
+/// What `known` holds of the documents whose ids `is` names.
+fn held_of(known: &Known, is: fn(&str) -> bool) -> Known {
+    known
+        .iter()
+        .filter(|(k, _)| is(&k.1))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// How many of `keys` (`scope`, `id`) `held` holds.
+fn count_held<'a>(held: &Known, keys: impl Iterator<Item = (&'a String, &'a String)>) -> usize {
+    keys.filter(|(s, id)| held.contains_key(&((*s).clone(), (*id).clone())))
+        .count()
+}
+
+/// What bringing the recall index in step read of the conversation log: counters that show
+/// the work follows what changed, not how long the log is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InStepReport {
+    /// Messages read from the log.
+    pub log_messages: usize,
+    /// Indexed messages whose state was compared with the log's.
+    pub message_states: usize,
+    /// Every message was compared: no watermark to go by (the first time in a home, or after
+    /// messages were removed, marked or released).
+    pub all_messages: bool,
+}
+
+/// What the log changed in recall: documents to (re)index, documents to drop, and the log's
+/// state they bring recall to.
+#[derive(Default)]
+struct LogChanges {
+    docs: Vec<RecallDoc>,
+    gone: Vec<(String, String)>,
+    state: Option<crate::said::LogState>,
+    report: InStepReport,
+}
+
+impl LogChanges {
+    /// Takes the `docs` of rows read whose document recall lacks or holds otherwise (`held`:
+    /// what recall holds of the table, or of those rows); when `all` rows were read, what
+    /// `held` has that no row has any more goes.
+    fn take(&mut self, docs: Vec<RecallDoc>, all: bool, held: &Known) {
+        if all {
+            let rows: HashSet<(&str, &str)> = docs
+                .iter()
+                .map(|d| (d.scope.as_str(), d.id.as_str()))
+                .collect();
+            self.gone.extend(
+                held.keys()
+                    .filter(|(s, id)| !rows.contains(&(s.as_str(), id.as_str())))
+                    .cloned(),
+            );
+        }
+        for doc in docs {
+            let current = held.get(&(doc.scope.clone(), doc.id.clone()));
+            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
+                self.docs.push(doc);
             }
         }
-        _ => all(),
+    }
+}
+
+/// The rows of one table of the log to read again.
+enum Since<T> {
+    /// Nothing changed.
+    Unchanged,
+    /// The rows added since the last time account for every change.
+    Added(Vec<T>),
+    /// Every row: what changed is not known.
+    All(Vec<T>),
+}
+
+impl<T> Since<T> {
+    /// The rows, and whether they are all of them.
+    fn rows(self) -> (Vec<T>, bool) {
+        match self {
+            Since::Unchanged => (Vec::new(), false),
+            Since::Added(rows) => (rows, false),
+            Since::All(rows) => (rows, true),
+        }
+    }
+}
+
+/// What of one table of the log recall must read again, given the table's state when last
+/// brought in (`seen`) and now (`now`) and how many of its rows recall holds (`in_recall`):
+/// nothing when nothing changed; the rows added since when no row was removed or changed and
+/// the count accounts for them (`held` says how many of them recall already holds); else
+/// every row.
+fn since<T>(
+    seen: Option<TableState>,
+    now: TableState,
+    in_recall: i64,
+    after: impl FnOnce(i64) -> Result<Vec<T>>,
+    all: impl FnOnce() -> Result<Vec<T>>,
+    held: impl FnOnce(&[T]) -> Result<usize>,
+) -> Result<Since<T>> {
+    match seen {
+        Some(s) if s == now && in_recall == now.count => Ok(Since::Unchanged),
+        Some(s) if s.changes == now.changes && now.last > s.last && in_recall == s.count => {
+            let added = after(s.last)?;
+            let new = added.len() as i64 - held(&added)? as i64;
+            if s.count + new == now.count {
+                Ok(Since::Added(added))
+            } else {
+                Ok(Since::All(all()?))
+            }
+        }
+        _ => Ok(Since::All(all()?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use memoria_shared::FixedClock;
+    use memoria_store::log::{NewMessage, Role};
+
+    use super::*;
+    use crate::vault::OpenOptions;
+
+    const T0: i64 = 1_789_000_000_000;
+
+    /// Messages a test's process keeps in memory: the others are on disk, as in a long log.
+    const RESIDENT: usize = 40;
+
+    fn engine(root: &Path) -> Engine {
+        let clock = Arc::new(FixedClock::new(T0));
+        let e = Engine::open(OpenOptions {
+            home: Some(root.join("home")),
+            clock: clock.clone(),
+            // No model in unit tests: recall uses its deterministic hash embedder.
+            model_dir: Some(root.join("no-model")),
+            ..OpenOptions::default()
+        })
+        .unwrap();
+        let mut config = RecallConfig::new(recall::default_dir(e.home().root()));
+        config.model_dir = Some(root.join("no-model"));
+        config.resident_messages = RESIDENT;
+        let index = RecallIndex::open(&config, clock).unwrap();
+        e.recall_index.set(SharedRecall::new(index)).unwrap();
+        e
+    }
+
+    fn said(conversation: &str, n: usize, text: &str) -> NewMessage {
+        NewMessage {
+            scope: "user".into(),
+            conversation: conversation.into(),
+            message_id: format!("m{n}"),
+            seq: n as i64,
+            at: Some(T0 - 86_400_000 + n as i64 * 1_000),
+            role: if n.is_multiple_of(2) {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            speaker: None,
+            host: None,
+            model: None,
+            text: text.into(),
+            secret: None,
+            quarantined: None,
+        }
+    }
+
+    /// `n` messages in conversations of 50, each with a word of its own.
+    fn log_of(e: &Engine, n: usize) {
+        let messages: Vec<NewMessage> = (0..n)
+            .map(|i| {
+                said(
+                    &format!("c{}", i / 50),
+                    i,
+                    &format!("talk number{i} of the day"),
+                )
+            })
+            .collect();
+        e.log().unwrap().append(&messages, T0).unwrap();
+    }
+
+    fn add(e: &Engine, conversation: &str, n: usize, text: &str) {
+        e.log()
+            .unwrap()
+            .append(&[said(conversation, n, text)], T0)
+            .unwrap();
+    }
+
+    fn in_step(e: &Engine) -> InStepReport {
+        e.sync_recall(&mut |_, _| {}).unwrap();
+        e.last_recall_sync().unwrap()
+    }
+
+    /// The log's message keys recall finds by `word`.
+    fn found(e: &Engine, word: &str) -> Vec<String> {
+        let opts = SearchOptions {
+            mode: recall::Mode::Bm25,
+            ..SearchOptions::default()
+        };
+        let hits = e.recall().unwrap().search(word, &opts).unwrap();
+        hits.into_iter()
+            .filter(|h| crate::said::is_message_key(&h.id))
+            .map(|h| h.id)
+            .collect()
+    }
+
+    fn messages_in_recall(e: &Engine) -> usize {
+        e.shared_recall().unwrap().index.message_count().unwrap()
+    }
+
+    #[test]
+    fn since_reads_what_was_added_only_while_nothing_else_changed() {
+        let at = |count, last, changes| TableState {
+            count,
+            last,
+            changes,
+        };
+        let read = |seen, now, in_recall, held: usize| {
+            since(
+                seen,
+                now,
+                in_recall,
+                |after| Ok(vec![after; 3]),
+                || Ok(vec![-1]),
+                |_| Ok(held),
+            )
+            .unwrap()
+            .rows()
+        };
+        let seen = Some(at(10, 10, 4));
+        // Nothing changed.
+        assert_eq!(read(seen, at(10, 10, 4), 10, 0), (vec![], false));
+        // Three added after row 10, none of them held: those three only.
+        assert_eq!(read(seen, at(13, 13, 4), 10, 0), (vec![10; 3], false));
+        // Three rows after 10 but the count grew by two: one is not recallable.
+        assert_eq!(read(seen, at(12, 13, 4), 10, 0), (vec![-1], true));
+        // One of the three was already held: the count grew by two.
+        assert_eq!(read(seen, at(12, 13, 4), 10, 1), (vec![10; 3], false));
+        // A row removed or changed, even with the count and the highest row as they were
+        // (the newest row removed and its number given to a new one): everything.
+        assert_eq!(read(seen, at(10, 10, 5), 10, 0), (vec![-1], true));
+        assert_eq!(read(seen, at(11, 11, 5), 10, 0), (vec![-1], true));
+        // Recall lost one, or holds one more than the watermark says: everything.
+        assert_eq!(read(seen, at(13, 13, 4), 9, 0), (vec![-1], true));
+        assert_eq!(read(seen, at(10, 10, 4), 11, 0), (vec![-1], true));
+        // No watermark, or one ahead of the log: everything.
+        assert_eq!(read(None, at(10, 10, 4), 10, 0), (vec![-1], true));
+        assert_eq!(
+            read(Some(at(12, 12, 4)), at(10, 10, 4), 10, 0),
+            (vec![-1], true)
+        );
+    }
+
+    #[test]
+    fn a_message_added_to_a_long_log_is_the_only_one_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 2_000);
+        let first = in_step(&e);
+        assert!(first.all_messages, "{first:?}");
+        assert_eq!(first.log_messages, 2_000);
+        assert_eq!(messages_in_recall(&e), 2_000);
+
+        add(&e, "c0", 2_000, "the harbour meeting moved to Friday");
+        let one = in_step(&e);
+        assert_eq!(
+            one,
+            InStepReport {
+                log_messages: 1,
+                message_states: 0,
+                all_messages: false
+            }
+        );
+        assert_eq!(found(&e, "harbour").len(), 1);
+        assert_eq!(messages_in_recall(&e), 2_001);
+
+        // Nothing new: nothing read.
+        assert_eq!(in_step(&e), InStepReport::default());
+
+        // Another process goes by the watermark the last one left beside the index.
+        drop(e);
+        let e = engine(tmp.path());
+        add(&e, "c1", 2_001, "the lighthouse keeper called");
+        let next = in_step(&e);
+        assert_eq!(
+            (next.log_messages, next.all_messages),
+            (1, false),
+            "{next:?}"
+        );
+        assert_eq!(found(&e, "lighthouse").len(), 1);
+        assert_eq!(messages_in_recall(&e), 2_002);
+    }
+
+    #[test]
+    fn the_watermark_moves_only_once_recall_has_what_it_marks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 100);
+        in_step(&e);
+        let watermark = recall::default_dir(&tmp.path().join("home")).join("log-state.json");
+        let before = std::fs::read(&watermark).unwrap();
+        add(&e, "c0", 100, "the orchard needs water");
+        // Another process holds the lexical index's writer: the sync waits to commit.
+        let writer = crate::fsx::FileLock::try_acquire(
+            &recall::default_dir(&tmp.path().join("home")).join("lexical/.tantivy-writer.lock"),
+        )
+        .unwrap()
+        .unwrap();
+        std::thread::scope(|s| {
+            let sync = s.spawn(|| in_step(&e));
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            assert!(!sync.is_finished());
+            // Recall does not hold the message yet, so the watermark has not moved.
+            assert_eq!(std::fs::read(&watermark).unwrap(), before);
+            drop(writer);
+            let report = sync.join().unwrap();
+            assert_eq!(report.log_messages, 1);
+        });
+        assert_ne!(std::fs::read(&watermark).unwrap(), before);
+        assert_eq!(found(&e, "orchard").len(), 1);
+    }
+
+    #[test]
+    fn what_the_log_loses_leaves_recall_and_a_lost_watermark_compares_everything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 200);
+        add(&e, "gone", 1_000, "the secret recipe for plum jam");
+        in_step(&e);
+        assert_eq!(found(&e, "plum").len(), 1);
+
+        // Purged from the log alone (recall not told): the counts no longer agree.
+        e.log().unwrap().purge_conversation("user", "gone").unwrap();
+        add(&e, "c0", 1_001, "the quince tree flowered");
+        let report = in_step(&e);
+        assert!(report.all_messages, "{report:?}");
+        assert!(found(&e, "plum").is_empty());
+        assert_eq!(found(&e, "quince").len(), 1);
+        assert_eq!(messages_in_recall(&e), 201);
+
+        // Retention removes old messages: they go from recall too.
+        let policy = memoria_store::log::LogPolicy {
+            max_age_days: 1,
+            max_total_mb: 0,
+        };
+        let removed = e.log().unwrap().apply(&policy, T0 + 86_400_000).unwrap();
+        assert!(!removed.is_empty());
+        let report = in_step(&e);
+        assert!(report.all_messages, "{report:?}");
+        let left = e.log().unwrap().state().unwrap().count as usize;
+        assert_eq!(messages_in_recall(&e), left);
+
+        // Without the watermark a new process compares every message, and changes nothing.
+        drop(e);
+        std::fs::remove_file(recall::default_dir(&tmp.path().join("home")).join("log-state.json"))
+            .unwrap();
+        let e = engine(tmp.path());
+        let report = in_step(&e);
+        assert!(report.all_messages);
+        assert_eq!(report.message_states, left);
+        assert_eq!(messages_in_recall(&e), left);
+    }
+
+    #[test]
+    fn a_note_typed_as_a_message_is_kept_apart_from_the_log_s_messages() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut e = engine(tmp.path());
+        log_of(&e, 200);
+        std::fs::create_dir_all(tmp.path().join("home/memory/user")).unwrap();
+        std::fs::write(
+            tmp.path().join("home/memory/user/postcard.md"),
+            "---\nid: postcard\nsummary: A postcard from Porto\ntype: message\n---\nGreetings from Porto.\n",
+        )
+        .unwrap();
+        e.rescan_scope(&crate::project::Scope::User).unwrap();
+        in_step(&e);
+        assert_eq!(messages_in_recall(&e), 200);
+        // Newer than every message: the note is evicted from memory with the older messages.
+        add(&e, "c0", 200, "the ferry leaves at noon");
+        let report = in_step(&e);
+        assert_eq!((report.log_messages, report.all_messages), (1, false));
+        assert_eq!(messages_in_recall(&e), 201);
+        // Still a note: it stays while the log changes, and goes with its file.
+        assert!(
+            e.recall()
+                .unwrap()
+                .get("user", "postcard")
+                .unwrap()
+                .is_some()
+        );
+        std::fs::remove_file(tmp.path().join("home/memory/user/postcard.md")).unwrap();
+        e.rescan_scope(&crate::project::Scope::User).unwrap();
+        let report = in_step(&e);
+        assert!(!report.all_messages);
+        assert!(
+            e.recall()
+                .unwrap()
+                .get("user", "postcard")
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(messages_in_recall(&e), 201);
     }
 }

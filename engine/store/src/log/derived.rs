@@ -380,18 +380,10 @@ impl Log {
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
-    /// A fingerprint of the recallable items ([`DerivedItem::held_back`] not): their count and the
-    /// highest row number. It changes whenever one is added, changed or removed.
-    pub fn derived_state(&self) -> Result<(i64, i64)> {
-        self.conn
-            .query_row(
-                &format!(
-                    "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM derived WHERE {RECALLABLE}"
-                ),
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(db_err)
+    /// A fingerprint of the recallable items ([`DerivedItem::held_back`] not;
+    /// [`TableState`](super::TableState)).
+    pub fn derived_state(&self) -> Result<super::TableState> {
+        self.table_state("derived", &format!("FROM derived WHERE {RECALLABLE}"))
     }
 
     /// The recallable items stored after row `rowid` (every one for 0).

@@ -171,15 +171,9 @@ impl Log {
         Ok(gone)
     }
 
-    /// A fingerprint of the blocks: their count and the highest row number.
-    pub fn working_state(&self) -> Result<(i64, i64)> {
-        self.conn
-            .query_row(
-                "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM working",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(db_err)
+    /// A fingerprint of the blocks ([`super::TableState`]).
+    pub fn working_state(&self) -> Result<super::TableState> {
+        self.table_state("working", "FROM working")
     }
 
     /// The blocks stored after row `rowid` (every one for 0).
