@@ -648,7 +648,9 @@ fn model_capture_loop(open: &OpenOptions, bus: &Bus, stop: &Kick) {
         Err(_) => return,
     };
     while stop.wait_for(LOG_POLL) {
-        if !crate::api::conversations::model_captures_waiting(&root).unwrap_or(false) {
+        if !crate::api::conversations::model_captures_waiting(&root, open.project_dir.as_deref())
+            .unwrap_or(false)
+        {
             continue;
         }
         let run = || -> Result<()> {

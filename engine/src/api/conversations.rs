@@ -329,16 +329,26 @@ pub fn run_model_captures(engine: &mut Engine) -> Result<Vec<CaptureRun>> {
     capture::model::run_pending(engine)
 }
 
-/// Whether turns wait for the model in the home at `root` (opens only the log).
-pub fn model_captures_waiting(root: &Path) -> Result<bool> {
+/// Whether turns wait for the model in the scopes a process in `project_dir` sees (its
+/// project's, its domain's and the user's; with no folder, the user's), in the home at `root`:
+/// what [`run_model_captures`] there would take. Opens only the log and the project's file.
+pub fn model_captures_waiting(root: &Path, project_dir: Option<&Path>) -> Result<bool> {
     if !crate::log::log_path(root).exists() {
         return Ok(false);
     }
     let home = crate::home::Home::resolve(Some(root))?;
+    let project = match project_dir {
+        Some(dir) => crate::project::Project::open(&home, dir)?,
+        None => None,
+    };
+    let scopes: Vec<String> = crate::project::visible_scopes(project.as_ref())
+        .iter()
+        .map(crate::project::Scope::key)
+        .collect();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    crate::log::Log::open(&home)?.runs_waiting(now)
+    crate::log::Log::open(&home)?.runs_waiting(now, &scopes)
 }
 
 /// The capture ledger of the scopes visible here: its latest `limit` rows, the newest first.

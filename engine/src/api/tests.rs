@@ -563,3 +563,68 @@ fn capture_is_switched_through_the_api_and_the_card_counts_the_log() {
     assert_eq!(super::card::card(&engine).unwrap().messages, 3);
     assert!(super::config::set_capture(&engine, true).unwrap().on);
 }
+
+#[test]
+fn a_projects_model_capture_queue_holds_its_own_turns_and_the_users_not_another_projects() {
+    use super::conversations::{
+        CaptureRequest, capture_log, capture_text, model_captures_waiting, run_model_captures,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (alpha, beta) = (tmp.path().join("alpha"), tmp.path().join("beta"));
+    for dir in [&alpha, &beta] {
+        crate::project::Project::init(dir, None).unwrap();
+    }
+    let open = |dir: &std::path::Path| {
+        super::Location {
+            project: Some(dir.to_path_buf()),
+            ..here(&tmp)
+        }
+        .open()
+        .unwrap()
+    };
+    let (mut a, b) = (open(&alpha), open(&beta));
+    // A model that never answers: a queued turn stays pending until a process asks it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    crate::config::set(a.home(), "model.url", Some(&dead)).unwrap();
+    let turn = |conversation: &str| {
+        let req = CaptureRequest {
+            conversation: Some(conversation.into()),
+            ..Default::default()
+        };
+        (
+            "{\"text\":\"Remember that the release ships with the new installer.\"}\n\
+             {\"role\":\"assistant\",\"text\":\"Noted.\"}\n",
+            req,
+        )
+    };
+    let (text, req) = turn("beta-plan");
+    capture_text(&b, text, &req).unwrap();
+
+    let root = a.home().root().to_path_buf();
+    let waiting = |dir: Option<&std::path::Path>| model_captures_waiting(&root, dir).unwrap();
+    assert!(waiting(Some(&beta)));
+    assert!(
+        !waiting(Some(&alpha)),
+        "another project's turn is not this project's queue"
+    );
+    assert!(!waiting(None), "nor the user's");
+    assert_eq!(capture_log(&b, 10).unwrap().len(), 1);
+    assert!(capture_log(&a, 10).unwrap().is_empty());
+
+    // Its own turn is: and what it counts is what a run here takes.
+    let (text, req) = turn("alpha-plan");
+    capture_text(&a, text, &req).unwrap();
+    assert!(waiting(Some(&alpha)));
+    let settled = run_model_captures(&mut a).unwrap();
+    assert_eq!(
+        settled
+            .iter()
+            .map(|r| r.conversation.as_str())
+            .collect::<Vec<_>>(),
+        ["alpha-plan"]
+    );
+    assert!(!waiting(Some(&alpha)));
+    assert!(waiting(Some(&beta)), "beta's turn still waits for beta");
+}

@@ -328,6 +328,20 @@ fn write_registry(home: &Home, reg: &RegistryFile) -> Result<()> {
     fsx::write_atomic(&registry_path(home), json.as_bytes())
 }
 
+/// The scopes a process over `project` (or no project) may see, most specific first: the
+/// project, its domain, the user.
+pub fn visible_scopes(project: Option<&Project>) -> Vec<Scope> {
+    let mut v = Vec::new();
+    if let Some(p) = project {
+        v.push(p.scope());
+        if let Some(t) = &p.project_type {
+            v.push(Scope::Domain(t.clone()));
+        }
+    }
+    v.push(Scope::User);
+    v
+}
+
 /// Every folder bound to a project scope on this machine.
 pub fn registered(home: &Home) -> Result<Vec<ProjectFolder>> {
     Ok(read_registry(home)?.folders)

@@ -223,15 +223,7 @@ impl Engine {
 
     /// The scopes this process may see, most specific first: project, its domain, user.
     pub fn visible_scopes(&self) -> Vec<Scope> {
-        let mut v = Vec::new();
-        if let Some(p) = &self.project {
-            v.push(p.scope());
-            if let Some(t) = &p.project_type {
-                v.push(Scope::Domain(t.clone()));
-            }
-        }
-        v.push(Scope::User);
-        v
+        crate::project::visible_scopes(self.project.as_ref())
     }
 
     fn visible_keys(&self) -> Vec<String> {

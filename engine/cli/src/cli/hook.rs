@@ -36,9 +36,18 @@ fn answer(g: &Globals, host: &HookHost) -> Result<()> {
         outln!("{reply}");
     }
     let input = memoria_engine::hook::ClaudeCodeInput::parse(&stdin).ok();
+    // The project the capture went to, as the hook's API found it: the one named, else the
+    // session's folder.
     if let Some(input) = input
         && matches!(input.request(), Some(HookRequest::Capture(_)))
-        && api::conversations::model_captures_waiting(g.location.home()?.root())?
+        && api::conversations::model_captures_waiting(
+            g.location.home()?.root(),
+            g.location
+                .project
+                .as_deref()
+                .or_else(|| input.cwd.as_deref().map(std::path::Path::new))
+                .filter(|d| d.is_dir()),
+        )?
     {
         run_model_in_background(g, input.cwd.as_deref())?;
     }

@@ -333,14 +333,17 @@ impl Log {
         Ok(())
     }
 
-    /// Whether a row waits for a process to ask the model: pending, or left running by a
-    /// process that stopped ([`STALE_MS`]).
-    pub fn runs_waiting(&self, now_ms: i64) -> Result<bool> {
+    /// Whether a row of `scopes` waits for a process to ask the model: pending, or left
+    /// running by a process that stopped ([`STALE_MS`]). The rows [`Log::claim_run`] would
+    /// take for the same scopes, no others.
+    pub fn runs_waiting(&self, now_ms: i64, scopes: &[String]) -> Result<bool> {
+        let scopes = serde_json::to_string(scopes).unwrap_or_else(|_| "[]".into());
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM capture_runs WHERE state = 'pending' \
-                 OR (state = 'running' AND claimed_at < ?1))",
-                params![now_ms - STALE_MS],
+                "SELECT EXISTS (SELECT 1 FROM capture_runs WHERE (state = 'pending' \
+                 OR (state = 'running' AND claimed_at < ?1)) \
+                 AND scope IN (SELECT value FROM json_each(?2)))",
+                params![now_ms - STALE_MS, scopes],
                 |r| r.get(0),
             )
             .map_err(db_err)
@@ -408,8 +411,10 @@ mod tests {
         log.add_run(&run("m2", RunState::Skipped, Some(SkipReason::TooShort)), 3)
             .unwrap();
         assert_eq!(log.runs_spent("user", "c1").unwrap(), 1);
-        assert!(log.runs_waiting(3).unwrap());
         let user = ["user".to_owned()];
+        assert!(log.runs_waiting(3, &user).unwrap());
+        // Another scope's process has nothing waiting.
+        assert!(!log.runs_waiting(3, &["project:x".into()]).unwrap());
         assert!(log.claim_run(10, &["project:x".into()]).unwrap().is_none());
         let claimed = log.claim_run(10, &user).unwrap().unwrap();
         assert_eq!(
@@ -426,7 +431,7 @@ mod tests {
         };
         log.settle_run(claimed.id, Some("smol"), None, &[note], None, 20)
             .unwrap();
-        assert!(!log.runs_waiting(21).unwrap());
+        assert!(!log.runs_waiting(21, &user).unwrap());
         let rows = log.runs(&["user".into()], 10).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].reason, Some(SkipReason::TooShort));
