@@ -198,8 +198,25 @@ fn the_sessions_daily_pass_promotes_with_the_model_and_never_from_an_injected_an
         asked_injected.lock().unwrap()[0].contains("Heron"),
         "it was shown the fact"
     );
-    assert_eq!(ready(&d).len(), 1, "left proposed for a person");
+    let left = ready(&d);
+    assert_eq!(left.len(), 1, "left proposed for a person");
     assert!(json(&d, &["list"]).as_array().unwrap().is_empty());
+    // The review says why, in JSON and in words, never repeating the refused text.
+    let why = &left[0]["autoLeft"];
+    assert_eq!(
+        (&why["model"], &why["code"]),
+        (&json!(MODEL_NAME), &json!("poison_gate")),
+        "{why}"
+    );
+    assert_eq!(why["at"], T0 + DAY);
+    let listed = d.ok(&["review", "promote"]);
+    assert!(
+        listed.contains(&format!(
+            "left proposed by {MODEL_NAME} on 2026-09-11 00:26:40 UTC: the answer tripped the poison gate (`override`)"
+        )),
+        "{listed}"
+    );
+    assert!(!listed.contains("upload the vault"), "{listed}");
 
     // The day after, a well-formed answer: the note is written, and the fact leaves the list.
     json(&d, &["config", "set", "model.url", &good]);

@@ -1,6 +1,6 @@
 // "Ready to become notes" on the Review page: facts said in three or more conversations, the
 // trust each note will get, a promotion asked for and confirmed, and the note it wrote.
-import { screen, waitFor, within } from '@testing-library/svelte';
+import { cleanup, screen, waitFor, within } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
 import { demoPromotions, type FakeSeed } from '../src/lib/backend/fake';
 import { callsOf, demoSeed, goTo, renderApp } from './helpers';
@@ -110,6 +110,31 @@ describe('facts ready to become notes', () => {
     await waitFor(() => expect(screen.getByTestId('promotions-none')).toHaveTextContent('No facts are ready to become notes.'));
     expect(screen.queryByTestId('promotions')).toBeNull();
     expect(screen.queryByRole('heading', { name: /Ready to become notes/ })).toBeNull();
+  });
+
+  it('says why an automatic promotion left a fact for you, in the UI language', async () => {
+    const at = new Date(2026, 11, 4, 6, 0).getTime();
+    const left = demoPromotions().map((p) =>
+      p.key === 'fact:team-heron'
+        ? { ...p, autoLeft: { model: 'smollm2', code: 'value_dropped' as const, reason: 'the summary does not keep the fact’s value “Heron”', at } }
+        : p,
+    );
+    for (const [language, words] of [
+      ['en', 'The model smollm2 left it for you on Dec 4, 2026: its summary lost the fact’s value.'],
+      ['zh', '模型 smollm2 于 2026年12月4日 将其留给你处理：它的摘要丢失了事实的值。'],
+      ['es', 'El modelo smollm2 lo dejó para ti el 4 dic 2026: su resumen perdió el valor del hecho.'],
+    ] as const) {
+      await openReview({ promotions: left, settings: { language } });
+      await waitFor(() => expect(screen.getAllByTestId('promotion')).toHaveLength(2));
+      const why = within(item('fact:team-heron')).getByTestId('promotion-left');
+      expect(why).toHaveTextContent(words);
+      expect(why).toHaveAttribute('data-code', 'value_dropped');
+      // The engine's own words, exactly, on hover.
+      expect(why).toHaveAttribute('title', 'the summary does not keep the fact’s value “Heron”');
+      // A fact no model left has no such line.
+      expect(within(item('fact:marta-book')).queryByTestId('promotion-left')).toBeNull();
+      cleanup();
+    }
   });
 
   it('reads in 中文', async () => {

@@ -21,7 +21,7 @@ use memoria_derive::model::{self, Ask, ModelSettings};
 use memoria_derive::{Author, Derived, Origin, gate, labels};
 use memoria_shared::NoteId;
 use memoria_shared::note::Note;
-use memoria_store::log::DerivedItem;
+use memoria_store::log::{DerivedItem, LeftByModel};
 use memoria_store::{Error, Result, Scope, config, guard};
 use memoria_vault::vault::Engine;
 use serde::Serialize;
@@ -54,6 +54,9 @@ pub struct Promotion {
     pub last_at: Option<i64>,
     /// The trust the note would get (`None`: the person's own words).
     pub trust: Option<String>,
+    /// Why an automatic promotion last left it proposed (`None`: none did since it was last
+    /// stated).
+    pub auto_left: Option<LeftByModel>,
 }
 
 /// The facts of `scopes` ready for promotion: stated, still current, in [`PROMOTE_AFTER`] or
@@ -143,6 +146,7 @@ pub fn candidates(engine: &Engine, scopes: &[Scope]) -> Result<Vec<Promotion>> {
                 .trust
                 .and_then(|t| serde_json::to_value(t).ok())
                 .and_then(|v| v.as_str().map(str::to_owned)),
+            auto_left: log.left_by_model(&last.key)?,
         });
     }
     out.sort_by(|a, b| {
@@ -306,15 +310,63 @@ pub struct LeftProposed {
     pub key: String,
     pub scope: String,
     pub text: String,
+    /// Why, as a stable code.
+    pub code: LeftCode,
+    /// Why, in words: the rule the answer broke, never the answer's text.
     pub reason: String,
 }
+
+/// Why an automatic promotion left a fact proposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftCode {
+    /// A message that stated it is held back (a credential, a quarantine): no model sees it.
+    HeldBack,
+    /// The request failed (unreachable, an error status, a timeout).
+    ModelError,
+    /// The answer is not a JSON object.
+    NotJson,
+    /// The answer has no summary of its own.
+    NoSummary,
+    /// The summary is not one line of at most [`MAX_SUMMARY_CHARS`] characters.
+    SummaryTooLong,
+    /// The body is longer than [`MAX_BODY_CHARS`] characters, or not text.
+    BadBody,
+    /// The summary drops the fact's value.
+    ValueDropped,
+    /// The answer reads as instructions (the poison gate).
+    PoisonGate,
+    /// The answer holds a credential (the guard).
+    Credential,
+}
+
+impl LeftCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeftCode::HeldBack => "held_back",
+            LeftCode::ModelError => "model_error",
+            LeftCode::NotJson => "not_json",
+            LeftCode::NoSummary => "no_summary",
+            LeftCode::SummaryTooLong => "summary_too_long",
+            LeftCode::BadBody => "bad_body",
+            LeftCode::ValueDropped => "value_dropped",
+            LeftCode::PoisonGate => "poison_gate",
+            LeftCode::Credential => "credential",
+        }
+    }
+}
+
+/// A refusal: its code and its reason in words.
+type Refusal = (LeftCode, String);
 
 /// Promotes up to `limit` (else [`AUTO_PER_RUN`]) ready facts of the visible scopes with the
 /// configured chat model, which phrases each as a note. Its answer is untrusted: it must be a
 /// JSON object `{"summary", "body"}` of the asked shape whose summary keeps the fact's value,
 /// pass the poison gate and hold no credential; on anything else, a failed request included,
-/// the fact stays proposed and the reason is logged and returned. A fact a held-back message
-/// stated (a credential, a quarantine) goes to no model. Without a model nothing is done.
+/// the fact stays proposed and the reason is logged, returned and kept beside the fact
+/// ([`Promotion::auto_left`]) until it is asked again or its row goes. A fact a held-back
+/// message stated (a credential, a quarantine) goes to no model. Without a model nothing is
+/// done.
 pub fn promote_auto(engine: &mut Engine, limit: Option<usize>) -> Result<AutoPromotion> {
     let Some(settings) = ModelSettings::load(engine.home())? else {
         return Ok(AutoPromotion::default());
@@ -330,17 +382,29 @@ pub fn promote_auto(engine: &mut Engine, limit: Option<usize>) -> Result<AutoPro
         let phrased = phrase(engine, &settings, &c)?;
         match phrased {
             Ok(p) => out.promoted.push(write_promoted(engine, &c, Some(p))?),
-            Err(reason) => {
+            Err((code, reason)) => {
                 tracing::warn!(
                     scope = %c.scope,
                     fact = %c.key,
+                    code = code.as_str(),
                     %reason,
                     "automatic promotion: the fact stays proposed"
                 );
+                let at = engine.now_ms();
+                engine.log()?.mark_left(
+                    &c.key,
+                    &LeftByModel {
+                        model: settings.name.clone(),
+                        code: code.as_str().to_owned(),
+                        reason: reason.clone(),
+                        at,
+                    },
+                )?;
                 out.left.push(LeftProposed {
                     key: c.key,
                     scope: c.scope,
                     text: c.text,
+                    code,
                     reason,
                 });
             }
@@ -355,15 +419,18 @@ fn phrase(
     engine: &Engine,
     settings: &ModelSettings,
     c: &Promotion,
-) -> Result<std::result::Result<Phrasing, String>> {
+) -> Result<std::result::Result<Phrasing, Refusal>> {
     let mut statements = Vec::new();
     {
         let log = engine.log()?;
         for s in &c.sources {
             let Some(m) = log.get(s)? else { continue };
             if m.held_back() {
-                return Ok(Err(format!(
-                    "message {s} that stated it is held back (a credential or a quarantine), so it goes to no model"
+                return Ok(Err((
+                    LeftCode::HeldBack,
+                    format!(
+                        "message {s} that stated it is held back (a credential or a quarantine), so it goes to no model"
+                    ),
                 )));
             }
             let line: String = m
@@ -395,7 +462,7 @@ fn phrase(
         },
     ) {
         Ok(a) => a,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Err((LeftCode::ModelError, e.to_string()))),
     };
     Ok(
         read_answer(&answer.content, &c.value).map(|(summary, body)| Phrasing {
@@ -415,17 +482,20 @@ fn is_placeholder(text: &str) -> bool {
 /// The summary and body of an answer, or why it is refused: not a JSON object, not the asked
 /// shape, a summary that drops the fact's `value`, text that reads as instructions (the
 /// poison gate, named by its detector, never the text) or that holds a credential.
-fn read_answer(content: &str, value: &str) -> std::result::Result<(String, String), String> {
-    let obj = model::json_object(content).ok_or("the answer is not a JSON object")?;
+fn read_answer(content: &str, value: &str) -> std::result::Result<(String, String), Refusal> {
+    let refused = |code: LeftCode, why: &str| (code, why.to_owned());
+    let obj = model::json_object(content)
+        .ok_or_else(|| refused(LeftCode::NotJson, "the answer is not a JSON object"))?;
     let summary = obj
         .get("summary")
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty() && !is_placeholder(s))
-        .ok_or("the answer has no summary")?;
+        .ok_or_else(|| refused(LeftCode::NoSummary, "the answer has no summary"))?;
     if summary.contains('\n') || summary.chars().count() > MAX_SUMMARY_CHARS {
-        return Err(format!(
-            "the summary is not one line of at most {MAX_SUMMARY_CHARS} characters"
+        return Err((
+            LeftCode::SummaryTooLong,
+            format!("the summary is not one line of at most {MAX_SUMMARY_CHARS} characters"),
         ));
     }
     let body = match obj.get("body") {
@@ -433,27 +503,32 @@ fn read_answer(content: &str, value: &str) -> std::result::Result<(String, Strin
         Some(Value::String(b)) if is_placeholder(b) => "",
         Some(Value::String(b)) if b.chars().count() <= MAX_BODY_CHARS => b.trim(),
         Some(Value::String(_)) => {
-            return Err(format!(
-                "the body is longer than {MAX_BODY_CHARS} characters"
+            return Err((
+                LeftCode::BadBody,
+                format!("the body is longer than {MAX_BODY_CHARS} characters"),
             ));
         }
-        Some(_) => return Err("the body is not text".into()),
+        Some(_) => return Err(refused(LeftCode::BadBody, "the body is not text")),
     };
     if !summary.to_lowercase().contains(&value.to_lowercase()) {
-        return Err(format!(
-            "the summary does not keep the fact's value “{value}”"
+        return Err((
+            LeftCode::ValueDropped,
+            format!("the summary does not keep the fact's value “{value}”"),
         ));
     }
     if let Some(hit) = gate::check(summary).or_else(|| gate::check(body)) {
-        return Err(format!(
-            "the answer tripped the poison gate (`{}`)",
-            hit.detector
+        return Err((
+            LeftCode::PoisonGate,
+            format!("the answer tripped the poison gate (`{}`)", hit.detector),
         ));
     }
     if let Some(f) = guard::scan(&format!("{summary}\n{body}")) {
-        return Err(format!(
-            "the answer was refused by the credential guard (`{}`)",
-            f.rule
+        return Err((
+            LeftCode::Credential,
+            format!(
+                "the answer was refused by the credential guard (`{}`)",
+                f.rule
+            ),
         ));
     }
     Ok((summary.to_owned(), body.to_owned()))
@@ -594,33 +669,52 @@ mod tests {
         config::set(e.home(), "model.url", Some(&url)).unwrap();
         config::set(e.home(), "model.name", Some("fake")).unwrap();
         let expected = [
-            "not a JSON object",
-            "no summary",
-            "poison gate (`override`)",
-            "credential guard",
-            "does not keep the fact's value",
-            "no summary",
+            (LeftCode::NotJson, "not a JSON object"),
+            (LeftCode::NoSummary, "no summary"),
+            (LeftCode::PoisonGate, "poison gate (`override`)"),
+            (LeftCode::Credential, "credential guard"),
+            (LeftCode::ValueDropped, "does not keep the fact's value"),
+            (LeftCode::NoSummary, "no summary"),
         ];
-        for want in expected {
+        assert_eq!(
+            candidates(&e, &e.visible_scopes()).unwrap()[0].auto_left,
+            None
+        );
+        for (code, want) in expected {
             let run = promote_auto(&mut e, Some(1)).unwrap();
             assert_eq!(run.model.as_deref(), Some("fake"));
             assert!(run.promoted.is_empty(), "{want}: {run:?}");
             assert_eq!(run.left.len(), 1, "{want}: {run:?}");
             let reason = &run.left[0].reason;
+            assert_eq!(run.left[0].code, code, "{want}: {reason}");
             assert!(reason.contains(want), "{want}: {reason}");
             assert!(
                 !reason.contains("upload") && !reason.contains("sk-proj"),
                 "{reason}"
             );
             assert_eq!(notes(&e), 0, "{want}: nothing written");
+            let ready = candidates(&e, &e.visible_scopes()).unwrap();
+            assert_eq!(ready.len(), 1, "{want}: still proposed");
+            // The review says why, the latest run's reason replacing the one before.
+            let left = ready[0].auto_left.as_ref().expect("the reason is kept");
             assert_eq!(
-                candidates(&e, &e.visible_scopes()).unwrap().len(),
-                1,
-                "{want}: still proposed"
+                (
+                    left.model.as_str(),
+                    left.code.as_str(),
+                    left.reason.as_str()
+                ),
+                ("fake", code.as_str(), reason.as_str())
             );
         }
         assert_eq!(seen.lock().unwrap().len(), expected.len());
         assert!(seen.lock().unwrap()[0].contains("Heron"));
+
+        // The reason is kept with the statement it was given for: forgetting that
+        // conversation leaves no copy of it.
+        let key = candidates(&e, &e.visible_scopes()).unwrap()[0].key.clone();
+        assert!(e.log().unwrap().left_by_model(&key).unwrap().is_some());
+        crate::forget_conversation(&e, &Scope::User, "friday").unwrap();
+        assert_eq!(e.log().unwrap().left_by_model(&key).unwrap(), None);
     }
 
     #[test]

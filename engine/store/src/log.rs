@@ -22,7 +22,9 @@ mod ledger;
 mod quarantine;
 mod working;
 
-pub use derived::{DerivedItem, DerivedKind, Entity, FACT_PREFIX, SUMMARY_PREFIX, is_derived_key};
+pub use derived::{
+    DerivedItem, DerivedKind, Entity, FACT_PREFIX, LeftByModel, SUMMARY_PREFIX, is_derived_key,
+};
 pub use ledger::{CaptureRun, NewRun, RunNote, RunState, STALE_MS, SkipReason};
 pub use quarantine::{
     DerivedLink, LogRelease, MessageMark, QUARANTINE_MARK, QuarantineRecord, quarantine_mark,

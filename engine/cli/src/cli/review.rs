@@ -158,6 +158,14 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
                     p.text,
                     counted(p.conversations.len(), "conversation")
                 );
+                if let Some(l) = &p.auto_left {
+                    outln!(
+                        "    left proposed by {} on {}: {}",
+                        l.model,
+                        human_utc(l.at),
+                        l.reason
+                    );
+                }
             }
             if !ready.is_empty() {
                 outln!("promote one with `memoria review promote KEY`");

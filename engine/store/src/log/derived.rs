@@ -97,6 +97,17 @@ pub struct Entity {
     pub sources: Vec<String>,
 }
 
+/// Why an automatic promotion left a fact proposed: the model asked, a stable code (the
+/// capture crate's `LeftCode`), the reason in words, and when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftByModel {
+    pub model: String,
+    pub code: String,
+    pub reason: String,
+    pub at: i64,
+}
+
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS derived (
     key TEXT PRIMARY KEY,
@@ -125,6 +136,17 @@ CREATE TABLE IF NOT EXISTS promoted (
     at INTEGER NOT NULL,
     PRIMARY KEY (scope, subject, attribute, value)
 );
+CREATE TABLE IF NOT EXISTS promotion_left (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    code TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS promotion_left_goes_with_its_fact AFTER DELETE ON derived
+BEGIN
+    DELETE FROM promotion_left WHERE key = old.key;
+END;
 CREATE TABLE IF NOT EXISTS entities (
     scope TEXT NOT NULL,
     conversation TEXT NOT NULL,
@@ -449,6 +471,38 @@ impl Log {
                  AND value = ?4",
                 params![scope, subject, attribute, value],
                 |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+    }
+
+    /// Records why an automatic promotion left the fact `key` proposed (the latest run's
+    /// reason replaces an earlier one). It goes when the fact's row does, however it goes.
+    pub fn mark_left(&mut self, key: &str, left: &LeftByModel) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO promotion_left (key, model, code, reason, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![key, left.model, left.code, left.reason, left.at],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Why an automatic promotion last left the fact `key` proposed, if one did.
+    pub fn left_by_model(&self, key: &str) -> Result<Option<LeftByModel>> {
+        self.conn
+            .query_row(
+                "SELECT model, code, reason, at FROM promotion_left WHERE key = ?1",
+                params![key],
+                |r| {
+                    Ok(LeftByModel {
+                        model: r.get(0)?,
+                        code: r.get(1)?,
+                        reason: r.get(2)?,
+                        at: r.get(3)?,
+                    })
+                },
             )
             .optional()
             .map_err(db_err)

@@ -315,6 +315,7 @@ export function demoPromotions(now = Date.now()): Promotion[] {
     firstAt: now - firstDaysAgo * DAY,
     lastAt: now - DAY,
     trust,
+    autoLeft: null,
   });
   return [
     fact('fact:team-heron', 'Ana', 'team name', 'Heron', "Ana's team name is Heron", ['standup-monday', 'retro-wednesday', 'planning-friday'], 9, null),

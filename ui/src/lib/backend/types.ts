@@ -778,6 +778,19 @@ export interface Promotion {
   /** The trust the note will get: the lowest of the messages that stated it (`null`: the
    * person's own words, full trust). */
   trust: Trust | null;
+  /** Why an automatic promotion last left it proposed (`null`: none did since it was last
+   * stated). */
+  autoLeft: PromotionLeft | null;
+}
+
+/** Why an automatic promotion left a fact for the person. */
+export interface PromotionLeft {
+  /** The model asked. */
+  model: string;
+  code: 'held_back' | 'model_error' | 'not_json' | 'no_summary' | 'summary_too_long' | 'bad_body' | 'value_dropped' | 'poison_gate' | 'credential';
+  /** The reason in the engine's words (English): the rule the answer broke, never its text. */
+  reason: string;
+  at: number;
 }
 
 /** A note promoted from a fact. */
