@@ -5,6 +5,7 @@ mod errors;
 mod fuzz_corpus;
 mod mcp;
 mod model_capture;
+mod model_cli;
 mod model_install;
 mod obsidian;
 mod privacy;

@@ -9,45 +9,17 @@
 //! `unparsable` reason needs an answer that is not JSON, which this server never gives (its
 //! answers are constrained to JSON): the capture crate's unit test covers it.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use memoria_tests::llama::{ChatModel, non_loopback_ip, relay};
 use memoria_tests::sync_fixture::Device;
 use serde_json::{Value, json};
 
-const MODEL_NAME: &str = "smollm2-135m";
+use crate::model_cli::{MODEL_NAME, command, device, front, json};
 
 const LISBON: &str =
     "I moved to Lisbon in March 2024 and I work remotely for Acme as a data engineer.";
 const LISBON_REPLY: &str = "Noted, you live in Lisbon and work remotely for Acme.";
-
-fn device(tmp: &Path) -> Device {
-    let d = Device::new(tmp.join("home"), "");
-    std::fs::create_dir_all(&d.home).unwrap();
-    d
-}
-
-/// `memoria --json ARGS` with no model settings from the environment.
-fn json(d: &Device, args: &[&str]) -> Value {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let out = d
-        .command(&full)
-        .env_remove("MEMORIA_MODEL__URL")
-        .env_remove("MEMORIA_MODEL__NAME")
-        .env_remove("MEMORIA_MODEL__LOCAL_HOSTS")
-        .env_remove("MEMORIA_MODEL__API_KEY")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "memoria {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("memoria {args:?}: {e}: {stdout}"))
-}
 
 fn set(d: &Device, key: &str, value: &str) {
     json(d, &["config", "set", key, value]);
@@ -135,14 +107,16 @@ fn a_real_model_writes_reinforces_is_refused_and_every_turn_is_in_the_ledger() {
     let id = written["id"].as_str().unwrap().to_owned();
     let note = show(&d, &id);
     assert_eq!(note["trust"], "derived", "{note}");
-    let file =
-        std::fs::read_to_string(d.home.join("memory/user").join(format!("{id}.md"))).unwrap();
-    let front: Value = serde_json::from_str(file.lines().nth(1).unwrap()).unwrap();
+    let written_front = front(&d, &id);
     assert_eq!(
-        front["origin"],
+        written_front["origin"],
         json!({"via": "capture", "model": MODEL_NAME, "conversation": "c-lisbon"})
     );
-    assert_eq!(front["derivedFrom"].as_array().unwrap().len(), 2, "{front}");
+    assert_eq!(
+        written_front["derivedFrom"].as_array().unwrap().len(),
+        2,
+        "{written_front}"
+    );
     let notes_before = json(&d, &["list"]).as_array().unwrap().len();
 
     // The same fact again, from Claude Code's hook: the hook answers at once and the model is
@@ -158,9 +132,7 @@ fn a_real_model_writes_reinforces_is_refused_and_every_turn_is_in_the_ledger() {
     std::fs::write(&transcript, cc.join("\n") + "\n").unwrap();
     let stop = json!({"session_id": "c-hook", "transcript_path": transcript,
         "cwd": d.home, "hook_event_name": "Stop"});
-    let mut hook = d
-        .command(&["hook", "claude-code"])
-        .env_remove("MEMORIA_MODEL__URL")
+    let mut hook = command(&d, &["hook", "claude-code"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -208,10 +180,8 @@ fn a_real_model_writes_reinforces_is_refused_and_every_turn_is_in_the_ledger() {
     let history = body.split("## History").nth(1).expect("a History section");
     assert_eq!(history.matches("\n- ").count(), 1, "{body}");
     // Its provenance grew by the hook's two messages.
-    let file =
-        std::fs::read_to_string(d.home.join("memory/user").join(format!("{id}.md"))).unwrap();
-    let front: Value = serde_json::from_str(file.lines().nth(1).unwrap()).unwrap();
-    assert_eq!(front["derivedFrom"].as_array().unwrap().len(), 4, "{front}");
+    let grown = front(&d, &id);
+    assert_eq!(grown["derivedFrom"].as_array().unwrap().len(), 4, "{grown}");
 
     // An answer that is JSON but not the shape asked for.
     let deploy = "Please remember that our team deploys to production only on Tuesdays after the tests pass.";
@@ -362,8 +332,7 @@ fn text_for_a_remote_model_is_masked_and_a_local_model_gets_it_as_is() {
             ],
         );
     }
-    d.command(&["merge", "pay-one", "pay-two", "--draft", "model"])
-        .env_remove("MEMORIA_MODEL__URL")
+    command(&d, &["merge", "pay-one", "pay-two", "--draft", "model"])
         .output()
         .unwrap();
     let bodies = sent.lock().unwrap().clone();

@@ -13,43 +13,15 @@ use memoria_tests::llama::{ChatModel, relay};
 use memoria_tests::sync_fixture::Device;
 use serde_json::{Value, json};
 
-const MODEL_NAME: &str = "smollm2-135m";
-
-/// `memoria --json ARGS` with no model settings from the environment.
-fn json(d: &Device, args: &[&str]) -> Value {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let out = d
-        .command(&full)
-        .env_remove("MEMORIA_MODEL__URL")
-        .env_remove("MEMORIA_MODEL__NAME")
-        .env_remove("MEMORIA_MODEL__LOCAL_HOSTS")
-        .env_remove("MEMORIA_MODEL__API_KEY")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "memoria {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("memoria {args:?}: {e}: {stdout}"))
-}
+use crate::model_cli::{MODEL_NAME, device, front, json};
 
 fn ready(d: &Device) -> Vec<Value> {
     json(d, &["review", "promote"]).as_array().unwrap().clone()
 }
 
-/// The note's front matter (written as one JSON line).
-fn front(home: &Path, id: &str) -> Value {
-    let file = std::fs::read_to_string(home.join("memory/user").join(format!("{id}.md"))).unwrap();
-    serde_json::from_str(file.lines().nth(1).unwrap()).unwrap()
-}
-
 /// A home whose user states their team's name in three conversations.
 fn device_with_a_ready_fact(tmp: &Path) -> Device {
-    let d = Device::new(tmp.join("home"), "");
-    std::fs::create_dir_all(&d.home).unwrap();
+    let d = device(tmp);
     let lines: Vec<String> = (1..=3)
         .map(|n| {
             json!({"conversation": format!("day{n}"), "id": "1", "role": "user",
@@ -100,7 +72,7 @@ fn a_real_model_promotes_a_fact_stated_three_times_or_leaves_it_proposed_with_a_
     assert_eq!(promoted.len() + left.len(), 1, "asked once: {run}");
     if let Some(p) = promoted.first() {
         let id = p["id"].as_str().unwrap();
-        let front = front(&d.home, id);
+        let front = front(&d, id);
         assert_eq!(
             front["origin"],
             json!({"via": "promotion", "model": MODEL_NAME})
@@ -228,7 +200,7 @@ fn the_sessions_daily_pass_promotes_with_the_model_and_never_from_an_injected_an
     let notes = notes.as_array().unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
     let id = notes[0]["id"].as_str().unwrap();
-    let front = front(&d.home, id);
+    let front = front(&d, id);
     assert_eq!(
         front["origin"],
         json!({"via": "promotion", "model": MODEL_NAME})
