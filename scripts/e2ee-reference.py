@@ -7,10 +7,15 @@ Needs the `cryptography` package (Argon2id, HKDF, ChaCha20-Poly1305). XChaCha20 
 ChaCha20-Poly1305 under an HChaCha20 subkey (draft-irtf-cfrg-xchacha), which `cryptography`
 does not offer, so HChaCha20 is written out below.
 
+Version-2 envelopes hold an LZ4 block, and LZ4 has many valid encodings of one input: this
+script has a decoder and no compressor, so it reads the document's `envelope v2` rows, opens
+each (the associated data, the payload's framing and padding, the LZ4 block decoding to the
+note file, the codec rule, the keyed hash), and seals the opened payload again byte for byte.
+
     python3 scripts/e2ee-reference.py            # prints the rows
     python3 scripts/e2ee-reference.py --check    # compares them with docs/PROTOCOL.md
 """
-import base64, hashlib, hmac, json, struct, sys, unicodedata
+import base64, hashlib, hmac, json, re, struct, sys, unicodedata
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
@@ -51,6 +56,42 @@ def hchacha20(key: bytes, nonce16: bytes) -> bytes:
 def xchacha_seal(key: bytes, nonce: bytes, msg: bytes, aad: bytes) -> bytes:
     sub = hchacha20(key, nonce[:16])
     return ChaCha20Poly1305(sub).encrypt(b"\0\0\0\0" + nonce[16:], msg, aad)
+
+
+def xchacha_open(key: bytes, nonce: bytes, ct: bytes, aad: bytes) -> bytes:
+    sub = hchacha20(key, nonce[:16])
+    return ChaCha20Poly1305(sub).decrypt(b"\0\0\0\0" + nonce[16:], ct, aad)
+
+
+def lz4_block_decode(src: bytes, size: int) -> bytes:
+    """The LZ4 block format: sequences of a token (literal length, match length − 4), the
+    literals, a 2-byte little-endian offset back into the output and the match; lengths of 15
+    continue in bytes of 255. The last sequence is literals only."""
+    out, i = bytearray(), 0
+
+    def more(n):
+        nonlocal i
+        if n == 15:
+            while True:
+                b = src[i]; i += 1; n += b
+                if b != 255:
+                    break
+        return n
+
+    while True:
+        token = src[i]; i += 1
+        lit = more(token >> 4)
+        out += src[i:i + lit]; i += lit
+        if i == len(src):
+            break
+        off = src[i] | (src[i + 1] << 8); i += 2
+        if not 0 < off <= len(out):
+            raise ValueError("LZ4 offset outside the output")
+        for _ in range(more(token & 15) + 4):
+            out.append(out[-off])
+    if len(out) != size:
+        raise ValueError("LZ4 block decodes to another length")
+    return bytes(out)
 
 
 def subkeys(ak: bytes):
@@ -145,6 +186,39 @@ def envelope(ak, user, scope, note_id, note_file, seq, nonce):
     return [oid, kh, body]
 
 
+def envelope_v2(ak, user, scope, note_id, note_file, seq, nonce, documented):
+    """Opens the document's body `documented` for these inputs, checks it, and seals what it
+    holds again."""
+    kid, note_key, _, _ = subkeys(ak)
+    oid = opaque_id(ak, scope, note_id)
+    kh = keyed_hash(ak, scope, sync_hash(note_file))
+    f = note_file.encode()
+    aad = "\0".join(["memoria e2ee v2 note", kid, user, scope, oid]).encode()
+    sealed = base64.b64decode(documented.rsplit("\n---\n", 1)[1])
+    if sealed[:24] != nonce:
+        raise ValueError("the documented body is not under the row's nonce")
+    payload = xchacha_open(note_key, nonce, sealed[24:], aad)
+    head = struct.pack(">QB", seq, len(note_id)) + note_id.encode() + struct.pack(">I", len(f))
+    if not payload.startswith(head):
+        raise ValueError("the payload's seq, id or file length is not the row's")
+    codec, n = struct.unpack(">BI", payload[len(head):len(head) + 5])
+    stored = payload[len(head) + 5:len(head) + 5 + n]
+    used = len(head) + 5 + n
+    if len(stored) != n or len(payload) != padme(used) or any(payload[used:]):
+        raise ValueError("the payload's framing or padding is not the format's")
+    if codec == 0 and stored != f:
+        raise ValueError("codec 0 stores the file as it is")
+    if codec == 1 and (len(stored) >= len(f) or lz4_block_decode(stored, len(f)) != f):
+        raise ValueError("codec 1 is an LZ4 block of the file, and shorter")
+    if codec not in (0, 1):
+        raise ValueError("unknown codec")
+    sealed = nonce + xchacha_seal(note_key, nonce, payload, aad)
+    header = {"id": oid, "summary": "", "tags": [], "e2ee": 2, "kid": kid, "hash": kh,
+              "sum": hashlib.sha256(sealed).hexdigest()}
+    body = "---\n" + json.dumps(header, separators=(",", ":")) + "\n---\n" + b64(sealed)
+    return [oid, kh, body]
+
+
 def seq_bytes(start, n):
     return bytes(range(start, start + n))
 
@@ -159,7 +233,7 @@ NOTE2 = '---\n{"id":"unicode-7","summary":"定价卡片 · Precios","tags":["中
 SYNC_VECTOR = "31a170d5b68a115209c0c7f4df03dcb472dbb51eb921ba95aa112b46d004b030"
 
 
-def rows():
+def rows(doc):
     def row(kind, inp, out):
         j = lambda v: json.dumps(v, ensure_ascii=False, separators=(",", ":"))
         return f"| e2ee {kind} | `{j(inp)}` | `{j(out)}` |"
@@ -187,12 +261,20 @@ def rows():
               envelope(A, "alice", "user", "pricing-borderless-3fa", NOTE, 1789000000000, nonce))
     yield row("envelope", [A.hex(), "u-1", "project:memoria", "unicode-7", NOTE2, 1, nonce.hex()],
               envelope(A, "u-1", "project:memoria", "unicode-7", NOTE2, 1, nonce))
+    for line in doc.splitlines():
+        if line.startswith("| e2ee envelope v2 | `"):
+            cells = re.fullmatch(r"\| e2ee envelope v2 \| `(.*)` \| `(.*)` \|", line)
+            inp, out = json.loads(cells[1]), json.loads(cells[2])
+            ak, user, scope, nid, note_file, seq, n = inp
+            yield row("envelope v2", inp,
+                      envelope_v2(bytes.fromhex(ak), user, scope, nid, note_file, seq,
+                                  bytes.fromhex(n), out[2]))
 
 
 if __name__ == "__main__":
-    mine = list(rows())
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "PROTOCOL.md").read_text()
+    mine = list(rows(doc))
     if "--check" in sys.argv:
-        doc = (Path(__file__).resolve().parent.parent / "docs" / "PROTOCOL.md").read_text()
         theirs = [l for l in doc.splitlines() if l.startswith("| e2ee ")]
         if mine != theirs:
             sys.exit("docs/PROTOCOL.md's e2ee vectors differ from this implementation's")

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ---
-//! {"id":"<opaque id>","summary":"","tags":[],"e2ee":1,"kid":"<key id>","hash":"<keyed hash>","sum":"<sha-256 of the sealed bytes>"}
+//! {"id":"<opaque id>","summary":"","tags":[],"e2ee":2,"kid":"<key id>","hash":"<keyed hash>","sum":"<sha-256 of the sealed bytes>"}
 //! ---
 //! <base64 of nonce (24) || ciphertext || tag (16)>
 //! ```
@@ -14,20 +14,28 @@
 //! associated data
 //!
 //! ```text
-//! "memoria e2ee v1 note" 0x00 kid 0x00 user id 0x00 scope 0x00 opaque id
+//! "memoria e2ee v<version> note" 0x00 kid 0x00 user id 0x00 scope 0x00 opaque id
 //! ```
 //!
-//! so a ciphertext moved to another note, scope or account, or altered in any byte, does not
-//! open. The plaintext is the payload:
+//! so a ciphertext moved to another note, scope or account, relabelled with the other
+//! version, or altered in any byte, does not open. The plaintext is the payload; version 2,
+//! which this module writes:
 //!
 //! ```text
 //! seq (u64, big-endian) || id length (u8) || note id || file length (u32, big-endian)
-//!   || note file || zero bytes up to padme(13 + id length + file length)
+//!   || codec (u8) || stored length (u32, big-endian) || stored
+//!   || zero bytes up to padme(18 + id length + stored length)
 //! ```
+//!
+//! where `stored` is the note file (codec 0) or an LZ4 block of it (codec 1, written when it
+//! is shorter). Version 1, still read: `seq || id length || note id || file length || note
+//! file || zero bytes up to padme(13 + id length + file length)`.
 //!
 //! `seq` is the note's sequence number ([`super::rollback`]); the note file is the file the
 //! protocol would carry in the clear. The padding (Padmé: at most 12% and usually less) leaves
-//! the server a size class instead of each note's exact size.
+//! the server a size class instead of each note's exact size, and is applied after
+//! compression, so what the size says of the text is its compressed size class
+//! (`docs/privacy.md`).
 
 use base64ct::{Base64, Encoding};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
@@ -42,18 +50,30 @@ use crate::id::NoteId;
 use crate::note::{FileContext, Note};
 use crate::protocol::Scope;
 
-/// Version of the envelope and its payload (`e2ee` in the header).
-pub const ENVELOPE_VERSION: u32 = 1;
-/// Label that opens a note's associated data.
-pub const NOTE_AAD_LABEL: &str = "memoria e2ee v1 note";
+/// Version of the envelope and its payload (`e2ee` in the header) that [`seal_note`] writes.
+pub const ENVELOPE_VERSION: u32 = 2;
+/// The envelope versions [`open_note`] and the server's check read.
+pub const ENVELOPE_VERSIONS: [u32; 2] = [1, 2];
 /// Bytes of the nonce.
 pub const NONCE_BYTES: usize = 24;
 /// Bytes of the authentication tag.
 pub const TAG_BYTES: usize = 16;
 /// Bytes of the payload before the note id: `seq` and the id length.
 const PAYLOAD_HEAD: usize = 9;
-/// The shortest sealed form: a payload of the fixed fields and a one-byte id, no file.
-const MIN_SEALED: usize = NONCE_BYTES + PAYLOAD_HEAD + 1 + 4 + TAG_BYTES;
+/// Bytes of the payload's fixed fields after the note id: the file length, and in version 2
+/// the codec and the stored length.
+const fn payload_tail(version: u32) -> usize {
+    if version == 1 { 4 } else { 4 + 1 + 4 }
+}
+/// The shortest sealed form: a payload of the fixed fields of version 1 and a one-byte id,
+/// no file.
+const MIN_SEALED: usize = NONCE_BYTES + PAYLOAD_HEAD + 1 + payload_tail(1) + TAG_BYTES;
+/// Codecs of a version-2 payload's `stored` bytes.
+const CODEC_STORED: u8 = 0;
+const CODEC_LZ4: u8 = 1;
+/// An LZ4 block expands its input at most 255 times (a match's length is coded 255 bytes a
+/// byte): a larger declared file length is a faulty writer's, refused before any allocation.
+const LZ4_MAX_RATIO: usize = 255;
 
 /// The account and scope a note is sealed for. `scope` is the real scope, never its opaque
 /// form.
@@ -181,6 +201,8 @@ pub struct Envelope {
     pub kid: KeyId,
     /// The keyed hash it claims.
     pub hash: ContentHash,
+    /// Its version: which payload format and associated data the sealed bytes use.
+    pub version: u32,
     /// The SHA-256 of the sealed bytes it claims.
     sum: String,
     sealed: Vec<u8>,
@@ -198,7 +220,7 @@ impl Envelope {
             .ok_or_else(|| bad("the frontmatter is not closed"))?;
         let header: Header = serde_json::from_str(line)
             .map_err(|e| EnvelopeError::NotAnEnvelope(format!("header: {e}")))?;
-        if header.e2ee != ENVELOPE_VERSION {
+        if !ENVELOPE_VERSIONS.contains(&header.e2ee) {
             return Err(EnvelopeError::UnsupportedVersion(header.e2ee));
         }
         let id = NoteId::new(&header.id).map_err(|e| bad(&e.to_string()))?;
@@ -212,6 +234,7 @@ impl Envelope {
             id,
             kid,
             hash,
+            version: header.e2ee,
             sum: header.sum,
             sealed,
         };
@@ -235,7 +258,7 @@ impl Envelope {
             id: self.id.to_string(),
             summary: String::new(),
             tags: Vec::new(),
-            e2ee: ENVELOPE_VERSION,
+            e2ee: self.version,
             kid: self.kid.to_string(),
             hash: self.hash.to_string(),
             sum: self.sum.clone(),
@@ -273,24 +296,37 @@ pub fn padded_len(len: usize) -> usize {
     (len + mask) & !mask
 }
 
-/// The exact length of the envelope of a note whose id is `id_len` bytes and file `file_len`
-/// bytes: what a server's body limit must allow for an encrypted scope.
+/// The length of the longest envelope [`seal_note`] writes for a note whose id is `id_len`
+/// bytes and file `file_len` bytes (that of a file stored without compression; a file that
+/// compresses makes a shorter one): what a server's body limit must allow for an encrypted
+/// scope.
 pub fn envelope_len(id_len: usize, file_len: usize) -> usize {
     // The header's fields have fixed lengths: a 32-symbol opaque id, a 16-symbol key id and
     // two 64-character hashes.
-    const HEADER: usize = "---\n{\"id\":\"\",\"summary\":\"\",\"tags\":[],\"e2ee\":1,\"kid\":\"\",\"hash\":\"\",\"sum\":\"\"}\n---\n".len()
+    const HEADER: usize = "---\n{\"id\":\"\",\"summary\":\"\",\"tags\":[],\"e2ee\":2,\"kid\":\"\",\"hash\":\"\",\"sum\":\"\"}\n---\n".len()
         + 32
         + 16
         + 64
         + 64;
-    let sealed = NONCE_BYTES + padded_len(PAYLOAD_HEAD + id_len + 4 + file_len) + TAG_BYTES;
+    let payload = PAYLOAD_HEAD + id_len + payload_tail(ENVELOPE_VERSION) + file_len;
+    let sealed = NONCE_BYTES + padded_len(payload) + TAG_BYTES;
     HEADER + sealed.div_ceil(3) * 4
 }
 
-pub(super) fn note_aad(kid: &KeyId, ctx: &NoteContext<'_>, opaque: &NoteId) -> Vec<u8> {
+/// The label that opens a note's associated data in envelope version `version`.
+pub fn note_aad_label(version: u32) -> String {
+    format!("memoria e2ee v{version} note")
+}
+
+pub(super) fn note_aad(
+    version: u32,
+    kid: &KeyId,
+    ctx: &NoteContext<'_>,
+    opaque: &NoteId,
+) -> Vec<u8> {
     let scope = ctx.scope.to_string();
     [
-        NOTE_AAD_LABEL,
+        note_aad_label(version).as_str(),
         kid.as_str(),
         ctx.user_id,
         &scope,
@@ -315,11 +351,11 @@ pub fn seal_note<R: rand_core::TryCryptoRng + ?Sized>(
 ) -> Result<SealedNote, SealError> {
     let mut nonce = [0u8; NONCE_BYTES];
     fill(rng, &mut nonce)?;
-    seal_note_with_nonce(keys, ctx, id, file, seq, nonce)
+    seal_note_with_nonce(keys, ctx, id, file, seq, nonce, ENVELOPE_VERSION)
 }
 
-/// [`seal_note`] with the nonce given: for test vectors only, since a nonce used twice under
-/// one key reveals the two plaintexts' difference.
+/// [`seal_note`] with the nonce and the envelope version given: for test vectors only, since
+/// a nonce used twice under one key reveals the two plaintexts' difference.
 pub fn seal_note_with_nonce(
     keys: &AccountKeys,
     ctx: NoteContext<'_>,
@@ -327,7 +363,12 @@ pub fn seal_note_with_nonce(
     file: &str,
     seq: u64,
     nonce: [u8; NONCE_BYTES],
+    version: u32,
 ) -> Result<SealedNote, SealError> {
+    assert!(
+        ENVELOPE_VERSIONS.contains(&version),
+        "envelope version {version} is not one this module writes"
+    );
     if ctx.user_id.is_empty() || ctx.user_id.contains('\0') {
         return Err(SealError::UserId(ctx.user_id.to_owned()));
     }
@@ -347,16 +388,30 @@ pub fn seal_note_with_nonce(
     let opaque_id = opaque_note_id(keys, ctx.scope, id);
 
     let id_bytes = id.as_str().as_bytes();
-    let used = PAYLOAD_HEAD + id_bytes.len() + 4 + file.len();
+    // Version 2 stores the file LZ4-compressed when that is shorter. Padding comes after, so
+    // the size class is the compressed size's.
+    let compressed = (version >= 2)
+        .then(|| lz4_flex::block::compress(file.as_bytes()))
+        .filter(|c| c.len() < file.len());
+    let (codec, stored) = match &compressed {
+        Some(c) => (CODEC_LZ4, c.as_slice()),
+        None => (CODEC_STORED, file.as_bytes()),
+    };
+    let used = PAYLOAD_HEAD + id_bytes.len() + payload_tail(version) + stored.len();
     let mut payload = Vec::with_capacity(padded_len(used));
     payload.extend_from_slice(&seq.to_be_bytes());
     payload.push(id_bytes.len() as u8); // ids are at most 128 bytes
     payload.extend_from_slice(id_bytes);
     payload.extend_from_slice(&file_len.to_be_bytes());
-    payload.extend_from_slice(file.as_bytes());
+    if version >= 2 {
+        payload.push(codec);
+        // Never longer than the file, whose length fits a u32.
+        payload.extend_from_slice(&(stored.len() as u32).to_be_bytes());
+    }
+    payload.extend_from_slice(stored);
     payload.resize(padded_len(used), 0);
 
-    let aad = note_aad(&keys.kid, &ctx, &opaque_id);
+    let aad = note_aad(version, &keys.kid, &ctx, &opaque_id);
     let ct = cipher(keys)
         .encrypt(
             &XNonce::from(nonce),
@@ -373,6 +428,7 @@ pub fn seal_note_with_nonce(
         id: opaque_id.clone(),
         kid: keys.kid.clone(),
         hash: hash.clone(),
+        version,
         sum: sha256_hex(&sealed),
         sealed,
     }
@@ -414,13 +470,13 @@ pub fn open_note(
         });
     }
     let (nonce, ct) = env.sealed.split_at(NONCE_BYTES);
-    let aad = note_aad(&keys.kid, &ctx, &env.id);
+    let aad = note_aad(env.version, &keys.kid, &ctx, &env.id);
     let nonce = XNonce::try_from(nonce).expect("the envelope holds a whole nonce");
     let payload = cipher(keys)
         .decrypt(&nonce, Payload { msg: ct, aad: &aad })
         .map_err(|_| OpenError::Forged)?;
 
-    let (seq, id, text) = read_payload(&payload).map_err(OpenError::Payload)?;
+    let (seq, id, text) = read_payload(env.version, &payload).map_err(OpenError::Payload)?;
     if opaque_note_id(keys, ctx.scope, &id) != env.id {
         return Err(OpenError::InnerId { found: id });
     }
@@ -441,7 +497,7 @@ pub fn open_note(
     })
 }
 
-fn read_payload(p: &[u8]) -> Result<(u64, NoteId, String), String> {
+fn read_payload(version: u32, p: &[u8]) -> Result<(u64, NoteId, String), String> {
     let seq = u64::from_be_bytes(p.get(..8).ok_or("no sequence number")?.try_into().unwrap());
     let id_len = usize::from(*p.get(8).ok_or("no id length")?);
     let id = p.get(9..9 + id_len).ok_or("the id is cut short")?;
@@ -450,15 +506,40 @@ fn read_payload(p: &[u8]) -> Result<(u64, NoteId, String), String> {
         .and_then(|s| NoteId::new(s).ok())
         .ok_or("the id is not a note id")?;
     let at = 9 + id_len;
-    let len = p.get(at..at + 4).ok_or("no file length")?;
-    let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
-    let end = (at + 4)
-        .checked_add(len)
-        .ok_or("the file length overflows")?;
-    let file = p.get(at + 4..end).ok_or("the file is cut short")?;
+    let u32_at = |at: usize, what: &str| -> Result<usize, String> {
+        let b = p.get(at..at + 4).ok_or_else(|| format!("no {what}"))?;
+        Ok(u32::from_be_bytes(b.try_into().unwrap()) as usize)
+    };
+    let file_len = u32_at(at, "file length")?;
+    let (codec, stored_at, stored_len) = if version == 1 {
+        (CODEC_STORED, at + 4, file_len)
+    } else {
+        let codec = *p.get(at + 4).ok_or("no codec")?;
+        (codec, at + 9, u32_at(at + 5, "stored length")?)
+    };
+    let end = stored_at
+        .checked_add(stored_len)
+        .ok_or("the stored length overflows")?;
+    let stored = p.get(stored_at..end).ok_or("the file is cut short")?;
     if p.len() != padded_len(end) || p[end..].iter().any(|&b| b != 0) {
         return Err("the padding is not the format's".into());
     }
-    let text = String::from_utf8(file.to_vec()).map_err(|_| "the file is not UTF-8")?;
+    let file = match codec {
+        CODEC_STORED if stored_len == file_len => stored.to_vec(),
+        CODEC_STORED => return Err("a stored file's two lengths differ".into()),
+        CODEC_LZ4 => {
+            if file_len > stored_len.saturating_mul(LZ4_MAX_RATIO) {
+                return Err("the file length is more than the LZ4 block can hold".into());
+            }
+            let file = lz4_flex::block::decompress(stored, file_len)
+                .map_err(|e| format!("the LZ4 block does not decode: {e}"))?;
+            if file.len() != file_len {
+                return Err("the LZ4 block decodes to another length than the file's".into());
+            }
+            file
+        }
+        other => return Err(format!("unknown codec {other}")),
+    };
+    let text = String::from_utf8(file).map_err(|_| "the file is not UTF-8")?;
     Ok((seq, id, text))
 }

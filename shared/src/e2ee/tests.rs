@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use rand_core::OsRng;
 
 use super::envelope::{
-    Envelope, NONCE_BYTES, TAG_BYTES, cipher, envelope_len, note_aad, padded_len,
+    ENVELOPE_VERSION, Envelope, NONCE_BYTES, TAG_BYTES, cipher, envelope_len, note_aad, padded_len,
     seal_note_with_nonce,
 };
 use super::wrap::{RewrapError, WrapKind};
@@ -510,12 +510,132 @@ fn notes_round_trip_through_their_envelope() {
             assert_eq!(s.plain_hash, ContentHash::of_synced_note(&opened.note));
             assert_eq!(s.hash, keyed_hash(&k, &scope, &s.plain_hash));
             assert_eq!(s.opaque_id, opaque_note_id(&k, &scope, &opened.id));
-            assert_eq!(
-                s.body.len(),
-                envelope_len(opened.id.as_str().len(), opened.text.len())
-            );
+            assert!(s.body.len() <= envelope_len(opened.id.as_str().len(), opened.text.len()));
         }
     }
+}
+
+/// Seals note `note_id` in envelope version `version`, with a fresh nonce.
+fn sealed_as(
+    keys: &AccountKeys,
+    scope: &Scope,
+    note_id: &str,
+    body: &str,
+    version: u32,
+) -> SealedNote {
+    let mut nonce = [0u8; NONCE_BYTES];
+    rand_core::TryRngCore::try_fill_bytes(&mut OsRng, &mut nonce).unwrap();
+    seal_note_with_nonce(
+        keys,
+        ctx("alice", scope),
+        &id(note_id),
+        &file(note_id, body),
+        7,
+        nonce,
+        version,
+    )
+    .unwrap()
+}
+
+#[test]
+fn version_2_compresses_before_padding_and_version_1_still_opens() {
+    let k = key(1);
+    let prose = "A remembered fact, a line of text that comes back. ".repeat(80);
+    // Nothing to gain: a short note is stored as it is, at the longest length.
+    let short = sealed(&k, &USER, "a", "x\n");
+    assert_eq!(short.body.len(), envelope_len(1, file("a", "x\n").len()));
+    let v2 = sealed(&k, &USER, "a", &prose);
+    let v1 = sealed_as(&k, &USER, "a", &prose, 1);
+    assert!(v2.body.contains("\"e2ee\":2") && v1.body.contains("\"e2ee\":1"));
+    assert!(
+        v2.body.len() * 4 < v1.body.len(),
+        "{} vs {}",
+        v2.body.len(),
+        v1.body.len()
+    );
+    // Both open to the same note, with the same opaque id and keyed hash.
+    for s in [&v1, &v2] {
+        let o = open(&k, &USER, s).unwrap();
+        assert_eq!(o.text, file("a", &prose));
+        assert_eq!((&s.opaque_id, &s.hash), (&v2.opaque_id, &v2.hash));
+    }
+    // The padded payload: compressed first, so its size class is the compressed size's.
+    let (_, b64) = v2.body.rsplit_once("\n---\n").unwrap();
+    let sealed_len = Base64::decode_vec(b64).unwrap().len();
+    let stored = lz4_flex::block::compress(file("a", &prose).as_bytes()).len();
+    assert_eq!(
+        sealed_len,
+        NONCE_BYTES + padded_len(9 + 1 + 9 + stored) + TAG_BYTES
+    );
+}
+
+/// A version-2 payload: `codec` and `stored` as given, `file_len` declared.
+fn payload_v2(note_id: &str, file_len: usize, codec: u8, stored: &[u8], pad: usize) -> Vec<u8> {
+    let mut p = 3u64.to_be_bytes().to_vec();
+    p.push(note_id.len() as u8);
+    p.extend_from_slice(note_id.as_bytes());
+    p.extend_from_slice(&(file_len as u32).to_be_bytes());
+    p.push(codec);
+    p.extend_from_slice(&(stored.len() as u32).to_be_bytes());
+    p.extend_from_slice(stored);
+    p.resize(pad, 0);
+    p
+}
+
+#[test]
+fn a_faulty_version_2_payload_is_refused_after_it_authenticates() {
+    let k = key(1);
+    let f = file("a", &"alpha ".repeat(50));
+    let lz = lz4_flex::block::compress(f.as_bytes());
+    let pad = |stored: usize| padded_len(19 + stored);
+    // Well formed, stored or compressed: it opens up to the hash check (the helper's hash is
+    // not a's).
+    for ok in [
+        payload_v2("a", f.len(), 0, f.as_bytes(), pad(f.len())),
+        payload_v2("a", f.len(), 1, &lz, pad(lz.len())),
+    ] {
+        assert_eq!(
+            open(&k, &USER, &seal_payload_as(&k, "a", &ok, 2)).unwrap_err(),
+            OpenError::HashMismatch
+        );
+    }
+    let mut garbled = lz.clone();
+    garbled[0] = 0xff;
+    for bad in [
+        // An unknown codec.
+        payload_v2("a", f.len(), 2, f.as_bytes(), pad(f.len())),
+        // Stored, but the two lengths differ.
+        payload_v2("a", f.len() + 1, 0, f.as_bytes(), pad(f.len())),
+        // An LZ4 block that decodes to more, or less, than the declared length, or not at all.
+        payload_v2("a", f.len() - 1, 1, &lz, pad(lz.len())),
+        payload_v2("a", f.len() + 1, 1, &lz, pad(lz.len())),
+        payload_v2("a", f.len(), 1, &garbled, pad(lz.len())),
+        // A declared length no LZ4 block of that size can hold: refused before decoding.
+        payload_v2("a", u32::MAX as usize, 1, &lz, pad(lz.len())),
+        // Padding too short or not zero.
+        payload_v2("a", f.len(), 1, &lz, 19 + lz.len()),
+        {
+            let mut p = payload_v2("a", f.len(), 1, &lz, pad(lz.len()));
+            *p.last_mut().unwrap() = 1;
+            p
+        },
+        // Cut before the codec or the stored length.
+        payload_v2("a", f.len(), 1, &[], 19)[..15].to_vec(),
+    ] {
+        assert!(
+            matches!(
+                open(&k, &USER, &seal_payload_as(&k, "a", &bad, 2)).unwrap_err(),
+                OpenError::Payload(_)
+            ),
+            "{bad:?}"
+        );
+    }
+    // A version-1 payload sealed as version 2 is not one.
+    let v1 = payload(3, "a", &f, padded_len(14 + f.len()));
+    assert!(matches!(
+        open(&k, &USER, &seal_payload_as(&k, "a", &v1, 2)).unwrap_err(),
+        OpenError::Payload(_)
+    ));
 }
 
 #[test]
@@ -587,8 +707,8 @@ fn the_server_check_refuses_what_is_not_the_listed_envelope() {
         );
     }
     assert_eq!(
-        Envelope::parse(&with_header(&a.body, "e2ee", "2")).unwrap_err(),
-        EnvelopeError::UnsupportedVersion(2)
+        Envelope::parse(&with_header(&a.body, "e2ee", "3")).unwrap_err(),
+        EnvelopeError::UnsupportedVersion(3)
     );
 }
 
@@ -695,9 +815,20 @@ fn every_tampering_is_refused_with_its_reason() {
     );
     // A version that does not exist.
     assert_eq!(
-        open_as(&a, &with_header(&a.body, "e2ee", "2"), &USER, "alice").unwrap_err(),
-        OpenError::Envelope(EnvelopeError::UnsupportedVersion(2))
+        open_as(&a, &with_header(&a.body, "e2ee", "3"), &USER, "alice").unwrap_err(),
+        OpenError::Envelope(EnvelopeError::UnsupportedVersion(3))
     );
+    // The other version written in the header over the same sealed bytes passes the server's
+    // check, but the version is in the associated data: it does not open.
+    let v1 = sealed_as(&k, &USER, "a", "alpha\n", 1);
+    for (s, other) in [(&a, "1"), (&v1, "2")] {
+        let relabelled = with_header(&s.body, "e2ee", other);
+        assert!(verify_envelope_file(&s.opaque_id, &s.hash, &relabelled).is_ok());
+        assert_eq!(
+            open_as(s, &relabelled, &USER, "alice").unwrap_err(),
+            OpenError::Forged
+        );
+    }
     // The keyed hash changed in the header and the listing together (it is checked against
     // the plaintext, not bound by the AEAD).
     let other = keyed_hash(&k, &USER, &ContentHash::of_parts("a", "x", None, &[], ""));
@@ -708,10 +839,16 @@ fn every_tampering_is_refused_with_its_reason() {
     );
 }
 
-/// Seals an arbitrary payload for note `note_id`'s opaque id: what a faulty client could send.
+/// Seals an arbitrary version-1 payload for note `note_id`'s opaque id: what a faulty client
+/// could send.
 fn seal_payload(k: &AccountKeys, note_id: &str, payload: &[u8]) -> SealedNote {
+    seal_payload_as(k, note_id, payload, 1)
+}
+
+/// [`seal_payload`] in envelope version `version`.
+fn seal_payload_as(k: &AccountKeys, note_id: &str, payload: &[u8], version: u32) -> SealedNote {
     let opaque = opaque_note_id(k, &USER, &id(note_id));
-    let aad = note_aad(k.key_id(), &ctx("alice", &USER), &opaque);
+    let aad = note_aad(version, k.key_id(), &ctx("alice", &USER), &opaque);
     let nonce = [5u8; NONCE_BYTES];
     let ct = cipher(k)
         .encrypt(
@@ -726,7 +863,7 @@ fn seal_payload(k: &AccountKeys, note_id: &str, payload: &[u8]) -> SealedNote {
     sealed.extend_from_slice(&ct);
     let hash = keyed_hash(k, &USER, &ContentHash::of_parts("x", "", None, &[], ""));
     let body = format!(
-        "---\n{{\"id\":\"{opaque}\",\"summary\":\"\",\"tags\":[],\"e2ee\":1,\"kid\":\"{}\",\"hash\":\"{hash}\",\"sum\":\"{}\"}}\n---\n{}",
+        "---\n{{\"id\":\"{opaque}\",\"summary\":\"\",\"tags\":[],\"e2ee\":{version},\"kid\":\"{}\",\"hash\":\"{hash}\",\"sum\":\"{}\"}}\n---\n{}",
         k.key_id(),
         sha256_hex(&sealed),
         Base64::encode_string(&sealed)
@@ -934,7 +1071,9 @@ proptest! {
         let scope = if project_scope { project("p") } else { USER };
         let text = file(&note_id, &body);
         let s = seal_note(&k, ctx("u-1", &scope), &id(&note_id), &text, seq, &mut OsRng).unwrap();
-        prop_assert_eq!(s.body.len(), envelope_len(note_id.len(), text.len()));
+        prop_assert!(s.body.len() <= envelope_len(note_id.len(), text.len()));
+        let version = format!("\"e2ee\":{ENVELOPE_VERSION},");
+        prop_assert!(s.body.contains(&version));
         let o = open_note(&k, ctx("u-1", &scope), &s.opaque_id, &s.hash, &s.body).unwrap();
         prop_assert_eq!(o.text, text);
         prop_assert_eq!(o.seq, seq);
@@ -1088,30 +1227,33 @@ fn protocol_doc_vectors_match() {
         assert_eq!(back.as_bytes(), ak.as_bytes());
         rows += 1;
     }
-    for (input, out) in vectors("envelope") {
-        let k = AccountKey::from_bytes(hex32(&input[0])).derive();
-        let scope = Scope::parse(s(&input[2])).unwrap();
-        let nonce: [u8; 24] = hex(&input[6]).try_into().unwrap();
-        let c = ctx(s(&input[1]), &scope);
-        let note_id = id(s(&input[3]));
-        let sealed = seal_note_with_nonce(
-            &k,
-            c,
-            &note_id,
-            s(&input[4]),
-            input[5].as_u64().unwrap(),
-            nonce,
-        )
-        .unwrap();
-        assert_eq!(sealed.opaque_id.as_str(), s(&out[0]), "{input}");
-        assert_eq!(sealed.hash.as_str(), s(&out[1]), "{input}");
-        assert_eq!(sealed.body, s(&out[2]), "{input}");
-        let opened = open_note(&k, c, &sealed.opaque_id, &sealed.hash, s(&out[2])).unwrap();
-        assert_eq!(opened.text, s(&input[4]));
-        rows += 1;
+    for (version, kind) in [(1, "envelope"), (2, "envelope v2")] {
+        for (input, out) in vectors(kind) {
+            let k = AccountKey::from_bytes(hex32(&input[0])).derive();
+            let scope = Scope::parse(s(&input[2])).unwrap();
+            let nonce: [u8; 24] = hex(&input[6]).try_into().unwrap();
+            let c = ctx(s(&input[1]), &scope);
+            let note_id = id(s(&input[3]));
+            let sealed = seal_note_with_nonce(
+                &k,
+                c,
+                &note_id,
+                s(&input[4]),
+                input[5].as_u64().unwrap(),
+                nonce,
+                version,
+            )
+            .unwrap();
+            assert_eq!(sealed.opaque_id.as_str(), s(&out[0]), "{input}");
+            assert_eq!(sealed.hash.as_str(), s(&out[1]), "{input}");
+            assert_eq!(sealed.body, s(&out[2]), "{input}");
+            let opened = open_note(&k, c, &sealed.opaque_id, &sealed.hash, s(&out[2])).unwrap();
+            assert_eq!(opened.text, s(&input[4]));
+            rows += 1;
+        }
     }
     assert!(
-        rows >= 10,
+        rows >= 18,
         "docs/PROTOCOL.md lost its e2ee test vectors ({rows} rows)"
     );
 }
