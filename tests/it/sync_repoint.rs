@@ -3,7 +3,8 @@
 //! address (`localhost` for `127.0.0.1`), with sync going on after; refused — with nothing
 //! changed — for another server whose account has the same name, for another user, for an
 //! address where nothing answers and for one that is not a Memoria server; every scope moves or
-//! none does. Also `sync login`'s warning and `sync status` naming the command.
+//! none does; an end-to-end encrypted account compared through the account key. Also `sync
+//! login`'s warning and `sync status` naming the command.
 
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
@@ -337,4 +338,120 @@ fn repoint_moves_every_scope_or_none() {
     assert_eq!(settings(&a), before, "the user scope did not move alone");
     let st = json(&a.ok(&["--json", "sync", "status"]));
     assert_eq!(st["scopes"][0]["pin"]["server"], first.as_str(), "{st}");
+}
+
+/// Writes `text` as a passphrase file under the world's root; its path.
+fn passphrase_file(root: &std::path::Path, text: &str) -> String {
+    let p = root.join("passphrase.txt");
+    std::fs::write(&p, format!("{text}\n")).unwrap();
+    p.display().to_string()
+}
+
+/// An end-to-end encrypted account re-points too: a machine that syncs encrypted compares
+/// through the account key (the other machine's later changes count as changed since, and the
+/// key is kept for the new address, so sync goes on encrypted both ways); a machine still
+/// locked is refused as `e2ee_locked` with nothing changed, and once unlocked at the new
+/// address it moves too and gets the notes.
+#[test]
+fn repoint_of_an_end_to_end_encrypted_account_compares_through_the_account_key() {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let old = w.server.url.clone();
+    let new = as_localhost(&old);
+    let pass = passphrase_file(&w.root, "correct horse battery staple");
+    let a = w.device("a", &token);
+    add(&a, "deploys", "We deploy on Tuesdays.\n");
+    add(&a, "freeze", "Code freeze on Fridays.\n");
+    a.ok(&["sync", "now"]);
+    let c = w.device("c", &token);
+    c.ok(&["sync", "now"]);
+    a.ok(&["sync", "encrypt", "--passphrase-file", &pass]);
+    // The purge that ends turning encryption on starts a new generation after the pass: a's
+    // next pass syncs from it, so the changes listed since are the other machine's.
+    a.ok(&["sync", "now"]);
+    let b = w.device("b", &token);
+    b.ok(&["sync", "unlock", "--passphrase-file", &pass]);
+    b.ok(&["edit", "freeze", "--body", "No freeze this month.\n"]);
+    add(&b, "retro", "Retro on Thursdays.\n");
+    b.ok(&["sync", "now"]);
+
+    a.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    let moved = json(&a.ok(&["--json", "sync", "repoint", &new]));
+    assert_eq!(moved["scopes"][0]["scope"], "user", "{moved}");
+    assert_eq!(moved["scopes"][0]["same"], 1, "{moved}");
+    assert_eq!(moved["scopes"][0]["changedSince"], 2, "{moved}");
+    a.ok(&["sync", "now"]);
+    let st = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(st["encrypted"], true, "{st}");
+    assert!(a.note("freeze").unwrap().contains("No freeze this month."));
+    assert!(a.note("retro").is_some());
+    add(&a, "standup", "Standup at ten.\n");
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert!(b.note("standup").is_some());
+
+    // Still locked: nothing it holds can be compared with the encrypted scope.
+    c.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    let before = settings(&c);
+    let e = error_of(&c, &["sync", "repoint", &new]);
+    assert_eq!(e["code"], "e2ee_locked", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold the account key"),
+        "{e}"
+    );
+    assert_eq!(settings(&c), before, "nothing changed");
+    // Unlocked at the new address (the scope itself still paused), it moves, and syncs.
+    let _ = c.run(&["sync", "unlock", "--passphrase-file", &pass]);
+    let moved = json(&c.ok(&["--json", "sync", "repoint", &new]));
+    assert_eq!(moved["scopes"][0]["scope"], "user", "{moved}");
+    c.ok(&["sync", "now"]);
+    assert!(c.note("standup").is_some());
+    assert!(c.note("retro").is_some());
+}
+
+/// A machine that syncs encrypted is refused, with nothing changed, by another server whose
+/// account has the same name and the same note ids in plaintext.
+#[test]
+fn repoint_of_an_encrypted_scope_refuses_another_store() {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let pass = passphrase_file(&w.root, "correct horse battery staple");
+    let a = w.device("a", &token);
+    add(&a, "deploys", "We deploy on Tuesdays.\n");
+    a.ok(&["sync", "now"]);
+    a.ok(&["sync", "encrypt", "--passphrase-file", &pass]);
+
+    let other_dir = w.root.join("other");
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let other = SyncServer::start(Backend::Fs, &other_dir, &[]);
+    let other_token = other.token("alice");
+    let c = Device::new(w.root.join("c"), &other_token);
+    std::fs::create_dir_all(&c.home).unwrap();
+    c.ok(&[
+        "sync",
+        "login",
+        "--server",
+        &other.url,
+        "--token",
+        &other_token,
+    ]);
+    add(&c, "deploys", "We deploy on Tuesdays.\n");
+    c.ok(&["sync", "now"]);
+
+    let a = Device::new(a.home.clone(), &other_token);
+    a.ok(&[
+        "sync",
+        "login",
+        "--server",
+        &other.url,
+        "--token",
+        &other_token,
+    ]);
+    let before = settings(&a);
+    let e = error_of(&a, &["sync", "repoint", &other.url]);
+    assert_eq!(e["code"], "not_same_store", "{e}");
+    assert_eq!(settings(&a), before, "nothing changed");
 }

@@ -13,16 +13,29 @@
 //! the one synced with — another server with an account of the same name — fails; a later
 //! manifest of the same store (another machine synced meanwhile) passes, and the next pass
 //! merges it as usual. Either every pin moves, in one write of the settings, or none.
+//!
+//! A scope this machine syncs end-to-end encrypted is compared the same way through its
+//! `ScopeCrypt`: the encrypted snapshot's opaque ids and keyed hashes are translated back with
+//! the account key (no body is opened or kept), so a note at its revision proves the store as
+//! it does in plaintext. A scope the server holds encrypted that this machine has not synced
+//! encrypted yet (its state is from before, and its next pass starts it over) is proven by the
+//! server holding it under this account's key id; without the key it cannot be compared, and
+//! the re-point is refused as `e2ee_locked`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use memoria_shared::ContentHash;
-use memoria_shared::protocol::{ManifestEntry, SnapshotRequest};
+use memoria_shared::e2ee::WrappedKey;
+use memoria_shared::protocol::{
+    ErrorCode as ProtocolCode, ManifestEntry, SnapshotRequest, SnapshotResponse,
+};
+use memoria_store::error::ErrorCode;
 use serde::Serialize;
 
 use super::base::{ScopeDir, ScopeState};
 use super::client::SyncClient;
+use super::e2ee::{self, ScopeCrypt};
 use super::error::{SyncError, SyncResult};
 use super::reconcile::wire_scope;
 use super::settings::{Pin, Settings, sync_dir};
@@ -122,6 +135,15 @@ pub fn repoint(home_root: &Path, server: &str, client: &SyncClient) -> SyncResul
         .into_iter()
         .filter(|(_, p)| p.server != server)
         .collect();
+    // The account key, kept for this address (unlocked here since the sign-in) or for the one
+    // the scopes synced at.
+    let kept_here = e2ee::load_key(home_root, server)?;
+    let mut account_key = kept_here.clone();
+    for pin in pins.values() {
+        if account_key.is_none() {
+            account_key = e2ee::load_key(home_root, &pin.server)?;
+        }
+    }
     let mut refusals = Vec::new();
     let mut moved = Vec::new();
     for (key, pin) in &pins {
@@ -137,7 +159,11 @@ pub fn repoint(home_root: &Path, server: &str, client: &SyncClient) -> SyncResul
         let mut found = Comparison::default();
         for sd in ScopeDir::every_folder(&dir, key) {
             let state = sd.load_state()?;
-            found.add(compare(client, &wire, &state)?);
+            let crypt = match &account_key {
+                Some(k) => Some(ScopeCrypt::open(k.derive(), &user, &wire, sd.root())?),
+                None => None,
+            };
+            found.add(compare_scope(client, key, &wire, &state, crypt)?);
         }
         if found.differing.is_empty() {
             moved.push(MovedScope {
@@ -179,6 +205,10 @@ pub fn repoint(home_root: &Path, server: &str, client: &SyncClient) -> SyncResul
         s.server = Some(server.to_owned());
         Ok(())
     })??;
+    if let (Some(k), None) = (&account_key, &kept_here) {
+        // The passes at the new address need the account key kept for it.
+        e2ee::store_key(home_root, server, k)?;
+    }
     Ok(Repointed {
         server: server.to_owned(),
         user_id: user,
@@ -204,11 +234,79 @@ impl Comparison {
     }
 }
 
-/// Compares one folder's sync state with the scope's manifest at the new address: the whole
-/// manifest, and the entries changed since the generation last synced here.
-fn compare(
+/// Compares one folder's sync state with the scope at the new address, in plaintext or, when
+/// the server holds it encrypted, through `crypt` (this machine's account key).
+fn compare_scope(
     client: &SyncClient,
+    key: &str,
     wire: &memoria_shared::protocol::Scope,
+    state: &ScopeState,
+    crypt: Option<ScopeCrypt>,
+) -> SyncResult<Comparison> {
+    let is = |e: &SyncError, code: ProtocolCode| matches!(e, SyncError::Server { code: Some(c), .. } if *c == code);
+    let mut plain = |mut req: SnapshotRequest| {
+        req.scope = wire.clone();
+        client.snapshot(&req)
+    };
+    let Some(mut crypt) = crypt else {
+        return compare(&mut plain, state).map_err(|e| {
+            if is(&e, ProtocolCode::ScopeEncrypted) {
+                SyncError::E2ee {
+                    code: ErrorCode::E2eeLocked,
+                    message: format!(
+                        "{key} is end-to-end encrypted on the server and this machine does not hold the account key, so it cannot tell whether the server there holds this scope's notes: unlock this machine with the account's passphrase or recovery key, then re-point again"
+                    ),
+                }
+            } else {
+                e
+            }
+        });
+    };
+    // Bodies are never opened here: the comparison needs ids and revisions only, and a check
+    // that may be refused writes nothing.
+    crypt.learn(
+        state
+            .base
+            .keys()
+            .map(String::as_str)
+            .chain(state.remote.iter().map(|e| e.id.as_str())),
+    );
+    let (marked, kid) = (crypt.marked(), crypt.kid());
+    let mut fetch = |req: SnapshotRequest| -> SyncResult<SnapshotResponse> {
+        let mut resp = client.e2ee_snapshot(&crypt.snapshot_request(&req))?;
+        resp.bodies.clear();
+        Ok(crypt.open_snapshot(resp)?.0)
+    };
+    if marked {
+        // A server that does not hold the scope encrypted is compared in plaintext: it is
+        // another store unless its revisions are the ones synced here.
+        return match compare(&mut fetch, state) {
+            Err(e) if is(&e, ProtocolCode::ScopeNotEncrypted) => compare(&mut plain, state),
+            other => other,
+        };
+    }
+    // Not synced encrypted from here yet: the state names plaintext revisions, which the
+    // server no longer serves once the scope is encrypted, and the next pass starts the scope
+    // over. The server holding the scope encrypted, with this account's key wrapped, is the
+    // proof.
+    match fetch(SnapshotRequest::default()) {
+        Ok(_) if account_kid(client)?.as_deref() == Some(kid.as_str()) => Ok(Comparison::default()),
+        Ok(_) => Err(SyncError::E2ee {
+            code: ErrorCode::NotSameStore,
+            message: format!(
+                "{key} is end-to-end encrypted on the server there under another account key than this machine's: it is not the store this scope synced with, or the account key changed since; nothing was re-pointed"
+            ),
+        }),
+        Err(e) if is(&e, ProtocolCode::ScopeNotEncrypted) => compare(&mut plain, state),
+        Err(e) => Err(e),
+    }
+}
+
+/// Compares one folder's sync state with the scope's manifest at the new address, as `fetch`
+/// reads it: the whole manifest, and the entries changed since the generation last synced
+/// here.
+fn compare(
+    fetch: &mut dyn FnMut(SnapshotRequest) -> SyncResult<SnapshotResponse>,
     state: &ScopeState,
 ) -> SyncResult<Comparison> {
     let mut found = Comparison::default();
@@ -232,15 +330,13 @@ fn compare(
         .into_iter()
         .filter_map(ContentHash::parse)
         .collect();
-    let whole = client.snapshot(&SnapshotRequest {
-        scope: wire.clone(),
+    let whole = fetch(SnapshotRequest {
         have: have.clone(),
         ..SnapshotRequest::default()
     })?;
     let changed: BTreeSet<String> = match state.generation {
         Some(since) => {
-            let delta = client.snapshot(&SnapshotRequest {
-                scope: wire.clone(),
+            let delta = fetch(SnapshotRequest {
                 have,
                 since: Some(since),
                 ..SnapshotRequest::default()
@@ -315,4 +411,12 @@ fn compare(
         found.differing.dedup();
     }
     Ok(found)
+}
+
+/// The key id of the account key the server keeps wrapped, if it keeps one.
+fn account_kid(client: &SyncClient) -> SyncResult<Option<String>> {
+    Ok(client
+        .e2ee_keys()?
+        .and_then(|b| WrappedKey::from_json(&b.passphrase).ok())
+        .and_then(|w| w.key_id().map(|k| k.as_str().to_owned())))
 }
