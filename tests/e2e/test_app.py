@@ -731,6 +731,43 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     app_c.shot("e2ee-unlocked")
     until(lambda: "Blood test results from Dr Okafor" in summaries(c), "the note reached c")
 
+    # The passphrase is changed on a's Sync page: a wrong current one is an error on the form
+    # and changes nothing; the right one wraps the key under the new passphrase, which a new
+    # machine then needs (the old one no longer opens the account).
+    new_passphrase = "violet anchor meadow 88"
+    app.click("e2ee-change")
+    type_into(app, "e2ee-current", "copper lantern orbit 43")
+    type_into(app, "e2ee-new-passphrase", new_passphrase)
+    type_into(app, "e2ee-new-passphrase-again", new_passphrase)
+    app.wait(lambda: app.one("e2ee-new-strength").get_attribute("data-strength") == "strong",
+             "the new passphrase's strength says strong")
+    app.click("e2ee-change-submit")
+    app.wait_text("e2ee-change-error", "The passphrase was not changed", timeout=120)
+    app.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})",
+                              app.one("e2ee-change-error"))
+    app.shot("e2ee-change-wrong")
+    type_into(app, "e2ee-current", passphrase)
+    type_into(app, "e2ee-new-passphrase", new_passphrase)
+    type_into(app, "e2ee-new-passphrase-again", new_passphrase)
+    app.wait(lambda: app.one("e2ee-change-submit").is_enabled(), "change is enabled")
+    app.shot("e2ee-change-form")
+    app.click("e2ee-change-submit")
+    app.wait(lambda: not app.visible("e2ee-change-form"), "the form closes once changed", timeout=120)
+    app.shot("e2ee-changed")
+    assert new_passphrase not in app.driver.page_source
+    d = Home(tmp_root / "d", token)
+    d.path.mkdir()
+    d.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    old_file, new_file = tmp_root / "old-passphrase", tmp_root / "new-passphrase"
+    old_file.write_text(passphrase + "\n")
+    new_file.write_text(new_passphrase + "\n")
+    d.cli("sync", "unlock", "--passphrase-file", str(old_file), check=False)
+    assert d.cli("sync", "status")["encrypted"] is False, "the old passphrase still unlocks"
+    d.cli("sync", "unlock", "--passphrase-file", str(new_file))
+    assert "Blood test results from Dr Okafor" in summaries(d)
+    for root in (a.path, app.shots):
+        assert files_holding(root, new_passphrase.encode()) == [], f"the new passphrase under {root}"
+
     # The recovery key the page showed unlocks a third machine.
     b = Home(tmp_root / "b", token)
     b.path.mkdir()
