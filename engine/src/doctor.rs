@@ -92,6 +92,10 @@ pub struct DoctorReport {
     /// Backups this run removed under the policy.
     pub backups_pruned: usize,
     pub index_integrity: String,
+    /// SQLite's integrity check of recall's own files (its documents and vector cache): `ok`,
+    /// or what it found in a file, which recall then recreated (it holds nothing that cannot
+    /// be derived again).
+    pub recall_integrity: String,
     /// Which embedder recall uses (the model, or the hash fallback and why).
     pub recall: Option<crate::recall::RecallStatus>,
     /// Why the recall index could not be opened, when it could not.
@@ -213,6 +217,25 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         && scopes.iter().all(|s| {
             s.broken.is_empty() && s.duplicate_ids.is_empty() && s.notes == s.files_on_disk
         });
+    // Recall's files are checked in full here, whatever their last check; a damaged one is
+    // recreated as recall opens just below.
+    let recall_integrity = match crate::recall::store::check_files(&crate::recall::default_dir(
+        engine.home().root(),
+    )) {
+        Ok(files) => {
+            let found: Vec<String> = files
+                .into_iter()
+                .filter(|(_, found)| found != "ok")
+                .map(|(file, found)| format!("{file}: {found}"))
+                .collect();
+            if found.is_empty() {
+                "ok".to_owned()
+            } else {
+                format!("{}; rebuilt from the notes and the log", found.join("; "))
+            }
+        }
+        Err(e) => e.to_string(),
+    };
     let (recall, recall_error) = match engine.recall() {
         Ok(r) => (Some(r.status()), None),
         Err(e) => (None, Some(e.to_string())),
@@ -254,6 +277,7 @@ pub fn run(engine: &mut Engine) -> Result<DoctorReport> {
         backups_bytes: pruned.kept_bytes,
         backups_pruned: pruned.removed,
         index_integrity: integrity,
+        recall_integrity,
         ok: ok && recall_error.is_none(),
         semantic_model: recall.as_ref().is_some_and(|r| r.embedder == "onnx"),
         recall,

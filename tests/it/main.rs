@@ -3,6 +3,7 @@
 mod derived;
 mod errors;
 mod fuzz_corpus;
+mod log_in_step;
 mod mcp;
 mod model_capture;
 mod model_cli;

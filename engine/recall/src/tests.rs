@@ -613,6 +613,21 @@ fn a_page_damaged_between_two_opens_is_found_by_the_next_open_and_the_file_recre
 }
 
 #[test]
+fn a_full_check_finds_a_damaged_page_whatever_the_last_check_said() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path()).upsert(&corpus()).unwrap();
+    damage_table(&dir.path().join("vectors.sqlite"), "vectors");
+    let found = store::check_files(dir.path()).unwrap();
+    assert_eq!(found[0], ("docs.sqlite".to_owned(), "ok".to_owned()));
+    assert_eq!(found[1].0, "vectors.sqlite");
+    assert_ne!(found[1].1, "ok");
+    // The next open recreates the cache; the documents are kept.
+    let ix = open(dir.path());
+    assert_eq!(ix.status().documents, corpus().len());
+    assert_eq!(store::check_files(dir.path()).unwrap()[1].1, "ok");
+}
+
+#[test]
 fn bad_queries_give_an_error_or_nothing_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let ix = open(dir.path());

@@ -35,6 +35,7 @@ pub fn run(g: &Globals, a: &DoctorArgs) -> Result<()> {
 fn print(r: &DoctorReport) -> Result<()> {
     outln!("home:     {}", r.home);
     outln!("index:    {} ({})", r.index, r.index_integrity);
+    outln!("recall files: {}", r.recall_integrity);
     outln!(
         "backups:  {} ({} KiB) in {}; kept {}{}",
         r.backups,
