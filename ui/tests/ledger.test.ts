@@ -38,17 +38,23 @@ describe('Model capture view', () => {
     expect(pending).toHaveTextContent('mcp via mcp · no model asked');
     expect(within(refused).getByTestId('ledger-outcome')).toHaveTextContent('Refused: read as instructions');
     expect(within(refused).getByTestId('ledger-detail')).toHaveTextContent('`override`');
+    expect(within(refused).getByTestId('ledger-outcome')).not.toHaveClass('failed');
     expect(within(reinforced).getByTestId('ledger-note')).toHaveTextContent('Reinforced lives-in-lisbon (user)');
     expect(within(written).getByTestId('ledger-outcome')).toHaveTextContent('Wrote user');
-    expect(written).toHaveTextContent('claude-code via hook · smollm2');
+    expect(written).toHaveTextContent('claude-code via hook · model smollm2');
     expect(within(written).getByTestId('ledger-note')).toHaveTextContent('New note lives-in-lisbon (user)');
     expect(within(none).getByTestId('ledger-outcome')).toHaveTextContent('Skipped: no model set');
     expect(none).toHaveTextContent('unknown host via cli');
 
-    be.captureRuns.push(run(6, { reason: 'too_short' }));
+    be.captureRuns.push(run(6, { reason: 'too_short' }), run(7, { reason: 'error', model: 'smollm2', detail: 'cannot reach it' }));
     await user.click(screen.getByTestId('ledger-refresh'));
-    await waitFor(() => expect(screen.getAllByTestId('ledger-run')).toHaveLength(6));
-    expect(within(screen.getAllByTestId('ledger-run')[0]).getByTestId('ledger-outcome')).toHaveTextContent('Skipped: message too short');
+    await waitFor(() => expect(screen.getAllByTestId('ledger-run')).toHaveLength(7));
+    const [failed, short] = screen.getAllByTestId('ledger-run');
+    expect(within(short).getByTestId('ledger-outcome')).toHaveTextContent('Skipped: message too short');
+    // A failure reads apart from a skip.
+    expect(within(failed).getByTestId('ledger-outcome')).toHaveTextContent('Failed');
+    expect(within(failed).getByTestId('ledger-outcome')).toHaveClass('failed');
+    expect(failed).toHaveTextContent('claude-code via hook · model smollm2');
     expect(callsOf(be, 'captureLedger')).toEqual([[100], [100]]);
   });
 

@@ -302,6 +302,7 @@ export const en = {
   'ledger.via': '{host} via {entry}',
   'ledger.unknownHost': 'unknown host',
   'ledger.noModel': 'no model asked',
+  'ledger.model': 'model {name}',
   'ledger.reason.too_short': 'Skipped: message too short',
   'ledger.reason.cap_reached': 'Skipped: this conversation’s limit reached',
   'ledger.reason.unparsable': 'Skipped: the answer was not JSON',

@@ -302,6 +302,7 @@ export const es: Dict = {
   'ledger.via': '{host} por {entry}',
   'ledger.unknownHost': 'origen desconocido',
   'ledger.noModel': 'sin modelo consultado',
+  'ledger.model': 'modelo {name}',
   'ledger.reason.too_short': 'Omitido: mensaje demasiado corto',
   'ledger.reason.cap_reached': 'Omitido: esta conversación llegó a su límite',
   'ledger.reason.unparsable': 'Omitido: la respuesta no era JSON',

@@ -302,6 +302,7 @@ export const zh: Dict = {
   'ledger.via': '{host}，经由 {entry}',
   'ledger.unknownHost': '未知来源',
   'ledger.noModel': '未询问模型',
+  'ledger.model': '模型 {name}',
   'ledger.reason.too_short': '已跳过：消息太短',
   'ledger.reason.cap_reached': '已跳过：此对话已达上限',
   'ledger.reason.unparsable': '已跳过：回答不是 JSON',
