@@ -309,12 +309,18 @@ impl Engine {
             },
         )?;
         let (messages, all) = read.rows();
+        if all {
+            held = states_map(recall.message_states().map_err(recall_err)?);
+            out.drop_missing(
+                messages.iter().map(|m| (m.scope.as_str(), m.key.as_str())),
+                &held,
+            );
+        }
         // Each message is read with the one before it: from this batch, else from the log.
         let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
             .iter()
             .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
             .collect();
-        let mut docs = Vec::with_capacity(messages.len());
         for m in &messages {
             let before = log.before(&m.scope, &m.conversation, m.seq)?;
             let previous = before.as_ref().map(|b| {
@@ -323,17 +329,13 @@ impl Engine {
                     .copied()
                     .unwrap_or(b)
             });
-            docs.push(crate::said::message_doc(m, previous));
-        }
-        if all {
-            held = states_map(recall.message_states().map_err(recall_err)?);
+            out.take(crate::said::message_doc(m, previous), &held);
         }
         out.report = InStepReport {
             log_messages: messages.len(),
             message_states: held.len(),
             all_messages: all,
         };
-        out.take(docs, all, &held);
 
         // Derived items and working memory: recall holds every one of them in memory.
         let held = held_of(known, memoria_store::log::is_derived_key);
@@ -346,11 +348,15 @@ impl Engine {
             |rows| Ok(count_held(&held, rows.iter().map(|d| (&d.scope, &d.key)))),
         )?;
         let (items, all) = read.rows();
-        out.take(
-            items.iter().map(crate::said::derived_doc).collect(),
-            all,
-            &held,
-        );
+        if all {
+            out.drop_missing(
+                items.iter().map(|d| (d.scope.as_str(), d.key.as_str())),
+                &held,
+            );
+        }
+        for d in &items {
+            out.take(crate::said::derived_doc(d), &held);
+        }
 
         let held = held_of(known, memoria_store::log::is_working_key);
         let read = since(
@@ -362,11 +368,15 @@ impl Engine {
             |rows| Ok(count_held(&held, rows.iter().map(|b| (&b.scope, &b.key)))),
         )?;
         let (blocks, all) = read.rows();
-        out.take(
-            blocks.iter().map(crate::said::working_doc).collect(),
-            all,
-            &held,
-        );
+        if all {
+            out.drop_missing(
+                blocks.iter().map(|b| (b.scope.as_str(), b.key.as_str())),
+                &held,
+            );
+        }
+        for b in &blocks {
+            out.take(crate::said::working_doc(b), &held);
+        }
         out.state = Some(state);
         Ok(out)
     }
@@ -487,27 +497,24 @@ struct LogChanges {
 }
 
 impl LogChanges {
-    /// Takes the `docs` of rows read whose document recall lacks or holds otherwise (`held`:
-    /// what recall holds of the table, or of those rows); when `all` rows were read, what
-    /// `held` has that no row has any more goes.
-    fn take(&mut self, docs: Vec<RecallDoc>, all: bool, held: &Known) {
-        if all {
-            let rows: HashSet<(&str, &str)> = docs
-                .iter()
-                .map(|d| (d.scope.as_str(), d.id.as_str()))
-                .collect();
-            self.gone.extend(
-                held.keys()
-                    .filter(|(s, id)| !rows.contains(&(s.as_str(), id.as_str())))
-                    .cloned(),
-            );
+    /// Takes `doc` when recall lacks it or holds it with other text or facts (`held`: what
+    /// recall holds of its table, or of the rows read).
+    fn take(&mut self, doc: RecallDoc, held: &Known) {
+        let current = held.get(&(doc.scope.clone(), doc.id.clone()));
+        if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
+            self.docs.push(doc);
         }
-        for doc in docs {
-            let current = held.get(&(doc.scope.clone(), doc.id.clone()));
-            if current.is_none_or(|(h, f)| *h != doc.hash.to_string() || *f != doc.facts()) {
-                self.docs.push(doc);
-            }
-        }
+    }
+
+    /// Every row of a table was read (`rows`, their scope and key): what recall holds of it
+    /// (`held`) that no row has any more goes.
+    fn drop_missing<'a>(&mut self, rows: impl Iterator<Item = (&'a str, &'a str)>, held: &Known) {
+        let rows: HashSet<(&str, &str)> = rows.collect();
+        self.gone.extend(
+            held.keys()
+                .filter(|(s, id)| !rows.contains(&(s.as_str(), id.as_str())))
+                .cloned(),
+        );
     }
 }
 
