@@ -4,6 +4,7 @@ and saves screenshots (see conftest.py)."""
 
 import json
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -415,14 +416,64 @@ def test_a_captured_conversation_is_read_and_forgotten_in_the_app(home, launch):
     assert_styled(app)
     app.shot("conversation-open")
 
+    # Model capture's ledger: two later turns from Claude Code, the first captured with no
+    # model set (skipped), the second with a model that does not answer (failed, naming it).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    later = [
+        ("6", "user", "2024-05-08T09:10:00Z", "Remember that I always take the window seat on trains."),
+        ("7", "assistant", "2024-05-08T09:10:05Z", "Noted: window seats on trains."),
+        ("8", "user", "2024-05-08T09:11:00Z", "And I prefer hotels with a late checkout, noon or later."),
+        ("9", "assistant", "2024-05-08T09:11:05Z", "Noted: late checkout."),
+    ]
+    reasons = []
+    for turn in (later[:2], later[2:]):
+        if reasons:
+            home.cli("config", "set", "model.url", dead)
+        path = home.path.parent / f"trip-{turn[0][0]}.jsonl"
+        path.write_text("".join(
+            json.dumps({"conversation": "trip-planning", "id": i, "role": role, "host": "claude-code",
+                        "time": at, "text": text}) + "\n"
+            for i, role, at, text in turn
+        ))
+        home.cli("capture", str(path), "--conversation", "trip-planning")
+        # The app's own model thread may be the one asking: wait until the turn is settled.
+        row = until(lambda: next((r for r in home.cli("capture", "log")[:1]
+                                  if r["state"] not in ("pending", "running")), None),
+                    "the turn settled")
+        reasons.append(row["reason"])
+    assert reasons == ["no_eligible_model", "error"], reasons
+    app.click("conversations-tab-ledger")
+    app.click("ledger-refresh")
+    app.wait(lambda: len(app.text_of("ledger-run")) == 2, "two ledger rows")
+    runs = app.text_of("ledger-run")
+    assert "Failed" in runs[0] and "claude-code via cli" in runs[0] and "default" in runs[0], runs
+    assert dead.split("//")[1] in app.text_of("ledger-detail")[0], app.text_of("ledger-detail")
+    assert "Skipped: no model set" in runs[1] and "no model asked" in runs[1], runs
+    assert all("trip-planning" in r and "User" in r for r in runs), runs
+    assert "window seat" not in app.driver.page_source and "late checkout" not in app.driver.page_source, \
+        "the ledger keeps no text of the turn"
+    assert_styled(app)
+    app.shot("ledger")
+    home.cli("config", "unset", "model.url")
+
+    app.click("conversations-tab-log")
+    app.wait_text("conversation-item", "trip-planning").click()
+    app.wait_text("message-item", "window seat")
     app.click("conversation-forget")
     app.wait_text("confirm-dialog", "cannot be undone")
     app.shot("confirm-forget-conversation")
     app.click("confirm-ok")
-    app.wait_text("toast", "Forgot “trip-planning” (5 messages)")
+    app.wait_text("toast", "Forgot “trip-planning” (9 messages)")
     app.wait_text("conversations-empty", "No conversations captured yet")
     assert home.cli("conversations") == []
     app.shot("conversation-forgotten")
+    # Its ledger rows went with it.
+    app.click("conversations-tab-ledger")
+    app.wait_text("ledger-empty", "No turn has reached model capture yet")
+    assert home.cli("capture", "log") == []
+    app.shot("ledger-empty")
 
 
 def test_working_memory_and_facts_over_time_are_shown_and_link_to_their_messages(home, launch):
@@ -525,6 +576,46 @@ def test_working_memory_and_facts_over_time_are_shown_and_link_to_their_messages
     app.wait_text("working-block", "小时")
     app.shot("working-zh")
 
+    # Two providers wrote memory; one of them is quarantined with the CLI. The Overview's card
+    # lists both, with what each still has recallable, and the quarantine in its history.
+    provider_said = [
+        ("grok", "grok-3", "g1", "Ana said the harbour office moves to the north pier."),
+        ("claude-code", "claude-sonnet", "c1", "The deploy window is Tuesday morning."),
+    ]
+    for host, model, conversation, text in provider_said:
+        lines = [
+            {"conversation": conversation, "id": "1", "role": "user", "speaker": "Ana",
+             "host": host, "time": "2024-11-02T10:00:00Z", "text": "What did we decide?"},
+            {"conversation": conversation, "id": "2", "role": "assistant", "host": host,
+             "model": model, "time": "2024-11-02T10:00:05Z", "text": text},
+        ]
+        (home.path.parent / f"{conversation}.jsonl").write_text(
+            "".join(json.dumps(m) + "\n" for m in lines))
+        home.cli("capture", str(home.path.parent / f"{conversation}.jsonl"))
+    applied = home.cli("quarantine", "apply", "--host", "grok")
+    assert applied["counts"]["messages"] == 1, applied
+    app.click("nav-overview")
+    card = app.wait_text("quarantine-card", "grok")
+    app.wait(lambda: len(app.text_of("quarantine-provider")) == 4, "two hosts and two models")
+    providers = app.text_of("quarantine-provider")
+    assert any("claude-code" in p for p in providers) and any("grok-3" in p for p in providers), providers
+    app.wait_text("quarantine-entry", "grok")
+    app.wait_text("engine-switch", "云同步")
+    app.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", card)
+    app.shot("overview-quarantine-zh")
+    app.click("nav-settings")
+    Select(app.one("settings-language")).select_by_value("en")
+    app.wait_text("nav-conversations", "Conversations")
+    app.click("nav-overview")
+    card = app.wait_text("quarantine-card", "Quarantine a provider")
+    app.wait_text("quarantine-entry", "grok")
+    entry = app.wait_text("quarantine-entry", "grok").get_attribute("textContent")
+    assert "1 message, 0 facts, 0 summaries, 0 captured notes, from 1 conversation" in entry, entry
+    switches = app.text_of("engine-switch")
+    assert [s.strip() for s in switches] == ["Off Cloud sync", "Off Include secrets in sync"], switches
+    app.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", card)
+    app.shot("overview-quarantine")
+
 
 def test_a_fact_said_in_three_conversations_is_promoted_into_a_note_in_the_app(home, launch):
     # Ana states her team's name in three conversations, and Marta (someone other than the
@@ -544,6 +635,15 @@ def test_a_fact_said_in_three_conversations_is_promoted_into_a_note_in_the_app(h
     assert (ready["Ana's team name is Heron"]["trust"], ready["Marta's favorite book is Dune"]["trust"]) \
         == (None, "peer"), ready
     assert home.cli("list") == []
+    # An automatic promotion with a model that does not answer leaves Marta's fact for Ana,
+    # with why. (Ana's own is asked about next time: one per run.)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    home.cli("config", "set", "model.url", dead)
+    run = home.cli("review", "promote", "--auto", "--limit", "1")
+    assert [(l["text"], l["code"]) for l in run["left"]] == [("Marta's favorite book is Dune", "model_error")], run
+    home.cli("config", "unset", "model.url")
 
     app = launch(home)
     app.click("nav-review")
@@ -553,6 +653,12 @@ def test_a_fact_said_in_three_conversations_is_promoted_into_a_note_in_the_app(h
     assert "3 conversations" in heron and "your own words" in heron, heron
     app.wait_text("promotion-trust", "from other people (peer)")
     app.wait_text("promotion-why", "Someone other than you stated it")
+    left = app.wait_text("promotion-left", "The model default left it for you on")
+    assert "the model could not be reached or failed" in left.get_attribute("textContent")
+    assert dead in left.get_attribute("title"), "the engine's own words on hover"
+    marta = next(t for t in app.text_of("promotion") if "Dune" in t)
+    assert "The model default left it for you on" in marta, marta
+    assert len(app.text_of("promotion-left")) == 1, "Ana's fact was not asked about"
     assert len(items) == 2, items
     assert_styled(app)
     app.shot("review-ready-to-become-notes")

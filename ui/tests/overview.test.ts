@@ -34,6 +34,16 @@ describe('Overview page', () => {
     expect(await screen.findByTestId('engine-raw-log')).toHaveTextContent('messages older than 365 days go');
   });
 
+  it('names the engine switches in the UI language', async () => {
+    const { user } = await renderApp(demoSeed({ settings: { language: 'zh' }, syncEnabled: false }));
+    await goTo(user, 'overview');
+    await screen.findByTestId('engine-card');
+    const switches = screen.getAllByTestId('engine-switch');
+    expect(switches.map((s) => s.dataset.key)).toEqual(['sync', 'uploadSecrets']);
+    expect(switches[0]).toHaveTextContent('关 云同步');
+    expect(switches[1]).toHaveTextContent('同步时包含机密');
+  });
+
   it('warns plainly, with the fix, when recall runs on the hash fallback', async () => {
     const { user } = await renderApp(demoSeed({ hashFallback: true }));
     await goTo(user, 'overview');

@@ -31,7 +31,7 @@ describe('Quarantine card on the Overview page', () => {
     await user.click(within(grok).getByRole('checkbox'));
     await user.click(within(card).getByTestId('quarantine-preview'));
     expect(await within(card).findByTestId('quarantine-preview-counts')).toHaveTextContent(
-      'Would hide 3 messages, 1 facts, 1 summaries, 0 captured notes, from 1 conversations. Nothing has changed yet.',
+      'Would hide 3 messages, 1 fact, 1 summary, 0 captured notes, from 1 conversation. Nothing has changed yet.',
     );
     const trip = be.conversations[0];
     const before = structuredClone({ marks: trip.messages.map((m) => m.quarantined), facts: trip.extract!.facts.map((f) => f.trust) });
@@ -44,7 +44,7 @@ describe('Quarantine card on the Overview page', () => {
     expect(callsOf(be, 'quarantineApply')).toEqual([[{ hosts: ['grok'], models: [], since: null, until: null }]]);
     const entry = await within(card).findByTestId('quarantine-entry');
     expect(entry).toHaveTextContent('grok');
-    expect(entry).toHaveTextContent('3 messages, 1 facts, 1 summaries');
+    expect(entry).toHaveTextContent('3 messages, 1 fact, 1 summary');
     // The provider's replies are marked and its fact quarantined; the person's words are not.
     const id = entry.getAttribute('data-id')!;
     expect(trip.messages.map((m) => m.quarantined)).toEqual(trip.messages.map((m) => (m.role === 'assistant' ? `quarantine:${id}` : null)));

@@ -32,9 +32,10 @@ pub struct TierCount {
     pub count: usize,
 }
 
+/// An engine switch: `key` names it (`sync`, `uploadSecrets`); the UI says it in its language.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Switch {
-    pub name: String,
+    pub key: &'static str,
     pub on: bool,
 }
 
@@ -159,11 +160,11 @@ pub fn build(engine: &Engine) -> Result<Overview, UiError> {
             },
             switches: vec![
                 Switch {
-                    name: "Cloud sync".into(),
+                    key: "sync",
                     on: c.switches.sync_on,
                 },
                 Switch {
-                    name: "Include secrets in sync".into(),
+                    key: "uploadSecrets",
                     on: c.switches.upload_secrets,
                 },
             ],

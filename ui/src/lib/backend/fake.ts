@@ -1120,9 +1120,8 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
           messages: conversations.reduce((n, c) => n + c.messages.length, 0),
           rawLog: { bytes: conversations.length ? 4096 + conversations.reduce((n, c) => n + c.messages.reduce((m, x) => m + x.text.length, 0), 0) : 0, maxAgeDays: seed.logMaxAgeDays ?? 0, maxTotalMb: 0 },
           switches: [
-            { name: 'Hybrid recall (BM25 + vectors)', on: true },
-            { name: 'Diversity (MMR)', on: false },
-            { name: 'Sync notes tagged contains-secrets', on: false },
+            { key: 'sync', on: sync.enabled },
+            { key: 'uploadSecrets', on: false },
           ],
         },
       };

@@ -325,8 +325,8 @@ export interface EngineCard {
     /** The oldest messages go beyond this many MB of text (`conversations.maxTotalMb`); 0: no limit. */
     maxTotalMb: number;
   };
-  /** Engine switches, as shown: e.g. `{name: "Include secrets in sync", on: false}`. */
-  switches: { name: string; on: boolean }[];
+  /** Engine switches, each named by a key the UI translates (`engine.switch.<key>`). */
+  switches: { key: EngineSwitch; on: boolean }[];
 }
 
 export interface Overview {
@@ -755,6 +755,9 @@ export interface ConsolidationStatus {
   /** When the next daily pass falls due. */
   nextDueAt: number;
 }
+
+/** An engine switch the Overview lists: cloud sync, and notes holding secrets synced too. */
+export type EngineSwitch = 'sync' | 'uploadSecrets';
 
 /** A fact said in three or more captured conversations and still current: ready to become a
  * durable note. */
