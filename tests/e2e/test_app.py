@@ -841,6 +841,8 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     # and changes nothing; the right one wraps the key under the new passphrase, which a new
     # machine then needs (the old one no longer opens the account).
     new_passphrase = "violet anchor meadow 88"
+    keys = Path(sync_server.store.removeprefix("fs:")) / "users" / "alice" / "e2ee" / "keys.json"
+    wrapped = keys.read_bytes()
     app.click("e2ee-change")
     type_into(app, "e2ee-current", "copper lantern orbit 43")
     type_into(app, "e2ee-new-passphrase", new_passphrase)
@@ -852,6 +854,7 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     app.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})",
                               app.one("e2ee-change-error"))
     app.shot("e2ee-change-wrong")
+    assert keys.read_bytes() == wrapped, "a wrong current passphrase changed the wrapped key"
     type_into(app, "e2ee-current", passphrase)
     type_into(app, "e2ee-new-passphrase", new_passphrase)
     type_into(app, "e2ee-new-passphrase-again", new_passphrase)
@@ -860,6 +863,7 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     app.click("e2ee-change-submit")
     app.wait(lambda: not app.visible("e2ee-change-form"), "the form closes once changed", timeout=120)
     app.shot("e2ee-changed")
+    assert keys.read_bytes() != wrapped, "the key is wrapped under the new passphrase"
     assert new_passphrase not in app.driver.page_source
     d = Home(tmp_root / "d", token)
     d.path.mkdir()
