@@ -113,15 +113,7 @@ fn a_real_model_promotes_a_fact_stated_three_times_or_leaves_it_proposed_with_a_
 /// A Session over `home` at `clock`'s time with its daily pass on; dropping it waits for the
 /// pass.
 fn daily_pass(home: &Path, clock: &std::sync::Arc<memoria_shared::FixedClock>) {
-    let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
-        home: Some(home.to_path_buf()),
-        model_dir: Some(home.join("no-model")),
-        clock: clock.clone(),
-        ..Default::default()
-    });
-    o.sync = false;
-    o.consolidate = true;
-    drop(memoria_engine::Session::start(o).unwrap());
+    drop(crate::review::session_consolidating(home, clock, true));
 }
 
 #[test]

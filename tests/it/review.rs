@@ -513,7 +513,7 @@ fn session(
 }
 
 /// A session over `home` at `clock`'s time, without sync, its daily consolidation on or off.
-fn session_consolidating(
+pub(crate) fn session_consolidating(
     home: &Path,
     clock: &std::sync::Arc<memoria_shared::FixedClock>,
     consolidate: bool,
