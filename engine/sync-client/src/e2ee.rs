@@ -14,9 +14,12 @@
 //! the machine has one, else `$MEMORIA_HOME/sync/credentials.json` (0600), under an entry of
 //! its own per server. Per scope, `e2ee.json` beside the scope's base keeps each note's highest
 //! sequence number and keyed hash (kept across deletes) and whether the scope was marked and
-//! its plaintext purged.
+//! its plaintext purged; `e2ee.log` beside it the notes' versions changed since
+//! ([`journal`]), so a pass that changes a few notes does not write every note's again.
 
-use std::collections::{BTreeMap, HashMap};
+mod journal;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use memoria_shared::e2ee::{
@@ -101,6 +104,18 @@ struct ScopeFile {
     notes: BTreeMap<String, Known>,
 }
 
+/// A line of the scope's journal: one note's versions, as they are from then on.
+#[derive(Debug, Serialize, Deserialize)]
+struct Line {
+    id: String,
+    #[serde(flatten)]
+    known: Known,
+}
+
+/// The journal is folded into `e2ee.json` once it holds more lines than this or than the
+/// scope has notes, whichever is more: replaying it never costs more than reading the file.
+const FOLD_AT: usize = 64;
+
 /// One note's versions as this machine knows them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Known {
@@ -132,6 +147,10 @@ pub struct ScopeCrypt {
     wire: WireScope,
     path: PathBuf,
     file: ScopeFile,
+    /// The changes to `file` since it was last written whole, and the notes changed since the
+    /// last append.
+    journal: journal::Journal,
+    dirty: BTreeSet<String>,
     /// Opaque id → note id, of the notes learnt so far.
     ids: HashMap<String, String>,
     /// Note ids whose opaque ids are made only when a reply names an id not learnt yet (a
@@ -149,7 +168,11 @@ impl ScopeCrypt {
     /// The state of `scope` kept in `root` (the scope's sync folder).
     pub fn open(keys: AccountKeys, user: &str, scope: &WireScope, root: &Path) -> SyncResult<Self> {
         let path = root.join("e2ee.json");
-        let file: ScopeFile = read_json(&path)?.unwrap_or_default();
+        let mut file: ScopeFile = read_json(&path)?.unwrap_or_default();
+        let (journal, lines, torn) = journal::Journal::open::<Line>(&path)?;
+        for l in lines {
+            file.notes.insert(l.id, l.known);
+        }
         let wire = opaque_scope(&keys, scope);
         let mut me = ScopeCrypt {
             keys,
@@ -158,6 +181,8 @@ impl ScopeCrypt {
             wire,
             path,
             file,
+            journal,
+            dirty: BTreeSet::new(),
             ids: HashMap::new(),
             unlearnt: Vec::new(),
             to_plain: HashMap::new(),
@@ -165,6 +190,9 @@ impl ScopeCrypt {
             sent: HashMap::new(),
         };
         me.unlearnt = me.file.notes.keys().cloned().collect();
+        if torn {
+            me.save()?;
+        }
         Ok(me)
     }
 
@@ -198,10 +226,32 @@ impl ScopeCrypt {
         self.save()
     }
 
-    fn save(&self) -> SyncResult<()> {
+    /// Writes the whole state, the journal folded in.
+    fn save(&mut self) -> SyncResult<()> {
         write_json(&self.path, &self.file)?;
         crate::fsx::private_file(&self.path)?;
+        self.journal.clear()?;
+        self.dirty.clear();
         Ok(())
+    }
+
+    /// Makes the notes' versions changed since the last call durable: appended to the
+    /// journal, or the whole state written once the journal is long.
+    fn flush(&mut self) -> SyncResult<()> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        if self.journal.len() + self.dirty.len() > FOLD_AT.max(self.file.notes.len()) {
+            return self.save();
+        }
+        let lines: Vec<Line> = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .filter_map(|id| {
+                let known = self.file.notes.get(&id)?.clone();
+                Some(Line { id, known })
+            })
+            .collect();
+        self.journal.append(&lines)
     }
 
     fn ctx(&self) -> NoteContext<'_> {
@@ -313,6 +363,7 @@ impl ScopeCrypt {
                     let k = self.file.notes.entry(o.id.as_str().to_owned()).or_default();
                     k.seq = o.seq;
                     k.hash = b.hash.as_str().to_owned();
+                    self.dirty.insert(o.id.as_str().to_owned());
                     bodies.push(NoteBody {
                         id: o.id,
                         revision: b.revision,
@@ -352,7 +403,7 @@ impl ScopeCrypt {
             resp.receipt = Some(r);
         }
         if opened_any {
-            self.save()?;
+            self.flush()?;
         }
         Ok((resp, refused))
     }
@@ -400,6 +451,7 @@ impl ScopeCrypt {
                     .entry(c.id.as_str().to_owned())
                     .or_default()
                     .sealed = seq;
+                self.dirty.insert(c.id.as_str().to_owned());
                 self.sent.insert(
                     c.id.as_str().to_owned(),
                     (seq, sealed.hash.as_str().to_owned()),
@@ -409,7 +461,7 @@ impl ScopeCrypt {
             }
             changes.push(out);
         }
-        self.save()?;
+        self.flush()?;
         Ok(CommitRequest {
             scope: self.wire.clone(),
             changes,
@@ -425,13 +477,14 @@ impl ScopeCrypt {
         mut resp: CommitResponse,
     ) -> SyncResult<CommitResponse> {
         for (id, (seq, hash)) in self.sent.drain() {
-            let k = self.file.notes.entry(id).or_default();
+            let k = self.file.notes.entry(id.clone()).or_default();
             if seq > k.seq {
                 k.seq = seq;
                 k.hash = hash;
+                self.dirty.insert(id);
             }
         }
-        self.save()?;
+        self.flush()?;
         resp.applied = resp
             .applied
             .into_iter()

@@ -1,0 +1,243 @@
+//! The changes to a scope's `e2ee.json` since it was last written whole: `e2ee.log` beside it,
+//! one JSON line per note whose versions changed (the later line for a note wins). A pass that
+//! uploads or takes one note appends one line instead of writing every note's versions again;
+//! the file is folded into `e2ee.json` once it holds as many lines as that has notes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{SyncError, SyncResult};
+use crate::fsx;
+
+/// Appended lines of one scope's state.
+#[derive(Debug)]
+pub(super) struct Journal {
+    path: PathBuf,
+    lines: usize,
+}
+
+impl Journal {
+    /// The journal beside `state` (the scope's `e2ee.json`), what it holds, and whether its
+    /// last line was cut short by a crash (then it must be folded in before anything is
+    /// appended, so no new line joins the cut one).
+    pub(super) fn open<T: DeserializeOwned>(state: &Path) -> SyncResult<(Journal, Vec<T>, bool)> {
+        let path = state.with_extension("log");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(crate::Error::io("read", &path)(e).into()),
+        };
+        // A line is whole once its newline is written: the append writes it last, and syncs
+        // before anything relies on the line.
+        let (whole, torn) = match text.rfind('\n') {
+            Some(end) => (&text[..=end], end + 1 < text.len()),
+            None => ("", !text.is_empty()),
+        };
+        let items = whole
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| SyncError::State {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<SyncResult<Vec<T>>>()?;
+        let lines = items.len();
+        Ok((Journal { path, lines }, items, torn))
+    }
+
+    /// Lines it holds.
+    pub(super) fn len(&self) -> usize {
+        self.lines
+    }
+
+    /// Appends `items`, one line each, in one write, and syncs them to disk.
+    pub(super) fn append<T: Serialize>(&mut self, items: &[T]) -> SyncResult<()> {
+        let mut bytes = Vec::new();
+        for item in items {
+            serde_json::to_writer(&mut bytes, item).map_err(|e| {
+                crate::Error::Internal(format!("encoding {}: {e}", self.path.display()))
+            })?;
+            bytes.push(b'\n');
+        }
+        let io = |op| crate::Error::io(op, &self.path);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(io("open"))?;
+        fsx::private_file(&self.path)?;
+        file.write_all(&bytes).map_err(io("write"))?;
+        file.sync_data().map_err(io("write"))?;
+        self.lines += items.len();
+        Ok(())
+    }
+
+    /// Empties it, once what it held is in the state file.
+    pub(super) fn clear(&mut self) -> SyncResult<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(crate::Error::io("remove", &self.path)(e).into()),
+        }
+        self.lines = 0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memoria_shared::e2ee::AccountKey;
+    use memoria_shared::protocol::{
+        Applied, Change, ChangeOp, CommitRequest, CommitResponse, Quotas,
+    };
+    use memoria_shared::{Note, NoteId};
+
+    use super::super::ScopeCrypt;
+    use super::*;
+
+    fn crypt(root: &Path) -> ScopeCrypt {
+        let keys = AccountKey::from_bytes([9; 32]).derive();
+        ScopeCrypt::open(keys, "alice", &memoria_shared::protocol::Scope::User, root).unwrap()
+    }
+
+    fn put(id: &str, body: &str) -> Change {
+        let note = Note::new(NoteId::new(id).unwrap(), format!("About {id}"), body);
+        Change {
+            id: note.id.clone(),
+            op: ChangeOp::Put,
+            body: Some(note.serialize()),
+            hash: None,
+            base_revision: None,
+        }
+    }
+
+    /// Seals and applies a commit of `changes` the way a pass does (the server's reply
+    /// faked: one revision per change).
+    fn commit(c: &mut ScopeCrypt, changes: Vec<Change>, now_ms: u64) {
+        let req = CommitRequest {
+            scope: memoria_shared::protocol::Scope::User,
+            changes,
+            commit_id: None,
+        };
+        let sealed = c.seal_commit(&req, now_ms).unwrap();
+        let resp = CommitResponse {
+            protocol_version: memoria_shared::PROTOCOL_VERSION,
+            quotas: Quotas::default(),
+            storage_quotas: None,
+            manifest_version: "v".into(),
+            applied: sealed
+                .changes
+                .iter()
+                .map(|ch| Applied {
+                    id: ch.id.clone(),
+                    revision: "r".into(),
+                })
+                .collect(),
+            generation: None,
+        };
+        c.open_commit(&req, resp).unwrap();
+    }
+
+    fn log_lines(root: &Path) -> usize {
+        std::fs::read_to_string(root.join("e2ee.log"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn a_commit_appends_its_notes_versions_and_a_reopen_reads_them_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut c = crypt(root);
+        c.set_marked().unwrap();
+        let state_len = |root: &Path| std::fs::metadata(root.join("e2ee.json")).unwrap().len();
+        let before = state_len(root);
+        commit(&mut c, vec![put("a", "one\n"), put("b", "two\n")], 1_000);
+        // The state file is not written again: the versions are appended, two lines when
+        // sealed (numbers taken) and two when applied.
+        assert_eq!(state_len(root), before);
+        assert_eq!(log_lines(root), 4);
+        let known = |c: &ScopeCrypt, id: &str| {
+            let k = &c.file.notes[id];
+            (k.seq, k.sealed, k.hash.clone())
+        };
+        let a = known(&c, "a");
+        assert_eq!((a.0, a.1), (1_000, 1_000));
+        let again = crypt(root);
+        assert!(again.marked());
+        assert_eq!(known(&again, "a"), a);
+        assert_eq!(known(&again, "b"), known(&c, "b"));
+        // The next version of a note is numbered above the one recorded in the log.
+        let mut c = again;
+        commit(&mut c, vec![put("a", "one, edited\n")], 1_000);
+        assert_eq!(known(&c, "a").0, 1_001);
+        assert_eq!(known(&crypt(root), "a").0, 1_001);
+    }
+
+    #[test]
+    fn the_log_is_folded_into_the_state_file_once_it_is_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut c = crypt(root);
+        c.set_marked().unwrap();
+        let mut now = 1_000;
+        for _ in 0..(super::super::FOLD_AT / 2 + 1) {
+            now += 1;
+            commit(&mut c, vec![put("a", &format!("{now}\n"))], now);
+        }
+        // Never more lines than the fold allows; everything still reads back.
+        assert!(
+            log_lines(root) <= super::super::FOLD_AT,
+            "{}",
+            log_lines(root)
+        );
+        assert_eq!(crypt(root).file.notes["a"].seq, now);
+    }
+
+    #[test]
+    fn a_line_cut_short_is_passed_over_and_folded_in_before_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut c = crypt(root);
+        c.set_marked().unwrap();
+        commit(&mut c, vec![put("a", "one\n")], 1_000);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("e2ee.log"))
+            .unwrap();
+        f.write_all(b"{\"id\":\"b\",\"seq\":7").unwrap();
+        drop(f);
+        let mut c = crypt(root);
+        assert_eq!(c.file.notes["a"].seq, 1_000);
+        assert!(!c.file.notes.contains_key("b"));
+        // Folded in at the open: the log is gone, and what is appended next reads back.
+        assert_eq!(log_lines(root), 0);
+        commit(&mut c, vec![put("b", "two\n")], 2_000);
+        assert_eq!(crypt(root).file.notes["b"].seq, 2_000);
+        // A whole line that does not parse is damage, not a crash: an error naming the file.
+        std::fs::write(root.join("e2ee.log"), "not json\n").unwrap();
+        let keys = AccountKey::from_bytes([9; 32]).derive();
+        let err = ScopeCrypt::open(keys, "alice", &memoria_shared::protocol::Scope::User, root)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("e2ee.log"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_log_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = crypt(dir.path());
+        commit(&mut c, vec![put("a", "one\n")], 1_000);
+        let mode = std::fs::metadata(dir.path().join("e2ee.log"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
