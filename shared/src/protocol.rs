@@ -265,6 +265,11 @@ pub struct SnapshotRequest {
     /// `delta: true`, if the server can tell them; otherwise every entry, as without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// The account key id an encrypted snapshot (`/v1/memory/e2ee/snapshot`) reads with:
+    /// a scope marked under another key answers 409 `scope_encrypted` instead of a list that
+    /// key cannot read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kid: Option<String>,
 }
 
 /// A note body in a snapshot response.
@@ -532,6 +537,23 @@ pub enum ErrorCode {
 pub struct E2eeKeys {
     pub passphrase: String,
     pub recovery: String,
+    /// While a rotation re-encrypts the account (`docs/PROTOCOL.md`, "Rotating the account
+    /// key"): the previous account key wrapped under this one, so every machine holding this
+    /// key also reads what is still under the previous one. Dropped by the server once no
+    /// scope holds anything under the previous key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// This account key wrapped under the previous one, so a machine that still holds only
+    /// the previous key follows the rotation; absent when the rotation locked it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
+    /// Encryption is being turned off (`POST /v1/memory/e2ee/off`): scopes are unmarked and
+    /// go back to plaintext, and the server removes these blobs once none is marked. The
+    /// value is the proof a machine holding the account key made (the key wrapped under
+    /// itself), which every other machine checks before it sends anything in plaintext: the
+    /// server cannot make one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<String>,
 }
 
 /// `GET /v1/memory/e2ee/keys` → 200: the blobs, `null` when encryption was never turned on.
@@ -539,6 +561,11 @@ pub struct E2eeKeys {
 #[serde(rename_all = "camelCase")]
 pub struct E2eeKeysResponse {
     pub keys: Option<E2eeKeys>,
+    /// With `keys: null` after encryption was turned off: the proof the machine that asked for
+    /// it made (`E2eeKeys::off`), so a machine that did not see the keys while they were
+    /// being turned off can still tell it was asked for with the account key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 /// `POST /v1/memory/e2ee/mark`: marks `scope` encrypted under key `kid`.
@@ -566,6 +593,31 @@ pub struct MarkResponse {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PurgeRequest {
     pub scope: Scope,
+}
+
+/// `POST /v1/memory/e2ee/off`: turning encryption off for the account whose key is `kid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OffRequest {
+    pub kid: String,
+    /// The account key wrapped under itself (`docs/PROTOCOL.md`, "Turning encryption off").
+    pub proof: String,
+}
+
+/// `POST /v1/memory/e2ee/unmark`: `scope`, marked under `kid`, goes back to plaintext.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnmarkRequest {
+    pub scope: Scope,
+    pub kid: String,
+}
+
+/// `POST /v1/memory/e2ee/unmark` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmarkResponse {
+    /// False when the scope was not marked (never written, or unmarked already).
+    pub unmarked: bool,
 }
 
 /// `POST /v1/memory/e2ee/purge` → 200.

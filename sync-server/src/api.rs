@@ -250,9 +250,12 @@ async fn snapshot_of(
     // The encrypted view of a marked scope leaves its plaintext out; plaintext requests to
     // a marked scope are refused.
     let filtered = match (e2ee, manifest.e2ee.is_some()) {
-        (true, _) => crate::e2ee::encrypted_view(&mut manifest)?,
+        (true, _) => {
+            crate::e2ee::check_reader(&manifest, req.kid.as_deref())?;
+            crate::e2ee::encrypted_view(&mut manifest)?
+        }
         (false, true) => return Err(crate::e2ee::encrypted_scope()),
-        (false, false) => false,
+        (false, false) => crate::e2ee::plaintext_view(&mut manifest),
     };
     let expired = manifest.prune_tombstones(&st.quotas, st.clock.now_ms());
     let pruned = manifest.cap_tombstones(st.storage.tombstones_per_scope) || expired;

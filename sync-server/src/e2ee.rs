@@ -11,8 +11,8 @@ use axum::extract::State;
 use memoria_shared::NoteId;
 use memoria_shared::e2ee::{KeyId, WrapKind, WrappedKey};
 use memoria_shared::protocol::{
-    Change, ChangeOp, E2eeKeys, E2eeKeysResponse, MarkRequest, MarkResponse, PurgeRequest,
-    PurgeResponse, Scope,
+    Change, ChangeOp, E2eeKeys, E2eeKeysResponse, MarkRequest, MarkResponse, OffRequest,
+    PurgeRequest, PurgeResponse, Scope, UnmarkRequest, UnmarkResponse,
 };
 
 use crate::AppState;
@@ -40,14 +40,32 @@ async fn stored_keys(store: &dyn ObjectStore, user: &UserId) -> Result<Option<E2
     }
 }
 
+/// Where the proof of the last turning off is kept once the keys are removed.
+fn ended_key(user: &UserId) -> String {
+    format!("{}e2ee/ended.json", user_prefix(user))
+}
+
+/// The account's keys as `GET /v1/memory/e2ee/keys` answers them.
+async fn keys_response(
+    store: &dyn ObjectStore,
+    user: &UserId,
+) -> Result<E2eeKeysResponse, ApiError> {
+    let keys = stored_keys(store, user).await?;
+    let ended = match &keys {
+        Some(_) => None,
+        None => get_opt(store, &ended_key(user))
+            .await?
+            .and_then(|o| String::from_utf8(o.bytes).ok()),
+    };
+    Ok(E2eeKeysResponse { keys, ended })
+}
+
 /// `GET /v1/memory/e2ee/keys`.
 pub async fn keys_get(
     State(st): State<Arc<AppState>>,
     AuthUser { user, permit: _p }: AuthUser,
 ) -> Result<Json<E2eeKeysResponse>, ApiError> {
-    Ok(Json(E2eeKeysResponse {
-        keys: stored_keys(st.store.as_ref(), &user).await?,
-    }))
+    Ok(Json(keys_response(st.store.as_ref(), &user).await?))
 }
 
 /// The key id both blobs wrap, once each is checked to be the blob its field names.
@@ -78,30 +96,103 @@ fn blobs_kid(keys: &E2eeKeys) -> Result<KeyId, ApiError> {
     Ok(a)
 }
 
+/// The key id a rotation blob (`previous`, `successor`: an account key wrapped under another,
+/// in the recovery blob's form) wraps, if the field is there.
+fn chain_kid(field: &str, text: Option<&str>) -> Result<Option<KeyId>, ApiError> {
+    let Some(text) = text else { return Ok(None) };
+    let blob =
+        WrappedKey::from_json(text).map_err(|e| ApiError::BadRequest(format!("{field}: {e}")))?;
+    if blob.kind() != WrapKind::Recovery {
+        return Err(ApiError::BadRequest(format!(
+            "{field}: an account key wrapped under another has the recovery blob's form"
+        )));
+    }
+    blob.key_id()
+        .map(Some)
+        .ok_or_else(|| ApiError::BadRequest(format!("{field}: no key id")))
+}
+
+/// The previous account key's id while a rotation is under way.
+fn previous_kid(keys: &E2eeKeys) -> Option<KeyId> {
+    chain_kid("previous", keys.previous.as_deref())
+        .ok()
+        .flatten()
+}
+
 /// `PUT /v1/memory/e2ee/keys`: the first write stores the account's blobs; later ones must
-/// wrap the same account key (a new passphrase), else `keys_exist`.
+/// wrap the same account key (a new passphrase, a new recovery key), else `keys_exist`,
+/// unless they start a rotation: blobs of a new key with `previous`, the stored key wrapped
+/// under the new one. A write without `previous` keeps the stored `previous` and `successor`.
 pub async fn keys_put(
     State(st): State<Arc<AppState>>,
     AuthUser { user, permit: _p }: AuthUser,
     ApiJson(req): ApiJson<E2eeKeys>,
 ) -> Result<Json<E2eeKeysResponse>, ApiError> {
     let kid = blobs_kid(&req)?;
+    let previous = chain_kid("previous", req.previous.as_deref())?;
+    let successor = chain_kid("successor", req.successor.as_deref())?;
+    if successor.is_some() && (previous.is_none() || successor.as_ref() != Some(&kid)) {
+        return Err(ApiError::BadRequest(
+            "successor: it wraps this account key, and comes with previous".into(),
+        ));
+    }
+    if previous.as_ref() == Some(&kid) {
+        return Err(ApiError::BadRequest(
+            "previous: it wraps the key before this one, not this one".into(),
+        ));
+    }
     let store = st.store.as_ref();
     let key = keys_key(&user);
-    let bytes = serde_json::to_vec(&req).expect("keys serialize");
-    let written = match get_opt(store, &key).await? {
-        None => store.put_if_absent(&key, bytes).await,
+    let (next, written) = match get_opt(store, &key).await? {
+        None if previous.is_some() => {
+            return Err(ApiError::BadRequest(
+                "previous: this account has no key to rotate".into(),
+            ));
+        }
+        None => {
+            let bytes = serde_json::to_vec(&req).expect("keys serialize");
+            (req, store.put_if_absent(&key, bytes).await)
+        }
         Some(o) => {
             let old: E2eeKeys = serde_json::from_slice(&o.bytes)
                 .map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
-            if blobs_kid(&old).ok() != Some(kid.clone()) {
+            let old_kid = blobs_kid(&old).ok();
+            let mut next = req;
+            if old_kid.as_ref() == Some(&kid) {
+                next.off = old.off.clone();
+                match &previous {
+                    None => {
+                        next.previous = old.previous;
+                        next.successor = old.successor;
+                    }
+                    Some(p) if previous_kid(&old).as_ref() != Some(p) => {
+                        return Err(keys_exist());
+                    }
+                    Some(_) => {}
+                }
+            } else if previous.is_none() || previous != old_kid {
                 return Err(keys_exist());
+            } else if old.off.is_some() {
+                return Err(ApiError::KeysExist(
+                    "encryption is being turned off for this account: a new key is not taken"
+                        .into(),
+                ));
+            } else if old.previous.is_some() {
+                return Err(ApiError::KeysExist(
+                    "a rotation of this account's key is under way: run it again to finish it \
+                     before starting another"
+                        .into(),
+                ));
             }
-            store.put_if_match(&key, bytes, &o.etag).await
+            let bytes = serde_json::to_vec(&next).expect("keys serialize");
+            (next, store.put_if_match(&key, bytes, &o.etag).await)
         }
     };
     match written {
-        Ok(_) => Ok(Json(E2eeKeysResponse { keys: Some(req) })),
+        Ok(_) => Ok(Json(E2eeKeysResponse {
+            keys: Some(next),
+            ended: None,
+        })),
         Err(StoreError::PreconditionFailed) => Err(keys_exist()),
         Err(e) => Err(e.into()),
     }
@@ -131,7 +222,17 @@ pub async fn mark(
                 .into(),
         ));
     };
-    if blobs_kid(&keys).ok() != Some(kid.clone()) {
+    if keys.off.is_some() {
+        return Err(ApiError::ScopeNotEncrypted(
+            "encryption is being turned off for this account: its scopes sync in plaintext".into(),
+        ));
+    }
+    let current = blobs_kid(&keys).ok();
+    let previous = previous_kid(&keys);
+    // During a rotation a mark under the previous key only asks whether the scope is still
+    // under it: it never marks anything.
+    let asks = previous.as_ref() == Some(&kid);
+    if current.as_ref() != Some(&kid) && !asks {
         return Err(keys_exist());
     }
     let key = manifest_key(&user, &req.scope);
@@ -146,7 +247,15 @@ pub async fn mark(
             Some(have) if have.kid == kid.as_str() => {
                 return Ok(Json(MarkResponse { marked: true }));
             }
+            Some(_) if asks => return Err(other_key()),
+            // A rotation moves the scope to the new key: what it holds under the previous
+            // key is left out from now on, as plaintext is after a first mark, and purged once
+            // a pass re-uploaded it. A scope holding nothing takes any key of the account.
+            Some(have)
+                if previous.as_ref().is_some_and(|p| p.as_str() == have.kid)
+                    || m.notes.is_empty() => {}
             Some(_) => return Err(other_key()),
+            None if asks => return Err(keys_exist()),
             None => {}
         }
         if etag.is_none() {
@@ -162,6 +271,8 @@ pub async fn mark(
             kid: kid.as_str().to_owned(),
             since: m.generation,
         });
+        // Envelopes left from an earlier unmark are older than this mark: its plaintext.
+        m.e2ee_off = None;
         let bytes = m.to_bytes();
         let swapped = match &etag {
             Some(etag) => store.put_if_match(&key, bytes, etag).await,
@@ -205,7 +316,17 @@ pub fn check_commit(
     e2ee: bool,
 ) -> Result<(), ApiError> {
     match (&current.e2ee, e2ee) {
-        (None, false) => Ok(()),
+        (None, false) => match changes
+            .iter()
+            .find(|c| current.notes.contains_key(&c.id) && current.is_left_encrypted(&c.id))
+        {
+            Some(c) => Err(ApiError::ScopeEncrypted(format!(
+                "note {} is an envelope kept from when this scope was encrypted: it is not \
+                 changed, only purged",
+                c.id
+            ))),
+            None => Ok(()),
+        },
         (Some(_), false) => Err(encrypted_scope()),
         (None, true) => Err(not_encrypted()),
         (Some(mark), true) => {
@@ -236,7 +357,10 @@ pub async fn refuse_new_plaintext_scope(
     store: &dyn ObjectStore,
     user: &UserId,
 ) -> Result<(), ApiError> {
-    if stored_keys(store, user).await?.is_some() {
+    if stored_keys(store, user)
+        .await?
+        .is_some_and(|k| k.off.is_none())
+    {
         return Err(ApiError::ScopeEncrypted(
             "this account's notes are end-to-end encrypted, and a new scope is only ever created \
              encrypted: update Memoria, then unlock this machine with the account's passphrase \
@@ -279,6 +403,24 @@ pub fn encrypted_view(m: &mut Manifest) -> Result<bool, ApiError> {
     Ok(!plain.is_empty())
 }
 
+/// The plaintext view of a scope whose mark was removed: the envelopes it kept left out.
+/// Whether any was.
+pub fn plaintext_view(m: &mut Manifest) -> bool {
+    if m.e2ee_off.is_none() {
+        return false;
+    }
+    let left: Vec<NoteId> = m
+        .notes
+        .keys()
+        .filter(|id| m.is_left_encrypted(id))
+        .cloned()
+        .collect();
+    for id in &left {
+        m.notes.remove(id);
+    }
+    !left.is_empty()
+}
+
 /// Whether a stored note id is an opaque id (32 symbols of lowercase Crockford base32).
 fn opaque_shaped(id: &str) -> bool {
     id.len() == 32
@@ -307,11 +449,12 @@ pub async fn purge(
                 deleted_objects: 0,
             }));
         };
-        if m.e2ee.is_none() {
-            return Err(not_encrypted());
-        }
         let mut next = m.clone();
-        let removed = encrypted_view(&mut next)?;
+        let removed = match (&m.e2ee, &m.e2ee_off) {
+            (None, None) => return Err(not_encrypted()),
+            (None, Some(_)) => plaintext_view(&mut next),
+            (Some(_), _) => encrypted_view(&mut next)?,
+        };
         let plain: HashSet<NoteId> = m
             .notes
             .keys()
@@ -321,8 +464,15 @@ pub async fn purge(
         next.changed.retain(|id, _| next.notes.contains_key(id));
         next.receipts
             .retain(|r| r.applied.iter().all(|a| next.notes.contains_key(&a.id)));
-        next.superseded.retain(|s| opaque_shaped(s.id.as_str()));
+        next.superseded.retain(|s| {
+            !plain.contains(&s.id) && (next.e2ee.is_none() || opaque_shaped(s.id.as_str()))
+        });
+        // Once its envelopes are gone, an unmarked scope is a plaintext scope like any other.
+        if next.e2ee.is_none() {
+            next.e2ee_off = None;
+        }
         let changed = removed
+            || next.e2ee_off != m.e2ee_off
             || next.receipts.len() != m.receipts.len()
             || next.superseded.len() != m.superseded.len();
         if changed {
@@ -345,6 +495,8 @@ pub async fn purge(
         }
         let deleted = delete_plaintext_files(&st, &user, &req.scope, &next, &plain).await?;
         tracing::info!(scope = %req.scope, removed = plain.len(), deleted, "plaintext purged");
+        finish_rotation(&st, &user).await?;
+        finish_off(&st, &user).await?;
         return Ok(Json(PurgeResponse {
             removed: plain.len() as u64,
             deleted_objects: deleted,
@@ -353,10 +505,207 @@ pub async fn purge(
     Err(ApiError::Contention)
 }
 
-/// Deletes the revision files of the purged notes `plain`, and any other file of a note id
-/// that is not an opaque id and not in the manifest (plaintext kept from before the mark). A
-/// file of an opaque id the manifest does not name yet may be a commit in flight: left to the
-/// scope's sweep.
+/// Ends a rotation once no scope of the account holds anything under the previous key: every
+/// marked scope is under the current key with its older entries purged, or holds nothing.
+/// The previous key is then dropped from the account's blobs; `successor` stays, so a machine
+/// still holding the previous key follows on its next pass (unless the rotation locked it out).
+async fn finish_rotation(st: &AppState, user: &UserId) -> Result<(), ApiError> {
+    let store = st.store.as_ref();
+    let key = keys_key(user);
+    let Some(o) = get_opt(store, &key).await? else {
+        return Ok(());
+    };
+    let mut keys: E2eeKeys =
+        serde_json::from_slice(&o.bytes).map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
+    let Ok(kid) = blobs_kid(&keys) else {
+        return Ok(());
+    };
+    if keys.previous.is_none() {
+        return Ok(());
+    }
+    let (index, _) = account::load(store, user).await?;
+    for name in index.scopes.keys() {
+        let Ok(scope) = Scope::parse(name) else {
+            continue;
+        };
+        let Some((m, _)) = load_manifest(st, &manifest_key(user, &scope), None).await? else {
+            continue;
+        };
+        let Some(mark) = &m.e2ee else { continue };
+        let done = m.notes.is_empty()
+            || (mark.kid == kid.as_str() && !m.notes.keys().any(|id| m.is_plaintext(id)));
+        if !done {
+            return Ok(());
+        }
+    }
+    keys.previous = None;
+    let bytes = serde_json::to_vec(&keys).expect("keys serialize");
+    match store.put_if_match(&key, bytes, &o.etag).await {
+        // Another write came first: the next purge looks again.
+        Ok(_) | Err(StoreError::PreconditionFailed) => {
+            tracing::info!("account key rotation finished");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /v1/memory/e2ee/off`: starts turning encryption off for the account (its key must
+/// be `kid`, and no rotation under way): from now on no scope is marked, each client unmarks
+/// the scopes it syncs, and the keys are removed once no scope is marked or holds envelopes.
+pub async fn off(
+    State(st): State<Arc<AppState>>,
+    AuthUser { user, permit: _p }: AuthUser,
+    ApiJson(req): ApiJson<OffRequest>,
+) -> Result<Json<E2eeKeysResponse>, ApiError> {
+    let store = st.store.as_ref();
+    let key = keys_key(&user);
+    let Some(o) = get_opt(store, &key).await? else {
+        return Ok(Json(keys_response(store, &user).await?));
+    };
+    let mut keys: E2eeKeys =
+        serde_json::from_slice(&o.bytes).map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
+    if blobs_kid(&keys).ok().map(|k| k.as_str().to_owned()) != Some(req.kid) {
+        return Err(keys_exist());
+    }
+    if keys.previous.is_some() {
+        return Err(ApiError::KeysExist(
+            "a rotation of this account's key is under way: finish it (run it again) before \
+             turning encryption off"
+                .into(),
+        ));
+    }
+    if chain_kid("proof", Some(&req.proof))?.as_ref() != blobs_kid(&keys).ok().as_ref() {
+        return Err(ApiError::BadRequest(
+            "proof: it wraps the account key under itself".into(),
+        ));
+    }
+    if keys.off.is_none() {
+        keys.off = Some(req.proof);
+        let bytes = serde_json::to_vec(&keys).expect("keys serialize");
+        match store.put_if_match(&key, bytes, &o.etag).await {
+            Ok(_) => {}
+            Err(StoreError::PreconditionFailed) => return Err(ApiError::Contention),
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!("turning end-to-end encryption off");
+    }
+    finish_off(&st, &user).await?;
+    Ok(Json(keys_response(store, &user).await?))
+}
+
+/// `POST /v1/memory/e2ee/unmark`: while encryption is being turned off, the scope goes back to
+/// plaintext: its mark is removed, and the envelopes it holds are left out of every request
+/// until a purge removes them. Idempotent.
+pub async fn unmark(
+    State(st): State<Arc<AppState>>,
+    AuthUser { user, permit: _p }: AuthUser,
+    ApiJson(req): ApiJson<UnmarkRequest>,
+) -> Result<Json<UnmarkResponse>, ApiError> {
+    let store = st.store.as_ref();
+    // Without keys encryption is off already (nothing is marked then): a no-op.
+    if stored_keys(store, &user)
+        .await?
+        .is_some_and(|k| k.off.is_none())
+    {
+        return Err(ApiError::ScopeEncrypted(
+            "encryption is not being turned off for this account: a scope is unmarked only then"
+                .into(),
+        ));
+    }
+    let key = manifest_key(&user, &req.scope);
+    for _ in 0..st.commit_attempts.max(1) {
+        let (mut m, etag) = load_manifest(&st, &key, None)
+            .await?
+            .unwrap_or_else(|| unreachable!("no validator was sent"));
+        let Some(etag) = etag else {
+            return Ok(Json(UnmarkResponse { unmarked: false }));
+        };
+        match &m.e2ee {
+            None => return Ok(Json(UnmarkResponse { unmarked: false })),
+            Some(mark) if mark.kid != req.kid => return Err(other_key()),
+            Some(_) => {}
+        }
+        m.generation += 1;
+        m.pruned_at = m.generation;
+        m.e2ee_off = m.e2ee.take().map(|mark| ScopeMark {
+            kid: mark.kid,
+            since: m.generation,
+        });
+        match store.put_if_match(&key, m.to_bytes(), &etag).await {
+            Ok(new_etag) => {
+                st.manifests.put(&key, new_etag, m);
+                tracing::info!(scope = %req.scope, "scope unmarked: back to plaintext");
+                return Ok(Json(UnmarkResponse { unmarked: true }));
+            }
+            Err(StoreError::PreconditionFailed) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::Contention)
+}
+
+/// Ends turning encryption off once no scope of the account is marked or holds an envelope
+/// from before its unmark: the account's wrapped keys are removed, and the proof that it was
+/// asked for is kept in their place.
+async fn finish_off(st: &AppState, user: &UserId) -> Result<(), ApiError> {
+    let store = st.store.as_ref();
+    let key = keys_key(user);
+    let Some(o) = get_opt(store, &key).await? else {
+        return Ok(());
+    };
+    let keys: E2eeKeys =
+        serde_json::from_slice(&o.bytes).map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
+    let Some(proof) = keys.off else {
+        return Ok(());
+    };
+    let (index, _) = account::load(store, user).await?;
+    for name in index.scopes.keys() {
+        let Ok(scope) = Scope::parse(name) else {
+            continue;
+        };
+        let Some((m, _)) = load_manifest(st, &manifest_key(user, &scope), None).await? else {
+            continue;
+        };
+        if m.e2ee.is_some() || m.notes.keys().any(|id| m.is_left_encrypted(id)) {
+            return Ok(());
+        }
+    }
+    let ended = ended_key(user);
+    let written = match get_opt(store, &ended).await? {
+        Some(o) => {
+            store
+                .put_if_match(&ended, proof.into_bytes(), &o.etag)
+                .await
+        }
+        None => store.put_if_absent(&ended, proof.into_bytes()).await,
+    };
+    match written {
+        // Another purge finishing at once wrote it.
+        Ok(_) | Err(StoreError::PreconditionFailed) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match store.delete(&key).await {
+        Ok(()) | Err(StoreError::NotFound) => {
+            tracing::info!("end-to-end encryption is off: the account's keys are removed");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether an encrypted snapshot reading with key `kid` may read the marked scope of `m`.
+pub fn check_reader(m: &Manifest, kid: Option<&str>) -> Result<(), ApiError> {
+    match (&m.e2ee, kid) {
+        (Some(mark), Some(kid)) if mark.kid != kid => Err(other_key()),
+        _ => Ok(()),
+    }
+}
+
+/// Deletes the revision files of the purged notes `plain`, and in a marked scope any other
+/// file of a note id that is not an opaque id and not in the manifest (plaintext kept from
+/// before the mark). A file the manifest does not name yet that may be a commit in flight (an
+/// opaque id in a marked scope, any id in an unmarked one) is left to the scope's sweep.
 async fn delete_plaintext_files(
     st: &AppState,
     user: &UserId,
@@ -372,7 +721,8 @@ async fn delete_plaintext_files(
             continue;
         };
         let purged = NoteId::new(note).is_ok_and(|id| {
-            plain.contains(&id) || (!next.notes.contains_key(&id) && !opaque_shaped(note))
+            plain.contains(&id)
+                || (next.e2ee.is_some() && !next.notes.contains_key(&id) && !opaque_shaped(note))
         });
         if purged {
             debug_assert_eq!(
@@ -484,6 +834,48 @@ mod tests {
         assert!(encrypted_view(&mut view).unwrap());
         assert_eq!(view.notes.keys().collect::<Vec<_>>(), [&id("new")]);
         assert!(encrypted_view(&mut Manifest::default()).is_err());
+    }
+
+    #[test]
+    fn an_unmarked_scope_keeps_its_envelopes_out_of_plaintext_requests_until_purged() {
+        let mut m = marked();
+        m.e2ee_off = m.e2ee.take().map(|mark| ScopeMark {
+            kid: mark.kid,
+            since: 3,
+        });
+        m.generation = 4;
+        m.notes.insert(id("plain"), entry("plain"));
+        m.changed.insert(id("plain"), 4);
+        assert!(m.is_left_encrypted(&id("new")) && m.is_left_encrypted(&id("old")));
+        assert!(!m.is_left_encrypted(&id("plain")));
+        use memoria_shared::protocol::ErrorCode as C;
+        assert_eq!(
+            check_commit(&m, &[change("new", ChangeOp::Put)], &[None], false)
+                .unwrap_err()
+                .code(),
+            C::ScopeEncrypted,
+            "an envelope is only purged"
+        );
+        assert!(check_commit(&m, &[change("plain", ChangeOp::Put)], &[None], false).is_ok());
+        assert!(check_commit(&m, &[change("fresh", ChangeOp::Put)], &[None], false).is_ok());
+        let mut view = m.clone();
+        assert!(plaintext_view(&mut view));
+        assert_eq!(view.notes.keys().collect::<Vec<_>>(), [&id("plain")]);
+        // A marked scope is never read through the plaintext view.
+        let mut view = marked();
+        assert!(!plaintext_view(&mut view));
+        assert!(!view.is_left_encrypted(&id("old")));
+    }
+
+    #[test]
+    fn an_encrypted_snapshot_names_the_key_it_reads_with() {
+        let m = marked();
+        assert!(check_reader(&m, Some(KID)).is_ok());
+        assert!(check_reader(&m, None).is_ok());
+        assert_eq!(
+            check_reader(&m, Some(OTHER)).unwrap_err().code(),
+            memoria_shared::protocol::ErrorCode::ScopeEncrypted
+        );
     }
 
     #[test]

@@ -161,6 +161,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/memory/e2ee/mark", post(e2ee::mark))
         .route("/v1/memory/e2ee/purge", post(e2ee::purge))
+        .route("/v1/memory/e2ee/off", post(e2ee::off))
+        .route("/v1/memory/e2ee/unmark", post(e2ee::unmark))
         .route("/v1/admin/erase", post(api::erase))
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(state.request_limit))

@@ -46,6 +46,10 @@ pub struct Manifest {
     pub superseded: Vec<Superseded>,
     /// The scope's end-to-end encryption mark, once a client set it.
     pub e2ee: Option<ScopeMark>,
+    /// The mark a client removed (turning encryption off): its key and the generation it was
+    /// removed at. Entries last changed at or before it are the envelopes the scope held,
+    /// which plaintext requests never see and a purge removes.
+    pub e2ee_off: Option<ScopeMark>,
 }
 
 /// A scope marked end-to-end encrypted: from then on it takes envelopes only, under `kid`.
@@ -121,6 +125,8 @@ struct Stored {
     superseded: Vec<Superseded>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     e2ee: Option<ScopeMark>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    e2ee_off: Option<ScopeMark>,
 }
 
 impl Manifest {
@@ -144,6 +150,7 @@ impl Manifest {
             pruned_at: s.pruned_at,
             superseded: s.superseded,
             e2ee: s.e2ee,
+            e2ee_off: s.e2ee_off,
         })
     }
 
@@ -158,6 +165,7 @@ impl Manifest {
             pruned_at: self.pruned_at,
             superseded: self.superseded.clone(),
             e2ee: self.e2ee.clone(),
+            e2ee_off: self.e2ee_off.clone(),
         };
         serde_json::to_vec(&s).expect("manifest serializes")
     }
@@ -186,6 +194,15 @@ impl Manifest {
         match &self.e2ee {
             Some(mark) => self.changed.get(id).is_none_or(|&g| g <= mark.since),
             None => true,
+        }
+    }
+
+    /// Whether note `id` is an envelope left from before the scope's mark was removed (last
+    /// changed at or before the removal).
+    pub fn is_left_encrypted(&self, id: &NoteId) -> bool {
+        match (&self.e2ee, &self.e2ee_off) {
+            (None, Some(off)) => self.changed.get(id).is_none_or(|&g| g <= off.since),
+            _ => false,
         }
     }
 

@@ -916,6 +916,9 @@ fn put_account_keys(client: &SyncClient, key: &AccountKey, seed: u64) {
         .unwrap()
         .to_json(),
         recovery: WrappedKey::with_recovery_key_parts(key, &recovery, [3; 24]).to_json(),
+        previous: None,
+        successor: None,
+        off: None,
     };
     client.put_e2ee_keys(&blobs).unwrap();
 }

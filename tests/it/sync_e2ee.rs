@@ -792,3 +792,551 @@ fn e2ee_account_never_gets_a_new_plaintext_scope() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["applied"][0]["id"], "plain", "{body}");
 }
+
+/// The key id the account's passphrase blob on the server wraps, and the blobs themselves.
+fn account_keys(store: &Path) -> (String, Value) {
+    let (path, bytes) = store_files(store)
+        .into_iter()
+        .find(|(p, _)| p.ends_with("e2ee/keys.json"))
+        .expect("the account's keys in the store");
+    let keys = json(&String::from_utf8(bytes).unwrap());
+    let pass = json(keys["passphrase"].as_str().unwrap());
+    let kid = pass["kid"].as_str().unwrap().to_owned();
+    assert_eq!(kid.len(), 16, "{path:?}: {keys}");
+    (kid, keys)
+}
+
+/// The files of the store that name `kid`: every envelope under it, a mark, a blob.
+fn files_naming(store: &Path, kid: &str) -> Vec<PathBuf> {
+    store_files(store)
+        .into_iter()
+        .filter(|(_, b)| String::from_utf8_lossy(b).contains(kid))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Every envelope in the store is under `kid`; how many there are.
+fn envelopes_all_under(store: &Path, kid: &str) -> usize {
+    let mut n = 0;
+    for (p, b) in store_files(store) {
+        let text = String::from_utf8_lossy(&b);
+        if p.components().any(|c| c.as_os_str() == "objects") && text.contains("\"e2ee\":") {
+            let (header, _) = read_envelope(&text);
+            assert_eq!(header["kid"], kid, "{p:?} is under another key");
+            n += 1;
+        }
+    }
+    n
+}
+
+fn rotate(d: &Device, f: &Files, project: Option<&str>, extra: &[&str]) -> (Value, String) {
+    let rec = f.dir.join(format!("rec-{}", rand_name()));
+    let pass = f.passphrase(PASSPHRASE);
+    let rec_s = rec.display().to_string();
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(p) = project {
+        args.extend(["--project", p]);
+    }
+    args.extend([
+        "--json",
+        "sync",
+        "rotate-key",
+        "--passphrase-file",
+        &pass,
+        "--recovery-file",
+        &rec_s,
+    ]);
+    args.extend(extra);
+    let out = d.run(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let recovery = std::fs::read_to_string(&rec).unwrap().trim().to_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (json(&stdout), recovery)
+}
+
+fn rand_name() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::SeqCst).to_string()
+}
+
+#[test]
+fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
+    let (w, f, a, b, old_recovery) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
+    let (pid, psummary, pbody) = PROJECT_NOTE;
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        pid,
+        "--summary",
+        psummary,
+        "--body",
+        pbody,
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let (old_kid, _) = account_keys(&store);
+    assert!(envelopes_all_under(&store, &old_kid) > NOTES.len());
+
+    // A wrong passphrase changes nothing anywhere.
+    let before = store_files(&store);
+    let err = a.fails(&[
+        "--json",
+        "sync",
+        "rotate-key",
+        "--passphrase-file",
+        &f.passphrase("not the passphrase at all"),
+    ]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    assert_eq!(
+        store_files(&store),
+        before,
+        "nothing was written to the store"
+    );
+
+    let (out, recovery) = rotate(&a, &f, Some(&pa), &[]);
+    assert_eq!(out["complete"], true, "{out}");
+    assert_eq!(out["lockedOut"], false, "{out}");
+    assert_eq!(out["recoveryKey"], recovery.as_str(), "{out}");
+    let (new_kid, keys) = account_keys(&store);
+    assert_eq!(out["kid"], new_kid.as_str(), "{out}");
+    assert_ne!(new_kid, old_kid);
+    assert!(keys.get("previous").is_none(), "the rotation ended: {keys}");
+    // Nothing under the old key is left: no envelope, no mark, no blob names it.
+    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert!(envelopes_all_under(&store, &new_kid) > NOTES.len());
+
+    // The other machine follows at its next sync, with nothing lost, and they still merge.
+    b.ok(&["sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
+    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    let ten = body_lines(10, "r");
+    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    a.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("r line 2\n", "r line 2 (a)\n"),
+    ]);
+    b.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("r line 8\n", "r line 8 (b)\n"),
+    ]);
+    a.ok(&["sync", "now"]);
+    let merged = b.ok(&["sync", "now"]);
+    assert!(merged.contains("merged 1"), "{merged}");
+    a.ok(&["sync", "now"]);
+    assert_eq!(a.note("doc"), b.note("doc"));
+    assert!(a.note("doc").unwrap().contains("r line 8 (b)"));
+    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+
+    // The new recovery key unlocks a new machine; the old one no longer does.
+    let c = w.device("c", &a.token);
+    let err = c.fails(&["--json", "sync", "unlock", "--recovery-key", &old_recovery]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    c.ok(&["sync", "unlock", "--recovery-key", &recovery]);
+    assert_eq!(a.note("doc"), c.note("doc"));
+}
+
+/// Whether any file of the store is an envelope, a scope's encryption mark or the account's
+/// wrapped keys.
+fn encrypted_leftovers(store: &Path) -> Vec<PathBuf> {
+    store_files(store)
+        .into_iter()
+        .filter(|(p, b)| {
+            let text = String::from_utf8_lossy(b);
+            p.ends_with("e2ee/keys.json")
+                || text.contains("\"e2ee\":")
+                || text.contains("\"e2eeOff\":")
+        })
+        .map(|(p, _)| p)
+        .collect()
+}
+
+#[test]
+fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope() {
+    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
+    let (pid, psummary, pbody) = PROJECT_NOTE;
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        pid,
+        "--summary",
+        psummary,
+        "--body",
+        pbody,
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    // A note only the cloud and b hold: a's last encrypted pass brings it before anything goes.
+    b.ok(&[
+        "add",
+        "--id",
+        "written-on-b",
+        "--summary",
+        "Written on b",
+        "--body",
+        "the ocelot line\n",
+    ]);
+    b.ok(&["sync", "now"]);
+
+    // Without a terminal to ask on, nothing changes unless --yes says so.
+    let before = store_files(&store);
+    let err = a.fails(&["sync", "decrypt"]);
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(
+        store_files(&store),
+        before,
+        "nothing was written to the store"
+    );
+
+    let out = json(&a.ok(&["--project", &pa, "--json", "sync", "decrypt", "--yes"]));
+    assert_eq!(out["complete"], true, "{out}");
+    assert_eq!(
+        encrypted_leftovers(&store),
+        Vec::<PathBuf>::new(),
+        "no envelope, mark or wrapped key is left"
+    );
+    assert!(a.note("written-on-b").is_some());
+    let text: String = store_files(&store)
+        .values()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    for line in [
+        "the ocelot line",
+        "transfer nine hundred krugerrands",
+        pbody.trim(),
+    ] {
+        assert!(text.contains(line), "{line:?} is back in plaintext");
+    }
+    let status = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+    assert_eq!(status["encryptionEnded"], false, "{status}");
+
+    // The other machine goes back to plaintext at its next sync, nothing lost.
+    b.ok(&["sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+    assert_eq!(status["encryptionEnded"], true, "{status}");
+    let said = b.ok(&["sync", "status"]);
+    assert!(said.contains("encryption was turned off"), "{said}");
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    assert_eq!(a.note("written-on-b"), b.note("written-on-b"));
+    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
+    assert!(on_b.contains(pbody.trim()), "{on_b}");
+
+    // And they keep syncing, in plaintext.
+    let ten = body_lines(10, "p");
+    b.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    b.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    a.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("p line 2\n", "p line 2 (a)\n"),
+    ]);
+    b.ok(&[
+        "edit",
+        "doc",
+        "--body",
+        &ten.replace("p line 8\n", "p line 8 (b)\n"),
+    ]);
+    a.ok(&["sync", "now"]);
+    let merged = b.ok(&["sync", "now"]);
+    assert!(merged.contains("merged 1"), "{merged}");
+    a.ok(&["sync", "now"]);
+    assert_eq!(a.note("doc"), b.note("doc"));
+    assert_eq!(encrypted_leftovers(&store), Vec::<PathBuf>::new());
+    let text: String = store_files(&store)
+        .values()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(text.contains("p line 8 (b)"), "the merge is in plaintext");
+}
+
+/// `d` adds `n` notes of its own, written straight into its user folder.
+fn bulk_notes(d: &Device, n: usize) {
+    let dir = d.home.join("memory/user");
+    for i in 0..n {
+        std::fs::write(
+            dir.join(format!("bulk-note-{i}.md")),
+            format!(
+                "---\n{{\"id\":\"bulk-note-{i}\",\"summary\":\"Bulk note {i}\",\"tags\":[]}}\n---\nline {i}\n"
+            ),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_the_old_key() {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
+    let (pid, psummary, pbody) = PROJECT_NOTE;
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        pid,
+        "--summary",
+        psummary,
+        "--body",
+        pbody,
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    let (old_kid, _) = account_keys(&store);
+
+    // Run where only the user scope is visible: the project stays under the old key.
+    let (out, first_recovery) = rotate(&a, &f, None, &["--lock-out"]);
+    assert_eq!(out["complete"], false, "{out}");
+    assert_eq!(out["lockedOut"], true, "{out}");
+    let (new_kid, keys) = account_keys(&store);
+    assert!(keys.get("previous").is_some(), "under way: {keys}");
+    assert!(keys.get("successor").is_none(), "locked out: {keys}");
+    assert!(!files_naming(&store, &old_kid).is_empty());
+
+    // The machine holding only the old key is locked out of what moved, its notes untouched.
+    let notes_of_b = store_files(&b.home.join("memory/user"));
+    let err = b.fails(&["--json", "sync", "now"]);
+    assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    assert_eq!(store_files(&b.home.join("memory/user")), notes_of_b);
+    // What has not moved yet it still syncs: a project note written there now is not lost.
+    let late = Path::new(&pb).join("MEMORY/late-project-note.md");
+    std::fs::write(
+        &late,
+        "---\n{\"id\":\"late-project-note\",\"summary\":\"Late\",\"tags\":[]}\n---\nwritten before the move\n",
+    )
+    .unwrap();
+    let out = b.run(&["--project", &pb, "sync", "now"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("project:{PROJECT}: uploaded 1")),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Run again where the project is visible: the rotation under way is finished, with a
+    // new recovery key.
+    let (out, recovery) = rotate(&a, &f, Some(&pa), &["--lock-out"]);
+    assert_eq!(out["complete"], true, "{out}");
+    assert_eq!(out["kid"], new_kid.as_str(), "the same rotation: {out}");
+    assert_ne!(recovery, first_recovery);
+    let (_, keys) = account_keys(&store);
+    assert!(keys.get("previous").is_none(), "{keys}");
+    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert!(
+        Path::new(&pa).join("MEMORY/late-project-note.md").exists(),
+        "the note written under the old key was carried over"
+    );
+
+    // Only the latest recovery key unlocks.
+    let err = b.fails(&[
+        "--json",
+        "sync",
+        "unlock",
+        "--recovery-key",
+        &first_recovery,
+    ]);
+    assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
+    b.ok(&["sync", "unlock", "--recovery-key", &recovery]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
+    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    bulk_notes(&a, 60);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let (old_kid, _) = account_keys(&store);
+    let keys_file = store_files(&store)
+        .into_keys()
+        .find(|p| p.ends_with("e2ee/keys.json"))
+        .unwrap();
+    let mut child = a.spawn(&[
+        "sync",
+        "rotate-key",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+    ]);
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&keys_file).is_ok_and(|t| t.contains("\"previous\"")) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the rotation never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Every machine still syncs; the next run finishes what is left.
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let (_, keys) = account_keys(&store);
+    if keys.get("previous").is_some() {
+        let (out, _) = rotate(&a, &f, None, &[]);
+        assert_eq!(out["complete"], true, "{out}");
+    }
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    for i in 0..60 {
+        let id = format!("bulk-note-{i}");
+        assert!(b.note(&id).is_some(), "{id}");
+        assert_eq!(a.note(&id), b.note(&id), "{id}");
+    }
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    let (new_kid, _) = account_keys(&store);
+    assert_ne!(new_kid, old_kid);
+    assert!(envelopes_all_under(&store, &new_kid) >= 60 + NOTES.len());
+}
+
+#[test]
+fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
+    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
+    let (pid, psummary, pbody) = PROJECT_NOTE;
+    a.ok(&[
+        "--project",
+        &pa,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        pid,
+        "--summary",
+        psummary,
+        "--body",
+        pbody,
+    ]);
+    a.ok(&["--project", &pa, "sync", "now"]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+
+    // Only the user scope is visible: the project stays encrypted for now.
+    let out = json(&a.ok(&["--json", "sync", "decrypt", "--yes"]));
+    assert_eq!(out["complete"], false, "{out}");
+    let (_, keys) = account_keys(&store);
+    assert!(keys["off"].is_string(), "{keys}");
+    let status = a.ok(&["sync", "status"]);
+    assert!(status.contains("being turned off"), "{status}");
+
+    // The other machine learns it from the user scope, then takes the project back itself.
+    b.ok(&["sync", "now"]);
+    b.ok(&[
+        "--project",
+        &pb,
+        "add",
+        "--scope",
+        "project",
+        "--id",
+        "late-note",
+        "--summary",
+        "Late",
+        "--body",
+        "written while turning off\n",
+    ]);
+    b.ok(&["--project", &pb, "sync", "now"]);
+    assert_eq!(
+        encrypted_leftovers(&store),
+        Vec::<PathBuf>::new(),
+        "nothing encrypted is left once no scope is"
+    );
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+
+    // The first machine finishes in plaintext too, with everything.
+    a.ok(&["--project", &pa, "sync", "now"]);
+    let status = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+    assert!(Path::new(&pa).join("MEMORY/late-note.md").exists());
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    assert_eq!(encrypted_leftovers(&store), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
+    let (w, _f, a, _b, _) = encrypted_pair(Backend::Fs);
+    let store = store_dir(&w);
+    a.ok(&[
+        "add",
+        "--id",
+        "after-the-fake",
+        "--summary",
+        "Written after",
+        "--body",
+        "the pangolin password\n",
+    ]);
+    let keys_path = store_files(&store)
+        .into_keys()
+        .find(|p| p.ends_with("e2ee/keys.json"))
+        .unwrap();
+    let (path, mut m) = manifest(&store);
+    m.as_object_mut().unwrap().remove("e2ee");
+    std::fs::write(&path, m.to_string()).unwrap();
+    let leaked = |store: &Path| {
+        store_files(store).into_iter().any(|(_, b)| {
+            let t = String::from_utf8_lossy(&b);
+            t.contains("pangolin") || t.contains("after-the-fake")
+        })
+    };
+    // The scope unmarked and "off" with a blob that is not the account key's own proof.
+    let (_, mut keys) = account_keys(&store);
+    keys["off"] = keys["recovery"].clone();
+    std::fs::write(&keys_path, keys.to_string()).unwrap();
+    let err = a.fails(&["--json", "sync", "now"]);
+    assert_eq!(error_code(&err), "server_error", "{err}");
+    assert!(!leaked(&store), "nothing went up in plaintext");
+    // The keys simply gone.
+    std::fs::remove_file(&keys_path).unwrap();
+    let err = a.fails(&["--json", "sync", "now"]);
+    assert_eq!(error_code(&err), "server_error", "{err}");
+    assert!(!leaked(&store), "nothing went up in plaintext");
+    let status = json(&a.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], true, "the key is kept: {status}");
+}

@@ -322,6 +322,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 known_manifest: None,
                 receipt: None,
                 since: None,
+                kid: None,
             },
         )
         .await;
@@ -338,6 +339,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 known_manifest: s.manifest_version.clone(),
                 receipt: None,
                 since: None,
+                kid: None,
             },
         )
         .await;
@@ -352,6 +354,7 @@ async fn commit_then_snapshot_uses_the_product_layout() {
                 known_manifest: Some("\"old\"".into()),
                 receipt: None,
                 since: None,
+                kid: None,
             },
         )
         .await;
@@ -698,6 +701,7 @@ async fn snapshot_pages_bodies_under_the_response_limit() {
                     known_manifest: None,
                     receipt: None,
                     since: None,
+                    kid: None,
                 },
             )
             .await;
@@ -926,6 +930,7 @@ async fn tenant_isolation_on_every_endpoint() {
                     known_manifest: Some(ca.manifest_version.clone()),
                     receipt: None,
                     since: None,
+                    kid: None,
                 },
             )
             .await;
@@ -1150,6 +1155,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
                 known_manifest: None,
                 receipt: None,
                 since: None,
+                kid: None,
             },
         )
         .await;
@@ -1167,6 +1173,7 @@ async fn a_poll_reads_only_the_manifest_conditionally_and_have_bodies_are_never_
             known_manifest: first.manifest_version.clone(),
             receipt: None,
             since: None,
+            kid: None,
         },
     )
     .await;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use memoria_shared::SystemClock;
-use memoria_shared::protocol::{FEATURE_E2EE, Quotas};
+use memoria_shared::protocol::{FEATURE_E2EE, OffRequest, Quotas};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -424,6 +424,7 @@ pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
     }
     let (key, recovery, blobs) = e2ee::new_account(passphrase)?;
     syncer.client().put_e2ee_keys(&blobs)?;
+    Settings::update(&sync::sync_dir(&root), |s| s.e2ee_ended = false)?;
     let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
     syncer.set_account_key(Some(&key));
     let scopes = passes(&mut syncer, engine);
@@ -510,10 +511,174 @@ pub fn unlock(engine: &mut Engine, secret: &e2ee::Secret) -> SyncResult<Unlocked
         });
     };
     let key = e2ee::unwrap_account_key(&blobs, secret)?;
+    Settings::update(&sync::sync_dir(&root), |s| s.e2ee_ended = false)?;
+    // While a rotation is under way the previous key comes too: scopes still under it are
+    // read with it before they move.
+    let previous = match blobs.previous.as_deref() {
+        Some(b) => e2ee::unwrap_under(b, &key)?,
+        None => None,
+    };
+    if let Some(p) = &previous {
+        e2ee::store_previous_key(&root, &server, p)?;
+    }
     let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
     syncer.set_account_key(Some(&key));
+    syncer.set_previous_key(previous.as_ref());
     let scopes = passes(&mut syncer, engine);
     Ok(Unlocked { keychain, scopes })
+}
+
+/// What rotating the account key did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rotated {
+    /// The new recovery key, shown this once; the one before no longer unlocks.
+    pub recovery_key: String,
+    /// The new account key's id.
+    pub kid: String,
+    /// Where this machine keeps the account key.
+    pub keychain: String,
+    /// Machines holding only the previous key were locked out: each unlocks again.
+    pub locked_out: bool,
+    /// No scope of the account holds anything under the previous key any more. False while
+    /// scopes synced only from other machines wait for one of them to sync.
+    pub complete: bool,
+    /// The passes that moved each scope (synced with the previous key, re-uploaded under the
+    /// new one, then what was under the previous key removed from the server).
+    pub scopes: Vec<ScopePass>,
+}
+
+/// Replaces the account key with a new one and re-encrypts every scope under it: the
+/// passphrase (checked against the account's blob: a wrong one changes nothing) wraps the new
+/// key, and a new recovery key replaces the old one. The server keeps the previous key wrapped
+/// under the new one until no scope holds anything under it, and, unless `lock_out`, the new
+/// key wrapped under the previous one, so machines holding only the previous key follow at
+/// their next sync; with `lock_out` they must unlock again (a lost or stolen machine keeps
+/// nothing that reads the notes from then on). Each scope is synced once with the previous key,
+/// moved to the new key, uploaded again and then purged of what was under the previous key.
+/// Resumable: run again after an interruption it continues the rotation under way (with a
+/// new recovery key, since the one made before may never have been shown), and any machine's
+/// next sync moves the scopes it syncs.
+pub fn rotate_key(engine: &mut Engine, passphrase: &str, lock_out: bool) -> SyncResult<Rotated> {
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    let mut syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    let Some(blobs) = syncer.client().e2ee_keys()? else {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::InvalidInput,
+            message: "this account's notes are not end-to-end encrypted: there is no key to rotate (turn encryption on instead)".into(),
+        });
+    };
+    let current = e2ee::unwrap_account_key(&blobs, &Secret::Passphrase(passphrase.to_owned()))?;
+    let under_way = match blobs.previous.as_deref() {
+        Some(b) => e2ee::unwrap_under(b, &current)?,
+        None => None,
+    };
+    let (key, previous, recovery) = match under_way {
+        Some(previous) => {
+            // A rotation under way (begun here or elsewhere) goes on under its key.
+            let (recovery, mut next) = e2ee::new_recovery(&current, &blobs)?;
+            if lock_out {
+                next.successor = None;
+            }
+            e2ee::store_previous_key(&root, &server, &previous)?;
+            syncer.client().put_e2ee_keys(&next)?;
+            (current, previous, recovery)
+        }
+        None => {
+            let (key, recovery, next) = e2ee::rotation(&current, passphrase, lock_out)?;
+            // The previous key is kept here before the server hears of the new one, so an
+            // interruption never leaves this machine without the key its scopes are under.
+            e2ee::store_previous_key(&root, &server, &current)?;
+            syncer.client().put_e2ee_keys(&next)?;
+            (key, current, recovery)
+        }
+    };
+    let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
+    let locked_out = syncer
+        .client()
+        .e2ee_keys()?
+        .is_some_and(|k| k.successor.is_none());
+    syncer.set_account_key(Some(&key));
+    syncer.set_previous_key(Some(&previous));
+    let scopes = passes(&mut syncer, engine);
+    let complete = syncer
+        .client()
+        .e2ee_keys()?
+        .is_some_and(|k| k.previous.is_none());
+    if complete {
+        e2ee::forget_previous_key(&root, &server)?;
+    }
+    Ok(Rotated {
+        recovery_key: recovery.to_text().to_string(),
+        kid: key.derive().key_id().as_str().to_owned(),
+        keychain,
+        locked_out,
+        complete,
+        scopes,
+    })
+}
+
+/// What turning end-to-end encryption off did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decrypted {
+    /// No scope of the account is encrypted any more: the wrapped keys are gone from the
+    /// server and this machine no longer keeps the account key. False while scopes synced
+    /// only from other machines wait for one of them to sync.
+    pub complete: bool,
+    /// The passes that took each scope back (a last encrypted pass, the scope unmarked, every
+    /// note uploaded again in plaintext, then the envelopes removed from the server).
+    pub scopes: Vec<ScopePass>,
+}
+
+/// Turns end-to-end encryption off for the signed-in account, on the user's explicit request:
+/// the server is told (from then on no scope is marked encrypted), then each scope this
+/// machine syncs goes back to plaintext — one last encrypted pass so this machine holds what
+/// the cloud has, the scope unmarked, every note uploaded again in plaintext, and only then
+/// its envelopes purged. The server removes the wrapped keys once no scope is encrypted, and
+/// this machine forgets the account key. Needs the key (an unlocked machine); refused while a
+/// rotation is under way. Resumable: run again, or any pass, continues where it stopped.
+pub fn decrypt(engine: &mut Engine) -> SyncResult<Decrypted> {
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    let mut syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    let Some(key) = e2ee::load_key(&root, &server)? else {
+        let code = match syncer.client().e2ee_keys()? {
+            Some(_) => crate::error::ErrorCode::E2eeLocked,
+            None => crate::error::ErrorCode::InvalidInput,
+        };
+        return Err(SyncError::E2ee {
+            code,
+            message: match code {
+                crate::error::ErrorCode::E2eeLocked => "this machine does not hold the account key, which reads the encrypted notes before they go back to plaintext: unlock it first".into(),
+                _ => "this account's notes are not end-to-end encrypted: there is nothing to turn off".into(),
+            },
+        });
+    };
+    let kid = key.derive().key_id().as_str().to_owned();
+    if syncer.client().e2ee_keys()?.is_some() {
+        let proof = e2ee::off_proof(&key)?;
+        syncer.client().e2ee_off(&OffRequest { kid, proof })?;
+    }
+    Settings::update(&sync::sync_dir(&root), |s| s.e2ee_turning_off = true)?;
+    let scopes = passes(&mut syncer, engine);
+    let complete = syncer.client().e2ee_keys()?.is_none();
+    if complete {
+        e2ee::forget_key(&root, &server)?;
+        e2ee::forget_previous_key(&root, &server)?;
+        Settings::update(&sync::sync_dir(&root), |s| {
+            s.e2ee_turning_off = false;
+            s.e2ee_ended = false;
+        })?;
+    }
+    Ok(Decrypted { complete, scopes })
 }
 
 /// End-to-end encryption as the signed-in account and this machine have it.
@@ -636,6 +801,12 @@ pub struct SyncStatus {
     pub include_secrets: bool,
     /// This machine holds the account key: its notes sync end-to-end encrypted.
     pub encrypted: bool,
+    /// End-to-end encryption is being turned off for the account: each scope goes back to
+    /// plaintext at its next pass.
+    pub encryption_turning_off: bool,
+    /// A pass found end-to-end encryption turned off for the account (from another machine):
+    /// this machine no longer keeps the account key, and its notes sync in plaintext.
+    pub encryption_ended: bool,
     pub scopes: Vec<ScopeSyncStatus>,
 }
 
@@ -689,6 +860,8 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
     };
     Ok(SyncStatus {
         encrypted,
+        encryption_turning_off: encrypted && s.e2ee_turning_off,
+        encryption_ended: !encrypted && s.e2ee_ended,
         on: s.is_on(),
         server: s.server,
         last_synced_ms,

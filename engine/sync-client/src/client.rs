@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use memoria_shared::protocol::{
     CommitRequest, CommitResponse, E2eeKeys, E2eeKeysResponse, ErrorBody, ErrorCode,
-    IdentityResponse, MarkRequest, MarkResponse, PROTOCOL_VERSION, PurgeRequest, PurgeResponse,
-    SnapshotRequest, SnapshotResponse,
+    IdentityResponse, MarkRequest, MarkResponse, OffRequest, PROTOCOL_VERSION, PurgeRequest,
+    PurgeResponse, SnapshotRequest, SnapshotResponse, UnmarkRequest, UnmarkResponse,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -267,8 +267,12 @@ impl SyncClient {
 
     /// The account's wrapped keys, `None` when encryption was never turned on.
     pub fn e2ee_keys(&self) -> SyncResult<Option<E2eeKeys>> {
-        let r: E2eeKeysResponse = self.call("/v1/memory/e2ee/keys", None::<&()>)?;
-        Ok(r.keys)
+        Ok(self.e2ee_keys_response()?.keys)
+    }
+
+    /// The account's keys, or after encryption was turned off the proof that it was asked for.
+    pub fn e2ee_keys_response(&self) -> SyncResult<E2eeKeysResponse> {
+        self.call("/v1/memory/e2ee/keys", None::<&()>)
     }
 
     /// Stores the account's wrapped keys (the first time, or rewrapped around the same key).
@@ -283,6 +287,17 @@ impl SyncClient {
 
     pub fn e2ee_purge(&self, req: &PurgeRequest) -> SyncResult<PurgeResponse> {
         self.call("/v1/memory/e2ee/purge", Some(req))
+    }
+
+    /// Starts turning encryption off for the account; the blobs as they are after (`None`
+    /// once no scope was marked).
+    pub fn e2ee_off(&self, req: &OffRequest) -> SyncResult<Option<E2eeKeys>> {
+        let r: E2eeKeysResponse = self.call("/v1/memory/e2ee/off", Some(req))?;
+        Ok(r.keys)
+    }
+
+    pub fn e2ee_unmark(&self, req: &UnmarkRequest) -> SyncResult<UnmarkResponse> {
+        self.call("/v1/memory/e2ee/unmark", Some(req))
     }
 
     fn call<B: Serialize, R: DeserializeOwned>(

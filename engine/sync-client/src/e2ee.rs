@@ -43,13 +43,18 @@ fn key_entry(server: &str) -> String {
     format!("{}#e2ee-account-key", server.trim_end_matches('/'))
 }
 
+/// The key-store entry of the account key a rotation replaces, kept while the rotation is
+/// under way: what is still under it is read with it and re-encrypted.
+fn previous_entry(server: &str) -> String {
+    format!("{}#e2ee-previous-key", server.trim_end_matches('/'))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The account key this machine holds for `server`, if any.
-pub fn load_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>> {
-    match super::token::find(home_root, &key_entry(server), None) {
+fn load_entry(home_root: &Path, entry: &str) -> SyncResult<Option<AccountKey>> {
+    match super::token::find(home_root, entry, None) {
         Ok((t, _)) => {
             let text = t.expose();
             let bytes: Option<Vec<u8>> = (text.len() == 64)
@@ -71,6 +76,11 @@ pub fn load_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>
     }
 }
 
+/// The account key this machine holds for `server`, if any.
+pub fn load_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>> {
+    load_entry(home_root, &key_entry(server))
+}
+
 /// Keeps the account key on this machine; says where.
 pub fn store_key(
     home_root: &Path,
@@ -89,6 +99,108 @@ pub fn forget_key(home_root: &Path, server: &str) -> SyncResult<()> {
     super::token::forget(home_root, &key_entry(server))
 }
 
+/// The previous account key this machine keeps while a rotation is under way, if any (never
+/// the account key itself).
+pub fn load_previous_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>> {
+    let previous = load_entry(home_root, &previous_entry(server))?;
+    let current = load_key(home_root, server)?.map(|k| k.derive().key_id().clone());
+    Ok(previous.filter(|p| Some(p.derive().key_id()) != current.as_ref()))
+}
+
+/// Keeps the previous account key on this machine while a rotation is under way.
+pub fn store_previous_key(home_root: &Path, server: &str, key: &AccountKey) -> SyncResult<()> {
+    super::token::store(
+        home_root,
+        &previous_entry(server),
+        &Token::new(hex(key.as_bytes())),
+    )
+    .map(drop)
+}
+
+/// Removes the previous account key from this machine (the rotation finished).
+pub fn forget_previous_key(home_root: &Path, server: &str) -> SyncResult<()> {
+    super::token::forget(home_root, &previous_entry(server))
+}
+
+/// `key` wrapped under the account key `under` (`docs/PROTOCOL.md`, "Rotating the account
+/// key"): the recovery blob's form, with `under`'s wrapping key as the recovery key.
+pub fn wrap_under(key: &AccountKey, under: &AccountKey) -> SyncResult<String> {
+    WrappedKey::with_recovery_key(key, &under.wrapping_key(), &mut rand_core::OsRng)
+        .map(|b| b.to_json())
+        .map_err(|e| SyncError::Internal(format!("cannot wrap the account key: {e}")))
+}
+
+/// The account key in `blob` when `under` wrapped it; `None` when `under` does not open it.
+pub fn unwrap_under(blob: &str, under: &AccountKey) -> SyncResult<Option<AccountKey>> {
+    let blob = WrappedKey::from_json(blob).map_err(|e| SyncError::E2ee {
+        code: memoria_store::error::ErrorCode::ServerError,
+        message: format!("the account's key kept on the sync server cannot be read: {e}"),
+    })?;
+    match blob.unwrap_with_recovery_key(&under.wrapping_key()) {
+        Ok(k) => Ok(Some(k)),
+        Err(UnwrapError::WrongRecoveryKey) => Ok(None),
+        Err(e) => Err(SyncError::E2ee {
+            code: memoria_store::error::ErrorCode::ServerError,
+            message: format!("the account's key kept on the sync server cannot be read: {e}"),
+        }),
+    }
+}
+
+/// The proof that a machine holding `key` asks for encryption to be turned off: the key
+/// wrapped under itself, which nobody without it can make.
+pub fn off_proof(key: &AccountKey) -> SyncResult<String> {
+    wrap_under(key, key)
+}
+
+/// Whether `proof` was made by a machine holding `key` ([`off_proof`]).
+pub fn check_off_proof(proof: &str, key: &AccountKey) -> bool {
+    unwrap_under(proof, key)
+        .ok()
+        .flatten()
+        .is_some_and(|k| k.as_bytes() == key.as_bytes())
+}
+
+/// The key id of the account key the server's blobs wrap.
+pub fn blobs_kid(blobs: &E2eeKeys) -> Option<String> {
+    WrappedKey::from_json(&blobs.passphrase)
+        .ok()
+        .and_then(|b| b.key_id())
+        .map(|k| k.as_str().to_owned())
+}
+
+/// A rotation's blobs: a new account key wrapped under `passphrase` and a new recovery key,
+/// the current key `old` wrapped under the new one (`previous`), and, unless `lock_out`, the
+/// new key wrapped under `old` (`successor`), which machines holding only `old` unwrap.
+pub fn rotation(
+    old: &AccountKey,
+    passphrase: &str,
+    lock_out: bool,
+) -> SyncResult<(AccountKey, RecoveryKey, E2eeKeys)> {
+    let (key, recovery, mut blobs) = new_account(passphrase)?;
+    blobs.previous = Some(wrap_under(old, &key)?);
+    blobs.successor = match lock_out {
+        true => None,
+        false => Some(wrap_under(&key, old)?),
+    };
+    Ok((key, recovery, blobs))
+}
+
+/// The account's blobs with the recovery key's replaced by a new recovery key for `key`.
+pub fn new_recovery(key: &AccountKey, blobs: &E2eeKeys) -> SyncResult<(RecoveryKey, E2eeKeys)> {
+    let failed = |e: String| SyncError::Internal(format!("cannot make a recovery key: {e}"));
+    let recovery =
+        RecoveryKey::generate(&mut rand_core::OsRng).map_err(|e| failed(e.to_string()))?;
+    let rec = WrappedKey::with_recovery_key(key, &recovery, &mut rand_core::OsRng)
+        .map_err(|e| failed(e.to_string()))?;
+    Ok((
+        recovery,
+        E2eeKeys {
+            recovery: rec.to_json(),
+            ..blobs.clone()
+        },
+    ))
+}
+
 /// What this machine keeps per encrypted scope.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,6 +211,10 @@ struct ScopeFile {
     /// Its plaintext was purged from the server.
     #[serde(default)]
     purged: bool,
+    /// Encryption was turned off: the scope syncs in plaintext again from this machine (its
+    /// pass state started over then), and, once true, the envelopes it held were purged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    off: Option<bool>,
     /// Note id → the highest version this machine accepted or wrote.
     #[serde(default)]
     notes: BTreeMap<String, Known>,
@@ -214,6 +330,7 @@ impl ScopeCrypt {
     pub fn set_marked(&mut self) -> SyncResult<()> {
         self.file.marked_kid = Some(self.keys.key_id().as_str().to_owned());
         self.file.purged = false;
+        self.file.off = None;
         self.save()
     }
 
@@ -323,6 +440,7 @@ impl ScopeCrypt {
             known_manifest: req.known_manifest.clone(),
             receipt: req.receipt.clone(),
             since: req.since,
+            kid: Some(self.kid()),
         }
     }
 
@@ -514,6 +632,42 @@ impl ScopeCrypt {
     }
 }
 
+/// Where a scope is in going back to plaintext, as this machine left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plain {
+    /// Synced encrypted from here (or never synced): not switched yet.
+    No,
+    /// Syncs in plaintext; the envelopes it held may still be on the server.
+    Unpurged,
+    /// Syncs in plaintext, and the envelopes it held were purged.
+    Done,
+}
+
+/// What this machine last did with `root`'s scope regarding encryption, without a key.
+pub fn plain_state(root: &Path) -> SyncResult<(Plain, bool)> {
+    let file: ScopeFile = read_json(&root.join("e2ee.json"))?.unwrap_or_default();
+    let plain = match file.off {
+        None => Plain::No,
+        Some(false) => Plain::Unpurged,
+        Some(true) => Plain::Done,
+    };
+    Ok((plain, file.marked_kid.is_some()))
+}
+
+/// Records where `root`'s scope is in going back to plaintext.
+pub fn set_plain(root: &Path, plain: Plain) -> SyncResult<()> {
+    let path = root.join("e2ee.json");
+    let mut file: ScopeFile = read_json(&path)?.unwrap_or_default();
+    file.off = match plain {
+        Plain::No => None,
+        Plain::Unpurged => Some(false),
+        Plain::Done => Some(true),
+    };
+    write_json(&path, &file)?;
+    crate::fsx::private_file(&path)?;
+    Ok(())
+}
+
 /// A new account key, its recovery key, and the two blobs that wrap it (the passphrase one at
 /// the default Argon2id costs).
 pub fn new_account(passphrase: &str) -> SyncResult<(AccountKey, RecoveryKey, E2eeKeys)> {
@@ -529,6 +683,9 @@ pub fn new_account(passphrase: &str) -> SyncResult<(AccountKey, RecoveryKey, E2e
     let blobs = E2eeKeys {
         passphrase: pass.to_json(),
         recovery: rec.to_json(),
+        previous: None,
+        successor: None,
+        off: None,
     };
     Ok((key, recovery, blobs))
 }
@@ -545,7 +702,7 @@ pub fn rewrap_passphrase(
             .map_err(|e| SyncError::Internal(format!("cannot wrap the account key: {e}")))?;
     Ok(E2eeKeys {
         passphrase: pass.to_json(),
-        recovery: blobs.recovery.clone(),
+        ..blobs.clone()
     })
 }
 

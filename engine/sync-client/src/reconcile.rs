@@ -26,7 +26,7 @@ use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{
     Change, ChangeOp, CommitRequest, CommitResponse, ErrorCode as ProtocolCode, FEATURE_E2EE,
     FEATURE_MANIFEST_DELTA, ManifestEntry, MarkRequest, NoteBody, ProjectId, PurgeRequest, Quotas,
-    Scope as WireScope, SnapshotRequest, SnapshotResponse, verify_note_file,
+    Scope as WireScope, SnapshotRequest, SnapshotResponse, UnmarkRequest, verify_note_file,
 };
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
@@ -153,6 +153,7 @@ impl LocalNote {
 /// Runs sync passes for one home against one server.
 #[derive(Debug)]
 pub struct Syncer {
+    home: PathBuf,
     dir: PathBuf,
     server: String,
     client: SyncClient,
@@ -165,6 +166,11 @@ pub struct Syncer {
     /// The account key's subkeys, when this machine holds the key: every scope then syncs
     /// end-to-end encrypted.
     keys: Option<AccountKeys>,
+    /// The account key itself (what unwraps a rotation's new key).
+    account: Option<AccountKey>,
+    /// While a rotation is under way, the key it replaces: a scope still under it is synced
+    /// with it once, then moved to the account key.
+    previous: Option<AccountKey>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -176,6 +182,7 @@ impl Syncer {
         clock: Arc<dyn Clock>,
     ) -> Syncer {
         Syncer {
+            home: home_root.to_path_buf(),
             dir: sync_dir(home_root),
             server: server.trim_end_matches('/').to_owned(),
             client,
@@ -184,6 +191,8 @@ impl Syncer {
             delta: false,
             e2ee: false,
             keys: None,
+            account: None,
+            previous: None,
             cancel: Arc::default(),
         }
     }
@@ -219,7 +228,7 @@ impl Syncer {
             clock,
         );
         syncer.cancel = cancel;
-        syncer.keys = super::e2ee::load_key(home_root, &server)?.map(|k| k.derive());
+        syncer.load_keys()?;
         Ok(syncer)
     }
 
@@ -231,6 +240,62 @@ impl Syncer {
     /// Syncs every scope end-to-end encrypted under `key` (`None`: in plaintext).
     pub fn set_account_key(&mut self, key: Option<&AccountKey>) {
         self.keys = key.map(AccountKey::derive);
+        self.account = key.cloned();
+    }
+
+    /// The key a rotation under way replaces (`None`: no rotation).
+    pub fn set_previous_key(&mut self, key: Option<&AccountKey>) {
+        self.previous = key.cloned();
+    }
+
+    /// Takes the account key and a rotation's previous key from this machine's key store.
+    fn load_keys(&mut self) -> SyncResult<()> {
+        let key = super::e2ee::load_key(&self.home, &self.server)?;
+        self.set_account_key(key.as_ref());
+        self.previous = match key {
+            Some(_) => super::e2ee::load_previous_key(&self.home, &self.server)?,
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// After a refusal saying a scope is under another account key: takes up the key the
+    /// account moved to, when this machine can. The key store first (a rotation run by another
+    /// process of this machine, an unlock); else the server's `successor`, the new key wrapped
+    /// under the one held here. `Ok(true)` when the key changed; `e2ee_locked` when the
+    /// account's key was replaced and the key held here no longer leads to it.
+    fn follow_rotation(&mut self) -> SyncResult<bool> {
+        let Some(held) = self.account.clone() else {
+            return Ok(false);
+        };
+        let held_kid = held.derive().key_id().as_str().to_owned();
+        self.load_keys()?;
+        if self.keys.as_ref().map(|k| k.key_id().as_str()) != Some(held_kid.as_str()) {
+            return Ok(self.keys.is_some());
+        }
+        self.check_on()?;
+        let Some(blobs) = self.client.e2ee_keys()? else {
+            return Ok(false);
+        };
+        if super::e2ee::blobs_kid(&blobs).as_deref() == Some(held_kid.as_str()) {
+            return Ok(false);
+        }
+        let next = match blobs.successor.as_deref() {
+            Some(b) => super::e2ee::unwrap_under(b, &held)?,
+            None => None,
+        };
+        let Some(next) = next else {
+            return Err(SyncError::E2ee {
+                code: memoria_store::error::ErrorCode::E2eeLocked,
+                message: "the account's key was replaced on another machine, and the key this machine holds no longer opens the notes: unlock this machine with the passphrase or the new recovery key".into(),
+            });
+        };
+        if blobs.previous.is_some() {
+            super::e2ee::store_previous_key(&self.home, &self.server, &held)?;
+        }
+        super::e2ee::store_key(&self.home, &self.server, &next)?;
+        self.load_keys()?;
+        Ok(true)
     }
 
     pub fn client(&self) -> &SyncClient {
@@ -336,7 +401,27 @@ impl Syncer {
             return Ok(None);
         }
         let sd = ScopeDir::for_folder(&self.dir, &key, &folder)?;
-        let result = self.sync_scope_inner(engine, scope, &sd, &folder);
+        let mut result = self.sync_scope_inner(engine, scope, &sd, &folder);
+        // A scope under another key, or no longer encrypted: the account's key was rotated or
+        // encryption is being turned off, from another machine.
+        let followed = match &result {
+            Err(SyncError::Server {
+                code: Some(ProtocolCode::ScopeEncrypted),
+                ..
+            }) => Some(self.follow_rotation()),
+            Err(SyncError::Server {
+                code: Some(ProtocolCode::ScopeNotEncrypted),
+                ..
+            }) => Some(self.follow_off()),
+            _ => None,
+        };
+        if let Some(followed) = followed {
+            result = match followed {
+                Ok(true) => self.sync_scope_inner(engine, scope, &sd, &folder),
+                Ok(false) => result,
+                Err(e) => Err(e),
+            };
+        }
         let now = self.clock.now_ms();
         if let Err(SyncError::RateLimited { retry_after_s }) = &result {
             Settings::update(&self.dir, |s| s.pause(*retry_after_s, now))?;
@@ -469,27 +554,110 @@ impl Syncer {
     ) -> SyncResult<PassReport> {
         let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
+        if self.keys.is_some() && Settings::load(&self.dir)?.e2ee_turning_off {
+            return self.pass_to_plaintext(engine, scope, &wire, sd, &check, folder, state);
+        }
+        if self.keys.is_none() && self.back_to_plaintext(sd)? {
+            return self.passes(engine, scope, (&wire, &mut None), sd, &check, folder, None);
+        }
+        let state =
+            self.pass_under_previous_key(engine, scope, &wire, sd, &check, folder, state)?;
         let mut crypt = self.e2ee_scope(&wire, sd)?;
-        let mut last = None;
         // A scope just marked encrypted starts over from an empty state.
-        let mut state = Some(state).filter(|_| crypt.as_ref().is_none_or(|c| c.purged()));
+        let state = state.filter(|_| crypt.as_ref().is_none_or(|c| c.purged()));
+        let report = self.passes(
+            engine,
+            scope,
+            (&wire, &mut crypt),
+            sd,
+            &check,
+            folder,
+            state,
+        )?;
+        if let Some(c) = crypt.as_mut().filter(|c| !c.purged()) {
+            self.purge_plaintext(&wire, c)?;
+        }
+        Ok(report)
+    }
+
+    /// A pass, again after a 409 (up to [`STALE_RETRIES`]).
+    #[allow(clippy::too_many_arguments)]
+    fn passes(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        (wire, crypt): (&WireScope, &mut Option<ScopeCrypt>),
+        sd: &ScopeDir,
+        check: &FolderCheck,
+        folder: &Path,
+        mut state: Option<ScopeState>,
+    ) -> SyncResult<PassReport> {
+        let mut last = None;
         for attempt in 0..STALE_RETRIES {
             // After a 409, or a list of changes that lacks a body, the whole manifest is read
             // again, not only what changed.
             let full = attempt > 0;
-            let ctx = (&wire, &mut crypt);
-            match self.pass(engine, scope, ctx, sd, &check, folder, full, state.take()) {
+            let ctx = (wire, &mut *crypt);
+            match self.pass(engine, scope, ctx, sd, check, folder, full, state.take()) {
                 Err(SyncError::Stale(s)) => last = Some(SyncError::Stale(s)),
-                Ok(report) => {
-                    if let Some(c) = crypt.as_mut().filter(|c| !c.purged()) {
-                        self.purge_plaintext(&wire, c)?;
-                    }
-                    return Ok(report);
-                }
                 other => return other,
             }
         }
         Err(last.unwrap_or(SyncError::Stale(Vec::new())))
+    }
+
+    /// While a rotation is under way and this machine has not moved `wire` to the account key
+    /// yet: when the server says the scope is still under the previous key, one complete pass
+    /// with that key first, so this machine holds everything the cloud has before the scope is
+    /// moved (what is under the previous key is left out once it is, and purged after the
+    /// re-upload). Returns the state the next pass starts from (`None`: read it again).
+    #[allow(clippy::too_many_arguments)]
+    fn pass_under_previous_key(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        wire: &WireScope,
+        sd: &ScopeDir,
+        check: &FolderCheck,
+        folder: &Path,
+        state: ScopeState,
+    ) -> SyncResult<Option<ScopeState>> {
+        let (Some(keys), Some(previous)) = (self.keys.clone(), self.previous.clone()) else {
+            return Ok(Some(state));
+        };
+        let user = self.user()?;
+        if ScopeCrypt::open(keys, &user, wire, sd.root())?.marked() {
+            return Ok(Some(state));
+        }
+        let mut old = ScopeCrypt::open(previous.derive(), &user, wire, sd.root())?;
+        self.check_on()?;
+        let under_previous = match self.client.e2ee_mark(&MarkRequest {
+            scope: old.wire().clone(),
+            kid: old.kid(),
+            only_existing: true,
+        }) {
+            Ok(r) => r.marked,
+            // Moved to the account key already (by another machine), or never marked.
+            Err(SyncError::Server {
+                code: Some(ProtocolCode::ScopeEncrypted | ProtocolCode::KeysExist),
+                ..
+            }) => false,
+            Err(e) => return Err(e),
+        };
+        if !under_previous {
+            return Ok(Some(state));
+        }
+        let state = match old.marked() && old.purged() {
+            true => Some(state),
+            false => {
+                reset_for_mark(sd)?;
+                old.set_marked()?;
+                None
+            }
+        };
+        let mut crypt = Some(old);
+        self.passes(engine, scope, (wire, &mut crypt), sd, check, folder, state)?;
+        Ok(None)
     }
 
     /// The encryption of `wire` when this machine holds the account key. A scope this machine
@@ -522,21 +690,17 @@ impl Syncer {
             })?;
             if crypt.wire() != wire {
                 // The project's plaintext scope, if it was ever synced, is marked too, so no
-                // client without the key writes into it again.
-                self.client.e2ee_mark(&MarkRequest {
-                    scope: wire.clone(),
-                    kid,
-                    only_existing: true,
-                })?;
+                // client without the key writes into it again; so is its name under a
+                // rotation's previous key, whose envelopes are then purged.
+                for other in std::iter::once(wire.clone()).chain(self.previous_wire(wire)) {
+                    self.client.e2ee_mark(&MarkRequest {
+                        scope: other,
+                        kid: kid.clone(),
+                        only_existing: true,
+                    })?;
+                }
             }
-            let mut state = sd.load_state()?;
-            state.base.clear();
-            state.remote.clear();
-            state.manifest_version = None;
-            state.generation = None;
-            state.pending = None;
-            sd.save_state(&state)?;
-            sd.clear_pending()?;
+            reset_for_mark(sd)?;
             crypt.set_marked()?;
         }
         Ok(Some(crypt))
@@ -550,20 +714,196 @@ impl Syncer {
             scope: crypt.wire().clone(),
         })?;
         if crypt.wire() != wire {
-            match self.client.e2ee_purge(&PurgeRequest {
-                scope: wire.clone(),
-            }) {
-                // Never marked: it was never written.
-                Err(SyncError::Server {
-                    code: Some(ProtocolCode::ScopeNotEncrypted),
-                    ..
-                }) => {}
-                other => {
-                    other?;
+            for other in std::iter::once(wire.clone()).chain(self.previous_wire(wire)) {
+                match self.client.e2ee_purge(&PurgeRequest { scope: other }) {
+                    // Never marked: it was never written.
+                    Err(SyncError::Server {
+                        code: Some(ProtocolCode::ScopeNotEncrypted),
+                        ..
+                    }) => {}
+                    other => {
+                        other?;
+                    }
                 }
             }
         }
-        crypt.set_purged()
+        crypt.set_purged()?;
+        if self.previous.is_some() {
+            // The server ends the rotation once no scope holds anything under the previous
+            // key; this machine then forgets that key.
+            let rotating = self
+                .client
+                .e2ee_keys()?
+                .is_some_and(|k| k.previous.is_some());
+            if !rotating {
+                super::e2ee::forget_previous_key(&self.home, &self.server)?;
+                self.previous = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a refusal saying a scope is not encrypted while this machine holds the key: when
+    /// the account is turning encryption off (or has), this machine goes along. `Ok(true)`
+    /// when it learnt something.
+    ///
+    /// Only a machine holding the account key can turn encryption off: the server's word
+    /// counts only with that machine's proof, checked here with the key, so a server cannot
+    /// get plaintext out of this machine by saying encryption is off. Keys that are simply
+    /// gone, without this machine having seen that proof, change nothing.
+    fn follow_off(&mut self) -> SyncResult<bool> {
+        let Some(key) = self.account.clone() else {
+            return Ok(false);
+        };
+        let turning_off = Settings::load(&self.dir)?.e2ee_turning_off;
+        self.check_on()?;
+        let unproven = || {
+            SyncError::E2ee {
+            code: memoria_store::error::ErrorCode::ServerError,
+            message: "the sync server says this account's notes are no longer end-to-end encrypted, without proof from a machine holding the account key: nothing is sent in plaintext; if you turned encryption off, do it again from an unlocked machine".into(),
+        }
+        };
+        let resp = self.client.e2ee_keys_response()?;
+        let proven = |p: &Option<String>| {
+            p.as_deref()
+                .is_some_and(|p| super::e2ee::check_off_proof(p, &key))
+        };
+        match resp.keys {
+            None if turning_off || proven(&resp.ended) => {
+                self.end_encryption()?;
+                Ok(true)
+            }
+            None => Err(unproven()),
+            Some(k) => match k.off {
+                Some(proof) if super::e2ee::check_off_proof(&proof, &key) => {
+                    if turning_off {
+                        return Ok(false);
+                    }
+                    Settings::update(&self.dir, |s| s.e2ee_turning_off = true)?;
+                    Ok(true)
+                }
+                Some(_) => Err(unproven()),
+                None => Ok(false),
+            },
+        }
+    }
+
+    /// The account's notes are no longer encrypted: this machine forgets the account key (and
+    /// a rotation's previous key), and every scope syncs in plaintext from now on.
+    fn end_encryption(&mut self) -> SyncResult<()> {
+        super::e2ee::forget_key(&self.home, &self.server)?;
+        super::e2ee::forget_previous_key(&self.home, &self.server)?;
+        Settings::update(&self.dir, |s| {
+            s.e2ee_turning_off = false;
+            s.e2ee_ended = true;
+        })?;
+        self.set_account_key(None);
+        self.previous = None;
+        Ok(())
+    }
+
+    /// A scope going back to plaintext while encryption is turned off. Unless this machine
+    /// did it before: one last complete encrypted pass (this machine then holds what the cloud
+    /// has; skipped when another machine unmarked the scope already), the scope unmarked (its
+    /// envelopes are then left out of every request), its pass state started over. Then a
+    /// plaintext pass, which uploads every note again in plaintext, and only after it has
+    /// completed the envelopes are purged. The server removes the account's keys once no scope
+    /// is marked or holds envelopes; this machine then forgets the key.
+    #[allow(clippy::too_many_arguments)]
+    fn pass_to_plaintext(
+        &mut self,
+        engine: &mut Engine,
+        scope: &Scope,
+        wire: &WireScope,
+        sd: &ScopeDir,
+        check: &FolderCheck,
+        folder: &Path,
+        state: ScopeState,
+    ) -> SyncResult<PassReport> {
+        use super::e2ee::{Plain, plain_state, set_plain};
+        let user = self.user()?;
+        let keys = self
+            .keys
+            .clone()
+            .expect("a key to read the encrypted scope with");
+        let encrypted = memoria_shared::e2ee::opaque_scope(&keys, wire);
+        let names: Vec<WireScope> = std::iter::once(encrypted.clone())
+            .chain((&encrypted != wire).then(|| wire.clone()))
+            .collect();
+        let (plain, _) = plain_state(sd.root())?;
+        let mut state = Some(state);
+        if plain == Plain::No {
+            let mut crypt = ScopeCrypt::open(keys.clone(), &user, wire, sd.root())?;
+            let kid = crypt.kid();
+            let last = match crypt.marked() {
+                true => state.take().filter(|_| crypt.purged()),
+                false => {
+                    reset_for_mark(sd)?;
+                    crypt.set_marked()?;
+                    None
+                }
+            };
+            let mut crypt = Some(crypt);
+            match self.passes(engine, scope, (wire, &mut crypt), sd, check, folder, last) {
+                Ok(_)
+                | Err(SyncError::Server {
+                    code: Some(ProtocolCode::ScopeNotEncrypted),
+                    ..
+                }) => {}
+                Err(e) => return Err(e),
+            }
+            drop(crypt);
+            for name in &names {
+                self.check_on()?;
+                self.client.e2ee_unmark(&UnmarkRequest {
+                    scope: name.clone(),
+                    kid: kid.clone(),
+                })?;
+            }
+            reset_for_mark(sd)?;
+            set_plain(sd.root(), Plain::Unpurged)?;
+            state = None;
+        }
+        let report = self.passes(engine, scope, (wire, &mut None), sd, check, folder, state)?;
+        if plain != Plain::Done {
+            for name in names {
+                self.check_on()?;
+                match self.client.e2ee_purge(&PurgeRequest { scope: name }) {
+                    // Never marked: it was never written.
+                    Ok(_)
+                    | Err(SyncError::Server {
+                        code: Some(ProtocolCode::ScopeNotEncrypted),
+                        ..
+                    }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            set_plain(sd.root(), Plain::Done)?;
+            if self.client.e2ee_keys()?.is_none() {
+                self.end_encryption()?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// A scope this machine synced encrypted, now that the account's notes are not: its pass
+    /// state starts over (its base names the envelopes' revisions), once. Whether it did.
+    fn back_to_plaintext(&self, sd: &ScopeDir) -> SyncResult<bool> {
+        use super::e2ee::{Plain, plain_state, set_plain};
+        let (plain, marked) = plain_state(sd.root())?;
+        if !marked || plain == Plain::Done {
+            return Ok(false);
+        }
+        reset_for_mark(sd)?;
+        set_plain(sd.root(), Plain::Done)?;
+        Ok(true)
+    }
+
+    /// A project scope's name on the wire under the previous key of a rotation under way.
+    fn previous_wire(&self, wire: &WireScope) -> Option<WireScope> {
+        let previous = self.previous.as_ref()?;
+        let old = memoria_shared::e2ee::opaque_scope(&previous.derive(), wire);
+        (&old != wire).then_some(old)
     }
 
     /// A snapshot, through the scope's encryption when it has one: bodies that fail its checks
@@ -712,6 +1052,7 @@ impl Syncer {
                 },
                 receipt: pending.as_ref().map(|p| p.commit_id.clone()),
                 since,
+                kid: None,
             },
         )?;
         if quiet && resp.unchanged {
@@ -811,6 +1152,7 @@ impl Syncer {
                         known_manifest: None,
                         receipt: None,
                         since,
+                        kid: None,
                     },
                 )?;
                 resp = next;
@@ -1405,6 +1747,20 @@ impl Syncer {
         let wire = self.admit(scope)?;
         let _pass = ScopeDir::new(&self.dir, &scope.key()).lock_pass()?;
         let sd = ScopeDir::of(engine, scope)?;
+        if let (Some(keys), Some(_)) = (self.keys.clone(), &self.previous) {
+            let user = self.user()?;
+            if !ScopeCrypt::open(keys, &user, &wire, sd.root())?.marked() {
+                // Only a complete pass moves a scope to a rotation's new key (it first takes
+                // in what is still under the previous one).
+                return Err(SyncError::E2ee {
+                    code: memoria_store::error::ErrorCode::Busy,
+                    message: format!(
+                        "{} is being moved to the account's new key: nothing is written until its next sync has done so",
+                        scope.key()
+                    ),
+                });
+            }
+        }
         let mut crypt = self.e2ee_scope(&wire, &sd)?;
         let mut state = sd.load_state()?;
         let files = scan::list_for_scan(&engine.scope_dir(scope)?)?;
@@ -1615,6 +1971,20 @@ fn patch_manifest(manifest: &mut Vec<ManifestEntry>, mut changed: BTreeMap<Strin
         manifest.extend(changed.into_values());
         manifest.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
     }
+}
+
+/// A scope's pass state started over as it is marked encrypted under a key: its base and list
+/// name ids and revisions of what it was before. Every note is then matched by content, as on
+/// a first sync; nothing is deleted on either side for lack of a base.
+fn reset_for_mark(sd: &ScopeDir) -> SyncResult<()> {
+    let mut state = sd.load_state()?;
+    state.base.clear();
+    state.remote.clear();
+    state.manifest_version = None;
+    state.generation = None;
+    state.pending = None;
+    sd.save_state(&state)?;
+    sd.clear_pending()
 }
 
 /// Bodies the scope's encryption refused: never asked for again within the pass, and each

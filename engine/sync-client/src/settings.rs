@@ -37,6 +37,14 @@ pub struct Settings {
     /// notes stay local, and nothing of them is sent or received.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub off_scopes: BTreeSet<String>,
+    /// End-to-end encryption is being turned off for the account (this machine asked for it,
+    /// or learnt it from the server): each scope's next pass takes it back to plaintext.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub e2ee_turning_off: bool,
+    /// This machine found end-to-end encryption turned off for the account and forgot the
+    /// account key (said by `sync status` until encryption is turned on again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub e2ee_ended: bool,
 }
 
 /// The longest a server's Retry-After is honoured. A pause that reaches further ahead than

@@ -11,14 +11,15 @@
 //! | `memoria e2ee v1 id key` | 32 | HMAC-SHA-256 key of the opaque ids |
 //! | `memoria e2ee v1 hash key` | 32 | HMAC-SHA-256 key of the keyed content hashes |
 //! | `memoria e2ee v1 key id` | 10 | the key id: which account key a blob or envelope is under |
+//! | `memoria e2ee v1 key wrap` | 32 | wraps another account key (a rotation's old and new keys) |
 
 use std::fmt;
 
 use hkdf::Hkdf;
 use sha2::Sha256;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
-use super::{RandomnessError, base32, fill};
+use super::{RandomnessError, RecoveryKey, base32, fill};
 
 /// HKDF label of the note-encryption key.
 pub const NOTE_KEY_LABEL: &str = "memoria e2ee v1 note key";
@@ -28,6 +29,8 @@ pub const ID_KEY_LABEL: &str = "memoria e2ee v1 id key";
 pub const HASH_KEY_LABEL: &str = "memoria e2ee v1 hash key";
 /// HKDF label of the key id.
 pub const KEY_ID_LABEL: &str = "memoria e2ee v1 key id";
+/// HKDF label of the key that wraps another account key.
+pub const KEY_WRAP_LABEL: &str = "memoria e2ee v1 key wrap";
 
 /// Bytes of the key id before its text form.
 const KEY_ID_BYTES: usize = 10;
@@ -55,6 +58,19 @@ impl AccountKey {
     /// The raw key: for wrapping, and for keeping it in this machine's own key store.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
+    }
+
+    /// The key that wraps another account key under this one (a rotation keeps the old key
+    /// under the new one, and the new one under the old): used as a recovery key is, so the
+    /// blob is a recovery blob (`docs/PROTOCOL.md`, "Rotating the account key").
+    pub fn wrapping_key(&self) -> RecoveryKey {
+        let hk = Hkdf::<Sha256>::new(None, self.0.as_ref());
+        let mut out = [0u8; 32];
+        hk.expand(KEY_WRAP_LABEL.as_bytes(), &mut out)
+            .expect("32 bytes is a valid HKDF-SHA-256 length");
+        let key = RecoveryKey::from_bytes(out);
+        out.zeroize();
+        key
     }
 
     /// The subkeys and key id derived from this key.

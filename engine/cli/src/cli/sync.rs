@@ -111,6 +111,33 @@ pub enum SyncCommand {
         #[arg(long, value_name = "KEY")]
         recovery_key: Option<String>,
     },
+    /// Replace the account key with a new one and re-encrypt every scope under it. Proves the
+    /// account with the passphrase (asked, --passphrase-file or $MEMORIA_SYNC_PASSPHRASE),
+    /// which then wraps the new key, and prints a new recovery key once (the old one no longer
+    /// unlocks). Other unlocked machines follow at their next sync, unless --lock-out. If it
+    /// is interrupted, run it again: it finishes the rotation under way.
+    RotateKey {
+        /// Read the passphrase from the first line of FILE.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+        /// Also write the new recovery key to FILE (readable only by you; keep it off this
+        /// machine).
+        #[arg(long, value_name = "FILE")]
+        recovery_file: Option<PathBuf>,
+        /// Machines holding only the old key (a lost or stolen one) no longer follow: every
+        /// other machine unlocks again with the passphrase or the new recovery key.
+        #[arg(long)]
+        lock_out: bool,
+    },
+    /// Turn end-to-end encryption off for this account: every scope goes back to the server in
+    /// plaintext, then its encrypted copies and the account's wrapped keys are removed. Asks
+    /// for confirmation. Other machines go back to plaintext at their next sync. If it is
+    /// interrupted, run it again.
+    Decrypt {
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// Where a passphrase comes from when no file is named and no terminal can ask.
@@ -118,6 +145,17 @@ pub const PASSPHRASE_ENV: &str = "MEMORIA_SYNC_PASSPHRASE";
 
 pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
     let mut engine = g.location.open()?;
+    let new_file = |f: &Option<PathBuf>| -> Result<()> {
+        if let Some(f) = f
+            && f.exists()
+        {
+            bail!(
+                "{} exists already: name a new file for the recovery key",
+                f.display()
+            );
+        }
+        Ok(())
+    };
     match command {
         SyncCommand::Login { server, token } => {
             let token = match token {
@@ -310,14 +348,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             recovery_file,
         } => {
             let passphrase = passphrase(passphrase_file.as_deref(), true)?;
-            if let Some(f) = recovery_file
-                && f.exists()
-            {
-                bail!(
-                    "{} exists already: name a new file for the recovery key",
-                    f.display()
-                );
-            }
+            new_file(recovery_file)?;
             let done = sync::encrypt(&mut engine, &passphrase)?;
             if let Some(f) = recovery_file {
                 write_private(f, &format!("{}\n", done.recovery_key))
@@ -381,6 +412,65 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             }
             report_passes(g, &done.scopes)?;
         }
+        SyncCommand::Decrypt { yes } => {
+            if !yes {
+                confirm(
+                    "turn end-to-end encryption off? every note goes back to the sync server in plaintext",
+                )?;
+            }
+            let done = sync::decrypt(&mut engine)?;
+            if g.json {
+                print_json(&done)?;
+            } else if done.complete {
+                outln!(
+                    "end-to-end encryption is off: the server keeps the notes in plaintext again, and this machine no longer keeps the account key"
+                );
+            } else {
+                outln!(
+                    "end-to-end encryption is being turned off: some scopes are still encrypted (synced from other machines); they go back to plaintext when one of those machines syncs; run this again to check"
+                );
+            }
+            report_passes(g, &done.scopes)?;
+        }
+        SyncCommand::RotateKey {
+            passphrase_file,
+            recovery_file,
+            lock_out,
+        } => {
+            let passphrase = passphrase(passphrase_file.as_deref(), false)?;
+            new_file(recovery_file)?;
+            let done = sync::rotate_key(&mut engine, &passphrase, *lock_out)?;
+            if let Some(f) = recovery_file {
+                write_private(f, &format!("{}\n", done.recovery_key))
+                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
+            }
+            if g.json {
+                print_json(&done)?;
+            } else {
+                outln!(
+                    "the account key is replaced (key {}); it is kept in {}",
+                    done.kid,
+                    done.keychain
+                );
+                outln!("new recovery key (shown this once; the one before no longer unlocks):");
+                outln!("  {}", done.recovery_key);
+                if let Some(f) = recovery_file {
+                    outln!("  also written to {}", f.display());
+                }
+                match done.locked_out {
+                    true => outln!(
+                        "machines holding only the old key are locked out: unlock each of yours again with the passphrase or the new recovery key"
+                    ),
+                    false => outln!("your other machines follow at their next sync"),
+                }
+                if !done.complete {
+                    outln!(
+                        "some scopes still hold notes under the old key (synced from other machines): they move when one of those machines syncs; run this again to check"
+                    );
+                }
+            }
+            report_passes(g, &done.scopes)?;
+        }
     }
     Ok(())
 }
@@ -426,6 +516,24 @@ fn passphrase(file: Option<&std::path::Path>, confirm: bool) -> Result<String> {
         bail!("the two passphrases differ: nothing was changed; try again");
     }
     Ok(first)
+}
+
+/// Asks `question` on the terminal; anything but yes stops with nothing changed. Without a
+/// terminal the answer must come as `--yes`.
+fn confirm(question: &str) -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        bail!("{question}: confirm with --yes (no terminal to ask on); nothing was changed");
+    }
+    eprint!("{question} [y/N] ");
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the answer")?;
+    if !matches!(line.trim().to_lowercase().as_str(), "y" | "yes") {
+        bail!("nothing was changed");
+    }
+    Ok(())
 }
 
 /// The new passphrase, asked on the terminal twice without echo.
@@ -494,10 +602,13 @@ fn print_status(s: &SyncStatus) -> Result<()> {
         s.server
             .as_deref()
             .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}")),
-        if s.encrypted {
-            ", end-to-end encrypted"
-        } else {
-            ""
+        match (s.encrypted, s.encryption_turning_off, s.encryption_ended) {
+            (true, false, _) => ", end-to-end encrypted",
+            (true, true, _) => ", end-to-end encryption being turned off",
+            (false, _, true) => {
+                ", end-to-end encryption was turned off (from another machine; the account key is no longer kept here)"
+            }
+            _ => "",
         }
     );
     outln!(
