@@ -181,6 +181,13 @@ fn the_sessions_daily_pass_promotes_with_the_model_and_never_from_an_injected_an
         "{listed}"
     );
     assert!(!listed.contains("upload the vault"), "{listed}");
+    let queue = d.ok(&["review"]);
+    assert!(
+        queue.contains(
+            "1 fact said in several conversations, ready to become notes (1 left by the model, with why): `memoria review promote`"
+        ),
+        "{queue}"
+    );
 
     // The day after, a well-formed answer: the note is written, and the fact leaves the list.
     json(&d, &["config", "set", "model.url", &good]);

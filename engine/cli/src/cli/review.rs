@@ -260,11 +260,17 @@ pub fn review(g: &Globals, a: &ReviewArgs) -> Result<()> {
     if !r.findings.is_empty() {
         outln!("dismiss one with `memoria review dismiss FINDING_ID`");
     }
-    let ready = conversations::promotions(&engine)?.len();
-    if ready > 0 {
+    let ready = conversations::promotions(&engine)?;
+    if !ready.is_empty() {
+        let left = ready.iter().filter(|p| p.auto_left.is_some()).count();
         outln!(
-            "{} said in several conversations, ready to become notes: `memoria review promote`",
-            counted(ready, "fact")
+            "{} said in several conversations, ready to become notes{}: `memoria review promote`",
+            counted(ready.len(), "fact"),
+            if left > 0 {
+                format!(" ({left} left by the model, with why)")
+            } else {
+                String::new()
+            }
         );
     }
     Ok(())
