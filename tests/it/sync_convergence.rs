@@ -75,6 +75,8 @@ impl Rng {
 struct InProcess {
     rt: tokio::runtime::Runtime,
     router: axum::Router,
+    /// Requests and the time the server took for them, by path (the benchmark's split).
+    spent: Mutex<BTreeMap<String, (u32, std::time::Duration)>>,
 }
 
 impl InProcess {
@@ -92,6 +94,7 @@ impl InProcess {
                 Body::empty()
             }
         };
+        let t = std::time::Instant::now();
         let resp = self
             .rt
             .block_on(self.router.clone().oneshot(b.body(body).unwrap()))
@@ -107,6 +110,10 @@ impl InProcess {
             .block_on(axum::body::to_bytes(resp.into_body(), usize::MAX))
             .unwrap()
             .to_vec();
+        let mut spent = self.spent.lock().unwrap();
+        let e = spent.entry(req.path.to_owned()).or_default();
+        e.0 += 1;
+        e.1 += t.elapsed();
         HttpReply {
             status,
             retry_after_s,
@@ -655,6 +662,7 @@ fn run_seed(seed: u64, n_devices: usize, steps: usize, layout: Layout, encrypted
     let server = Arc::new(InProcess {
         rt,
         router: router(state),
+        spent: Mutex::default(),
     });
     let clock = Arc::new(FixedClock::new(1_800_000_000_000));
     let sim = Sim {
@@ -994,6 +1002,7 @@ fn sync_commit_first_batches() {
         server: Arc::new(InProcess {
             rt,
             router: router(state),
+            spent: Mutex::default(),
         }),
         rng: Arc::new(Rng::new(7)),
         faults: Arc::new(AtomicBool::new(false)),
@@ -1138,28 +1147,99 @@ fn sync_commit_first_batches() {
 
 /// Requests and bytes of the three benchmark cases, in-process (`docs/BENCHMARKS.md`): first
 /// upload of N notes, a no-change poll, one change in N, in plaintext and end-to-end
-/// encrypted side by side. The normal run uses 500 notes and checks the request counts;
-/// `MEMORIA_SYNC_BENCH_NOTES=5000` measures the full size.
+/// encrypted side by side. The normal run uses 500 notes, one round, and checks the request
+/// counts; `MEMORIA_SYNC_BENCH_NOTES=5000 MEMORIA_SYNC_BENCH_ROUNDS=5` measures the full size,
+/// the two modes taking turns (each round in the other order), each figure the fastest and
+/// the median of its rounds (on a loaded machine the fastest is the least disturbed).
+/// Every round's files stay until the end: a file system slows the creation of files right
+/// after many were deleted, which would fall on whichever mode ran second.
+/// `MEMORIA_SYNC_BENCH_ONLY=plaintext` (or `encrypted`) runs one mode, for a profiler.
 #[test]
 fn sync_bench_first_upload_poll_and_one_change() {
-    let n: usize = std::env::var("MEMORIA_SYNC_BENCH_NOTES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
-    let plain = sync_bench(n, false);
-    let encrypted = sync_bench(n, true);
-    for ((what, p), (_, e)) in plain.iter().zip(&encrypted) {
+    let var = |name: &str, default: usize| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let n = var("MEMORIA_SYNC_BENCH_NOTES", 500);
+    let rounds = var("MEMORIA_SYNC_BENCH_ROUNDS", 1).max(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let only = std::env::var("MEMORIA_SYNC_BENCH_ONLY").ok();
+    let mut runs: [Vec<Vec<BenchCase>>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for encrypted in order {
+            let mode = if encrypted { "encrypted" } else { "plaintext" };
+            if only.as_deref().is_some_and(|o| o != mode) {
+                continue;
+            }
+            let dir = tmp.path().join(format!("{round}-{encrypted}"));
+            runs[usize::from(encrypted)].push(sync_bench(&dir, n, encrypted));
+        }
+    }
+    if runs.iter().any(Vec::is_empty) {
+        return;
+    }
+    // The fastest and the median of a case's rounds.
+    let times = |runs: &[Vec<BenchCase>], case: usize| {
+        let mut t: Vec<_> = runs.iter().map(|r| r[case].took).collect();
+        t.sort();
+        (t[0], t[t.len() / 2])
+    };
+    let pct = |e: std::time::Duration, p: std::time::Duration| {
+        (e.as_secs_f64() / p.as_secs_f64() - 1.0) * 100.0
+    };
+    for (case, p) in runs[0][0].iter().enumerate() {
+        let e = &runs[1][0][case];
+        let ((pmin, pmed), (emin, emed)) = (times(&runs[0], case), times(&runs[1], case));
         eprintln!(
-            "bench {what} ({n} notes): plaintext {p:?}, encrypted {e:?} ({:+.1}%)",
-            (e.as_secs_f64() / p.as_secs_f64() - 1.0) * 100.0
+            "bench {} ({n} notes, {rounds} rounds): fastest plaintext {pmin:?}, encrypted {emin:?} ({:+.1}%); median {pmed:?} vs {emed:?} ({:+.1}%); requests {} vs {}, bytes sent {} vs {} ({:+.1}%), received {} vs {}",
+            p.what,
+            pct(emin, pmin),
+            pct(emed, pmed),
+            p.requests,
+            e.requests,
+            p.sent,
+            e.sent,
+            (e.sent as f64 / p.sent as f64 - 1.0) * 100.0,
+            p.received,
+            e.received,
         );
     }
 }
 
-/// One run of the benchmark's cases; their times.
-fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Duration)> {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
+/// One case of one run of the benchmark.
+struct BenchCase {
+    what: &'static str,
+    took: std::time::Duration,
+    requests: u64,
+    sent: u64,
+    received: u64,
+}
+
+/// Note `i`'s body: about `len` bytes of this repository's architecture document from an
+/// offset of its own, a window of real prose and Markdown as notes hold. A body of one line
+/// repeated would compress to almost nothing and flatter an envelope that compresses.
+fn bench_body(i: usize, len: usize) -> String {
+    const TEXT: &str = include_str!("../../docs/ARCHITECTURE.md");
+    let floor = |mut at: usize| {
+        while !TEXT.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    let start = floor((i * 7919) % (TEXT.len() - len));
+    let end = floor(start + len);
+    format!("{}\n", TEXT[start..end].trim())
+}
+
+/// One run of the benchmark's cases in `root`; their figures.
+fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1181,6 +1261,7 @@ fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Durati
         server: Arc::new(InProcess {
             rt,
             router: router(state),
+            spent: Mutex::default(),
         }),
         rng: Arc::new(Rng::new(1)),
         faults: Arc::new(AtomicBool::new(false)),
@@ -1197,7 +1278,7 @@ fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Durati
         let mut note = Note::new(
             memoria_shared::NoteId::new(&format!("note-{i:05}")).unwrap(),
             format!("Note {i}"),
-            format!("{}\n", "Some remembered fact, a line of text. ".repeat(100)),
+            bench_body(i, 3800),
         );
         note.tags = vec!["bench".into()];
         std::fs::write(user_dir.join(format!("note-{i:05}.md")), note.serialize()).unwrap();
@@ -1212,19 +1293,37 @@ fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Durati
         put_account_keys(a.syncer.client(), key, 1);
     }
     let mode = if encrypted { "encrypted" } else { "plaintext" };
-    let mut times = Vec::new();
+    let mut cases = Vec::new();
+    let server = sim.server.clone();
     let mut measure = |a: &mut Device, what: &'static str| {
         let before = a.syncer.client().traffic.snapshot();
+        server.spent.lock().unwrap().clear();
         let t = std::time::Instant::now();
         let r = a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
         let took = t.elapsed();
         let after = a.syncer.client().traffic.snapshot();
-        let (req, sent, recv) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+        let (requests, sent, received) =
+            (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+        // Where the time went: the server's share by endpoint, the rest is the client's.
+        let spent = std::mem::take(&mut *server.spent.lock().unwrap());
+        let on_server: std::time::Duration = spent.values().map(|(_, d)| *d).sum();
+        let split: Vec<String> = spent
+            .iter()
+            .map(|(path, (n, d))| format!("{path} {n}× {d:?}"))
+            .collect();
         eprintln!(
-            "bench {what} ({n} notes, {mode}): {req} requests, {sent} bytes sent, {recv} bytes received, {took:?}"
+            "bench {what} ({n} notes, {mode}): {requests} requests, {sent} bytes sent, {received} bytes received, {took:?}; client {:?}, server {}",
+            took.saturating_sub(on_server),
+            split.join(", ")
         );
-        times.push((what, took));
-        (r, req)
+        cases.push(BenchCase {
+            what,
+            took,
+            requests,
+            sent,
+            received,
+        });
+        (r, requests)
     };
     let (r, req) = measure(&mut a, "first upload");
     assert_eq!(r.uploaded, n);
@@ -1253,5 +1352,5 @@ fn sync_bench(n: usize, encrypted: bool) -> Vec<(&'static str, std::time::Durati
     let (r, req) = measure(&mut a, "one change");
     assert_eq!(r.uploaded, 1);
     assert_eq!(req, 2, "snapshot + commit");
-    times
+    cases
 }
