@@ -793,13 +793,22 @@ fn e2ee_account_never_gets_a_new_plaintext_scope() {
     assert_eq!(body["applied"][0]["id"], "plain", "{body}");
 }
 
+/// Every object of the world's store, whichever it is.
+fn objects(w: &World) -> BTreeMap<String, Vec<u8>> {
+    let backend = match w.server.store.parse::<StoreUrl>() {
+        Ok(StoreUrl::S3(_)) => Backend::S3,
+        _ => Backend::Fs,
+    };
+    stored_objects(w, backend)
+}
+
 /// The key id the account's passphrase blob on the server wraps, and the blobs themselves.
-fn account_keys(store: &Path) -> (String, Value) {
-    let (path, bytes) = store_files(store)
-        .into_iter()
+fn account_keys(objects: &BTreeMap<String, Vec<u8>>) -> (String, Value) {
+    let (path, bytes) = objects
+        .iter()
         .find(|(p, _)| p.ends_with("e2ee/keys.json"))
         .expect("the account's keys in the store");
-    let keys = json(&String::from_utf8(bytes).unwrap());
+    let keys = json(&String::from_utf8_lossy(bytes));
     let pass = json(keys["passphrase"].as_str().unwrap());
     let kid = pass["kid"].as_str().unwrap().to_owned();
     assert_eq!(kid.len(), 16, "{path:?}: {keys}");
@@ -807,20 +816,20 @@ fn account_keys(store: &Path) -> (String, Value) {
 }
 
 /// The files of the store that name `kid`: every envelope under it, a mark, a blob.
-fn files_naming(store: &Path, kid: &str) -> Vec<PathBuf> {
-    store_files(store)
-        .into_iter()
+fn files_naming(objects: &BTreeMap<String, Vec<u8>>, kid: &str) -> Vec<String> {
+    objects
+        .iter()
         .filter(|(_, b)| String::from_utf8_lossy(b).contains(kid))
-        .map(|(p, _)| p)
+        .map(|(p, _)| p.clone())
         .collect()
 }
 
 /// Every envelope in the store is under `kid`; how many there are.
-fn envelopes_all_under(store: &Path, kid: &str) -> usize {
+fn envelopes_all_under(objects: &BTreeMap<String, Vec<u8>>, kid: &str) -> usize {
     let mut n = 0;
-    for (p, b) in store_files(store) {
-        let text = String::from_utf8_lossy(&b);
-        if p.components().any(|c| c.as_os_str() == "objects") && text.contains("\"e2ee\":") {
+    for (p, b) in objects {
+        let text = String::from_utf8_lossy(b);
+        if p.contains("/objects/") && text.contains("\"e2ee\":") {
             let (header, _) = read_envelope(&text);
             assert_eq!(header["kid"], kid, "{p:?} is under another key");
             n += 1;
@@ -865,9 +874,17 @@ fn rand_name() -> String {
 }
 
 #[test]
-fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
-    let (w, f, a, b, old_recovery) = encrypted_pair(Backend::Fs);
-    let store = store_dir(&w);
+fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_fs() {
+    rotation_between_two_machines(Backend::Fs);
+}
+
+#[test]
+fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_s3() {
+    rotation_between_two_machines(Backend::S3);
+}
+
+fn rotation_between_two_machines(backend: Backend) {
+    let (w, f, a, b, old_recovery) = encrypted_pair(backend);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
     a.ok(&[
@@ -885,11 +902,11 @@ fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
     ]);
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
-    let (old_kid, _) = account_keys(&store);
-    assert!(envelopes_all_under(&store, &old_kid) > NOTES.len());
+    let (old_kid, _) = account_keys(&objects(&w));
+    assert!(envelopes_all_under(&objects(&w), &old_kid) > NOTES.len());
 
     // A wrong passphrase changes nothing anywhere.
-    let before = store_files(&store);
+    let before = objects(&w);
     let err = a.fails(&[
         "--json",
         "sync",
@@ -898,23 +915,19 @@ fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
         &f.passphrase("not the passphrase at all"),
     ]);
     assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
-    assert_eq!(
-        store_files(&store),
-        before,
-        "nothing was written to the store"
-    );
+    assert_eq!(objects(&w), before, "nothing was written to the store");
 
     let (out, recovery) = rotate(&a, &f, Some(&pa), &[]);
     assert_eq!(out["complete"], true, "{out}");
     assert_eq!(out["lockedOut"], false, "{out}");
     assert_eq!(out["recoveryKey"], recovery.as_str(), "{out}");
-    let (new_kid, keys) = account_keys(&store);
+    let (new_kid, keys) = account_keys(&objects(&w));
     assert_eq!(out["kid"], new_kid.as_str(), "{out}");
     assert_ne!(new_kid, old_kid);
     assert!(keys.get("previous").is_none(), "the rotation ended: {keys}");
     // Nothing under the old key is left: no envelope, no mark, no blob names it.
-    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
-    assert!(envelopes_all_under(&store, &new_kid) > NOTES.len());
+    assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
+    assert!(envelopes_all_under(&objects(&w), &new_kid) > NOTES.len());
 
     // The other machine follows at its next sync, with nothing lost, and they still merge.
     b.ok(&["sync", "now"]);
@@ -946,7 +959,7 @@ fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
     a.ok(&["sync", "now"]);
     assert_eq!(a.note("doc"), b.note("doc"));
     assert!(a.note("doc").unwrap().contains("r line 8 (b)"));
-    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 
     // The new recovery key unlocks a new machine; the old one no longer does.
     let c = w.device("c", &a.token);
@@ -958,23 +971,31 @@ fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow() {
 
 /// Whether any file of the store is an envelope, a scope's encryption mark or the account's
 /// wrapped keys.
-fn encrypted_leftovers(store: &Path) -> Vec<PathBuf> {
-    store_files(store)
-        .into_iter()
+fn encrypted_leftovers(objects: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    objects
+        .iter()
         .filter(|(p, b)| {
             let text = String::from_utf8_lossy(b);
             p.ends_with("e2ee/keys.json")
                 || text.contains("\"e2ee\":")
                 || text.contains("\"e2eeOff\":")
         })
-        .map(|(p, _)| p)
+        .map(|(p, _)| p.clone())
         .collect()
 }
 
 #[test]
-fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope() {
-    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
-    let store = store_dir(&w);
+fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope_fs() {
+    turning_off_between_two_machines(Backend::Fs);
+}
+
+#[test]
+fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope_s3() {
+    turning_off_between_two_machines(Backend::S3);
+}
+
+fn turning_off_between_two_machines(backend: Backend) {
+    let (w, _f, a, b, _) = encrypted_pair(backend);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
     a.ok(&[
@@ -1005,24 +1026,20 @@ fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope() 
     b.ok(&["sync", "now"]);
 
     // Without a terminal to ask on, nothing changes unless --yes says so.
-    let before = store_files(&store);
+    let before = objects(&w);
     let err = a.fails(&["sync", "decrypt"]);
     assert!(err.contains("--yes"), "{err}");
-    assert_eq!(
-        store_files(&store),
-        before,
-        "nothing was written to the store"
-    );
+    assert_eq!(objects(&w), before, "nothing was written to the store");
 
     let out = json(&a.ok(&["--project", &pa, "--json", "sync", "decrypt", "--yes"]));
     assert_eq!(out["complete"], true, "{out}");
     assert_eq!(
-        encrypted_leftovers(&store),
-        Vec::<PathBuf>::new(),
+        encrypted_leftovers(&objects(&w)),
+        Vec::<String>::new(),
         "no envelope, mark or wrapped key is left"
     );
     assert!(a.note("written-on-b").is_some());
-    let text: String = store_files(&store)
+    let text: String = objects(&w)
         .values()
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .collect();
@@ -1074,8 +1091,8 @@ fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope() 
     assert!(merged.contains("merged 1"), "{merged}");
     a.ok(&["sync", "now"]);
     assert_eq!(a.note("doc"), b.note("doc"));
-    assert_eq!(encrypted_leftovers(&store), Vec::<PathBuf>::new());
-    let text: String = store_files(&store)
+    assert_eq!(encrypted_leftovers(&objects(&w)), Vec::<String>::new());
+    let text: String = objects(&w)
         .values()
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .collect();
@@ -1099,7 +1116,6 @@ fn bulk_notes(d: &Device, n: usize) {
 #[test]
 fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_the_old_key() {
     let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
-    let store = store_dir(&w);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
     a.ok(&[
@@ -1117,16 +1133,16 @@ fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_th
     ]);
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
-    let (old_kid, _) = account_keys(&store);
+    let (old_kid, _) = account_keys(&objects(&w));
 
     // Run where only the user scope is visible: the project stays under the old key.
     let (out, first_recovery) = rotate(&a, &f, None, &["--lock-out"]);
     assert_eq!(out["complete"], false, "{out}");
     assert_eq!(out["lockedOut"], true, "{out}");
-    let (new_kid, keys) = account_keys(&store);
+    let (new_kid, keys) = account_keys(&objects(&w));
     assert!(keys.get("previous").is_some(), "under way: {keys}");
     assert!(keys.get("successor").is_none(), "locked out: {keys}");
-    assert!(!files_naming(&store, &old_kid).is_empty());
+    assert!(!files_naming(&objects(&w), &old_kid).is_empty());
 
     // The machine holding only the old key is locked out of what moved, its notes untouched.
     let notes_of_b = store_files(&b.home.join("memory/user"));
@@ -1154,9 +1170,9 @@ fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_th
     assert_eq!(out["complete"], true, "{out}");
     assert_eq!(out["kid"], new_kid.as_str(), "the same rotation: {out}");
     assert_ne!(recovery, first_recovery);
-    let (_, keys) = account_keys(&store);
+    let (_, keys) = account_keys(&objects(&w));
     assert!(keys.get("previous").is_none(), "{keys}");
-    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
     assert!(
         Path::new(&pa).join("MEMORY/late-project-note.md").exists(),
         "the note written under the old key was carried over"
@@ -1178,18 +1194,17 @@ fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_th
     }
     let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
     assert!(on_b.contains(pbody.trim()), "{on_b}");
-    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 }
 
 #[test]
 fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
     let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
-    let store = store_dir(&w);
     bulk_notes(&a, 60);
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
-    let (old_kid, _) = account_keys(&store);
-    let keys_file = store_files(&store)
+    let (old_kid, _) = account_keys(&objects(&w));
+    let keys_file = objects(&w)
         .into_keys()
         .find(|p| p.ends_with("e2ee/keys.json"))
         .unwrap();
@@ -1213,14 +1228,14 @@ fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
     // Every machine still syncs; the next run finishes what is left.
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
-    let (_, keys) = account_keys(&store);
+    let (_, keys) = account_keys(&objects(&w));
     if keys.get("previous").is_some() {
         let (out, _) = rotate(&a, &f, None, &[]);
         assert_eq!(out["complete"], true, "{out}");
     }
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
-    assert_eq!(files_naming(&store, &old_kid), Vec::<PathBuf>::new());
+    assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
     for i in 0..60 {
         let id = format!("bulk-note-{i}");
         assert!(b.note(&id).is_some(), "{id}");
@@ -1229,15 +1244,14 @@ fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
-    let (new_kid, _) = account_keys(&store);
+    let (new_kid, _) = account_keys(&objects(&w));
     assert_ne!(new_kid, old_kid);
-    assert!(envelopes_all_under(&store, &new_kid) >= 60 + NOTES.len());
+    assert!(envelopes_all_under(&objects(&w), &new_kid) >= 60 + NOTES.len());
 }
 
 #[test]
 fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
     let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
-    let store = store_dir(&w);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
     a.ok(&[
@@ -1259,7 +1273,7 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
     // Only the user scope is visible: the project stays encrypted for now.
     let out = json(&a.ok(&["--json", "sync", "decrypt", "--yes"]));
     assert_eq!(out["complete"], false, "{out}");
-    let (_, keys) = account_keys(&store);
+    let (_, keys) = account_keys(&objects(&w));
     assert!(keys["off"].is_string(), "{keys}");
     let status = a.ok(&["sync", "status"]);
     assert!(status.contains("being turned off"), "{status}");
@@ -1281,8 +1295,8 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
     ]);
     b.ok(&["--project", &pb, "sync", "now"]);
     assert_eq!(
-        encrypted_leftovers(&store),
-        Vec::<PathBuf>::new(),
+        encrypted_leftovers(&objects(&w)),
+        Vec::<String>::new(),
         "nothing encrypted is left once no scope is"
     );
     let status = json(&b.ok(&["--json", "sync", "status"]));
@@ -1296,7 +1310,7 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
-    assert_eq!(encrypted_leftovers(&store), Vec::<PathBuf>::new());
+    assert_eq!(encrypted_leftovers(&objects(&w)), Vec::<String>::new());
 }
 
 #[test]
@@ -1312,7 +1326,7 @@ fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
         "--body",
         "the pangolin password\n",
     ]);
-    let keys_path = store_files(&store)
+    let keys_path = objects(&w)
         .into_keys()
         .find(|p| p.ends_with("e2ee/keys.json"))
         .unwrap();
@@ -1326,7 +1340,7 @@ fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
         })
     };
     // The scope unmarked and "off" with a blob that is not the account key's own proof.
-    let (_, mut keys) = account_keys(&store);
+    let (_, mut keys) = account_keys(&objects(&w));
     keys["off"] = keys["recovery"].clone();
     std::fs::write(&keys_path, keys.to_string()).unwrap();
     let err = a.fails(&["--json", "sync", "now"]);
