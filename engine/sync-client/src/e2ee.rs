@@ -746,3 +746,60 @@ pub fn unwrap_account_key(blobs: &E2eeKeys, secret: &Secret) -> SyncResult<Accou
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(b: u8) -> AccountKey {
+        AccountKey::from_bytes([b; 32])
+    }
+
+    #[test]
+    fn a_key_wrapped_under_another_opens_with_that_key_only() {
+        let (old, new) = (key(1), key(2));
+        let blob = wrap_under(&new, &old).unwrap();
+        let opened = unwrap_under(&blob, &old)
+            .unwrap()
+            .expect("the wrapping key opens it");
+        assert_eq!(opened.as_bytes(), new.as_bytes());
+        assert!(unwrap_under(&blob, &new).unwrap().is_none());
+        assert!(unwrap_under(&blob, &key(3)).unwrap().is_none());
+        // Not the wrapping key of the recovery blob form's own recovery key either.
+        let recovery = RecoveryKey::from_bytes([1; 32]);
+        let rec = WrappedKey::with_recovery_key(&new, &recovery, &mut rand_core::OsRng)
+            .unwrap()
+            .to_json();
+        assert!(unwrap_under(&rec, &old).unwrap().is_none());
+    }
+
+    #[test]
+    fn only_the_account_key_makes_the_proof_that_turns_encryption_off() {
+        let k = key(7);
+        assert!(check_off_proof(&off_proof(&k).unwrap(), &k));
+        assert!(!check_off_proof(&off_proof(&key(8)).unwrap(), &k));
+        // A rotation's blobs name the account key but are no proof.
+        let (old, new) = (key(7), key(9));
+        assert!(!check_off_proof(&wrap_under(&old, &new).unwrap(), &old));
+        assert!(!check_off_proof(&wrap_under(&new, &old).unwrap(), &old));
+        let (_, _, blobs) = new_account("a long passphrase").unwrap();
+        assert!(!check_off_proof(&blobs.recovery, &k));
+        assert!(!check_off_proof("not a blob", &k));
+    }
+
+    #[test]
+    fn a_rotation_wraps_both_ways_unless_it_locks_the_old_key_out() {
+        let old = key(4);
+        let (new, recovery, blobs) = rotation(&old, "a long passphrase", false).unwrap();
+        let back = unwrap_under(blobs.previous.as_deref().unwrap(), &new).unwrap();
+        assert_eq!(back.unwrap().as_bytes(), old.as_bytes());
+        let ahead = unwrap_under(blobs.successor.as_deref().unwrap(), &old).unwrap();
+        assert_eq!(ahead.unwrap().as_bytes(), new.as_bytes());
+        let by_recovery =
+            unwrap_account_key(&blobs, &Secret::RecoveryKey(recovery.to_text().to_string()))
+                .unwrap();
+        assert_eq!(by_recovery.as_bytes(), new.as_bytes());
+        let (_, _, locked) = rotation(&old, "a long passphrase", true).unwrap();
+        assert!(locked.previous.is_some() && locked.successor.is_none());
+    }
+}
