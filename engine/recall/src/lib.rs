@@ -1279,6 +1279,31 @@ impl RecallIndex {
         Ok(out)
     }
 
+    /// `(scope, id)` of every indexed log message, by id: what a comparison of every message
+    /// walks beside the log's, without their states.
+    pub fn message_ids(&self) -> Result<Vec<(String, String)>, Error> {
+        self.refresh_if_changed()?;
+        let is_message = |m: &DocMeta| memoria_store::log::is_message_key(&m.id);
+        let meta = read(&self.shared.meta);
+        let mut out: Vec<(String, String)> = if self.on_disk() == 0 {
+            meta.values()
+                .filter(|m| is_message(m))
+                .map(|m| (m.scope.clone(), m.id.clone()))
+                .collect()
+        } else {
+            let mut stored = lock(&self.docs).message_ids()?;
+            // A message id under another type is never left on disk: it is in memory.
+            stored.extend(
+                meta.values()
+                    .filter(|m| is_message(m) && m.note_type.as_deref() != Some(MESSAGE_TYPE))
+                    .map(|m| (m.scope.clone(), m.id.clone())),
+            );
+            stored
+        };
+        out.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        Ok(out)
+    }
+
     /// Removes these documents (`scope`, `id`) in one commit of each store; returns how many
     /// were indexed.
     pub fn remove_all(&self, keys: &[(String, String)]) -> Result<usize, Error> {

@@ -586,6 +586,18 @@ impl DocStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// `(scope, id)` of every log message (`msg:…` ids) stored under the message type, by id.
+    pub fn message_ids(&self) -> Result<Vec<(String, String)>, Error> {
+        let (from, to) = message_id_range();
+        let mut st = self.conn.prepare_cached(
+            "SELECT scope, id FROM docs WHERE note_type = ?1 AND id >= ?2 AND id < ?3 ORDER BY id",
+        )?;
+        let rows = st.query_map(params![super::MESSAGE_TYPE, from, to], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// `(key, scope, id)` of every document.
     pub fn all_keys(&self) -> Result<Vec<(String, String, String)>, Error> {
         let mut st = self.conn.prepare("SELECT key, scope, id FROM docs")?;

@@ -547,6 +547,40 @@ impl Log {
             .collect())
     }
 
+    /// Every message, held back or not, in the order of its conversation (scope,
+    /// conversation, place, key), one at a time: a whole log is read without being held.
+    pub fn for_each_message(&self, mut f: impl FnMut(LogMessage) -> Result<()>) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare(&format!(
+                "{SELECT} ORDER BY m.scope, m.conversation, m.seq, m.key"
+            ))
+            .map_err(db_err)?;
+        let mut rows = st.query([]).map_err(db_err)?;
+        while let Some(row) = rows.next().map_err(db_err)? {
+            f(finish(row_message(row).map_err(db_err)?)?)?;
+        }
+        Ok(())
+    }
+
+    /// The scope and key of every recallable message, in key order, one at a time.
+    pub fn for_each_recallable_key(&self, mut f: impl FnMut(&str, &str)) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT scope, key FROM messages WHERE secret IS NULL AND quarantined IS NULL \
+                 ORDER BY key",
+            )
+            .map_err(db_err)?;
+        let mut rows = st.query([]).map_err(db_err)?;
+        while let Some(row) = rows.next().map_err(db_err)? {
+            let scope: String = row.get(0).map_err(db_err)?;
+            let key: String = row.get(1).map_err(db_err)?;
+            f(&scope, &key);
+        }
+        Ok(())
+    }
+
     /// Every message that may be recalled: marked neither by the guard nor by the poison gate.
     pub fn recallable(&self) -> Result<Vec<LogMessage>> {
         let mut st = self

@@ -298,7 +298,8 @@ impl Engine {
             state.messages,
             in_recall,
             |after| log.recallable_after(after),
-            || log.recallable(),
+            // Every message is then walked one at a time (`every_message`), never held.
+            || Ok(Vec::new()),
             |rows| {
                 let keys: Vec<(String, String)> = rows
                     .iter()
@@ -310,32 +311,29 @@ impl Engine {
         )?;
         let (messages, all) = read.rows();
         if all {
-            held = states_map(recall.message_states().map_err(recall_err)?);
-            out.drop_missing(
-                messages.iter().map(|m| (m.scope.as_str(), m.key.as_str())),
-                &held,
-            );
+            out.report = every_message(&log, recall, &mut out)?;
+        } else {
+            // Each message is read with the one before it: from this batch, else from the log.
+            let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
+                .iter()
+                .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
+                .collect();
+            for m in &messages {
+                let before = log.before(&m.scope, &m.conversation, m.seq)?;
+                let previous = before.as_ref().map(|b| {
+                    by_place
+                        .get(&(b.scope.as_str(), b.conversation.as_str(), b.seq))
+                        .copied()
+                        .unwrap_or(b)
+                });
+                out.take(crate::said::message_doc(m, previous), &held);
+            }
+            out.report = InStepReport {
+                log_messages: messages.len(),
+                message_states: held.len(),
+                all_messages: false,
+            };
         }
-        // Each message is read with the one before it: from this batch, else from the log.
-        let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
-            .iter()
-            .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
-            .collect();
-        for m in &messages {
-            let before = log.before(&m.scope, &m.conversation, m.seq)?;
-            let previous = before.as_ref().map(|b| {
-                by_place
-                    .get(&(b.scope.as_str(), b.conversation.as_str(), b.seq))
-                    .copied()
-                    .unwrap_or(b)
-            });
-            out.take(crate::said::message_doc(m, previous), &held);
-        }
-        out.report = InStepReport {
-            log_messages: messages.len(),
-            message_states: held.len(),
-            all_messages: all,
-        };
 
         // Derived items and working memory: recall holds every one of them in memory.
         let held = held_of(known, memoria_store::log::is_derived_key);
@@ -446,6 +444,78 @@ impl Engine {
             .recall_block(message, &opts)
             .map_err(recall_err)
     }
+}
+
+/// Messages whose states are looked up in recall at a time while every message is compared.
+const COMPARED_AT_ONCE: usize = 1_000;
+
+/// Compares every recallable message of the log with recall without holding either side:
+/// each message's document is made with the message before it in its conversation, as the
+/// log is walked in conversation order, and compared with recall's state of it, looked up a
+/// batch at a time; what recall holds that the log no longer has is found by walking both
+/// sides' keys in order.
+fn every_message(
+    log: &memoria_store::log::Log,
+    recall: &RecallIndex,
+    out: &mut LogChanges,
+) -> Result<InStepReport> {
+    let ids = recall.message_ids().map_err(recall_err)?;
+    let mut next = 0;
+    log.for_each_recallable_key(|scope, key| {
+        while next < ids.len() && ids[next].1.as_str() < key {
+            out.gone.push(ids[next].clone());
+            next += 1;
+        }
+        while next < ids.len() && ids[next].1 == key {
+            if ids[next].0 != scope {
+                out.gone.push(ids[next].clone());
+            }
+            next += 1;
+        }
+    })?;
+    out.gone.extend(ids[next..].iter().cloned());
+
+    let mut read = 0;
+    let mut batch: Vec<RecallDoc> = Vec::with_capacity(COMPARED_AT_ONCE);
+    let compare = |batch: &mut Vec<RecallDoc>, out: &mut LogChanges| -> Result<()> {
+        let keys: Vec<(String, String)> = batch
+            .iter()
+            .map(|d| (d.scope.clone(), d.id.clone()))
+            .collect();
+        let held = states_map(recall.states_of(&keys).map_err(recall_err)?);
+        for doc in batch.drain(..) {
+            out.take(doc, &held);
+        }
+        Ok(())
+    };
+    // The message before each one: the last of its conversation at an earlier place.
+    let mut last: Option<memoria_store::log::LogMessage> = None;
+    let mut before: Option<memoria_store::log::LogMessage> = None;
+    log.for_each_message(|m| {
+        let same = last
+            .as_ref()
+            .is_some_and(|l| l.scope == m.scope && l.conversation == m.conversation);
+        if !same {
+            before = None;
+        } else if last.as_ref().is_some_and(|l| l.seq != m.seq) {
+            before = last.take();
+        }
+        if !m.held_back() {
+            read += 1;
+            batch.push(crate::said::message_doc(&m, before.as_ref()));
+            if batch.len() >= COMPARED_AT_ONCE {
+                compare(&mut batch, out)?;
+            }
+        }
+        last = Some(m);
+        Ok(())
+    })?;
+    compare(&mut batch, out)?;
+    Ok(InStepReport {
+        log_messages: read,
+        message_states: ids.len(),
+        all_messages: true,
+    })
 }
 
 /// What recall holds of some documents: (`scope`, `id`) → (content hash, ranking facts).
@@ -812,10 +882,38 @@ mod tests {
         std::fs::remove_file(recall::default_dir(&tmp.path().join("home")).join("log-state.json"))
             .unwrap();
         let e = engine(tmp.path());
-        let report = in_step(&e);
+        assert_eq!(e.sync_recall(&mut |_, _| {}).unwrap(), 0);
+        let report = e.last_recall_sync().unwrap();
         assert!(report.all_messages);
         assert_eq!(report.message_states, left);
         assert_eq!(messages_in_recall(&e), left);
+    }
+
+    #[test]
+    fn every_message_compared_makes_the_documents_reading_them_as_added_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 120);
+        in_step(&e);
+        // Added a few at a time: each read with the one before it from the log, one held
+        // back among them (the message after it is read without it).
+        for n in 120..130 {
+            let mut m = said("c2", n, &format!("later word{n}"));
+            if n == 124 {
+                m.quarantined = Some("override".into());
+            }
+            e.log().unwrap().append(&[m], T0).unwrap();
+            assert!(!in_step(&e).all_messages);
+        }
+        // Compared all at once, walking the log: every document is the same.
+        drop(e);
+        std::fs::remove_file(recall::default_dir(&tmp.path().join("home")).join("log-state.json"))
+            .unwrap();
+        let e = engine(tmp.path());
+        assert_eq!(e.sync_recall(&mut |_, _| {}).unwrap(), 0);
+        let report = e.last_recall_sync().unwrap();
+        assert_eq!((report.log_messages, report.all_messages), (129, true));
+        assert_eq!(messages_in_recall(&e), 129);
     }
 
     #[test]
