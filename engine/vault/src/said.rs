@@ -7,13 +7,15 @@
 //! ranked as a note is (its own time for recency; its author for trust) and shown as the
 //! passage around the match with its date, speaker and conversation.
 //!
-//! Two rules shape how a message is found. A reply is read with what it answers: its document
+//! Three rules shape how a message is found. A reply is read with what it answers: its document
 //! is the speaker's name and text led by the end of the message before it
-//! ([`CONTEXT_WORDS`] words), since "yes, every Tuesday" means nothing alone. And a question
+//! ([`CONTEXT_WORDS`] words), since "yes, every Tuesday" means nothing alone. A question
 //! that names a speaker is most likely about what that person said: among the hits, their
 //! messages count double, as do the messages said within a time the question names
-//! ([`rank_messages`]).
+//! ([`rank_messages`]). And a conversation whose other messages match the question too lifts
+//! its messages together ([`CONVERSATION_SUPPORT`]).
 
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use memoria_shared::Trust;
@@ -155,7 +157,9 @@ pub fn derived_doc(d: &DerivedItem) -> RecallDoc {
 
 /// Among `hits`, the messages of a speaker `query` names count double, and so do the messages
 /// said within the time the query names ("last May", "hace un mes": `recall::when`), their
-/// age no longer counting against them; the hits are then in score order again.
+/// age no longer counting against them; then each message rises with the support of its
+/// conversation among the hits ([`conversation_support`]), and the hits are in score order
+/// again. The work is over the hits alone, never the whole log.
 pub fn rank_messages(
     log: &Log,
     query: &str,
@@ -170,11 +174,18 @@ pub fn rank_messages(
         .map(str::to_owned)
         .collect();
     let mut changed = false;
-    for h in hits.iter_mut().filter(|h| is_said_key(&h.id)) {
+    // The conversation of each message hit, for the support its conversation gives it.
+    let mut conversation_of: Vec<Option<(String, String)>> = vec![None; hits.len()];
+    for (i, h) in hits
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, h)| is_said_key(&h.id))
+    {
         // Who said it and when. A fact or summary is ranked by its time only: a fact's text
         // already names its subject, so its words meet a question that names them.
         let (speaker, at) = if is_message_key(&h.id) {
             let Some(m) = log.get(&h.id)? else { continue };
+            conversation_of[i] = Some((m.scope, m.conversation));
             (m.speaker, m.at)
         } else {
             let Some(d) = log.derived_item(&h.id)? else {
@@ -208,10 +219,66 @@ pub fn rank_messages(
             changed = true;
         }
     }
+    changed |= conversation_support(hits, &conversation_of);
     if changed {
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
     }
     Ok(())
+}
+
+/// How much a message's conversation among the hits lifts it: its score is multiplied by
+/// `1 + CONVERSATION_SUPPORT × support / best`, where `support` is the mean of the two best
+/// scores of the other messages of its conversation among the hits (a missing one counts 0)
+/// and `best` the best score of all the hits.
+pub const CONVERSATION_SUPPORT: f64 = 0.6;
+
+/// A conversation is about a few things. When several of its messages match a question, the
+/// question is likely about what that conversation was about, and the messages there rise
+/// together, including the one that holds the answer but matches less well on its own; a
+/// stray match in a conversation about something else gets no such lift. A message's own score
+/// never counts towards its support, so one strong hit alone lifts nothing. `conversation_of`
+/// gives each hit's (scope, conversation) when it is a message; other hits neither give nor
+/// get support. The scores are changed in place, not re-sorted; returns whether any changed.
+fn conversation_support(
+    hits: &mut [crate::recall::Hit],
+    conversation_of: &[Option<(String, String)>],
+) -> bool {
+    let best = hits.iter().map(|h| h.score).fold(0.0, f64::max);
+    if best <= 0.0 {
+        return false;
+    }
+    // The three best message hits of each conversation: enough for any hit's two best others.
+    let mut tops: HashMap<&(String, String), Vec<(f64, usize)>> = HashMap::new();
+    for (i, c) in conversation_of.iter().enumerate() {
+        if let Some(c) = c {
+            let top = tops.entry(c).or_default();
+            top.push((hits[i].score, i));
+            top.sort_by(|a, b| b.0.total_cmp(&a.0));
+            top.truncate(3);
+        }
+    }
+    let lift: Vec<f64> = conversation_of
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let Some(c) = c else { return 1.0 };
+            let others: f64 = tops[c]
+                .iter()
+                .filter(|(_, j)| *j != i)
+                .take(2)
+                .map(|(s, _)| s)
+                .sum();
+            1.0 + CONVERSATION_SUPPORT * (others / 2.0) / best
+        })
+        .collect();
+    let mut changed = false;
+    for (h, lift) in hits.iter_mut().zip(lift) {
+        if lift != 1.0 {
+            h.score *= lift;
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// A fingerprint of the log's recallable messages, derived items and working memory, which
@@ -307,5 +374,103 @@ impl Engine {
                 "no message {key} in the conversations visible here"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memoria_store::home::Home;
+    use memoria_store::log::NewMessage;
+
+    fn said(conversation: &str, seq: i64, text: &str) -> NewMessage {
+        NewMessage {
+            scope: "user".into(),
+            conversation: conversation.into(),
+            message_id: format!("{conversation}-{seq}"),
+            seq,
+            at: Some(1_000 + seq),
+            role: Role::User,
+            speaker: Some("Ana".into()),
+            host: None,
+            model: None,
+            text: text.into(),
+            secret: None,
+            quarantined: None,
+        }
+    }
+
+    fn hit(id: &str, score: f64) -> crate::recall::Hit {
+        crate::recall::Hit {
+            scope: "user".into(),
+            id: id.into(),
+            summary: String::new(),
+            note_type: None,
+            score,
+            relevance: None,
+            cosine: None,
+            bm25_rank: None,
+            archived: false,
+            explain: None,
+        }
+    }
+
+    fn order(hits: &[crate::recall::Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn messages_of_a_conversation_that_matches_rise_together_past_a_stray_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(&Home::resolve(Some(dir.path())).unwrap()).unwrap();
+        let keys = log
+            .append(
+                &[
+                    said("trip", 1, "we booked the cabin by the lake"),
+                    said("trip", 2, "the kids want to fish there"),
+                    said("trip", 3, "and a canoe for the afternoons"),
+                    said("work", 1, "the lake view office is free"),
+                    said("alone", 1, "a note of its own"),
+                ],
+                10,
+            )
+            .unwrap();
+        let (cabin, fish, canoe, office, lone) = (&keys[0], &keys[1], &keys[2], &keys[3], &keys[4]);
+        // The stray match and a note lead on their own scores; the trip's messages trail.
+        let mut hits = vec![
+            hit("a-note", 1.02),
+            hit(office, 1.0),
+            hit(cabin, 0.9),
+            hit(fish, 0.8),
+            hit(canoe, 0.7),
+        ];
+        rank_messages(&log, "what about the holiday", 0, &mut hits).unwrap();
+        // Each trip message is backed by the two others: all three rise past the stray
+        // match, in their own order; the note and the stray match keep their scores.
+        assert_eq!(
+            order(&hits),
+            [cabin.as_str(), fish, canoe, "a-note", office]
+        );
+        let score = |id: &str| hits.iter().find(|h| h.id == id).unwrap().score;
+        assert_eq!(score("a-note"), 1.02);
+        assert_eq!(score(office), 1.0);
+        let best = 1.02;
+        let lift = |others: f64| 1.0 + CONVERSATION_SUPPORT * (others / 2.0) / best;
+        assert!((score(cabin) - 0.9 * lift(0.8 + 0.7)).abs() < 1e-12);
+        assert!((score(canoe) - 0.7 * lift(0.9 + 0.8)).abs() < 1e-12);
+
+        // One message alone in its conversation is not lifted by its own score, and a note
+        // gives no support to anything.
+        let mut hits = vec![hit(lone, 0.5), hit("a-note", 2.0)];
+        rank_messages(&log, "what about the holiday", 0, &mut hits).unwrap();
+        assert_eq!(order(&hits), [lone.as_str(), "a-note"]);
+        assert_eq!(hits[0].score, 0.5);
+
+        // Two messages of one conversation back each other with half of the other's score.
+        let mut hits = vec![hit(office, 1.0), hit(cabin, 0.6), hit(fish, 0.5)];
+        rank_messages(&log, "what about the holiday", 0, &mut hits).unwrap();
+        let score = |id: &str| hits.iter().find(|h| h.id == id).unwrap().score;
+        assert!((score(cabin) - 0.6 * (1.0 + CONVERSATION_SUPPORT * 0.25)).abs() < 1e-12);
+        assert!((score(fish) - 0.5 * (1.0 + CONVERSATION_SUPPORT * 0.3)).abs() < 1e-12);
     }
 }
