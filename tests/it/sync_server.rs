@@ -1421,3 +1421,225 @@ fn the_server_refuses_a_short_admin_key() {
     );
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+/// The account's blobs for `key` at the lowest Argon2id costs readers accept, with a
+/// rotation's `previous` and `successor` when given.
+fn e2ee_blobs(
+    key: &memoria_shared::e2ee::AccountKey,
+    previous: Option<&memoria_shared::e2ee::AccountKey>,
+    successor: bool,
+) -> Value {
+    use memoria_shared::e2ee::{KdfParams, RecoveryKey, WrappedKey};
+    let under = |k: &memoria_shared::e2ee::AccountKey, w: &memoria_shared::e2ee::AccountKey| {
+        WrappedKey::with_recovery_key_parts(k, &w.wrapping_key(), [5; 24]).to_json()
+    };
+    let mut v = json!({
+        "passphrase": WrappedKey::with_passphrase_parts(key, "a passphrase", KdfParams::MIN, [1; 16], [2; 24])
+            .unwrap()
+            .to_json(),
+        "recovery": WrappedKey::with_recovery_key_parts(key, &RecoveryKey::from_bytes([9; 32]), [3; 24]).to_json(),
+    });
+    if let Some(p) = previous {
+        v["previous"] = json!(under(p, key));
+        if successor {
+            v["successor"] = json!(under(key, p));
+        }
+    }
+    v
+}
+
+#[tokio::test]
+async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
+    use memoria_shared::e2ee::AccountKey;
+    let h = Harness::new();
+    let t = h.token("alice").await;
+    let kid = |k: &AccountKey| k.derive().key_id().as_str().to_owned();
+    let (k0, k1, k2) = (
+        AccountKey::from_bytes([1; 32]),
+        AccountKey::from_bytes([2; 32]),
+        AccountKey::from_bytes([3; 32]),
+    );
+    let keys = "/v1/memory/e2ee/keys";
+    let mark = |scope: &str, k: &AccountKey, only: bool| json!({"scope": scope, "kid": kid(k), "onlyExisting": only});
+    let code = |r: &Reply| r.json["code"].as_str().unwrap_or_default().to_owned();
+
+    // Nothing to rotate yet; then the first key.
+    let r = h
+        .post(keys, Some(&t), e2ee_blobs(&k1, Some(&k0), true))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    let r = h.post(keys, Some(&t), e2ee_blobs(&k0, None, false)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, false))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let envelope = memoria_shared::e2ee::envelope::seal_note_with_nonce(
+        &k0.derive(),
+        memoria_shared::e2ee::NoteContext {
+            user_id: "alice",
+            scope: &Scope::User,
+        },
+        &memoria_shared::NoteId::new("n").unwrap(),
+        &note_file("n", "N", "b\n").0,
+        1,
+        [7; 24],
+        memoria_shared::e2ee::envelope::ENVELOPE_VERSION,
+    )
+    .unwrap();
+    let r = h
+        .post(
+            "/v1/memory/e2ee/commit",
+            Some(&t),
+            json!({"scope": "user", "changes": [{"id": envelope.opaque_id.as_str(), "op": "put", "baseRevision": null, "body": envelope.body, "hash": envelope.hash.as_str()}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+
+    // Another key without `previous` is refused; with it, a rotation starts.
+    let r = h.post(keys, Some(&t), e2ee_blobs(&k1, None, false)).await;
+    assert_eq!(code(&r), "keys_exist", "{}", r.json);
+    let wrong = e2ee_blobs(&k1, Some(&k2), true);
+    let r = h.post(keys, Some(&t), wrong).await;
+    assert_eq!(
+        code(&r),
+        "keys_exist",
+        "previous must wrap the stored key: {}",
+        r.json
+    );
+    let r = h
+        .post(keys, Some(&t), e2ee_blobs(&k1, Some(&k0), true))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // Not another while it is under way; a new passphrase keeps it.
+    let r = h
+        .post(keys, Some(&t), e2ee_blobs(&k2, Some(&k1), false))
+        .await;
+    assert_eq!(code(&r), "keys_exist", "{}", r.json);
+    let r = h.post(keys, Some(&t), e2ee_blobs(&k1, None, false)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert!(r.json["keys"]["previous"].is_string(), "{}", r.json);
+    assert!(r.json["keys"]["successor"].is_string(), "{}", r.json);
+
+    // The previous key only asks; the new key moves the scope, which then refuses the old.
+    let r = h
+        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, true))
+        .await;
+    assert_eq!(
+        r.json["marked"], true,
+        "still under the previous key: {}",
+        r.json
+    );
+    let r = h
+        .post(
+            "/v1/memory/e2ee/mark",
+            Some(&t),
+            mark("project:p", &k0, false),
+        )
+        .await;
+    assert_eq!(code(&r), "keys_exist", "it never marks: {}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k1, false))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, true))
+        .await;
+    assert_eq!(code(&r), "scope_encrypted", "{}", r.json);
+    let snap = |k: &AccountKey| json!({"scope": "user", "kid": kid(k)});
+    let r = h
+        .post("/v1/memory/e2ee/snapshot", Some(&t), snap(&k0))
+        .await;
+    assert_eq!(
+        code(&r),
+        "scope_encrypted",
+        "read with the old key: {}",
+        r.json
+    );
+    let r = h
+        .post("/v1/memory/e2ee/snapshot", Some(&t), snap(&k1))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        r.json["notes"],
+        json!([]),
+        "the old key's envelope is left out"
+    );
+
+    // No turning off while the rotation is under way; the purge ends it.
+    let proof = |k: &AccountKey| {
+        memoria_shared::e2ee::WrappedKey::with_recovery_key_parts(k, &k.wrapping_key(), [6; 24])
+            .to_json()
+    };
+    let off = |k: &AccountKey, p: String| json!({"kid": kid(k), "proof": p});
+    let r = h
+        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k1)))
+        .await;
+    assert_eq!(code(&r), "keys_exist", "{}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
+        .await;
+    assert_eq!(r.json["removed"], 1, "{}", r.json);
+    let r = h.raw(Method::GET, keys, Some(&t), Body::empty()).await;
+    assert!(
+        r.json["keys"].get("previous").is_none(),
+        "ended: {}",
+        r.json
+    );
+
+    // Turning off: a proof of another key is refused; then marks are refused, the scope is
+    // unmarked, and the keys go with the last purge, the proof kept.
+    let r = h
+        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k0)))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    let r = h
+        .post(
+            "/v1/memory/e2ee/unmark",
+            Some(&t),
+            json!({"scope": "user", "kid": kid(&k1)}),
+        )
+        .await;
+    assert_eq!(
+        code(&r),
+        "scope_encrypted",
+        "only while turning off: {}",
+        r.json
+    );
+    let r = h
+        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k1)))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = h
+        .post(
+            "/v1/memory/e2ee/mark",
+            Some(&t),
+            mark("project:p", &k1, false),
+        )
+        .await;
+    assert_eq!(code(&r), "scope_not_encrypted", "{}", r.json);
+    let r = h
+        .post(
+            "/v1/memory/e2ee/unmark",
+            Some(&t),
+            json!({"scope": "user", "kid": kid(&k1)}),
+        )
+        .await;
+    assert_eq!(r.json["unmarked"], true, "{}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = h.raw(Method::GET, keys, Some(&t), Body::empty()).await;
+    assert_eq!(r.json["keys"], Value::Null, "{}", r.json);
+    assert_eq!(r.json["ended"], json!(proof(&k1)), "{}", r.json);
+    let r = h
+        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
+        .await;
+    assert_eq!(
+        code(&r),
+        "scope_not_encrypted",
+        "nothing left to purge: {}",
+        r.json
+    );
+}
