@@ -38,8 +38,8 @@
 //! (`docs/privacy.md`).
 
 use base64ct::{Base64, Encoding};
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
+use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 
 use super::keys::{AccountKeys, KeyId};
@@ -238,7 +238,10 @@ impl Envelope {
             sum: header.sum,
             sealed,
         };
-        if env.to_file() != body {
+        // The base64 decoder is strict (one encoding per byte string: no whitespace, canonical
+        // padding and trailing bits), so a header in its one form makes the whole body the
+        // one [`Envelope::to_file`] writes.
+        if env.header_line() != line {
             return Err(bad("not in the envelope's canonical form"));
         }
         if env.sealed.len() < MIN_SEALED {
@@ -252,8 +255,8 @@ impl Envelope {
         Ok(env)
     }
 
-    /// The envelope as a note file.
-    pub fn to_file(&self) -> String {
+    /// The header's JSON line.
+    fn header_line(&self) -> String {
         let header = Header {
             id: self.id.to_string(),
             summary: String::new(),
@@ -263,8 +266,19 @@ impl Envelope {
             hash: self.hash.to_string(),
             sum: self.sum.clone(),
         };
-        let json = serde_json::to_string(&header).expect("the header serializes");
-        format!("---\n{json}\n---\n{}", Base64::encode_string(&self.sealed))
+        serde_json::to_string(&header).expect("the header serializes")
+    }
+
+    /// The envelope as a note file.
+    pub fn to_file(&self) -> String {
+        let line = self.header_line();
+        let start = 4 + line.len() + 5;
+        let mut out = vec![0u8; start + Base64::encoded_len(&self.sealed)];
+        out[..4].copy_from_slice(b"---\n");
+        out[4..4 + line.len()].copy_from_slice(line.as_bytes());
+        out[start - 5..start].copy_from_slice(b"\n---\n");
+        Base64::encode(&self.sealed, &mut out[start..]).expect("room for the base64");
+        String::from_utf8(out).expect("JSON and base64 are UTF-8")
     }
 }
 
@@ -388,42 +402,55 @@ pub fn seal_note_with_nonce(
     let opaque_id = opaque_note_id(keys, ctx.scope, id);
 
     let id_bytes = id.as_str().as_bytes();
-    // Version 2 stores the file LZ4-compressed when that is shorter. Padding comes after, so
-    // the size class is the compressed size's.
-    let compressed = (version >= 2)
-        .then(|| lz4_flex::block::compress(file.as_bytes()))
-        .filter(|c| c.len() < file.len());
-    let (codec, stored) = match &compressed {
-        Some(c) => (CODEC_LZ4, c.as_slice()),
-        None => (CODEC_STORED, file.as_bytes()),
+    // The sealed bytes are built in one buffer: the nonce, the payload (compressed into place),
+    // then encrypted in place and the tag appended.
+    let head = PAYLOAD_HEAD + id_bytes.len() + payload_tail(version);
+    let room = match version {
+        1 => file.len(),
+        _ => lz4_flex::block::get_maximum_output_size(file.len()).max(file.len()),
     };
-    let used = PAYLOAD_HEAD + id_bytes.len() + payload_tail(version) + stored.len();
-    let mut payload = Vec::with_capacity(padded_len(used));
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.push(id_bytes.len() as u8); // ids are at most 128 bytes
-    payload.extend_from_slice(id_bytes);
-    payload.extend_from_slice(&file_len.to_be_bytes());
-    if version >= 2 {
-        payload.push(codec);
+    let mut sealed = Vec::with_capacity(NONCE_BYTES + padded_len(head + room) + TAG_BYTES);
+    sealed.extend_from_slice(&nonce);
+    sealed.extend_from_slice(&seq.to_be_bytes());
+    sealed.push(id_bytes.len() as u8); // ids are at most 128 bytes
+    sealed.extend_from_slice(id_bytes);
+    sealed.extend_from_slice(&file_len.to_be_bytes());
+    if version == 1 {
+        sealed.extend_from_slice(file.as_bytes());
+    } else {
+        // Version 2 stores the file LZ4-compressed when that is shorter. Padding comes after,
+        // so the size class is the compressed size's.
+        let at = NONCE_BYTES + head;
+        sealed.resize(at + room, 0);
+        let stored = match lz4_flex::block::compress_into(file.as_bytes(), &mut sealed[at..]) {
+            Ok(n) if n < file.len() => n,
+            _ => {
+                sealed[at..at + file.len()].copy_from_slice(file.as_bytes());
+                file.len()
+            }
+        };
+        sealed.truncate(at + stored);
+        let codec = if stored < file.len() {
+            CODEC_LZ4
+        } else {
+            CODEC_STORED
+        };
+        sealed[at - 5] = codec;
         // Never longer than the file, whose length fits a u32.
-        payload.extend_from_slice(&(stored.len() as u32).to_be_bytes());
+        sealed[at - 4..at].copy_from_slice(&(stored as u32).to_be_bytes());
     }
-    payload.extend_from_slice(stored);
-    payload.resize(padded_len(used), 0);
+    let used = sealed.len() - NONCE_BYTES;
+    sealed.resize(NONCE_BYTES + padded_len(used), 0);
 
     let aad = note_aad(version, &keys.kid, &ctx, &opaque_id);
-    let ct = cipher(keys)
-        .encrypt(
+    let tag = cipher(keys)
+        .encrypt_inout_detached(
             &XNonce::from(nonce),
-            Payload {
-                msg: &payload,
-                aad: &aad,
-            },
+            &aad,
+            (&mut sealed[NONCE_BYTES..]).into(),
         )
         .map_err(|_| SealError::TooLarge(id.clone()))?;
-    let mut sealed = Vec::with_capacity(NONCE_BYTES + ct.len());
-    sealed.extend_from_slice(&nonce);
-    sealed.extend_from_slice(&ct);
+    sealed.extend_from_slice(&tag);
     let body = Envelope {
         id: opaque_id.clone(),
         kid: keys.kid.clone(),
@@ -469,14 +496,19 @@ pub fn open_note(
             have: keys.kid.clone(),
         });
     }
-    let (nonce, ct) = env.sealed.split_at(NONCE_BYTES);
     let aad = note_aad(env.version, &keys.kid, &ctx, &env.id);
-    let nonce = XNonce::try_from(nonce).expect("the envelope holds a whole nonce");
-    let payload = cipher(keys)
-        .decrypt(&nonce, Payload { msg: ct, aad: &aad })
+    let mut sealed = env.sealed;
+    // Parsing checked there is a whole nonce and tag.
+    let (nonce, rest) = sealed.split_at_mut(NONCE_BYTES);
+    let (payload, tag) = rest.split_at_mut(rest.len() - TAG_BYTES);
+    let nonce = XNonce::try_from(&*nonce).expect("a whole nonce");
+    let tag = Tag::try_from(&*tag).expect("a whole tag");
+    cipher(keys)
+        .decrypt_inout_detached(&nonce, &aad, payload.into(), &tag)
         .map_err(|_| OpenError::Forged)?;
+    let payload = &sealed[NONCE_BYTES..sealed.len() - TAG_BYTES];
 
-    let (seq, id, text) = read_payload(env.version, &payload).map_err(OpenError::Payload)?;
+    let (seq, id, text) = read_payload(env.version, payload).map_err(OpenError::Payload)?;
     if opaque_note_id(keys, ctx.scope, &id) != env.id {
         return Err(OpenError::InnerId { found: id });
     }

@@ -713,6 +713,48 @@ fn the_server_check_refuses_what_is_not_the_listed_envelope() {
 }
 
 #[test]
+fn only_the_one_spelling_of_an_envelope_is_taken() {
+    let k = key(1);
+    // A sealed length that is not a multiple of 3 leaves bits of the last symbol unused.
+    let s = (0..)
+        .map(|n| sealed(&k, &USER, "a", &"x".repeat(n)))
+        .find(|s| s.body.ends_with('='))
+        .unwrap();
+    let (head, b64) = s.body.rsplit_once("\n---\n").unwrap();
+    let at = b64.trim_end_matches('=').len() - 1;
+    let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let i = alphabet.find(char::from(b64.as_bytes()[at])).unwrap();
+    // The lowest bit of the last symbol is unused: the same bytes, spelt another way.
+    let mut respelt = b64.to_owned();
+    respelt.replace_range(at..=at, &alphabet[i ^ 1..=i ^ 1]);
+    assert_eq!(
+        Base64::decode_vec(b64.trim_end_matches('='))
+            .ok()
+            .map(|v| v.len()),
+        None,
+        "the decoder wants its padding"
+    );
+    let mid = b64.len() / 2;
+    for bad in [
+        format!("{head}\n---\n{respelt}"),
+        format!("{head}\n---\n{b64}\n"),
+        format!("{head}\n---\n{} {}", &b64[..mid], &b64[mid..]),
+        format!("{head}\n---\n{}\n{}", &b64[..mid], &b64[mid..]),
+        format!("{head}\n---\n{}", b64.trim_end_matches('=')),
+        format!("{head} \n---\n{b64}"),
+    ] {
+        assert!(
+            matches!(
+                verify_envelope_file(&s.opaque_id, &s.hash, &bad).unwrap_err(),
+                EnvelopeError::NotAnEnvelope(_)
+            ),
+            "{bad}"
+        );
+    }
+    assert!(verify_envelope_file(&s.opaque_id, &s.hash, &s.body).is_ok());
+}
+
+#[test]
 fn every_tampering_is_refused_with_its_reason() {
     let k = key(1);
     let scope_p = project("p1");
