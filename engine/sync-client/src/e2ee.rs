@@ -36,7 +36,11 @@ use serde::{Deserialize, Serialize};
 
 use super::client::Token;
 use super::error::{SyncError, SyncResult};
-use super::settings::{read_json, write_json};
+use super::settings::{ParsedFiles, read_json, write_json};
+
+/// The scopes' `e2ee.json` as this process last read or wrote each: a pass opens its scope's
+/// every time, and a poll with nothing new then neither parses nor writes it.
+static STATES: ParsedFiles<ScopeFile> = ParsedFiles::new();
 
 /// The key-store entry of a server's account key, beside its token's.
 fn key_entry(server: &str) -> String {
@@ -284,7 +288,10 @@ impl ScopeCrypt {
     /// The state of `scope` kept in `root` (the scope's sync folder).
     pub fn open(keys: AccountKeys, user: &str, scope: &WireScope, root: &Path) -> SyncResult<Self> {
         let path = root.join("e2ee.json");
-        let mut file: ScopeFile = read_json(&path)?.unwrap_or_default();
+        let mut file: ScopeFile = STATES
+            .read(&path)?
+            .map(|f| (*f).clone())
+            .unwrap_or_default();
         let (journal, lines, torn) = journal::Journal::open::<Line>(&path)?;
         for l in lines {
             file.notes.insert(l.id, l.known);
@@ -345,7 +352,7 @@ impl ScopeCrypt {
 
     /// Writes the whole state, the journal folded in.
     fn save(&mut self) -> SyncResult<()> {
-        write_json(&self.path, &self.file)?;
+        STATES.write(&self.path, self.file.clone())?;
         crate::fsx::private_file(&self.path)?;
         self.journal.clear()?;
         self.dirty.clear();
