@@ -1225,14 +1225,12 @@ fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    // Every machine still syncs; the next run finishes what is left.
+    // Whatever step the kill interrupted, the next sync of the machine that began it finishes
+    // the rotation, and the other machine follows.
     a.ok(&["sync", "now"]);
-    b.ok(&["sync", "now"]);
     let (_, keys) = account_keys(&objects(&w));
-    if keys.get("previous").is_some() {
-        let (out, _) = rotate(&a, &f, None, &[]);
-        assert_eq!(out["complete"], true, "{out}");
-    }
+    assert!(keys.get("previous").is_none(), "finished: {keys}");
+    b.ok(&["sync", "now"]);
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
@@ -1353,4 +1351,50 @@ fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
     assert!(!leaked(&store), "nothing went up in plaintext");
     let status = json(&a.ok(&["--json", "sync", "status"]));
     assert_eq!(status["encrypted"], true, "the key is kept: {status}");
+}
+
+#[test]
+fn e2ee_turning_off_killed_midway_is_finished_by_the_next_sync() {
+    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
+    bulk_notes(&a, 60);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let keys_file = objects(&w)
+        .into_keys()
+        .find(|p| p.ends_with("e2ee/keys.json"))
+        .unwrap();
+    let mut child = a.spawn(&["sync", "decrypt", "--yes"]);
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&keys_file).is_ok_and(|t| t.contains("\"off\"")) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "turning off never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Both machines' next syncs finish it, whatever step the kill interrupted.
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    a.ok(&["sync", "now"]);
+    assert_eq!(encrypted_leftovers(&objects(&w)), Vec::<String>::new());
+    for d in [&a, &b] {
+        let status = json(&d.ok(&["--json", "sync", "status"]));
+        assert_eq!(status["encrypted"], false, "{status}");
+    }
+    for i in 0..60 {
+        let id = format!("bulk-note-{i}");
+        assert!(b.note(&id).is_some(), "{id}");
+        assert_eq!(a.note(&id), b.note(&id), "{id}");
+    }
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+    let text: String = objects(&w)
+        .values()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(text.contains("line 59"), "the notes are back in plaintext");
 }

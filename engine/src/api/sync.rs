@@ -590,14 +590,17 @@ pub fn rotate_key(engine: &mut Engine, passphrase: &str, lock_out: bool) -> Sync
         }
         None => {
             let (key, recovery, next) = e2ee::rotation(&current, passphrase, lock_out)?;
-            // The previous key is kept here before the server hears of the new one, so an
-            // interruption never leaves this machine without the key its scopes are under.
+            // Both keys are kept here before the server hears of the new one, so an
+            // interruption never leaves this machine without the key its scopes are under,
+            // and its next pass takes up the new key if the server took it.
             e2ee::store_previous_key(&root, &server, &current)?;
+            e2ee::store_next_key(&root, &server, &key)?;
             syncer.client().put_e2ee_keys(&next)?;
             (key, current, recovery)
         }
     };
     let keychain = e2ee::store_key(&root, &server, &key)?.to_string();
+    e2ee::forget_next_key(&root, &server)?;
     let locked_out = syncer
         .client()
         .e2ee_keys()?
@@ -663,11 +666,17 @@ pub fn decrypt(engine: &mut Engine) -> SyncResult<Decrypted> {
         });
     };
     let kid = key.derive().key_id().as_str().to_owned();
+    // Recorded here first: a pass that finds it tells the server again if this process ends
+    // before the server heard it, so an interruption never leaves the request half made.
+    let dir = sync::sync_dir(&root);
+    Settings::update(&dir, |s| s.e2ee_turning_off = true)?;
     if syncer.client().e2ee_keys()?.is_some() {
         let proof = e2ee::off_proof(&key)?;
-        syncer.client().e2ee_off(&OffRequest { kid, proof })?;
+        if let Err(e) = syncer.client().e2ee_off(&OffRequest { kid, proof }) {
+            Settings::update(&dir, |s| s.e2ee_turning_off = false)?;
+            return Err(e);
+        }
     }
-    Settings::update(&sync::sync_dir(&root), |s| s.e2ee_turning_off = true)?;
     let scopes = passes(&mut syncer, engine);
     let complete = syncer.client().e2ee_keys()?.is_none();
     if complete {

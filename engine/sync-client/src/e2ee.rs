@@ -126,6 +126,31 @@ pub fn forget_previous_key(home_root: &Path, server: &str) -> SyncResult<()> {
     super::token::forget(home_root, &previous_entry(server))
 }
 
+/// The key-store entry of a rotation's new key between its making and the server's answer.
+fn next_entry(server: &str) -> String {
+    format!("{}#e2ee-next-key", server.trim_end_matches('/'))
+}
+
+/// The new key of a rotation this machine began and the server may not have taken yet.
+pub fn load_next_key(home_root: &Path, server: &str) -> SyncResult<Option<AccountKey>> {
+    load_entry(home_root, &next_entry(server))
+}
+
+/// Keeps a rotation's new key before the server is told of it.
+pub fn store_next_key(home_root: &Path, server: &str, key: &AccountKey) -> SyncResult<()> {
+    super::token::store(
+        home_root,
+        &next_entry(server),
+        &Token::new(hex(key.as_bytes())),
+    )
+    .map(drop)
+}
+
+/// Forgets a rotation's new key once it is the account key here, or was never taken.
+pub fn forget_next_key(home_root: &Path, server: &str) -> SyncResult<()> {
+    super::token::forget(home_root, &next_entry(server))
+}
+
 /// `key` wrapped under the account key `under` (`docs/PROTOCOL.md`, "Rotating the account
 /// key"): the recovery blob's form, with `under`'s wrapping key as the recovery key.
 pub fn wrap_under(key: &AccountKey, under: &AccountKey) -> SyncResult<String> {

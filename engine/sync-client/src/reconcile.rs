@@ -25,8 +25,9 @@ use memoria_shared::merge::{MergeOutcome, merge};
 use memoria_shared::note::{FileContext, Note};
 use memoria_shared::protocol::{
     Change, ChangeOp, CommitRequest, CommitResponse, ErrorCode as ProtocolCode, FEATURE_E2EE,
-    FEATURE_MANIFEST_DELTA, ManifestEntry, MarkRequest, NoteBody, ProjectId, PurgeRequest, Quotas,
-    Scope as WireScope, SnapshotRequest, SnapshotResponse, UnmarkRequest, verify_note_file,
+    FEATURE_MANIFEST_DELTA, ManifestEntry, MarkRequest, NoteBody, OffRequest, ProjectId,
+    PurgeRequest, Quotas, Scope as WireScope, SnapshotRequest, SnapshotResponse, UnmarkRequest,
+    verify_note_file,
 };
 use memoria_shared::{Clock, ContentHash, NoteId};
 use serde::Serialize;
@@ -171,6 +172,8 @@ pub struct Syncer {
     /// While a rotation is under way, the key it replaces: a scope still under it is synced
     /// with it once, then moved to the account key.
     previous: Option<AccountKey>,
+    /// A rotation's new key kept before the server was told was looked at.
+    next_settled: bool,
     cancel: Arc<AtomicBool>,
 }
 
@@ -193,6 +196,7 @@ impl Syncer {
             keys: None,
             account: None,
             previous: None,
+            next_settled: false,
             cancel: Arc::default(),
         }
     }
@@ -256,6 +260,40 @@ impl Syncer {
             Some(_) => super::e2ee::load_previous_key(&self.home, &self.server)?,
             None => None,
         };
+        Ok(())
+    }
+
+    /// A rotation this machine began and whose process ended between keeping the new key and
+    /// making it the account key: once the server holds the new key's blobs, it becomes the
+    /// account key here (the one it replaces kept as the previous key), so the next pass goes
+    /// on with the rotation; if the server never took it, it is forgotten. Looked at once.
+    fn settle_next_key(&mut self) -> SyncResult<()> {
+        if self.next_settled {
+            return Ok(());
+        }
+        let Some(next) = super::e2ee::load_next_key(&self.home, &self.server)? else {
+            self.next_settled = true;
+            return Ok(());
+        };
+        self.check_on()?;
+        let kid = next.derive().key_id().as_str().to_owned();
+        let taken = self
+            .client
+            .e2ee_keys()?
+            .is_some_and(|b| super::e2ee::blobs_kid(&b).as_deref() == Some(kid.as_str()));
+        if taken {
+            if let Some(old) = self
+                .account
+                .clone()
+                .filter(|k| k.as_bytes() != next.as_bytes())
+            {
+                super::e2ee::store_previous_key(&self.home, &self.server, &old)?;
+            }
+            super::e2ee::store_key(&self.home, &self.server, &next)?;
+        }
+        super::e2ee::forget_next_key(&self.home, &self.server)?;
+        self.load_keys()?;
+        self.next_settled = true;
         Ok(())
     }
 
@@ -554,6 +592,9 @@ impl Syncer {
     ) -> SyncResult<PassReport> {
         let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
+        if self.keys.is_some() {
+            self.settle_next_key()?;
+        }
         if self.keys.is_some() && Settings::load(&self.dir)?.e2ee_turning_off {
             return self.pass_to_plaintext(engine, scope, &wire, sd, &check, folder, state);
         }
@@ -855,10 +896,28 @@ impl Syncer {
             drop(crypt);
             for name in &names {
                 self.check_on()?;
-                self.client.e2ee_unmark(&UnmarkRequest {
+                let unmark = UnmarkRequest {
                     scope: name.clone(),
                     kid: kid.clone(),
-                })?;
+                };
+                match self.client.e2ee_unmark(&unmark) {
+                    // The server did not hear the request yet (the process that made it here
+                    // ended first): it is made again, with this machine's proof.
+                    Err(SyncError::Server {
+                        code: Some(ProtocolCode::ScopeEncrypted),
+                        ..
+                    }) => {
+                        let account = self.account.clone().expect("held with the keys");
+                        self.client.e2ee_off(&OffRequest {
+                            kid: kid.clone(),
+                            proof: super::e2ee::off_proof(&account)?,
+                        })?;
+                        self.client.e2ee_unmark(&unmark)?;
+                    }
+                    other => {
+                        other?;
+                    }
+                }
             }
             reset_for_mark(sd)?;
             set_plain(sd.root(), Plain::Unpurged)?;
