@@ -1194,14 +1194,20 @@ fn sync_bench_first_upload_poll_and_one_change() {
     let pct = |e: std::time::Duration, p: std::time::Duration| {
         (e.as_secs_f64() / p.as_secs_f64() - 1.0) * 100.0
     };
+    // A case's CPU time, summed over its rounds (each is counted in 10 ms steps).
+    let cpu = |runs: &[Vec<BenchCase>], case: usize| -> std::time::Duration {
+        runs.iter().map(|r| r[case].cpu).sum()
+    };
     for (case, p) in runs[0][0].iter().enumerate() {
         let e = &runs[1][0][case];
         let ((pmin, pmed), (emin, emed)) = (times(&runs[0], case), times(&runs[1], case));
+        let (pcpu, ecpu) = (cpu(&runs[0], case), cpu(&runs[1], case));
         eprintln!(
-            "bench {} ({n} notes, {rounds} rounds): fastest plaintext {pmin:?}, encrypted {emin:?} ({:+.1}%); median {pmed:?} vs {emed:?} ({:+.1}%); requests {} vs {}, bytes sent {} vs {} ({:+.1}%), received {} vs {}",
+            "bench {} ({n} notes, {rounds} rounds): fastest plaintext {pmin:?}, encrypted {emin:?} ({:+.1}%); median {pmed:?} vs {emed:?} ({:+.1}%); CPU of all rounds {pcpu:?} vs {ecpu:?} ({:+.1}%); requests {} vs {}, bytes sent {} vs {} ({:+.1}%), received {} vs {}",
             p.what,
             pct(emin, pmin),
             pct(emed, pmed),
+            pct(ecpu, pcpu),
             p.requests,
             e.requests,
             p.sent,
@@ -1213,10 +1219,24 @@ fn sync_bench_first_upload_poll_and_one_change() {
     }
 }
 
+/// The CPU time this process has used, every thread's (Linux: `/proc/self/stat`, in clock
+/// ticks of 10 ms); `None` elsewhere. On a loaded machine it varies less than the time on
+/// the clock.
+fn cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses: utime and stime are the
+    // 12th and 13th of them.
+    let mut f = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ticks: u64 = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
+    Some(std::time::Duration::from_millis(ticks * 10))
+}
+
 /// One case of one run of the benchmark.
 struct BenchCase {
     what: &'static str,
     took: std::time::Duration,
+    /// The process's CPU time in it, all threads (10 ms steps).
+    cpu: std::time::Duration,
     requests: u64,
     sent: u64,
     received: u64,
@@ -1283,6 +1303,7 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
         note.tags = vec!["bench".into()];
         std::fs::write(user_dir.join(format!("note-{i:05}.md")), note.serialize()).unwrap();
     }
+    let written = std::time::Instant::now();
     Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
         s.enabled = Some(true);
         s.server = Some(SERVER.into());
@@ -1293,14 +1314,20 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
         put_account_keys(a.syncer.client(), key, 1);
     }
     let mode = if encrypted { "encrypted" } else { "plaintext" };
+    // A file changed within the last 2 s is read by every pass (its times alone cannot tell a
+    // later change from it): the notes are left to settle first, as a vault's are, or the polls
+    // would read every note in whichever mode uploaded faster.
+    std::thread::sleep(std::time::Duration::from_millis(2100).saturating_sub(written.elapsed()));
     let mut cases = Vec::new();
     let server = sim.server.clone();
     let mut measure = |a: &mut Device, what: &'static str| {
         let before = a.syncer.client().traffic.snapshot();
         server.spent.lock().unwrap().clear();
+        let cpu = cpu_time();
         let t = std::time::Instant::now();
         let r = a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
         let took = t.elapsed();
+        let cpu = cpu.zip(cpu_time()).map(|(a, b)| b - a).unwrap_or_default();
         let after = a.syncer.client().traffic.snapshot();
         let (requests, sent, received) =
             (after.0 - before.0, after.1 - before.1, after.2 - before.2);
@@ -1312,13 +1339,15 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
             .map(|(path, (n, d))| format!("{path} {n}× {d:?}"))
             .collect();
         eprintln!(
-            "bench {what} ({n} notes, {mode}): {requests} requests, {sent} bytes sent, {received} bytes received, {took:?}; client {:?}, server {}",
+            "bench {what} ({n} notes, {mode}): {requests} requests, {sent} bytes sent, {received} bytes received, {} files read, {took:?} (CPU {cpu:?}); client {:?}, server {}",
+            r.files_read,
             took.saturating_sub(on_server),
             split.join(", ")
         );
         cases.push(BenchCase {
             what,
             took,
+            cpu,
             requests,
             sent,
             received,
@@ -1333,11 +1362,13 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     assert_eq!(req as usize, 2 + n.div_ceil(500) + extra);
     let (r, req) = measure(&mut a, "no-change poll");
     assert!(!r.changed());
+    assert_eq!(r.files_read, 0, "a poll reads no note");
     // The pass after uploads takes a full snapshot (others may have committed meanwhile);
     // from then on a poll is one conditional snapshot.
     assert_eq!(req, 1);
     let (r, req) = measure(&mut a, "no-change poll (cheap)");
     assert!(r.unchanged, "the server answered unchanged");
+    assert_eq!(r.files_read, 0, "a poll reads no note");
     assert_eq!(req, 1);
     a.engine
         .edit(
