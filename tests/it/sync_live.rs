@@ -196,6 +196,42 @@ fn sync_watch_started_before_encryption_syncs_encrypted_after_it() {
     assert_eq!(b.note("after-encrypt").as_deref(), Some(text.as_str()));
 }
 
+/// A watcher holding the account key in memory while `sync rotate-key --lock-out` runs in
+/// another process of the same machine: its next pass, refused under the old key, takes the new
+/// key from this machine's key store and uploads under it; the note reaches another machine
+/// unlocked with the passphrase.
+#[test]
+fn sync_watch_running_through_a_key_rotation_syncs_under_the_new_key() {
+    let w = world(Backend::Fs, &[]);
+    let token = w.server.token("alice");
+    let (a, b) = (w.device("a", &token), w.device("b", &token));
+    let passphrase = a.home.join("passphrase.txt");
+    std::fs::write(&passphrase, "correct horse battery staple\n").unwrap();
+    let passphrase = passphrase.display().to_string();
+    a.ok(&["sync", "now"]);
+    a.ok(&["sync", "encrypt", "--passphrase-file", &passphrase]);
+    let watch = Running::start(&a, &["--json", "watch"]);
+    watch.expect(Duration::from_secs(30), "the first pass", |v| {
+        v["sync"] == "user"
+    });
+    a.ok(&[
+        "sync",
+        "rotate-key",
+        "--lock-out",
+        "--passphrase-file",
+        &passphrase,
+    ]);
+
+    let text = write_note(&a, "after-rotation", "written once the key was rotated\n");
+    let v = watch.expect(Duration::from_secs(30), "the upload", |v| {
+        v["sync"] == "user" && (v["report"]["uploaded"] == 1 || !v["error"].is_null())
+    });
+    assert!(v["error"].is_null(), "the watcher's pass failed: {v}");
+    b.ok(&["sync", "unlock", "--passphrase-file", &passphrase]);
+    b.ok(&["sync", "now"]);
+    assert_eq!(b.note("after-rotation").as_deref(), Some(text.as_str()));
+}
+
 #[test]
 fn sync_mcp_agent_writes_upload_and_a_dead_server_never_stops_the_session() {
     let mut w = world(Backend::Fs, &[]);

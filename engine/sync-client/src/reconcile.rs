@@ -440,11 +440,12 @@ impl Syncer {
         }
         let sd = ScopeDir::for_folder(&self.dir, &key, &folder)?;
         let mut result = self.sync_scope_inner(engine, scope, &sd, &folder);
-        // A scope under another key, or no longer encrypted: the account's key was rotated or
-        // encryption is being turned off, from another machine.
+        // A scope under another key, an account under another key (a mark refused), or a
+        // scope no longer encrypted: the account's key was rotated or encryption is being
+        // turned off, from another machine or another process of this one.
         let followed = match &result {
             Err(SyncError::Server {
-                code: Some(ProtocolCode::ScopeEncrypted),
+                code: Some(ProtocolCode::ScopeEncrypted | ProtocolCode::KeysExist),
                 ..
             }) => Some(self.follow_rotation()),
             Err(SyncError::Server {
