@@ -1255,30 +1255,6 @@ impl RecallIndex {
             .collect())
     }
 
-    /// The states of every indexed log message: the full comparison, when what changed in the
-    /// log since the last one is not known.
-    pub fn message_states(&self) -> Result<Vec<DocState>, Error> {
-        self.refresh_if_changed()?;
-        let is_message = |m: &DocMeta| memoria_store::log::is_message_key(&m.id);
-        if self.on_disk() == 0 {
-            return Ok(read(&self.shared.meta)
-                .values()
-                .filter(|m| is_message(m))
-                .map(state_of)
-                .collect());
-        }
-        let stored = lock(&self.docs).message_metas()?;
-        let meta = read(&self.shared.meta);
-        let mut out: Vec<DocState> = stored.iter().map(state_of).collect();
-        // A message id under another type is never left on disk: it is in memory.
-        out.extend(
-            meta.values()
-                .filter(|m| is_message(m) && m.note_type.as_deref() != Some(MESSAGE_TYPE))
-                .map(state_of),
-        );
-        Ok(out)
-    }
-
     /// `(scope, id)` of every indexed log message, by id: what a comparison of every message
     /// walks beside the log's, without their states.
     pub fn message_ids(&self) -> Result<Vec<(String, String)>, Error> {

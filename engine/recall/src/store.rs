@@ -576,16 +576,6 @@ impl DocStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The ranking facts of every log message (`msg:…` ids) stored under the message type.
-    pub fn message_metas(&self) -> Result<Vec<DocMeta>, Error> {
-        let (from, to) = message_id_range();
-        let mut st = self.conn.prepare_cached(&format!(
-            "SELECT {META_COLUMNS} FROM docs WHERE note_type = ?1 AND id >= ?2 AND id < ?3"
-        ))?;
-        let rows = st.query_map(params![super::MESSAGE_TYPE, from, to], meta_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
     /// `(scope, id)` of every log message (`msg:…` ids) stored under the message type, by id.
     pub fn message_ids(&self) -> Result<Vec<(String, String)>, Error> {
         let (from, to) = message_id_range();

@@ -278,9 +278,7 @@ impl Engine {
                 .cloned()
                 .collect();
             if recall.message_count().map_err(recall_err)? > 0 {
-                let messages = recall.message_states().map_err(recall_err)?;
-                out.gone
-                    .extend(messages.into_iter().map(|(s, id, _, _)| (s, id)));
+                out.gone.extend(recall.message_ids().map_err(recall_err)?);
             }
             return Ok(out);
         }
