@@ -888,6 +888,23 @@ mod tests {
     }
 
     #[test]
+    fn a_log_that_is_gone_takes_its_messages_out_of_recall() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 100);
+        in_step(&e);
+        assert_eq!(messages_in_recall(&e), 100);
+        drop(e);
+        let log = memoria_store::log::log_path(&tmp.path().join("home"));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", log.display()));
+        }
+        let e = engine(tmp.path());
+        assert_eq!(e.sync_recall(&mut |_, _| {}).unwrap(), 100);
+        assert_eq!(messages_in_recall(&e), 0);
+    }
+
+    #[test]
     fn every_message_compared_makes_the_documents_reading_them_as_added_made() {
         let tmp = tempfile::tempdir().unwrap();
         let e = engine(tmp.path());
