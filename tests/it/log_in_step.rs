@@ -182,7 +182,9 @@ fn a_process_killed_while_it_brings_recall_in_step_loses_and_doubles_nothing() {
         .unwrap();
     assert!(capture.status.success(), "{capture:?}");
     let mut killed = 0;
-    for (round, ms) in [150u64, 400, 800, 1_500, 3_000].into_iter().enumerate() {
+    // Kills from early in a search to late in its comparison of the whole log: the first
+    // lands while any search is still starting.
+    for (round, ms) in [50u64, 150, 400, 800, 1_500, 3_000].into_iter().enumerate() {
         if !killed_after(&home, &["search", "talked"], Duration::from_millis(ms)) {
             killed += 1;
         }
@@ -198,13 +200,13 @@ fn a_process_killed_while_it_brings_recall_in_step_loses_and_doubles_nothing() {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
     }
-    assert!(killed >= 2, "the searches ended before they were killed");
+    assert!(killed >= 1, "every search ended before it was killed");
     let e = engine(&home);
     in_step_with_the_log(&e);
     for n in [0, 1, MESSAGES / 2, MESSAGES - 1] {
         found_once(&e, &format!("c{}", n / 50), n);
     }
-    for n in [MESSAGES, MESSAGES + 4] {
+    for n in [MESSAGES, MESSAGES + 5] {
         found_once(&e, "late", n);
     }
 }
