@@ -52,11 +52,7 @@ fn main() {
         let files: Vec<(NoteId, String)> = (0..count)
             .map(|i| {
                 let id = NoteId::new(&format!("note-{i}")).unwrap();
-                let body: String = format!("line {i} of a note about something\n")
-                    .repeat(body_len / 32 + 1)
-                    .chars()
-                    .take(body_len)
-                    .collect();
+                let body = prose(i, body_len);
                 let file = Note::new(id.clone(), format!("Note {i}"), body).serialize();
                 (id, file)
             })
@@ -113,4 +109,25 @@ fn main() {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// `len` bytes of prose for note `i`: this repository's architecture document (repeated to
+/// length) from an offset of the note's own. Compression makes an envelope's size depend on
+/// its text, and one line repeated would compress to almost nothing.
+fn prose(i: usize, len: usize) -> String {
+    const TEXT: &str = include_str!("../../docs/ARCHITECTURE.md");
+    let mut out = String::with_capacity(len + 4);
+    let mut at = (i * 7919) % TEXT.len();
+    while out.len() < len {
+        while !TEXT.is_char_boundary(at) {
+            at += 1;
+        }
+        let end = (at + len - out.len()).min(TEXT.len());
+        let end = (end..=TEXT.len())
+            .find(|&e| TEXT.is_char_boundary(e))
+            .unwrap();
+        out.push_str(&TEXT[at..end]);
+        at = 0;
+    }
+    out
 }

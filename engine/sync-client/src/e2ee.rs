@@ -257,8 +257,10 @@ struct Line {
     known: Known,
 }
 
-/// The journal is folded into `e2ee.json` once it holds more lines than this or than the
-/// scope has notes, whichever is more: replaying it never costs more than reading the file.
+/// Within a pass the journal is folded into `e2ee.json` once it holds more lines than this or
+/// than the scope has notes, whichever is more (a first upload appends a line per note and
+/// writes the whole file a few times at most); a pass that opens it with more lines than this
+/// folds it first, so a pass replays a few dozen lines, not one per note of an upload.
 const FOLD_AT: usize = 64;
 
 /// One note's versions as this machine knows them.
@@ -338,7 +340,7 @@ impl ScopeCrypt {
             sent: HashMap::new(),
         };
         me.unlearnt = me.file.notes.keys().cloned().collect();
-        if torn {
+        if torn || me.journal.len() > FOLD_AT {
             me.save()?;
         }
         Ok(me)

@@ -196,6 +196,25 @@ mod tests {
             log_lines(root)
         );
         assert_eq!(crypt(root).file.notes["a"].seq, now);
+        // A pass's upload of many notes leaves up to a line each (as many as the scope has
+        // notes); the next pass folds them in when it opens the scope, and reads the same.
+        let lines: Vec<super::super::Line> = (0..100)
+            .map(|i| super::super::Line {
+                id: format!("n{i}"),
+                known: super::super::Known {
+                    seq: 7,
+                    hash: "h".into(),
+                    sealed: 7,
+                },
+            })
+            .collect();
+        let (mut j, _, _) = Journal::open::<super::super::Line>(&root.join("e2ee.json")).unwrap();
+        j.append(&lines).unwrap();
+        assert!(log_lines(root) > super::super::FOLD_AT);
+        let c = crypt(root);
+        assert_eq!(log_lines(root), 0);
+        assert_eq!((c.file.notes["n99"].seq, c.file.notes["a"].seq), (7, now));
+        assert_eq!(crypt(root).file.notes["n99"].seq, 7);
     }
 
     #[test]
