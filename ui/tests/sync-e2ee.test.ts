@@ -1,6 +1,6 @@
 import { screen, waitFor } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY } from '../src/lib/backend/fake';
+import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY, FAKE_ROTATED_RECOVERY_KEY } from '../src/lib/backend/fake';
 import { lastGroup, matchesLastGroup, newPassphraseReady, passphraseStrength } from '../src/lib/sync/passphrase';
 import { callsOf, demoSeed, goTo, renderApp } from './helpers';
 
@@ -232,5 +232,184 @@ describe('Sync page: end-to-end encryption', () => {
     await screen.findByTestId('sync-signin');
     expect(screen.queryByTestId('e2ee-setup')).toBeNull();
     expect(callsOf(be, 'syncE2ee')).toHaveLength(0);
+  });
+});
+
+describe('Sync page: rotating the account key', () => {
+  it('asks the passphrase; a wrong one is an error on the form that changes nothing; the right one shows the new recovery key once with the set-up check', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-rotate'));
+    const form = screen.getByTestId('e2ee-rotate-form');
+    expect(form).toHaveTextContent('every note is encrypted again under it');
+    expect(screen.getByTestId('e2ee-lock-out')).toHaveAccessibleDescription(/After a lost or stolen machine/);
+    expect(screen.getByTestId('e2ee-lock-out')).not.toBeChecked();
+    const submit = screen.getByTestId('e2ee-rotate-submit');
+    expect(submit).toBeDisabled();
+
+    await user.type(screen.getByLabelText('Passphrase'), 'not the passphrase');
+    await user.click(submit);
+    expect(await screen.findByTestId('e2ee-rotate-error')).toHaveTextContent('That passphrase does not open this account. Nothing was changed; try again.');
+    expect(screen.getByLabelText('Passphrase')).toHaveValue('');
+    expect(screen.queryByTestId('e2ee-recovery-key')).toBeNull();
+    // Nothing changed: the recovery key from before still opens the account.
+    await be.syncChangePassphrase({ recoveryKey: FAKE_RECOVERY_KEY }, FAKE_PASSPHRASE);
+
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(submit);
+    const key = await screen.findByTestId('e2ee-recovery-key');
+    expect(key).toHaveTextContent(FAKE_ROTATED_RECOVERY_KEY);
+    expect(screen.getByTestId('e2ee-recovery')).toHaveTextContent('the one before no longer unlocks');
+    expect(screen.queryByTestId('e2ee-rotated-locked-out')).toBeNull();
+    expect(callsOf(be, 'syncRotateKey')).toEqual([
+      ['<passphrase>', false],
+      ['<passphrase>', false],
+    ]);
+    expect(document.body.innerHTML).not.toContain(FAKE_PASSPHRASE);
+
+    // The set-up's check: the old key's last group is not this key's.
+    const done = screen.getByTestId('e2ee-recovery-done');
+    await user.type(screen.getByTestId('e2ee-recovery-check'), 'M8PA');
+    expect(screen.getByRole('alert')).toHaveTextContent('That is not the last group of the key above.');
+    expect(done).toBeDisabled();
+    await user.clear(screen.getByTestId('e2ee-recovery-check'));
+    await user.type(screen.getByTestId('e2ee-recovery-check'), '9vtj');
+    await user.click(done);
+    expect(await screen.findByText('The account key is replaced. Your other machines follow at their next sync.')).toBeVisible();
+    expect(document.body.innerHTML).not.toContain(FAKE_ROTATED_RECOVERY_KEY);
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent(/^ *End-to-end encrypted$/);
+    expect(screen.getByTestId('sync-encrypted')).toHaveAttribute('data-rotating', 'no');
+    // The new recovery key opens the account, the old one no longer.
+    await expect(be.syncChangePassphrase({ recoveryKey: FAKE_RECOVERY_KEY }, FAKE_PASSPHRASE)).rejects.toMatchObject({ code: 'wrong_passphrase' });
+    await be.syncChangePassphrase({ recoveryKey: FAKE_ROTATED_RECOVERY_KEY }, FAKE_PASSPHRASE);
+  });
+
+  it('locks out the other machines when asked, shows its progress while it runs, and says the rotation is under way while not complete', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on', e2eeOtherMachines: true }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-rotate'));
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-lock-out'));
+    // Held until released, to see the page while the rotation runs.
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const rotate = be.syncRotateKey.bind(be);
+    be.syncRotateKey = async (p, l) => {
+      await gate;
+      return rotate(p, l);
+    };
+    await user.click(screen.getByTestId('e2ee-rotate-submit'));
+    expect(await screen.findByTestId('e2ee-progress')).toHaveTextContent('Encrypting every note again under the new key');
+    expect(screen.getByTestId('e2ee-rotate-submit')).toBeDisabled();
+    release();
+
+    await screen.findByTestId('e2ee-recovery-key');
+    expect(callsOf(be, 'syncRotateKey')).toEqual([['<passphrase>', true]]);
+    expect(screen.getByTestId('e2ee-rotated-locked-out')).toHaveTextContent('Machines holding only the old key are locked out');
+    expect(screen.getByTestId('e2ee-rotated-under-way')).toHaveTextContent('Key rotation under way');
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent('End-to-end encrypted · key rotation under way');
+    await user.type(screen.getByTestId('e2ee-recovery-check'), '9VTJ');
+    await user.click(screen.getByTestId('e2ee-recovery-done'));
+    expect(await screen.findByTestId('e2ee-rotation-under-way')).toHaveTextContent('move to the new key when one of them syncs');
+    // Turning encryption off waits for the rotation.
+    expect(screen.getByTestId('e2ee-turn-off')).toBeDisabled();
+    expect(screen.getByTestId('e2ee-turn-off')).toHaveAccessibleDescription(/once the key rotation under way has finished/);
+  });
+
+  it('cancelling changes nothing and clears the passphrase', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-rotate'));
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-lock-out'));
+    await user.click(screen.getByRole('button', { name: 'Cancel' }));
+    expect(screen.queryByTestId('e2ee-rotate-form')).toBeNull();
+    expect(callsOf(be, 'syncRotateKey')).toHaveLength(0);
+    expect(document.body.innerHTML).not.toContain(FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-rotate'));
+    expect(screen.getByLabelText('Passphrase')).toHaveValue('');
+    expect(screen.getByTestId('e2ee-lock-out')).not.toBeChecked();
+  });
+
+  it('is offered in Chinese and Spanish, the lock-out explained', async () => {
+    for (const [language, button, lockOut, hint] of [
+      ['zh', '轮换账户密钥…', '把我的其他电脑锁在外面', '适用于电脑丢失或被盗之后'],
+      ['es', 'Rotar la clave de la cuenta…', 'Dejar fuera a mis otros equipos', 'Tras perder un equipo'],
+    ] as const) {
+      const { user } = await renderApp(demoSeed({ e2ee: 'on', settings: { language } }));
+      await goTo(user, 'sync');
+      const rotate = await screen.findByTestId('e2ee-rotate');
+      expect(rotate).toHaveTextContent(button);
+      await user.click(rotate);
+      expect(screen.getByLabelText(lockOut)).toHaveAccessibleDescription(new RegExp(hint));
+      document.body.innerHTML = '';
+    }
+  });
+});
+
+describe('Sync page: turning end-to-end encryption off', () => {
+  it('asks for a confirmation that says what it does; cancel changes nothing; confirmed, the status says encryption is off', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-turn-off'));
+    const what = screen.getByTestId('e2ee-off-what');
+    expect(what).toHaveTextContent('uploaded again in plaintext, so the sync server can read them');
+    expect(what).toHaveTextContent('the encrypted copies are then removed');
+    expect(what).toHaveTextContent('your other machines go back to plaintext');
+    expect(callsOf(be, 'syncDecrypt')).toHaveLength(0);
+    await user.click(screen.getByRole('button', { name: 'Cancel' }));
+    expect(screen.queryByTestId('e2ee-off-form')).toBeNull();
+    expect(callsOf(be, 'syncDecrypt')).toHaveLength(0);
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes');
+
+    await user.click(screen.getByTestId('e2ee-turn-off'));
+    await user.click(screen.getByTestId('e2ee-turn-off-confirm'));
+    expect(await screen.findByText('End-to-end encryption is off: the sync server keeps your notes in plaintext again.')).toBeVisible();
+    expect(callsOf(be, 'syncDecrypt')).toEqual([[]]);
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'no');
+    expect(screen.queryByTestId('sync-encrypted')).toBeNull();
+    // Off: the card offers setting encryption up again.
+    expect(screen.getByTestId('e2ee-setup')).toBeVisible();
+  });
+
+  it('says turning off is under way while other machines still hold encrypted notes, in the status and on the card', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on', e2eeOtherMachines: true }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-turn-off'));
+    await user.click(screen.getByTestId('e2ee-turn-off-confirm'));
+    expect(await screen.findByTestId('sync-e2ee-turning-off')).toHaveTextContent('End-to-end encryption being turned off');
+    expect(screen.queryByTestId('sync-encrypted')).toBeNull();
+    expect(screen.getByTestId('e2ee-turning-off')).toHaveTextContent('go back to plaintext when one of them syncs');
+    // No passphrase or key change while it goes back to plaintext.
+    expect(screen.queryByTestId('e2ee-rotate')).toBeNull();
+    expect(screen.queryByTestId('e2ee-change')).toBeNull();
+    expect(callsOf(be, 'syncDecrypt')).toHaveLength(1);
+  });
+
+  it('a refusal (a rotation under way elsewhere) is an error on the confirmation, encryption staying on', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-turn-off'));
+    be.syncDecrypt = () => Promise.reject(Object.assign(new Error("a rotation of this account's key is under way"), { code: 'keys_exist' }));
+    await user.click(screen.getByTestId('e2ee-turn-off-confirm'));
+    expect(await screen.findByTestId('e2ee-off-error')).toHaveTextContent("a rotation of this account's key is under way");
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes');
+  });
+
+  it('confirms in Chinese and Spanish, and says when another machine turned it off', async () => {
+    for (const [language, confirm, ended] of [
+      ['zh', '关闭加密并以明文上传', '端到端加密已在另一台电脑上关闭'],
+      ['es', 'Desactivar el cifrado y subir en texto plano', 'El cifrado de extremo a extremo se desactivó desde otro equipo'],
+    ] as const) {
+      const { user } = await renderApp(demoSeed({ e2ee: 'on', settings: { language } }));
+      await goTo(user, 'sync');
+      await user.click(await screen.findByTestId('e2ee-turn-off'));
+      expect(screen.getByTestId('e2ee-turn-off-confirm')).toHaveTextContent(confirm);
+      document.body.innerHTML = '';
+      await renderApp(demoSeed({ e2ee: 'off', e2eeEnded: true, settings: { language } }));
+      await goTo(user, 'sync');
+      expect(await screen.findByTestId('sync-e2ee-ended')).toHaveTextContent(ended);
+      document.body.innerHTML = '';
+    }
   });
 });

@@ -727,6 +727,17 @@ pub fn e2ee_state(engine: &Engine) -> SyncResult<E2eeState> {
     })
 }
 
+/// Whether a rotation of the account key is under way as this machine knows it: it keeps the
+/// previous key until no scope of the account holds anything under it. Answered from this
+/// machine alone.
+pub fn rotation_under_way(engine: &Engine) -> SyncResult<bool> {
+    let root = engine.home().root();
+    match Settings::load(&sync::sync_dir(root))?.server {
+        Some(server) => Ok(e2ee::load_previous_key(root, &server)?.is_some()),
+        None => Ok(false),
+    }
+}
+
 fn check_e2ee_server(syncer: &Syncer, server: &str) -> SyncResult<()> {
     let id = syncer.client().identity()?;
     if !id.supports(FEATURE_E2EE) {

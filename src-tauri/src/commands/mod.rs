@@ -39,6 +39,8 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         sync::sync_encrypt,
         sync::sync_unlock,
         sync::sync_change_passphrase,
+        sync::sync_rotate_key,
+        sync::sync_decrypt,
         conflicts::list_conflicts,
         conflicts::resolve_conflict,
         conversations::conversations_list,

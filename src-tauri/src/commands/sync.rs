@@ -38,6 +38,14 @@ pub struct SyncStatus {
     pub paused_until_ms: Option<i64>,
     /// This machine holds the account key: its notes sync end-to-end encrypted.
     pub encrypted: bool,
+    /// A rotation of the account key is under way: scopes synced only from other machines
+    /// move to the new key when one of them syncs.
+    pub rotation_under_way: bool,
+    /// End-to-end encryption is being turned off: each scope goes back to plaintext at its
+    /// next pass.
+    pub encryption_turning_off: bool,
+    /// Another machine turned end-to-end encryption off: this one syncs in plaintext again.
+    pub encryption_ended: bool,
     pub scopes: Vec<ScopeSync>,
 }
 
@@ -84,6 +92,9 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
         last_synced_ms: st.last_synced_ms,
         paused_until_ms: st.paused_until_ms,
         encrypted: st.encrypted,
+        rotation_under_way: st.encrypted && sync::rotation_under_way(engine)?,
+        encryption_turning_off: st.encryption_turning_off,
+        encryption_ended: st.encryption_ended,
         scopes,
     })
 }
@@ -199,6 +210,60 @@ pub fn change_passphrase(
     Ok(())
 }
 
+/// What rotating the account key gives the window: the new recovery key, to show once, and
+/// the status after the passes that moved each scope.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRotated {
+    pub recovery_key: String,
+    /// Machines holding only the previous key must unlock again.
+    pub locked_out: bool,
+    /// No scope holds anything under the previous key any more; false while scopes synced
+    /// only from other machines wait for one of them to sync.
+    pub complete: bool,
+    pub status: SyncStatus,
+}
+
+/// Replaces the account key and re-encrypts every scope under it, proven with the passphrase
+/// (a wrong one is `wrong_passphrase` and changes nothing); with `lock_out`, machines holding
+/// only the previous key must unlock again. Run again, it goes on with a rotation under way.
+pub fn rotate_key(
+    engine: &mut Engine,
+    passphrase: &str,
+    lock_out: bool,
+) -> Result<SyncRotated, UiError> {
+    let done = sync::rotate_key(engine, passphrase, lock_out)?;
+    warn_failed(&done.scopes);
+    Ok(SyncRotated {
+        recovery_key: done.recovery_key,
+        locked_out: done.locked_out,
+        complete: done.complete,
+        status: status(engine)?,
+    })
+}
+
+/// What turning end-to-end encryption off gives the window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncDecrypted {
+    /// No scope of the account is encrypted any more; false while scopes synced only from
+    /// other machines wait for one of them to sync.
+    pub complete: bool,
+    pub status: SyncStatus,
+}
+
+/// Turns end-to-end encryption off for the account, on the user's explicit request: every
+/// note goes up again in plaintext and then the ciphertext is removed from the server.
+/// Refused (`keys_exist`) while a rotation is under way, `e2ee_locked` on a locked machine.
+pub fn decrypt(engine: &mut Engine) -> Result<SyncDecrypted, UiError> {
+    let done = sync::decrypt(engine)?;
+    warn_failed(&done.scopes);
+    Ok(SyncDecrypted {
+        complete: done.complete,
+        status: status(engine)?,
+    })
+}
+
 fn warn_failed(passes: &[sync::ScopePass]) {
     for pass in passes {
         if let Some(e) = &pass.error {
@@ -241,6 +306,22 @@ pub async fn sync_change_passphrase(
     shell
         .call(move |e| change_passphrase(e, passphrase, recovery_key, &new_passphrase))
         .await
+}
+
+#[tauri::command]
+pub async fn sync_rotate_key(
+    shell: State<'_, Shell>,
+    passphrase: String,
+    lock_out: bool,
+) -> Result<SyncRotated, UiError> {
+    shell
+        .call(move |e| rotate_key(e, &passphrase, lock_out))
+        .await
+}
+
+#[tauri::command]
+pub async fn sync_decrypt(shell: State<'_, Shell>) -> Result<SyncDecrypted, UiError> {
+    shell.call(decrypt).await
 }
 
 #[tauri::command]
@@ -364,7 +445,15 @@ mod tests {
             .code,
             "not_signed_in"
         );
-        assert!(!status(&engine).unwrap().encrypted);
+        assert_eq!(
+            rotate_key(&mut engine, "a passphrase", true)
+                .unwrap_err()
+                .code,
+            "not_signed_in"
+        );
+        assert_eq!(decrypt(&mut engine).unwrap_err().code, "not_signed_in");
+        let st = status(&engine).unwrap();
+        assert!(!st.encrypted && !st.rotation_under_way && !st.encryption_turning_off);
         let state = sync::e2ee_state(&engine).map_err(UiError::from);
         assert_eq!(state.unwrap_err().code, "not_signed_in");
     }

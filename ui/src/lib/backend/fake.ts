@@ -78,6 +78,8 @@ export interface FakeNote {
 /** The fake account's end-to-end encryption passphrase and recovery key (seed `e2ee`). */
 export const FAKE_PASSPHRASE = 'correct horse battery staple';
 export const FAKE_RECOVERY_KEY = 'K7QD-3M9X-ZB2R-T8WN-4HFA-6YCE-P1VG-J5SK-0RDM-XW3Q-9TBN-7FHZ-2CKE-M8PA';
+/** The recovery key a rotation of the fake account's key makes (the one before stops opening). */
+export const FAKE_ROTATED_RECOVERY_KEY = 'R4TE-8NKW-2QHD-V6ZP-1MXC-J9FB-5SGA-T3YE-7LUN-0PWD-X2KR-6BQM-H8CZ-9VTJ';
 
 export interface FakeSeed {
   scopes?: ScopeInfo[];
@@ -92,6 +94,13 @@ export interface FakeSeed {
   /** End-to-end encryption: `locked` is an account encrypted on another machine with the
    * passphrase `FAKE_PASSPHRASE` and the recovery key `FAKE_RECOVERY_KEY`, not unlocked here. */
   e2ee?: 'off' | 'on' | 'locked';
+  /** A rotation or turning off leaves scopes synced only from other machines to move later:
+   * it answers `complete: false` and stays under way. */
+  e2eeOtherMachines?: boolean;
+  /** Encryption on, with a rotation already under way (begun here or on another machine). */
+  e2eeRotating?: boolean;
+  /** Another machine turned encryption off (seed with `e2ee: 'off'`). */
+  e2eeEnded?: boolean;
   /** Recall on the hash fallback (the engine card's warning). */
   hashFallback?: boolean;
   settings?: Partial<Settings>;
@@ -484,11 +493,15 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     movedFrom: seed.syncMovedFrom ?? null,
     e2ee: seed.e2ee ?? 'off',
     passphrase: FAKE_PASSPHRASE,
+    recoveryKey: FAKE_RECOVERY_KEY,
+    rotating: seed.e2eeRotating ?? false,
+    turningOff: false,
+    ended: seed.e2eeEnded ?? false,
   };
   // A secret as the fake account checks it: its passphrase, or its recovery key typed in any
   // case, with spaces or dashes.
   const opens = (secret: SyncSecret) =>
-    'passphrase' in secret ? secret.passphrase === sync.passphrase : secret.recoveryKey.replace(/[\s-]/g, '').toUpperCase() === FAKE_RECOVERY_KEY.replace(/-/g, '');
+    'passphrase' in secret ? secret.passphrase === sync.passphrase : secret.recoveryKey.replace(/[\s-]/g, '').toUpperCase() === sync.recoveryKey.replace(/-/g, '');
 
   const emit = (e: BackendEvent) => {
     for (const l of [...listeners]) l(e);
@@ -702,6 +715,9 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     lastSyncedMs: sync.lastSyncedMs,
     pausedUntilMs: null,
     encrypted: sync.signedIn && sync.e2ee === 'on',
+    rotationUnderWay: sync.signedIn && sync.e2ee === 'on' && sync.rotating,
+    encryptionTurningOff: sync.signedIn && sync.e2ee === 'on' && sync.turningOff,
+    encryptionEnded: sync.signedIn && sync.e2ee === 'off' && sync.ended,
     scopes: scopes
       .filter((s) => s.kind !== 'domain')
       .map((s) => ({
@@ -1052,6 +1068,34 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       if (!opens(current)) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
       sync.passphrase = newPassphrase;
       sync.e2ee = 'on';
+    },
+
+    async syncRotateKey(passphrase, lockOut) {
+      record('syncRotateKey', ['<passphrase>', lockOut]);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is no key to rotate (turn encryption on instead)");
+      if (!opens({ passphrase })) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
+      sync.e2ee = 'on';
+      sync.recoveryKey = FAKE_ROTATED_RECOVERY_KEY;
+      sync.rotating = !!seed.e2eeOtherMachines;
+      sync.lastSyncedMs = Date.now();
+      return { recoveryKey: FAKE_ROTATED_RECOVERY_KEY, lockedOut: lockOut, complete: !sync.rotating, status: status() };
+    },
+
+    async syncDecrypt() {
+      record('syncDecrypt', []);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is nothing to turn off");
+      if (sync.e2ee === 'locked') {
+        throw fail('e2ee_locked', 'this machine does not hold the account key, which reads the encrypted notes before they go back to plaintext: unlock it first');
+      }
+      if (sync.rotating) throw fail('keys_exist', "a rotation of this account's key is under way: finish it (run it again) before turning encryption off");
+      sync.turningOff = !!seed.e2eeOtherMachines;
+      if (!sync.turningOff) sync.e2ee = 'off';
+      sync.lastSyncedMs = Date.now();
+      return { complete: !sync.turningOff, status: status() };
     },
 
     async listConflicts() {

@@ -54,9 +54,11 @@ import type {
   SearchQuery,
   Settings,
   SettingsPatch,
+  SyncDecrypted,
   SyncE2ee,
   SyncEncrypted,
   SyncLogin,
+  SyncRotated,
   SyncSecret,
   SyncStatus,
   WorkingBlock,
@@ -183,6 +185,13 @@ export const syncUnlock = (secret: SyncSecret): Promise<SyncStatus> => call('syn
  * open the account key, and `invalid_input` for a new passphrase under 8 characters. */
 export const syncChangePassphrase = (current: SyncSecret, newPassphrase: string): Promise<void> =>
   call('sync_change_passphrase', { ...secretArgs(current), newPassphrase });
+
+/** `sync_rotate_key({passphrase: string, lockOut: boolean})` → `SyncRotated`; rejects with
+ * `wrong_passphrase` when the passphrase does not open the account key. */
+export const syncRotateKey = (passphrase: string, lockOut: boolean): Promise<SyncRotated> => call('sync_rotate_key', { passphrase, lockOut });
+
+/** `sync_decrypt()` → `SyncDecrypted`; rejects with `keys_exist` while a rotation is under way. */
+export const syncDecrypt = (): Promise<SyncDecrypted> => call('sync_decrypt');
 
 /** A secret as the shell's commands take it: exactly one of the two set. */
 function secretArgs(secret: SyncSecret): { passphrase: string | null; recoveryKey: string | null } {
@@ -325,6 +334,8 @@ export const tauriBackend: Backend = {
   syncEncrypt,
   syncUnlock,
   syncChangePassphrase,
+  syncRotateKey,
+  syncDecrypt,
   listConflicts,
   resolveConflict,
   overview,

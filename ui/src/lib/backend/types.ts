@@ -235,6 +235,14 @@ export interface SyncStatus {
   pausedUntilMs: number | null;
   /** This machine holds the account key: its notes sync end-to-end encrypted. */
   encrypted: boolean;
+  /** A rotation of the account key is under way: scopes synced only from other machines move
+   * to the new key when one of them syncs. */
+  rotationUnderWay: boolean;
+  /** End-to-end encryption is being turned off: each scope goes back to plaintext at its next
+   * pass. */
+  encryptionTurningOff: boolean;
+  /** Another machine turned end-to-end encryption off: this one syncs in plaintext again. */
+  encryptionEnded: boolean;
   scopes: ScopeSync[];
 }
 
@@ -252,6 +260,24 @@ export interface SyncE2ee {
  * status after the encrypted passes. */
 export interface SyncEncrypted {
   recoveryKey: string;
+  status: SyncStatus;
+}
+
+/** What rotating the account key gives back: the new recovery key, shown once (the one before
+ * no longer unlocks), and the status after the passes that moved each scope. */
+export interface SyncRotated {
+  recoveryKey: string;
+  /** Machines holding only the previous key must unlock again. */
+  lockedOut: boolean;
+  /** No scope holds anything under the previous key any more. */
+  complete: boolean;
+  status: SyncStatus;
+}
+
+/** What turning end-to-end encryption off gives back. */
+export interface SyncDecrypted {
+  /** No scope of the account is encrypted any more. */
+  complete: boolean;
   status: SyncStatus;
 }
 
@@ -940,6 +966,14 @@ export interface Backend {
    * characters), nothing is uploaded again and the recovery key still unlocks. Rejects with
    * `wrong_passphrase` (nothing changed) when `current` does not open the account key. */
   syncChangePassphrase(current: SyncSecret, newPassphrase: string): Promise<void>;
+  /** Replaces the account key and re-encrypts every scope under it, proven with the
+   * passphrase; rejects with `wrong_passphrase` (nothing changed) when it does not open the
+   * account key. With `lockOut`, machines holding only the previous key must unlock again. */
+  syncRotateKey(passphrase: string, lockOut: boolean): Promise<SyncRotated>;
+  /** Turns end-to-end encryption off: every note uploaded again in plaintext, then the
+   * ciphertext removed; rejects with `keys_exist` while a rotation is under way and
+   * `e2ee_locked` on a machine that does not hold the key. */
+  syncDecrypt(): Promise<SyncDecrypted>;
   listConflicts(): Promise<Conflict[]>;
   resolveConflict(scope: ScopeKey, id: string, resolution: Resolution): Promise<Resolved>;
   overview(): Promise<Overview>;
