@@ -279,6 +279,73 @@ CREATE TRIGGER IF NOT EXISTS working_changed
   BEGIN UPDATE changes SET n = n + 1 WHERE name = 'working'; END;
 ";
 
+/// The journal of messages removed or changed: which ones, so that recall applies only those
+/// instead of comparing every message. Each removal or change of a message adds its key and,
+/// as context, the keys of the messages at the next place of its conversation (a message's
+/// document shows the one before it). A message added with a row number at or below the
+/// highest one ever given (a removed row's) is journaled too: a reader going by row numbers
+/// would miss it. Numbered without reuse (`AUTOINCREMENT`), so that rows trimmed from its
+/// start are told apart from rows never written: the journal since a number is whole when it
+/// holds every number after it up to the highest ever given.
+const JOURNAL_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS log_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+INSERT OR IGNORE INTO changes (name, n)
+  VALUES ('messages_high', (SELECT COALESCE(MAX(rowid), 0) FROM messages));
+CREATE TRIGGER IF NOT EXISTS messages_journal_added AFTER INSERT ON messages BEGIN
+  INSERT INTO log_changes (scope, key, kind)
+    SELECT new.scope, new.key, 'added'
+    WHERE new.rowid <= (SELECT n FROM changes WHERE name = 'messages_high');
+  UPDATE changes SET n = new.rowid WHERE name = 'messages_high' AND n < new.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS messages_journal_removed AFTER DELETE ON messages BEGIN
+  INSERT INTO log_changes (scope, key, kind) VALUES (old.scope, old.key, 'removed');
+  INSERT INTO log_changes (scope, key, kind)
+    SELECT scope, key, 'context' FROM messages
+    WHERE scope = old.scope AND conversation = old.conversation AND seq = (
+      SELECT MIN(seq) FROM messages
+      WHERE scope = old.scope AND conversation = old.conversation AND seq > old.seq);
+END;
+CREATE TRIGGER IF NOT EXISTS messages_journal_changed AFTER UPDATE ON messages BEGIN
+  INSERT INTO log_changes (scope, key, kind)
+    SELECT old.scope, old.key, 'removed' WHERE old.scope != new.scope OR old.key != new.key;
+  INSERT INTO log_changes (scope, key, kind) VALUES (new.scope, new.key, 'changed');
+  INSERT INTO log_changes (scope, key, kind)
+    SELECT scope, key, 'context' FROM messages
+    WHERE scope = new.scope AND conversation = new.conversation AND seq = (
+      SELECT MIN(seq) FROM messages
+      WHERE scope = new.scope AND conversation = new.conversation AND seq > new.seq);
+END;
+";
+
+/// Rows the journal of changed messages keeps at most: past them its oldest go, and a
+/// reader that had not applied them compares every message instead.
+pub const JOURNAL_MAX_ROWS: i64 = 200_000;
+
+/// What the journal says of one message: it was removed, its labels or text changed, the
+/// message before it did (`Context`), or it was added under a removed row's number. Whichever it is, the message's document is made again
+/// from the log as it is now, or dropped when the log no longer has it recallable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    Removed,
+    Changed,
+    Context,
+    Added,
+}
+
+/// One row of the journal of changed messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageChange {
+    pub seq: i64,
+    pub scope: String,
+    pub key: String,
+    pub kind: ChangeKind,
+}
+
 /// A fingerprint of one table of the log recall follows: its recallable rows' count, the
 /// highest row number, and how many times a row was removed or changed. Rows only added since
 /// another fingerprint are those numbered after its `last`, when `changes` is the same.
@@ -335,6 +402,7 @@ impl Log {
         conn.execute_batch(ledger::SCHEMA).map_err(db_err)?;
         conn.execute_batch(quarantine::SCHEMA).map_err(db_err)?;
         conn.execute_batch(CHANGES_SCHEMA).map_err(db_err)?;
+        conn.execute_batch(JOURNAL_SCHEMA).map_err(db_err)?;
         fsx::private_file(&path)?;
         Ok(Log { conn, path })
     }
@@ -636,6 +704,64 @@ impl Log {
             .map_err(db_err)
     }
 
+    /// The highest number the journal of changed messages ever gave (0 before the first).
+    pub fn journal_last(&self) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'log_changes'), 0)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
+    }
+
+    /// The journal's rows after number `after`, oldest first; `None` when some of them were
+    /// trimmed (then what changed since is not known).
+    pub fn journal_after(&self, after: i64) -> Result<Option<Vec<MessageChange>>> {
+        let last = self.journal_last()?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, scope, key, kind FROM log_changes WHERE seq > ?1 ORDER BY seq",
+            )
+            .map_err(db_err)?;
+        let rows = st
+            .query_map(params![after], |r| {
+                let kind: String = r.get(3)?;
+                Ok(MessageChange {
+                    seq: r.get(0)?,
+                    scope: r.get(1)?,
+                    key: r.get(2)?,
+                    kind: match kind.as_str() {
+                        "removed" => ChangeKind::Removed,
+                        "changed" => ChangeKind::Changed,
+                        "added" => ChangeKind::Added,
+                        _ => ChangeKind::Context,
+                    },
+                })
+            })
+            .map_err(db_err)?;
+        let rows: Vec<MessageChange> = rows.collect::<rusqlite::Result<_>>().map_err(db_err)?;
+        // Numbers are given in order and never reused: a whole journal holds each one.
+        let whole = after <= last
+            && rows.len() as i64 == last - after
+            && rows.first().is_none_or(|r| r.seq == after + 1);
+        Ok(whole.then_some(rows))
+    }
+
+    /// Trims the journal of changed messages: the rows up to `applied` (what recall holds
+    /// already), and beyond [`JOURNAL_MAX_ROWS`] its oldest.
+    pub fn trim_journal(&self, applied: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM log_changes WHERE seq <= MAX(?1, \
+                   (SELECT COALESCE(MAX(seq), 0) FROM log_changes) - ?2)",
+                params![applied, JOURNAL_MAX_ROWS],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     /// The recallable messages stored after row `rowid` (see [`Log::state`]).
     pub fn recallable_after(&self, rowid: i64) -> Result<Vec<LogMessage>> {
         let mut st = self
@@ -759,6 +885,8 @@ impl Log {
             }
         }
         tx.commit().map_err(db_err)?;
+        // A removal of many messages may journal more than recall needs to apply.
+        self.trim_journal(0)?;
         self.checkpoint()?;
         Ok(removed)
     }
@@ -907,6 +1035,116 @@ mod tests {
         // The counts live in the file: another connection reads the same.
         let again = Log::open(&Home::resolve(Some(_d.path())).unwrap()).unwrap();
         assert_eq!(again.state().unwrap(), appended);
+    }
+
+    #[test]
+    fn the_journal_names_each_message_removed_or_changed_and_the_one_after_it() {
+        let (_d, mut log) = open();
+        let named = |log: &Log, after: i64| -> Vec<(String, ChangeKind)> {
+            log.journal_after(after)
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.key, c.kind))
+                .collect()
+        };
+        let key = |conv: &str, id: &str| message_key("user", conv, id);
+        let appended = [
+            msg("c", "1", 1, "one"),
+            msg("c", "2", 2, "two"),
+            msg("c", "3", 3, "three"),
+            msg("d", "1", 1, "other"),
+        ];
+        log.append(&appended, 5).unwrap();
+        assert!(named(&log, 0).is_empty(), "added at new row numbers: none");
+
+        // Retention removes the first message of c: it, and c's next one as context.
+        let policy = LogPolicy {
+            max_age_days: 1,
+            max_total_mb: 0,
+        };
+        let mut old = msg("c", "0", 0, "zero");
+        old.at = Some(0);
+        log.append(&[old], 5).unwrap();
+        log.apply(&policy, 86_400_500).unwrap();
+        assert_eq!(
+            named(&log, 0),
+            [
+                (key("c", "0"), ChangeKind::Removed),
+                (key("c", "1"), ChangeKind::Context)
+            ]
+        );
+        let mark = log.journal_last().unwrap();
+        assert_eq!(mark, 2);
+
+        // A label change: the message, and the one after it.
+        let record = QuarantineRecord {
+            id: "q".into(),
+            created_at: 5,
+            released_at: None,
+            selection: serde_json::json!({}),
+            counts: serde_json::json!({}),
+            notes: serde_json::json!([]),
+            released: None,
+        };
+        log.quarantine(&record, &[key("c", "2")], &[]).unwrap();
+        assert_eq!(
+            named(&log, mark),
+            [
+                (key("c", "2"), ChangeKind::Changed),
+                (key("c", "3"), ChangeKind::Context)
+            ]
+        );
+        let mark = log.journal_last().unwrap();
+
+        // The newest message purged, and one added in its row number's place.
+        log.purge_conversation("user", "d").unwrap();
+        log.append(&[msg("e", "1", 1, "new")], 6).unwrap();
+        assert_eq!(
+            named(&log, mark),
+            [
+                (key("d", "1"), ChangeKind::Removed),
+                (key("e", "1"), ChangeKind::Added)
+            ]
+        );
+
+        // Trimmed through what was applied: what follows is still whole; before it is not.
+        log.trim_journal(mark).unwrap();
+        assert_eq!(named(&log, mark).len(), 2);
+        assert_eq!(log.journal_after(mark - 1).unwrap(), None);
+        assert_eq!(log.journal_after(0).unwrap(), None);
+        // A mark ahead of the journal (another log's) is not taken for an empty journal.
+        assert_eq!(log.journal_after(mark + 10).unwrap(), None);
+        // Numbers are not reused once every row is trimmed.
+        let last = log.journal_last().unwrap();
+        log.trim_journal(last).unwrap();
+        assert_eq!(named(&log, last), []);
+        log.purge_conversation("user", "e").unwrap();
+        assert_eq!(log.journal_last().unwrap(), last + 1);
+        assert_eq!(named(&log, last), [(key("e", "1"), ChangeKind::Removed)]);
+    }
+
+    #[test]
+    fn the_journal_keeps_its_newest_rows_only() {
+        let (_d, mut log) = open();
+        log.append(&[msg("c", "1", 1, "one")], 5).unwrap();
+        log.conn
+            .execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+                 INSERT INTO log_changes (scope, key, kind) SELECT 'user', 'k' || i, 'changed' FROM n",
+                params![JOURNAL_MAX_ROWS + 5],
+            )
+            .unwrap();
+        // A removal trims it to its cap: a reader that had applied none of it compares everything.
+        log.purge_conversation("user", "c").unwrap();
+        let kept: i64 = log
+            .conn
+            .query_row("SELECT COUNT(*) FROM log_changes", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kept, JOURNAL_MAX_ROWS);
+        assert_eq!(log.journal_after(0).unwrap(), None);
+        let last = log.journal_last().unwrap();
+        assert_eq!(log.journal_after(last - 1).unwrap().unwrap().len(), 1);
     }
 
     #[test]

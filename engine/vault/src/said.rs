@@ -288,6 +288,11 @@ pub struct LogState {
     pub messages: TableState,
     pub derived: TableState,
     pub working: TableState,
+    /// The highest number of the journal of changed messages ([`Log::journal_after`]);
+    /// absent from a watermark written before the log kept one (then, at the first removal
+    /// or change, every message is compared).
+    #[serde(default)]
+    pub journal: Option<i64>,
 }
 
 impl LogState {
@@ -297,6 +302,7 @@ impl LogState {
             messages: log.state()?,
             derived: log.derived_state()?,
             working: log.working_state()?,
+            journal: Some(log.journal_last()?),
         })
     }
 }

@@ -216,6 +216,10 @@ impl Engine {
         // stopped before this point reads the same rows again next time.
         if let Some(state) = log.state {
             self.log_seen_now(shared, state);
+            // What recall applied of the journal of changed messages is no longer needed.
+            if let Some(applied) = state.journal {
+                self.log()?.trim_journal(applied)?;
+            }
         }
         *shared
             .last_in_step
@@ -291,6 +295,25 @@ impl Engine {
         // Messages: what recall holds of them is read only for the rows read.
         let mut held: Known = HashMap::new();
         let in_recall = recall.message_count().map_err(recall_err)? as i64;
+        // Messages removed or changed since the watermark: the journal names them, while it
+        // still holds every change since.
+        let journal = match seen {
+            Some(s) if s.messages.changes != state.messages.changes => match s.journal {
+                Some(after) if in_recall == s.messages.count => log.journal_after(after)?,
+                _ => None,
+            },
+            _ => None,
+        };
+        if let (Some(s), Some(journal)) = (seen, journal) {
+            let applied = by_journal(
+                &log, recall, s.messages, state, in_recall, &journal, &mut out,
+            )?;
+            out.report = match applied {
+                Some(report) => report,
+                None => every_message(&log, recall, &mut out)?,
+            };
+            return self.log_tables(known, &log, seen, state, out);
+        }
         let read = since(
             seen.map(|s| s.messages),
             state.messages,
@@ -311,29 +334,26 @@ impl Engine {
         if all {
             out.report = every_message(&log, recall, &mut out)?;
         } else {
-            // Each message is read with the one before it: from this batch, else from the log.
-            let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
-                .iter()
-                .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
-                .collect();
-            for m in &messages {
-                let before = log.before(&m.scope, &m.conversation, m.seq)?;
-                let previous = before.as_ref().map(|b| {
-                    by_place
-                        .get(&(b.scope.as_str(), b.conversation.as_str(), b.seq))
-                        .copied()
-                        .unwrap_or(b)
-                });
-                out.take(crate::said::message_doc(m, previous), &held);
-            }
+            message_docs(&log, &messages, &held, &mut out)?;
             out.report = InStepReport {
                 log_messages: messages.len(),
                 message_states: held.len(),
-                all_messages: false,
+                ..InStepReport::default()
             };
         }
+        self.log_tables(known, &log, seen, state, out)
+    }
 
-        // Derived items and working memory: recall holds every one of them in memory.
+    /// [`Self::log_docs`] for the derived items and working memory, which recall holds every
+    /// one of in memory; `out` has the messages' changes.
+    fn log_tables(
+        &self,
+        known: &Known,
+        log: &memoria_store::log::Log,
+        seen: Option<crate::said::LogState>,
+        state: crate::said::LogState,
+        mut out: LogChanges,
+    ) -> Result<LogChanges> {
         let held = held_of(known, memoria_store::log::is_derived_key);
         let read = since(
             seen.map(|s| s.derived),
@@ -444,6 +464,83 @@ impl Engine {
     }
 }
 
+/// Makes the documents of `messages` that recall lacks or holds otherwise (`held`), each
+/// message read with the one before it: from `messages`, else from the log.
+fn message_docs(
+    log: &memoria_store::log::Log,
+    messages: &[memoria_store::log::LogMessage],
+    held: &Known,
+    out: &mut LogChanges,
+) -> Result<()> {
+    let by_place: HashMap<(&str, &str, i64), &memoria_store::log::LogMessage> = messages
+        .iter()
+        .map(|m| ((m.scope.as_str(), m.conversation.as_str(), m.seq), m))
+        .collect();
+    for m in messages {
+        let before = log.before(&m.scope, &m.conversation, m.seq)?;
+        let previous = before.as_ref().map(|b| {
+            by_place
+                .get(&(b.scope.as_str(), b.conversation.as_str(), b.seq))
+                .copied()
+                .unwrap_or(b)
+        });
+        out.take(crate::said::message_doc(m, previous), held);
+    }
+    Ok(())
+}
+
+/// Brings recall's messages in step by the journal of changed messages (`journal`, every
+/// row since the watermark `seen`) and the messages added since: each message the journal
+/// names is made again from the log as it is now, or goes from recall when the log no
+/// longer has it recallable. `None` when recall's count, so changed, would not be the log's
+/// (`now`): then every message must be compared.
+fn by_journal(
+    log: &memoria_store::log::Log,
+    recall: &RecallIndex,
+    seen: TableState,
+    now: crate::said::LogState,
+    in_recall: i64,
+    journal: &[memoria_store::log::MessageChange],
+    out: &mut LogChanges,
+) -> Result<Option<InStepReport>> {
+    let mut named: HashSet<(String, String)> = HashSet::new();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut present = Vec::new();
+    let mut absent = Vec::new();
+    for change in journal {
+        let key = (change.scope.clone(), change.key.clone());
+        if !named.insert(key.clone()) {
+            continue;
+        }
+        match log.get(&change.key)? {
+            Some(m) if m.scope == change.scope && !m.held_back() => present.push(m),
+            _ => absent.push(key.clone()),
+        }
+        keys.push(key);
+    }
+    let journal_messages = keys.len();
+    for m in log.recallable_after(seen.last)? {
+        let key = (m.scope.clone(), m.key.clone());
+        if named.insert(key.clone()) {
+            keys.push(key);
+            present.push(m);
+        }
+    }
+    let held = states_map(recall.states_of(&keys).map_err(recall_err)?);
+    if in_recall - held.len() as i64 + present.len() as i64 != now.messages.count {
+        return Ok(None);
+    }
+    out.gone
+        .extend(absent.into_iter().filter(|k| held.contains_key(k)));
+    message_docs(log, &present, &held, out)?;
+    Ok(Some(InStepReport {
+        log_messages: present.len(),
+        message_states: held.len(),
+        journal_messages,
+        all_messages: false,
+    }))
+}
+
 /// Messages whose states are looked up in recall at a time while every message is compared.
 const COMPARED_AT_ONCE: usize = 1_000;
 
@@ -512,6 +609,7 @@ fn every_message(
     Ok(InStepReport {
         log_messages: read,
         message_states: ids.len(),
+        journal_messages: 0,
         all_messages: true,
     })
 }
@@ -549,8 +647,12 @@ pub struct InStepReport {
     pub log_messages: usize,
     /// Indexed messages whose state was compared with the log's.
     pub message_states: usize,
-    /// Every message was compared: no watermark to go by (the first time in a home, or after
-    /// messages were removed, marked or released).
+    /// Messages the journal of removed or changed messages named (each made again from the
+    /// log, or dropped).
+    pub journal_messages: usize,
+    /// Every message was compared: no watermark to go by (the first time in a home, or the
+    /// journal of changed messages no longer reaching back to it, or recall's count not the
+    /// log's).
     pub all_messages: bool,
 }
 
@@ -793,6 +895,7 @@ mod tests {
             InStepReport {
                 log_messages: 1,
                 message_states: 0,
+                journal_messages: 0,
                 all_messages: false
             }
         );
@@ -854,11 +957,13 @@ mod tests {
         in_step(&e);
         assert_eq!(found(&e, "plum").len(), 1);
 
-        // Purged from the log alone (recall not told): the counts no longer agree.
+        // Purged from the log alone (recall not told): the journal names what went.
         e.log().unwrap().purge_conversation("user", "gone").unwrap();
         add(&e, "c0", 1_001, "the quince tree flowered");
         let report = in_step(&e);
-        assert!(report.all_messages, "{report:?}");
+        assert!(!report.all_messages, "{report:?}");
+        // The new message took the removed one's row number: the journal names it too.
+        assert_eq!((report.journal_messages, report.log_messages), (2, 1));
         assert!(found(&e, "plum").is_empty());
         assert_eq!(found(&e, "quince").len(), 1);
         assert_eq!(messages_in_recall(&e), 201);
@@ -871,7 +976,7 @@ mod tests {
         let removed = e.log().unwrap().apply(&policy, T0 + 86_400_000).unwrap();
         assert!(!removed.is_empty());
         let report = in_step(&e);
-        assert!(report.all_messages, "{report:?}");
+        assert!(!report.all_messages, "{report:?}");
         let left = e.log().unwrap().state().unwrap().count as usize;
         assert_eq!(messages_in_recall(&e), left);
 
@@ -885,6 +990,151 @@ mod tests {
         assert!(report.all_messages);
         assert_eq!(report.message_states, left);
         assert_eq!(messages_in_recall(&e), left);
+    }
+
+    /// Compares every message with recall, as a process without a watermark does: nothing
+    /// must change when the journal brought recall in step.
+    fn nothing_left_to_compare(tmp: &Path) -> Engine {
+        std::fs::remove_file(recall::default_dir(&tmp.join("home")).join("log-state.json"))
+            .unwrap();
+        let e = engine(tmp);
+        assert_eq!(e.sync_recall(&mut |_, _| {}).unwrap(), 0);
+        assert!(e.last_recall_sync().unwrap().all_messages);
+        e
+    }
+
+    #[test]
+    fn a_forgotten_conversation_leaves_recall_by_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 2_000);
+        in_step(&e);
+        assert_eq!(found(&e, "number170").len(), 2, "its own, and the next one's context");
+        let gone = e.log().unwrap().purge_conversation("user", "c3").unwrap();
+        assert_eq!(gone.len(), 50);
+        let report = in_step(&e);
+        assert_eq!(
+            report,
+            InStepReport {
+                log_messages: 0,
+                message_states: 50,
+                journal_messages: 50,
+                all_messages: false
+            }
+        );
+        assert!(found(&e, "number170").is_empty());
+        assert_eq!(found(&e, "number200").len(), 2);
+        assert_eq!(messages_in_recall(&e), 1_950);
+        // Applied, the journal is trimmed: nothing is read again.
+        assert_eq!(e.log().unwrap().journal_after(0).unwrap(), None);
+        assert_eq!(in_step(&e), InStepReport::default());
+        drop(e);
+        nothing_left_to_compare(tmp.path());
+    }
+
+    #[test]
+    fn a_retention_removal_within_a_conversation_makes_the_next_message_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 300);
+        in_step(&e);
+        // Messages 0 to 124 are older than a day: two conversations and half of the third.
+        let policy = memoria_store::log::LogPolicy {
+            max_age_days: 1,
+            max_total_mb: 0,
+        };
+        let removed = e.log().unwrap().apply(&policy, T0 + 125_000).unwrap();
+        assert_eq!(removed.len(), 125);
+        let report = in_step(&e);
+        assert!(!report.all_messages, "{report:?}");
+        // Each removed message, and the one after each as the context of the next place.
+        assert_eq!(report.journal_messages, 126, "{report:?}");
+        // The first message left had the removed one before it: its document is made again.
+        assert_eq!(report.log_messages, 1, "{report:?}");
+        assert_eq!(messages_in_recall(&e), 175);
+        assert!(found(&e, "number124").is_empty());
+        assert_eq!(found(&e, "number125").len(), 1);
+        drop(e);
+        nothing_left_to_compare(tmp.path());
+    }
+
+    #[test]
+    fn a_quarantine_and_its_release_are_applied_by_the_journal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 500);
+        in_step(&e);
+        let key = |n: usize| {
+            memoria_store::log::message_key("user", &format!("c{}", n / 50), &format!("m{n}"))
+        };
+        let record = memoria_store::log::QuarantineRecord {
+            id: "q1".into(),
+            created_at: T0,
+            released_at: None,
+            selection: serde_json::json!({}),
+            counts: serde_json::json!({}),
+            notes: serde_json::json!([]),
+            released: None,
+        };
+        e.log()
+            .unwrap()
+            .quarantine(&record, &[key(210)], &[])
+            .unwrap();
+        let report = in_step(&e);
+        assert_eq!(
+            (
+                report.all_messages,
+                report.journal_messages,
+                report.log_messages
+            ),
+            (false, 2, 1),
+            "the message marked, and the one after it, made without it: {report:?}"
+        );
+        assert!(found(&e, "number210").is_empty());
+        assert_eq!(messages_in_recall(&e), 499);
+        e.log()
+            .unwrap()
+            .release_quarantine("q1", T0, &serde_json::json!({}))
+            .unwrap();
+        let report = in_step(&e);
+        assert_eq!(
+            (
+                report.all_messages,
+                report.journal_messages,
+                report.log_messages
+            ),
+            (false, 2, 2),
+            "{report:?}"
+        );
+        assert_eq!(found(&e, "number210").len(), 2);
+        assert_eq!(messages_in_recall(&e), 500);
+        drop(e);
+        nothing_left_to_compare(tmp.path());
+    }
+
+    #[test]
+    fn a_journal_trimmed_past_the_watermark_compares_every_message() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, 300);
+        in_step(&e);
+        e.log().unwrap().purge_conversation("user", "c2").unwrap();
+        // Trimmed before recall applied it, as a cap on its length would.
+        {
+            let log = e.log().unwrap();
+            let last = log.journal_last().unwrap();
+            log.trim_journal(last).unwrap();
+            assert_eq!(log.journal_after(last - 1).unwrap(), None);
+        }
+        let report = in_step(&e);
+        assert!(report.all_messages, "{report:?}");
+        assert!(found(&e, "number120").is_empty());
+        assert_eq!(messages_in_recall(&e), 250);
+        // A new change after it is applied by the journal again.
+        e.log().unwrap().purge_conversation("user", "c3").unwrap();
+        let report = in_step(&e);
+        assert_eq!((report.all_messages, report.journal_messages), (false, 50));
+        assert_eq!(messages_in_recall(&e), 200);
     }
 
     #[test]
