@@ -1,7 +1,8 @@
 //! Recall kept in step with a long conversation log: a capture into a home of thousands of
 //! messages reads only the messages it added (counted by `Engine::last_recall_sync`, never
 //! timed), a process killed while it brings recall in step loses and doubles nothing, and a
-//! forgotten conversation leaves recall while what is captured next is found.
+//! forgotten conversation leaves recall while what is captured next is found, without the
+//! next search comparing every message.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -121,6 +122,7 @@ fn a_one_message_capture_into_a_long_log_reads_only_that_message() {
         InStepReport {
             log_messages: 1,
             message_states: 0,
+            journal_messages: 0,
             all_messages: false
         }
     );
@@ -220,6 +222,35 @@ fn a_forgotten_conversation_leaves_recall_and_what_comes_next_is_found() {
     found_once(&e, "c1", 60);
     conversations::forget(&e, "c1", None).unwrap();
     assert!(found(&e, &word(60)).is_empty());
+    // The search after the forget applied it by the log's journal of removed messages.
+    let report = e.last_recall_sync().unwrap();
+    assert_eq!(
+        (
+            report.all_messages,
+            report.journal_messages,
+            report.log_messages
+        ),
+        (false, 50, 0),
+        "{report:?}"
+    );
+    in_step_with_the_log(&e);
+
+    // The next process, from the watermark: a forget there, then a search.
+    drop(e);
+    let e = engine(&home);
+    conversations::forget(&e, "c3", None).unwrap();
+    assert!(found(&e, &word(150)).is_empty());
+    let report = e.last_recall_sync().unwrap();
+    assert_eq!(
+        (report.all_messages, report.journal_messages),
+        (false, 50),
+        "{report:?}"
+    );
+    assert!(report.message_states <= 50, "{report:?}");
+    for n in [175, 199] {
+        assert!(found(&e, &word(n)).is_empty(), "message {n}");
+    }
+    found_once(&e, "c4", 200);
     in_step_with_the_log(&e);
 
     capture(&e, &line("c2", MESSAGES, "the orchard needs water"));

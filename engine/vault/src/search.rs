@@ -296,11 +296,13 @@ impl Engine {
         let mut held: Known = HashMap::new();
         let in_recall = recall.message_count().map_err(recall_err)? as i64;
         // Messages removed or changed since the watermark: the journal names them, while it
-        // still holds every change since.
+        // still holds every change since. Recall may have lost some of them already (a forget
+        // takes a conversation out of it at once): the journal names those too, and the
+        // counts are checked once it is applied.
         let journal = match seen {
             Some(s) if s.messages.changes != state.messages.changes => match s.journal {
-                Some(after) if in_recall == s.messages.count => log.journal_after(after)?,
-                _ => None,
+                Some(after) => log.journal_after(after)?,
+                None => None,
             },
             _ => None,
         };
@@ -492,8 +494,10 @@ fn message_docs(
 /// Brings recall's messages in step by the journal of changed messages (`journal`, every
 /// row since the watermark `seen`) and the messages added since: each message the journal
 /// names is made again from the log as it is now, or goes from recall when the log no
-/// longer has it recallable. `None` when recall's count, so changed, would not be the log's
-/// (`now`): then every message must be compared.
+/// longer has it recallable. Recall is only changed otherwise by the in-step passes and by
+/// what the log removed (journaled too), so recall is in step once these are applied; `None`
+/// when recall's count, so changed, would not be the log's (`now`): then something else
+/// changed and every message must be compared.
 fn by_journal(
     log: &memoria_store::log::Log,
     recall: &RecallIndex,
@@ -1009,15 +1013,22 @@ mod tests {
         let e = engine(tmp.path());
         log_of(&e, 2_000);
         in_step(&e);
-        assert_eq!(found(&e, "number170").len(), 2, "its own, and the next one's context");
+        assert_eq!(
+            found(&e, "number170").len(),
+            2,
+            "its own, and the next one's context"
+        );
+        // As a forget does: from the log, then from recall at once.
         let gone = e.log().unwrap().purge_conversation("user", "c3").unwrap();
         assert_eq!(gone.len(), 50);
+        e.forget_messages("user", &gone).unwrap();
+        assert_eq!(messages_in_recall(&e), 1_950);
         let report = in_step(&e);
         assert_eq!(
             report,
             InStepReport {
                 log_messages: 0,
-                message_states: 50,
+                message_states: 0,
                 journal_messages: 50,
                 all_messages: false
             }
