@@ -884,3 +884,45 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     b.cli("sync", "login", "--server", sync_server.url, "--token", token)
     b.cli("sync", "unlock", "--recovery-key", key)
     assert "Blood test results from Dr Okafor" in summaries(b)
+
+    # The account key is rotated on a's Sync page with the other machines locked out: a wrong
+    # passphrase is an error on the form and changes nothing; the right one re-encrypts the
+    # notes under a new key and shows a new recovery key once, through the set-up's check. The
+    # old recovery key no longer unlocks, the new one does, and b (holding only the old key)
+    # is locked out until it unlocks again.
+    wrapped = keys.read_bytes()
+    app.click("e2ee-rotate")
+    type_into(app, "e2ee-rotate-passphrase", passphrase)
+    app.click("e2ee-rotate-submit")
+    app.wait_text("e2ee-rotate-error", "does not open this account", timeout=120)
+    assert keys.read_bytes() == wrapped, "a wrong passphrase changed the account's keys"
+    type_into(app, "e2ee-rotate-passphrase", new_passphrase)
+    app.click("e2ee-lock-out")
+    app.shot("e2ee-rotate-form")
+    app.click("e2ee-rotate-submit")
+    rotated = app.one("e2ee-recovery-key", timeout=120).text.strip()
+    assert re.fullmatch(r"([0-9A-Z]{4}-){13}[0-9A-Z]{4}", rotated) and rotated != key, rotated
+    app.one("e2ee-rotated-locked-out")
+    app.shot("e2ee-rotated-recovery-key")
+    assert keys.read_bytes() != wrapped, "the rotation put new keys on the server"
+    type_into(app, "e2ee-recovery-check", rotated.split("-")[-1])
+    app.click("e2ee-recovery-done")
+    app.one("e2ee-on")
+    assert rotated not in app.driver.page_source
+    # Every scope moved here: the rotation is complete, nothing says it is under way.
+    assert not app.visible("e2ee-rotation-under-way")
+    assert [t.strip() for t in app.text_of("sync-encrypted")] == ["End-to-end encrypted"]
+    app.shot("e2ee-rotated")
+    assert store_holds(sync_server, b"Okafor") == [], "plaintext in the store after rotating"
+    p = subprocess.run([CLI, "--json", "sync", "now"], env=b.env(), cwd=b.path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "e2ee_locked" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    e = Home(tmp_root / "e", token)
+    e.path.mkdir()
+    e.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    e.cli("sync", "unlock", "--recovery-key", key, check=False)
+    assert e.cli("sync", "status")["encrypted"] is False, "the old recovery key still unlocks"
+    e.cli("sync", "unlock", "--recovery-key", rotated)
+    assert "Blood test results from Dr Okafor" in summaries(e)
+    for root in (a.path, app.shots):
+        assert files_holding(root, rotated.encode()) == [], f"the new recovery key under {root}"
