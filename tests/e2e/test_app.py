@@ -926,3 +926,17 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     assert "Blood test results from Dr Okafor" in summaries(e)
     for root in (a.path, app.shots):
         assert files_holding(root, rotated.encode()) == [], f"the new recovery key under {root}"
+
+    # Encryption is turned off on a's Sync page: the confirmation says what it does and only
+    # its own button turns it off; then the note is in the store in plaintext again, this
+    # machine no longer keeps the key, and the card offers setting encryption up.
+    app.click("e2ee-turn-off")
+    app.wait_text("e2ee-off-what", "uploaded again in plaintext")
+    assert store_holds(sync_server, b"Okafor") == [], "plaintext before the confirmation"
+    app.shot("e2ee-turn-off-confirm")
+    app.click("e2ee-turn-off-confirm")
+    app.one("e2ee-setup", timeout=120)
+    assert app.visible("sync-encrypted") == [] and app.visible("sync-e2ee-turning-off") == []
+    app.shot("e2ee-turned-off")
+    assert a.cli("sync", "status")["encrypted"] is False
+    assert store_holds(sync_server, b"Okafor"), "the note is back in the store in plaintext"
