@@ -750,15 +750,26 @@ impl Log {
     }
 
     /// Trims the journal of changed messages: the rows up to `applied` (what recall holds
-    /// already), and beyond [`JOURNAL_MAX_ROWS`] its oldest.
+    /// already), and beyond [`JOURNAL_MAX_ROWS`] its oldest. Writes only when there is a row to
+    /// trim, so a pass that applied nothing leaves the file alone.
     pub fn trim_journal(&self, applied: i64) -> Result<()> {
-        self.conn
-            .execute(
-                "DELETE FROM log_changes WHERE seq <= MAX(?1, \
-                   (SELECT COALESCE(MAX(seq), 0) FROM log_changes) - ?2)",
+        let through: i64 = self
+            .conn
+            .query_row(
+                "SELECT MAX(?1, (SELECT COALESCE(MAX(seq), 0) FROM log_changes) - ?2)",
                 params![applied, JOURNAL_MAX_ROWS],
+                |r| r.get(0),
             )
             .map_err(db_err)?;
+        let oldest: Option<i64> = self
+            .conn
+            .query_row("SELECT MIN(seq) FROM log_changes", [], |r| r.get(0))
+            .map_err(db_err)?;
+        if oldest.is_some_and(|o| o <= through) {
+            self.conn
+                .execute("DELETE FROM log_changes WHERE seq <= ?1", params![through])
+                .map_err(db_err)?;
+        }
         Ok(())
     }
 
