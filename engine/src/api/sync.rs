@@ -890,3 +890,44 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
         scopes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use memoria_shared::e2ee::AccountKey;
+
+    use super::*;
+    use crate::vault::OpenOptions;
+
+    #[test]
+    fn a_rotation_is_under_way_while_this_machine_keeps_a_previous_key_other_than_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap();
+        let root = engine.home().root().to_path_buf();
+        assert!(!rotation_under_way(&engine).unwrap(), "signed out");
+        let server = "http://127.0.0.1:9/rotation-under-way-test";
+        set_server(&engine, Some(server)).unwrap();
+        let (current, previous) = (
+            AccountKey::from_bytes([1; 32]),
+            AccountKey::from_bytes([2; 32]),
+        );
+        e2ee::store_key(&root, server, &current).unwrap();
+        assert!(
+            !rotation_under_way(&engine).unwrap(),
+            "the account key alone"
+        );
+        e2ee::store_previous_key(&root, server, &previous).unwrap();
+        assert!(rotation_under_way(&engine).unwrap());
+        // A previous key that is the account key itself is no rotation.
+        e2ee::store_previous_key(&root, server, &current).unwrap();
+        assert!(!rotation_under_way(&engine).unwrap());
+        e2ee::store_previous_key(&root, server, &previous).unwrap();
+        e2ee::forget_previous_key(&root, server).unwrap();
+        assert!(!rotation_under_way(&engine).unwrap(), "finished");
+        e2ee::forget_key(&root, server).unwrap();
+    }
+}
