@@ -376,7 +376,18 @@ describe('Sync page: turning end-to-end encryption off', () => {
     const { be, user } = await renderApp(demoSeed({ e2ee: 'on', e2eeOtherMachines: true }));
     await goTo(user, 'sync');
     await user.click(await screen.findByTestId('e2ee-turn-off'));
+    // Held until released, to see the page while it runs.
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const decrypt = be.syncDecrypt.bind(be);
+    be.syncDecrypt = async () => {
+      await gate;
+      return decrypt();
+    };
     await user.click(screen.getByTestId('e2ee-turn-off-confirm'));
+    expect(await screen.findByTestId('e2ee-progress')).toHaveTextContent('Uploading every note again in plaintext');
+    expect(screen.getByTestId('e2ee-turn-off-confirm')).toBeDisabled();
+    release();
     expect(await screen.findByTestId('sync-e2ee-turning-off')).toHaveTextContent('End-to-end encryption being turned off');
     expect(screen.queryByTestId('sync-encrypted')).toBeNull();
     expect(screen.getByTestId('e2ee-turning-off')).toHaveTextContent('go back to plaintext when one of them syncs');
