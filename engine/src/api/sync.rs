@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use memoria_shared::SystemClock;
-use memoria_shared::protocol::{FEATURE_E2EE, OffRequest, Quotas};
+use memoria_shared::protocol::{E2eeKeys, FEATURE_E2EE, OffRequest, Quotas};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -383,10 +383,7 @@ pub struct Encrypted {
 /// from the server. Refused, with nothing changed, when the account is encrypted already.
 pub fn encrypt(engine: &mut Engine, passphrase: &str) -> SyncResult<Encrypted> {
     check_passphrase(passphrase)?;
-    let root = engine.home().root().to_path_buf();
-    let server = Settings::load(&sync::sync_dir(&root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
+    let (root, server) = signed_in(engine)?;
     if e2ee::load_key(&root, &server)?.is_some() {
         return Err(SyncError::E2ee {
             code: crate::error::ErrorCode::Exists,
@@ -465,18 +462,10 @@ pub fn change_passphrase(
     new: &str,
 ) -> SyncResult<PassphraseChanged> {
     check_passphrase(new)?;
-    let root = engine.home().root().to_path_buf();
-    let server = Settings::load(&sync::sync_dir(&root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
+    let (root, server) = signed_in(engine)?;
     let syncer = syncer(engine)?;
     check_e2ee_server(&syncer, &server)?;
-    let Some(blobs) = syncer.client().e2ee_keys()? else {
-        return Err(SyncError::E2ee {
-            code: crate::error::ErrorCode::InvalidInput,
-            message: "this account's notes are not end-to-end encrypted: there is no passphrase to change (turn encryption on instead)".into(),
-        });
-    };
+    let blobs = wrapped_keys(&syncer, "no passphrase to change")?;
     let key = e2ee::unwrap_account_key(&blobs, current)?;
     syncer
         .client()
@@ -498,18 +487,10 @@ pub struct Unlocked {
 /// Unlocks end-to-end encrypted sync on this machine with the account's passphrase or
 /// recovery key, then syncs. A wrong passphrase or recovery key changes nothing here.
 pub fn unlock(engine: &mut Engine, secret: &e2ee::Secret) -> SyncResult<Unlocked> {
-    let root = engine.home().root().to_path_buf();
-    let server = Settings::load(&sync::sync_dir(&root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
+    let (root, server) = signed_in(engine)?;
     let mut syncer = syncer(engine)?;
     check_e2ee_server(&syncer, &server)?;
-    let Some(blobs) = syncer.client().e2ee_keys()? else {
-        return Err(SyncError::E2ee {
-            code: crate::error::ErrorCode::InvalidInput,
-            message: "this account's notes are not end-to-end encrypted: there is nothing to unlock (turn encryption on instead)".into(),
-        });
-    };
+    let blobs = wrapped_keys(&syncer, "nothing to unlock")?;
     let key = e2ee::unwrap_account_key(&blobs, secret)?;
     Settings::update(&sync::sync_dir(&root), |s| s.e2ee_ended = false)?;
     // While a rotation is under way the previous key comes too: scopes still under it are
@@ -560,18 +541,10 @@ pub struct Rotated {
 /// new recovery key, since the one made before may never have been shown), and any machine's
 /// next sync moves the scopes it syncs.
 pub fn rotate_key(engine: &mut Engine, passphrase: &str, lock_out: bool) -> SyncResult<Rotated> {
-    let root = engine.home().root().to_path_buf();
-    let server = Settings::load(&sync::sync_dir(&root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
+    let (root, server) = signed_in(engine)?;
     let mut syncer = syncer(engine)?;
     check_e2ee_server(&syncer, &server)?;
-    let Some(blobs) = syncer.client().e2ee_keys()? else {
-        return Err(SyncError::E2ee {
-            code: crate::error::ErrorCode::InvalidInput,
-            message: "this account's notes are not end-to-end encrypted: there is no key to rotate (turn encryption on instead)".into(),
-        });
-    };
+    let blobs = wrapped_keys(&syncer, "no key to rotate")?;
     let current = e2ee::unwrap_account_key(&blobs, &Secret::Passphrase(passphrase.to_owned()))?;
     let under_way = match blobs.previous.as_deref() {
         Some(b) => e2ee::unwrap_under(b, &current)?,
@@ -646,10 +619,7 @@ pub struct Decrypted {
 /// this machine forgets the account key. Needs the key (an unlocked machine); refused while a
 /// rotation is under way. Resumable: run again, or any pass, continues where it stopped.
 pub fn decrypt(engine: &mut Engine) -> SyncResult<Decrypted> {
-    let root = engine.home().root().to_path_buf();
-    let server = Settings::load(&sync::sync_dir(&root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
+    let (root, server) = signed_in(engine)?;
     let mut syncer = syncer(engine)?;
     check_e2ee_server(&syncer, &server)?;
     let Some(key) = e2ee::load_key(&root, &server)? else {
@@ -736,6 +706,27 @@ pub fn rotation_under_way(engine: &Engine) -> SyncResult<bool> {
         Some(server) => Ok(e2ee::load_previous_key(root, &server)?.is_some()),
         None => Ok(false),
     }
+}
+
+/// This machine's home and the sync server it is signed in to.
+fn signed_in(engine: &Engine) -> SyncResult<(std::path::PathBuf, String)> {
+    let root = engine.home().root().to_path_buf();
+    let server = Settings::load(&sync::sync_dir(&root))?
+        .server
+        .ok_or(SyncError::NotSignedIn)?;
+    Ok((root, server))
+}
+
+/// The account's wrapped keys; `InvalidInput` naming `what` there is not when the account is
+/// not end-to-end encrypted.
+fn wrapped_keys(syncer: &Syncer, what: &str) -> SyncResult<E2eeKeys> {
+    syncer.client().e2ee_keys()?.ok_or_else(|| SyncError::E2ee {
+        code: crate::error::ErrorCode::InvalidInput,
+        message: format!(
+            "this account's notes are not end-to-end encrypted: there is {what} (turn encryption \
+             on instead)"
+        ),
+    })
 }
 
 fn check_e2ee_server(syncer: &Syncer, server: &str) -> SyncResult<()> {
