@@ -873,18 +873,12 @@ fn rand_name() -> String {
     N.fetch_add(1, Ordering::SeqCst).to_string()
 }
 
-#[test]
-fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_fs() {
-    rotation_between_two_machines(Backend::Fs);
-}
-
-#[test]
-fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_s3() {
-    rotation_between_two_machines(Backend::S3);
-}
-
-fn rotation_between_two_machines(backend: Backend) {
-    let (w, f, a, b, old_recovery) = encrypted_pair(backend);
+/// [`encrypted_pair`] with a project each machine has a worktree of (`pa` on a, `pb` on b)
+/// and [`PROJECT_NOTE`] written on a and synced to both.
+fn encrypted_pair_with_a_project(
+    backend: Backend,
+) -> (World, Files, Device, Device, String, String, String) {
+    let (w, f, a, b, recovery) = encrypted_pair(backend);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
     a.ok(&[
@@ -902,6 +896,22 @@ fn rotation_between_two_machines(backend: Backend) {
     ]);
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
+    (w, f, a, b, recovery, pa, pb)
+}
+
+#[test]
+fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_fs() {
+    rotation_between_two_machines(Backend::Fs);
+}
+
+#[test]
+fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_s3() {
+    rotation_between_two_machines(Backend::S3);
+}
+
+fn rotation_between_two_machines(backend: Backend) {
+    let (w, f, a, b, old_recovery, pa, pb) = encrypted_pair_with_a_project(backend);
+    let (pid, _, pbody) = PROJECT_NOTE;
     let (old_kid, _) = account_keys(&objects(&w));
     assert!(envelopes_all_under(&objects(&w), &old_kid) > NOTES.len());
 
@@ -995,24 +1005,8 @@ fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope_s3
 }
 
 fn turning_off_between_two_machines(backend: Backend) {
-    let (w, _f, a, b, _) = encrypted_pair(backend);
-    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
-    let (pid, psummary, pbody) = PROJECT_NOTE;
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        pid,
-        "--summary",
-        psummary,
-        "--body",
-        pbody,
-    ]);
-    a.ok(&["--project", &pa, "sync", "now"]);
-    b.ok(&["--project", &pb, "sync", "now"]);
+    let (w, _f, a, b, _, pa, pb) = encrypted_pair_with_a_project(backend);
+    let (pid, _, pbody) = PROJECT_NOTE;
     // A note only the cloud and b hold: a's last encrypted pass brings it before anything goes.
     b.ok(&[
         "add",
