@@ -873,6 +873,26 @@ fn rand_name() -> String {
     N.fetch_add(1, Ordering::SeqCst).to_string()
 }
 
+/// `a` and `b` still three-way merge: a note `doc` of ten lines `tag line N` written on `a`,
+/// its line 2 edited on `a` and its line 8 on `b`, merges on `b` and both end with both edits.
+fn edits_to_different_lines_merge(a: &Device, b: &Device, tag: &str) {
+    let ten = body_lines(10, tag);
+    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    let (two, eight) = (format!("{tag} line 2\n"), format!("{tag} line 8\n"));
+    let (two_a, eight_b) = (format!("{tag} line 2 (a)\n"), format!("{tag} line 8 (b)\n"));
+    a.ok(&["edit", "doc", "--body", &ten.replace(&two, &two_a)]);
+    b.ok(&["edit", "doc", "--body", &ten.replace(&eight, &eight_b)]);
+    a.ok(&["sync", "now"]);
+    let merged = b.ok(&["sync", "now"]);
+    assert!(merged.contains("merged 1"), "{merged}");
+    a.ok(&["sync", "now"]);
+    let doc = a.note("doc").unwrap();
+    assert_eq!(Some(&doc), b.note("doc").as_ref());
+    assert!(doc.contains(&two_a) && doc.contains(&eight_b), "{doc}");
+}
+
 /// [`encrypted_pair`] with a project each machine has a worktree of (`pa` on a, `pb` on b)
 /// and [`PROJECT_NOTE`] written on a and synced to both.
 fn encrypted_pair_with_a_project(
@@ -947,28 +967,7 @@ fn rotation_between_two_machines(backend: Backend) {
     }
     let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
     assert!(on_b.contains(pbody.trim()), "{on_b}");
-    let ten = body_lines(10, "r");
-    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
-    a.ok(&["sync", "now"]);
-    b.ok(&["sync", "now"]);
-    a.ok(&[
-        "edit",
-        "doc",
-        "--body",
-        &ten.replace("r line 2\n", "r line 2 (a)\n"),
-    ]);
-    b.ok(&[
-        "edit",
-        "doc",
-        "--body",
-        &ten.replace("r line 8\n", "r line 8 (b)\n"),
-    ]);
-    a.ok(&["sync", "now"]);
-    let merged = b.ok(&["sync", "now"]);
-    assert!(merged.contains("merged 1"), "{merged}");
-    a.ok(&["sync", "now"]);
-    assert_eq!(a.note("doc"), b.note("doc"));
-    assert!(a.note("doc").unwrap().contains("r line 8 (b)"));
+    edits_to_different_lines_merge(&a, &b, "r");
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 
     // The new recovery key unlocks a new machine; the old one no longer does.
@@ -1064,27 +1063,7 @@ fn turning_off_between_two_machines(backend: Backend) {
     assert!(on_b.contains(pbody.trim()), "{on_b}");
 
     // And they keep syncing, in plaintext.
-    let ten = body_lines(10, "p");
-    b.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
-    b.ok(&["sync", "now"]);
-    a.ok(&["sync", "now"]);
-    a.ok(&[
-        "edit",
-        "doc",
-        "--body",
-        &ten.replace("p line 2\n", "p line 2 (a)\n"),
-    ]);
-    b.ok(&[
-        "edit",
-        "doc",
-        "--body",
-        &ten.replace("p line 8\n", "p line 8 (b)\n"),
-    ]);
-    a.ok(&["sync", "now"]);
-    let merged = b.ok(&["sync", "now"]);
-    assert!(merged.contains("merged 1"), "{merged}");
-    a.ok(&["sync", "now"]);
-    assert_eq!(a.note("doc"), b.note("doc"));
+    edits_to_different_lines_merge(&a, &b, "p");
     assert_eq!(encrypted_leftovers(&objects(&w)), Vec::<String>::new());
     let text: String = objects(&w)
         .values()
