@@ -271,8 +271,7 @@ fn no_plaintext_on_the_server(backend: Backend) {
     ]);
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
-    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
-    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    assert_project_note_in(&pb);
     // Both sides edit, both sync, all agree.
     a.ok(&[
         "edit",
@@ -893,6 +892,13 @@ fn edits_to_different_lines_merge(a: &Device, b: &Device, tag: &str) {
     assert!(doc.contains(&two_a) && doc.contains(&eight_b), "{doc}");
 }
 
+/// [`PROJECT_NOTE`] is in the worktree `dir`'s notes, its body whole.
+fn assert_project_note_in(dir: &str) {
+    let (pid, _, pbody) = PROJECT_NOTE;
+    let note = std::fs::read_to_string(Path::new(dir).join(format!("MEMORY/{pid}.md"))).unwrap();
+    assert!(note.contains(pbody.trim()), "{note}");
+}
+
 /// [`encrypted_pair`] with a project each machine has a worktree of (`pa` on a, `pb` on b)
 /// and [`PROJECT_NOTE`] written on a and synced to both.
 fn encrypted_pair_with_a_project(
@@ -931,7 +937,6 @@ fn e2ee_rotating_the_key_re_encrypts_everything_and_other_machines_follow_s3() {
 
 fn rotation_between_two_machines(backend: Backend) {
     let (w, f, a, b, old_recovery, pa, pb) = encrypted_pair_with_a_project(backend);
-    let (pid, _, pbody) = PROJECT_NOTE;
     let (old_kid, _) = account_keys(&objects(&w));
     assert!(envelopes_all_under(&objects(&w), &old_kid) > NOTES.len());
 
@@ -965,8 +970,7 @@ fn rotation_between_two_machines(backend: Backend) {
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
-    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
-    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    assert_project_note_in(&pb);
     edits_to_different_lines_merge(&a, &b, "r");
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 
@@ -1005,7 +1009,7 @@ fn e2ee_turning_encryption_off_puts_plaintext_back_and_removes_every_envelope_s3
 
 fn turning_off_between_two_machines(backend: Backend) {
     let (w, _f, a, b, _, pa, pb) = encrypted_pair_with_a_project(backend);
-    let (pid, _, pbody) = PROJECT_NOTE;
+    let (_, _, pbody) = PROJECT_NOTE;
     // A note only the cloud and b hold: a's last encrypted pass brings it before anything goes.
     b.ok(&[
         "add",
@@ -1059,8 +1063,7 @@ fn turning_off_between_two_machines(backend: Backend) {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
     assert_eq!(a.note("written-on-b"), b.note("written-on-b"));
-    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
-    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    assert_project_note_in(&pb);
 
     // And they keep syncing, in plaintext.
     edits_to_different_lines_merge(&a, &b, "p");
@@ -1088,24 +1091,7 @@ fn bulk_notes(d: &Device, n: usize) {
 
 #[test]
 fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_the_old_key() {
-    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
-    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
-    let (pid, psummary, pbody) = PROJECT_NOTE;
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        pid,
-        "--summary",
-        psummary,
-        "--body",
-        pbody,
-    ]);
-    a.ok(&["--project", &pa, "sync", "now"]);
-    b.ok(&["--project", &pb, "sync", "now"]);
+    let (w, f, a, b, _, pa, pb) = encrypted_pair_with_a_project(Backend::Fs);
     let (old_kid, _) = account_keys(&objects(&w));
 
     // Run where only the user scope is visible: the project stays under the old key.
@@ -1165,8 +1151,7 @@ fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_th
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
-    let on_b = std::fs::read_to_string(Path::new(&pb).join(format!("MEMORY/{pid}.md"))).unwrap();
-    assert!(on_b.contains(pbody.trim()), "{on_b}");
+    assert_project_note_in(&pb);
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 }
 
@@ -1222,24 +1207,7 @@ fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
 
 #[test]
 fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
-    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
-    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
-    let (pid, psummary, pbody) = PROJECT_NOTE;
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        pid,
-        "--summary",
-        psummary,
-        "--body",
-        pbody,
-    ]);
-    a.ok(&["--project", &pa, "sync", "now"]);
-    b.ok(&["--project", &pb, "sync", "now"]);
+    let (w, _f, a, b, _, pa, pb) = encrypted_pair_with_a_project(Backend::Fs);
 
     // Only the user scope is visible: the project stays encrypted for now.
     let out = json(&a.ok(&["--json", "sync", "decrypt", "--yes"]));
