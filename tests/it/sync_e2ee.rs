@@ -250,27 +250,11 @@ fn project_dir(w: &World, name: &str) -> String {
 }
 
 fn no_plaintext_on_the_server(backend: Backend) {
-    let (w, f, a, b, recovery) = encrypted_pair(backend);
+    let (w, f, a, b, recovery, _pa, pb) = encrypted_pair_with_a_project(backend);
+    let (pid, psummary, pbody) = PROJECT_NOTE;
     for (id, ..) in NOTES {
         assert_eq!(a.note(id), b.note(id), "{id}");
     }
-    let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
-    let (pid, psummary, pbody) = PROJECT_NOTE;
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        pid,
-        "--summary",
-        psummary,
-        "--body",
-        pbody,
-    ]);
-    a.ok(&["--project", &pa, "sync", "now"]);
-    b.ok(&["--project", &pb, "sync", "now"]);
     assert_project_note_in(&pb);
     // Both sides edit, both sync, all agree.
     a.ok(&[
