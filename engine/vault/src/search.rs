@@ -818,6 +818,15 @@ mod tests {
             .unwrap();
     }
 
+    /// A fresh home with `n` messages logged ([`log_of`]) and recall brought in step with them.
+    fn home_in_step(n: usize) -> (tempfile::TempDir, Engine) {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        log_of(&e, n);
+        in_step(&e);
+        (tmp, e)
+    }
+
     fn in_step(e: &Engine) -> InStepReport {
         e.sync_recall(&mut |_, _| {}).unwrap();
         e.last_recall_sync().unwrap()
@@ -926,10 +935,7 @@ mod tests {
 
     #[test]
     fn the_watermark_moves_only_once_recall_has_what_it_marks() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 100);
-        in_step(&e);
+        let (tmp, e) = home_in_step(100);
         let watermark = recall::default_dir(&tmp.path().join("home")).join("log-state.json");
         let before = std::fs::read(&watermark).unwrap();
         add(&e, "c0", 100, "the orchard needs water");
@@ -1046,10 +1052,7 @@ mod tests {
 
     #[test]
     fn a_retention_removal_within_a_conversation_makes_the_next_message_again() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 300);
-        in_step(&e);
+        let (tmp, e) = home_in_step(300);
         // Messages 0 to 124 are older than a day: two conversations and half of the third.
         let policy = memoria_store::log::LogPolicy {
             max_age_days: 1,
@@ -1072,10 +1075,7 @@ mod tests {
 
     #[test]
     fn a_quarantine_and_its_release_are_applied_by_the_journal() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 500);
-        in_step(&e);
+        let (tmp, e) = home_in_step(500);
         let key = |n: usize| {
             memoria_store::log::message_key("user", &format!("c{}", n / 50), &format!("m{n}"))
         };
@@ -1126,10 +1126,7 @@ mod tests {
 
     #[test]
     fn a_journal_trimmed_past_the_watermark_compares_every_message() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 300);
-        in_step(&e);
+        let (_tmp, e) = home_in_step(300);
         e.log().unwrap().purge_conversation("user", "c2").unwrap();
         // Trimmed before recall applied it, as a cap on its length would.
         {
@@ -1151,10 +1148,7 @@ mod tests {
 
     #[test]
     fn a_log_that_is_gone_takes_its_messages_out_of_recall() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 100);
-        in_step(&e);
+        let (tmp, e) = home_in_step(100);
         assert_eq!(messages_in_recall(&e), 100);
         drop(e);
         let log = memoria_store::log::log_path(&tmp.path().join("home"));
@@ -1168,10 +1162,7 @@ mod tests {
 
     #[test]
     fn every_message_compared_makes_the_documents_reading_them_as_added_made() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = engine(tmp.path());
-        log_of(&e, 120);
-        in_step(&e);
+        let (tmp, e) = home_in_step(120);
         // Added a few at a time: each read with the one before it from the log, one held
         // back among them (the message after it is read without it).
         for n in 120..130 {
