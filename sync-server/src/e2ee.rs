@@ -24,7 +24,7 @@ use crate::layout::{
     UserId, manifest_key, object_key, objects_prefix, parse_object_key, user_prefix,
 };
 use crate::manifest::{CheckedPut, Manifest, ScopeMark};
-use crate::store::{ObjectStore, StoreError, get_opt};
+use crate::store::{ETag, ObjectStore, StoreError, get_opt};
 
 /// Where an account's wrapped keys are kept.
 pub fn keys_key(user: &UserId) -> String {
@@ -32,12 +32,42 @@ pub fn keys_key(user: &UserId) -> String {
 }
 
 async fn stored_keys(store: &dyn ObjectStore, user: &UserId) -> Result<Option<E2eeKeys>, ApiError> {
-    match get_opt(store, &keys_key(user)).await? {
+    Ok(stored_keys_at(store, user).await?.map(|(keys, _)| keys))
+}
+
+/// The account's wrapped keys as stored, with the object's ETag for a compare-and-swap.
+async fn stored_keys_at(
+    store: &dyn ObjectStore,
+    user: &UserId,
+) -> Result<Option<(E2eeKeys, ETag)>, ApiError> {
+    let key = keys_key(user);
+    match get_opt(store, &key).await? {
         Some(o) => serde_json::from_slice(&o.bytes)
-            .map(Some)
-            .map_err(|e| ApiError::Internal(format!("{}: {e}", keys_key(user)))),
+            .map(|keys| Some((keys, o.etag)))
+            .map_err(|e| ApiError::Internal(format!("{key}: {e}"))),
         None => Ok(None),
     }
+}
+
+/// Whether `done` holds for every scope of the account (a scope whose manifest is gone holds).
+async fn every_scope(
+    st: &AppState,
+    user: &UserId,
+    done: impl Fn(&Manifest) -> bool,
+) -> Result<bool, ApiError> {
+    let (index, _) = account::load(st.store.as_ref(), user).await?;
+    for name in index.scopes.keys() {
+        let Ok(scope) = Scope::parse(name) else {
+            continue;
+        };
+        let Some((m, _)) = load_manifest(st, &manifest_key(user, &scope), None).await? else {
+            continue;
+        };
+        if !done(&m) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Where the proof of the last turning off is kept once the keys are removed.
@@ -511,36 +541,28 @@ pub async fn purge(
 /// still holding the previous key follows on its next pass (unless the rotation locked it out).
 async fn finish_rotation(st: &AppState, user: &UserId) -> Result<(), ApiError> {
     let store = st.store.as_ref();
-    let key = keys_key(user);
-    let Some(o) = get_opt(store, &key).await? else {
+    let Some((mut keys, etag)) = stored_keys_at(store, user).await? else {
         return Ok(());
     };
-    let mut keys: E2eeKeys =
-        serde_json::from_slice(&o.bytes).map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
     let Ok(kid) = blobs_kid(&keys) else {
         return Ok(());
     };
     if keys.previous.is_none() {
         return Ok(());
     }
-    let (index, _) = account::load(store, user).await?;
-    for name in index.scopes.keys() {
-        let Ok(scope) = Scope::parse(name) else {
-            continue;
-        };
-        let Some((m, _)) = load_manifest(st, &manifest_key(user, &scope), None).await? else {
-            continue;
-        };
-        let Some(mark) = &m.e2ee else { continue };
-        let done = m.notes.is_empty()
-            || (mark.kid == kid.as_str() && !m.notes.keys().any(|id| m.is_plaintext(id)));
-        if !done {
-            return Ok(());
+    let moved = |m: &Manifest| match &m.e2ee {
+        None => true,
+        Some(mark) => {
+            m.notes.is_empty()
+                || (mark.kid == kid.as_str() && !m.notes.keys().any(|id| m.is_plaintext(id)))
         }
+    };
+    if !every_scope(st, user, moved).await? {
+        return Ok(());
     }
     keys.previous = None;
     let bytes = serde_json::to_vec(&keys).expect("keys serialize");
-    match store.put_if_match(&key, bytes, &o.etag).await {
+    match store.put_if_match(&keys_key(user), bytes, &etag).await {
         // Another write came first: the next purge looks again.
         Ok(_) | Err(StoreError::PreconditionFailed) => {
             tracing::info!("account key rotation finished");
@@ -650,27 +672,18 @@ pub async fn unmark(
 /// asked for is kept in their place.
 async fn finish_off(st: &AppState, user: &UserId) -> Result<(), ApiError> {
     let store = st.store.as_ref();
-    let key = keys_key(user);
-    let Some(o) = get_opt(store, &key).await? else {
+    let Some((keys, _)) = stored_keys_at(store, user).await? else {
         return Ok(());
     };
-    let keys: E2eeKeys =
-        serde_json::from_slice(&o.bytes).map_err(|e| ApiError::Internal(format!("{key}: {e}")))?;
     let Some(proof) = keys.off else {
         return Ok(());
     };
-    let (index, _) = account::load(store, user).await?;
-    for name in index.scopes.keys() {
-        let Ok(scope) = Scope::parse(name) else {
-            continue;
-        };
-        let Some((m, _)) = load_manifest(st, &manifest_key(user, &scope), None).await? else {
-            continue;
-        };
-        if m.e2ee.is_some() || m.notes.keys().any(|id| m.is_left_encrypted(id)) {
-            return Ok(());
-        }
+    let plaintext =
+        |m: &Manifest| m.e2ee.is_none() && !m.notes.keys().any(|id| m.is_left_encrypted(id));
+    if !every_scope(st, user, plaintext).await? {
+        return Ok(());
     }
+    let key = keys_key(user);
     let ended = ended_key(user);
     let written = match get_opt(store, &ended).await? {
         Some(o) => {
