@@ -80,6 +80,13 @@ fn add_notes(d: &Device) {
     }
 }
 
+/// Every note of [`NOTES`] reads the same on `a` and `b`.
+fn assert_notes_alike(a: &Device, b: &Device) {
+    for (id, ..) in NOTES {
+        assert_eq!(a.note(id), b.note(id), "{id}");
+    }
+}
+
 /// Every file of the store under `dir`, with its bytes.
 fn store_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
@@ -252,9 +259,7 @@ fn project_dir(w: &World, name: &str) -> String {
 fn no_plaintext_on_the_server(backend: Backend) {
     let (w, f, a, b, recovery, _pa, pb) = encrypted_pair_with_a_project(backend);
     let (pid, psummary, pbody) = PROJECT_NOTE;
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &b);
     assert_project_note_in(&pb);
     // Both sides edit, both sync, all agree.
     a.ok(&[
@@ -289,9 +294,7 @@ fn no_plaintext_on_the_server(backend: Backend) {
     // A third machine unlocks with the recovery key and gets every note.
     let c = w.device("c", &a.token);
     c.ok(&["sync", "unlock", "--recovery-key", &recovery]);
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), c.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &c);
     drop(f);
 }
 
@@ -951,9 +954,7 @@ fn rotation_between_two_machines(backend: Backend) {
     // The other machine follows at its next sync, with nothing lost, and they still merge.
     b.ok(&["sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &b);
     assert_project_note_in(&pb);
     edits_to_different_lines_merge(&a, &b, "r");
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
@@ -1043,9 +1044,7 @@ fn turning_off_between_two_machines(backend: Backend) {
     assert_eq!(status["encryptionEnded"], true, "{status}");
     let said = b.ok(&["sync", "status"]);
     assert!(said.contains("encryption was turned off"), "{said}");
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &b);
     assert_eq!(a.note("written-on-b"), b.note("written-on-b"));
     assert_project_note_in(&pb);
 
@@ -1059,10 +1058,16 @@ fn turning_off_between_two_machines(backend: Backend) {
     assert!(text.contains("p line 8 (b)"), "the merge is in plaintext");
 }
 
-/// `d` adds `n` notes of its own, written straight into its user folder.
-fn bulk_notes(d: &Device, n: usize) {
-    let dir = d.home.join("memory/user");
-    for i in 0..n {
+/// How many notes [`encrypted_pair_with_bulk_notes`] adds: enough that a pass re-encrypting
+/// or decrypting them takes long enough to be killed midway.
+const BULK: usize = 60;
+
+/// [`encrypted_pair`] on a filesystem store with [`BULK`] more notes written straight into
+/// `a`'s user folder, synced to both machines.
+fn encrypted_pair_with_bulk_notes() -> (World, Files, Device, Device) {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    let dir = a.home.join("memory/user");
+    for i in 0..BULK {
         std::fs::write(
             dir.join(format!("bulk-note-{i}.md")),
             format!(
@@ -1071,6 +1076,44 @@ fn bulk_notes(d: &Device, n: usize) {
         )
         .unwrap();
     }
+    a.ok(&["sync", "now"]);
+    b.ok(&["sync", "now"]);
+    (w, f, a, b)
+}
+
+/// The path of the account's wrapped keys in the world's filesystem store.
+fn keys_file(w: &World) -> String {
+    objects(w)
+        .into_keys()
+        .find(|p| p.ends_with("e2ee/keys.json"))
+        .unwrap()
+}
+
+/// Starts `memoria ARGS` on `d` and kills it as soon as the account's keys hold `mark`: the
+/// pass it began is cut off at whatever step it had reached.
+fn kill_once_the_keys_say(w: &World, d: &Device, args: &[&str], mark: &str) {
+    let keys = keys_file(w);
+    let mut child = d.spawn(args);
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&keys).is_ok_and(|t| t.contains(mark)) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "memoria {args:?} never wrote {mark} into the keys"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Every note of [`NOTES`] and every bulk note reads the same on `a` and `b`.
+fn assert_all_notes_alike(a: &Device, b: &Device) {
+    for i in 0..BULK {
+        let id = format!("bulk-note-{i}");
+        assert!(b.note(&id).is_some(), "{id}");
+        assert_eq!(a.note(&id), b.note(&id), "{id}");
+    }
+    assert_notes_alike(a, b);
 }
 
 #[test]
@@ -1132,40 +1175,26 @@ fn e2ee_a_rotation_left_halfway_is_finished_by_running_it_again_and_locks_out_th
     assert_eq!(error_code(&err), "wrong_passphrase", "{err}");
     b.ok(&["sync", "unlock", "--recovery-key", &recovery]);
     b.ok(&["--project", &pb, "sync", "now"]);
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &b);
     assert_project_note_in(&pb);
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
 }
 
 #[test]
 fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
-    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
-    bulk_notes(&a, 60);
-    a.ok(&["sync", "now"]);
-    b.ok(&["sync", "now"]);
+    let (w, f, a, b) = encrypted_pair_with_bulk_notes();
     let (old_kid, _) = account_keys(&objects(&w));
-    let keys_file = objects(&w)
-        .into_keys()
-        .find(|p| p.ends_with("e2ee/keys.json"))
-        .unwrap();
-    let mut child = a.spawn(&[
-        "sync",
-        "rotate-key",
-        "--passphrase-file",
-        &f.passphrase(PASSPHRASE),
-    ]);
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(&keys_file).is_ok_and(|t| t.contains("\"previous\"")) {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the rotation never began"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_once_the_keys_say(
+        &w,
+        &a,
+        &[
+            "sync",
+            "rotate-key",
+            "--passphrase-file",
+            &f.passphrase(PASSPHRASE),
+        ],
+        "\"previous\"",
+    );
 
     // Whatever step the kill interrupted, the next sync of the machine that began it finishes
     // the rotation, and the other machine follows.
@@ -1176,17 +1205,10 @@ fn e2ee_a_rotation_killed_midway_resumes_and_no_machine_loses_a_note() {
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     assert_eq!(files_naming(&objects(&w), &old_kid), Vec::<String>::new());
-    for i in 0..60 {
-        let id = format!("bulk-note-{i}");
-        assert!(b.note(&id).is_some(), "{id}");
-        assert_eq!(a.note(&id), b.note(&id), "{id}");
-    }
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_all_notes_alike(&a, &b);
     let (new_kid, _) = account_keys(&objects(&w));
     assert_ne!(new_kid, old_kid);
-    assert!(envelopes_all_under(&objects(&w), &new_kid) >= 60 + NOTES.len());
+    assert!(envelopes_all_under(&objects(&w), &new_kid) >= BULK + NOTES.len());
 }
 
 #[test]
@@ -1230,9 +1252,7 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
     let status = json(&a.ok(&["--json", "sync", "status"]));
     assert_eq!(status["encrypted"], false, "{status}");
     assert!(Path::new(&pa).join("MEMORY/late-note.md").exists());
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_notes_alike(&a, &b);
     assert_eq!(encrypted_leftovers(&objects(&w)), Vec::<String>::new());
 }
 
@@ -1249,10 +1269,7 @@ fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
         "--body",
         "the pangolin password\n",
     ]);
-    let keys_path = objects(&w)
-        .into_keys()
-        .find(|p| p.ends_with("e2ee/keys.json"))
-        .unwrap();
+    let keys_path = keys_file(&w);
     let (path, mut m) = manifest(&store);
     m.as_object_mut().unwrap().remove("e2ee");
     std::fs::write(&path, m.to_string()).unwrap();
@@ -1280,25 +1297,8 @@ fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
 
 #[test]
 fn e2ee_turning_off_killed_midway_is_finished_by_the_next_sync() {
-    let (w, _f, a, b, _) = encrypted_pair(Backend::Fs);
-    bulk_notes(&a, 60);
-    a.ok(&["sync", "now"]);
-    b.ok(&["sync", "now"]);
-    let keys_file = objects(&w)
-        .into_keys()
-        .find(|p| p.ends_with("e2ee/keys.json"))
-        .unwrap();
-    let mut child = a.spawn(&["sync", "decrypt", "--yes"]);
-    let started = std::time::Instant::now();
-    while !std::fs::read_to_string(&keys_file).is_ok_and(|t| t.contains("\"off\"")) {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "turning off never began"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let (w, _f, a, b) = encrypted_pair_with_bulk_notes();
+    kill_once_the_keys_say(&w, &a, &["sync", "decrypt", "--yes"], "\"off\"");
 
     // Both machines' next syncs finish it, whatever step the kill interrupted.
     a.ok(&["sync", "now"]);
@@ -1309,17 +1309,15 @@ fn e2ee_turning_off_killed_midway_is_finished_by_the_next_sync() {
         let status = json(&d.ok(&["--json", "sync", "status"]));
         assert_eq!(status["encrypted"], false, "{status}");
     }
-    for i in 0..60 {
-        let id = format!("bulk-note-{i}");
-        assert!(b.note(&id).is_some(), "{id}");
-        assert_eq!(a.note(&id), b.note(&id), "{id}");
-    }
-    for (id, ..) in NOTES {
-        assert_eq!(a.note(id), b.note(id), "{id}");
-    }
+    assert_all_notes_alike(&a, &b);
     let text: String = objects(&w)
         .values()
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .collect();
-    assert!(text.contains("line 59"), "the notes are back in plaintext");
+    assert!(
+        text.contains(&format!("line {}", BULK - 1)),
+        "the notes are back in plaintext"
+    );
 }
+
+mod key_change;
