@@ -611,7 +611,7 @@ fn derived_notes_keep_their_sources_labels_at_every_door() {
         let server = SyncServer::start(Backend::Fs, &w.home.parent().unwrap().join("srv"), &[]);
         let token = server.token("alice");
         let device = Device::new(w.home.clone(), &token);
-        device.ok(&["sync", "login", "--server", &server.url, "--token", &token]);
+        device.login(&server.url);
         device.ok(&["sync", "now"]);
         let mut stored = Vec::new();
         stored_notes(&w.home.parent().unwrap().join("srv/store"), &mut stored);

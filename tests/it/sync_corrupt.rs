@@ -434,7 +434,7 @@ fn damaged_revision_is_reported_and_repaired(damage: impl Fn(&Path)) {
         let home = dir.join(name);
         std::fs::create_dir_all(&home).unwrap();
         let d = Device::new(home, &token);
-        d.ok(&["sync", "login", "--server", &server.url, "--token", &token]);
+        d.login(&server.url);
         d
     };
     let a = device("a");

@@ -68,7 +68,7 @@ impl World {
         let home = self.root.join(name);
         std::fs::create_dir_all(&home).unwrap();
         let d = Device::new(home, token);
-        d.ok(&["sync", "login", "--server", url, "--token", token]);
+        d.login(url);
         d
     }
 }
@@ -336,14 +336,7 @@ fn off_blocks_everything_and_survives_login(backend: Backend) {
     a.ok(&["sync", "off"]);
     let err = a.fails(&["sync", "now"]);
     assert!(err.contains("cloud sync is off"), "{err}");
-    a.ok(&[
-        "sync",
-        "login",
-        "--server",
-        &w.server.url,
-        "--token",
-        &token,
-    ]);
+    a.login(&w.server.url);
     let err = a.fails(&["sync", "now"]);
     assert!(err.contains("cloud sync is off"), "{err}");
     assert_eq!(json(&a.ok(&["--json", "sync", "status"]))["on"], false);
@@ -365,7 +358,7 @@ fn pinning_pauses_a_scope_on_account_change(backend: Backend) {
     a.ok(&["add", "--id", "n", "--summary", "N", "--body", "n\n"]);
     a.ok(&["sync", "now"]);
     a.token = bob.clone();
-    a.ok(&["sync", "login", "--server", &w.server.url, "--token", &bob]);
+    a.login(&w.server.url);
     let err = a.fails(&["sync", "now"]);
     assert!(
         err.contains("sync of user is paused") && err.contains("alice"),

@@ -9,7 +9,7 @@
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 
-use crate::sync_e2e::{json, world};
+use crate::sync_e2e::{World, json, world};
 
 /// `http://127.0.0.1:PORT` → `http://localhost:PORT`: the same server at another address.
 fn as_localhost(url: &str) -> String {
@@ -31,6 +31,16 @@ fn error_of(d: &Device, args: &[&str]) -> Value {
     full.extend_from_slice(args);
     let stderr = d.fails(&full);
     json(stderr.lines().last().unwrap_or_default())["error"].clone()
+}
+
+/// A second `memoria-sync` with a filesystem store of its own under the world's root, and a
+/// token of its account named `alice`, as the world's is: the same name, another store.
+fn other_server(w: &World) -> (SyncServer, String) {
+    let dir = w.root.join("other");
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = SyncServer::start(Backend::Fs, &dir, &[]);
+    let token = other.token("alice");
+    (other, token)
 }
 
 /// A web server that answers every request with an HTML page of its own, as a web site or a
@@ -75,12 +85,7 @@ fn repoint_to_the_same_store_at_another_address_moves_the_pins_and_sync_goes_on(
 
     // Signed in at the new address: the scope stays paused, and login says what to run.
     a.token = token.clone();
-    let out = a
-        .command(&["sync", "login", "--server", &new, "--token", &token])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let warning = String::from_utf8_lossy(&out.stderr);
+    let warning = a.login(&new);
     assert!(
         warning.contains(&format!("user was synced at {old}"))
             && warning.contains(&format!("`memoria sync repoint {new}`")),
@@ -142,20 +147,8 @@ fn repoint_refuses_another_store_with_the_same_account_name_and_changes_nothing(
     // A second server with a store of its own and an account of the same name, holding the
     // same notes (uploaded from another machine) and changed more often since than the first
     // store was: its manifest lists them as changed after the generation synced here.
-    let other_dir = w.root.join("other");
-    std::fs::create_dir_all(&other_dir).unwrap();
-    let other = SyncServer::start(Backend::Fs, &other_dir, &[]);
-    let other_token = other.token("alice");
-    let c = Device::new(w.root.join("c"), &other_token);
-    std::fs::create_dir_all(&c.home).unwrap();
-    c.ok(&[
-        "sync",
-        "login",
-        "--server",
-        &other.url,
-        "--token",
-        &other_token,
-    ]);
+    let (other, other_token) = other_server(&w);
+    let c = w.device_via("c", &other_token, &other.url);
     c.ok(&["sync", "now"]);
     add(&c, "deploys", "We deploy on Tuesdays.\n");
     add(&c, "freeze", "Code freeze on Fridays.\n");
@@ -177,22 +170,8 @@ fn repoint_refuses_another_store_with_the_same_account_name_and_changes_nothing(
     }
 
     a.token = other_token.clone();
-    let out = a
-        .command(&[
-            "sync",
-            "login",
-            "--server",
-            &other.url,
-            "--token",
-            &other_token,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("memoria sync repoint"),
-        "{out:?}"
-    );
+    let warning = a.login(&other.url);
+    assert!(warning.contains("memoria sync repoint"), "{warning}");
     let before = settings(&a);
     let e = error_of(&a, &["sync", "repoint", &other.url]);
     assert_eq!(e["code"], "not_same_store", "{e}");
@@ -247,11 +226,7 @@ fn repoint_refuses_another_user_and_changes_nothing() {
     add(&a, "deploys", "We deploy on Tuesdays.\n");
     a.ok(&["sync", "now"]);
     a.token = bob.clone();
-    let out = a
-        .command(&["sync", "login", "--server", &new, "--token", &bob])
-        .output()
-        .unwrap();
-    let warning = String::from_utf8_lossy(&out.stderr);
+    let warning = a.login(&new);
     assert!(
         warning.contains("user was synced as `alice`") && !warning.contains("repoint"),
         "{warning}"
@@ -280,10 +255,7 @@ fn repoint_moves_every_scope_or_none() {
     let w = world(Backend::Fs, &[]);
     let token = w.server.token("alice");
     let first = w.server.url.clone();
-    let other_dir = w.root.join("other");
-    std::fs::create_dir_all(&other_dir).unwrap();
-    let other = SyncServer::start(Backend::Fs, &other_dir, &[]);
-    let other_token = other.token("alice");
+    let (other, other_token) = other_server(&w);
     let proj = w.root.join("proj");
     std::fs::create_dir_all(proj.join(".memoria")).unwrap();
     std::fs::create_dir_all(proj.join("MEMORY")).unwrap();
@@ -294,14 +266,7 @@ fn repoint_moves_every_scope_or_none() {
     add(&a, "deploys", "We deploy on Tuesdays.\n");
     a.ok(&["sync", "now"]);
     a.token = other_token.clone();
-    a.ok(&[
-        "sync",
-        "login",
-        "--server",
-        &other.url,
-        "--token",
-        &other_token,
-    ]);
+    a.login(&other.url);
     a.ok(&[
         "--project",
         &proj,
@@ -328,7 +293,7 @@ fn repoint_moves_every_scope_or_none() {
 
     let new = as_localhost(&first);
     a.token = token.clone();
-    a.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    a.login(&new);
     let before = settings(&a);
     let e = error_of(&a, &["--project", &proj, "sync", "repoint", &new]);
     assert_eq!(e["code"], "not_same_store", "{e}");
@@ -375,7 +340,7 @@ fn repoint_of_an_end_to_end_encrypted_account_compares_through_the_account_key()
     add(&b, "retro", "Retro on Thursdays.\n");
     b.ok(&["sync", "now"]);
 
-    a.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    a.login(&new);
     let moved = json(&a.ok(&["--json", "sync", "repoint", &new]));
     assert_eq!(moved["scopes"][0]["scope"], "user", "{moved}");
     assert_eq!(moved["scopes"][0]["same"], 1, "{moved}");
@@ -391,7 +356,7 @@ fn repoint_of_an_end_to_end_encrypted_account_compares_through_the_account_key()
     assert!(b.note("standup").is_some());
 
     // Still locked: nothing it holds can be compared with the encrypted scope.
-    c.ok(&["sync", "login", "--server", &new, "--token", &token]);
+    c.login(&new);
     let before = settings(&c);
     let e = error_of(&c, &["sync", "repoint", &new]);
     assert_eq!(e["code"], "e2ee_locked", "{e}");
@@ -424,32 +389,13 @@ fn repoint_of_an_encrypted_scope_refuses_another_store() {
     a.ok(&["sync", "now"]);
     a.ok(&["sync", "encrypt", "--passphrase-file", &pass]);
 
-    let other_dir = w.root.join("other");
-    std::fs::create_dir_all(&other_dir).unwrap();
-    let other = SyncServer::start(Backend::Fs, &other_dir, &[]);
-    let other_token = other.token("alice");
-    let c = Device::new(w.root.join("c"), &other_token);
-    std::fs::create_dir_all(&c.home).unwrap();
-    c.ok(&[
-        "sync",
-        "login",
-        "--server",
-        &other.url,
-        "--token",
-        &other_token,
-    ]);
+    let (other, other_token) = other_server(&w);
+    let c = w.device_via("c", &other_token, &other.url);
     add(&c, "deploys", "We deploy on Tuesdays.\n");
     c.ok(&["sync", "now"]);
 
     let a = Device::new(a.home.clone(), &other_token);
-    a.ok(&[
-        "sync",
-        "login",
-        "--server",
-        &other.url,
-        "--token",
-        &other_token,
-    ]);
+    a.login(&other.url);
     let before = settings(&a);
     let e = error_of(&a, &["sync", "repoint", &other.url]);
     assert_eq!(e["code"], "not_same_store", "{e}");

@@ -198,6 +198,18 @@ impl Device {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
+    /// Signs in to `url` with the device's token; requires success and returns what it said on
+    /// standard error (a sign-in to another account or address warns there).
+    pub fn login(&self, url: &str) -> String {
+        let out = self.run(&["sync", "login", "--server", url, "--token", &self.token]);
+        assert!(
+            out.status.success(),
+            "memoria sync login {url} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
     /// The note file of `id` in the user scope, if any.
     pub fn note(&self, id: &str) -> Option<String> {
         std::fs::read_to_string(self.home.join("memory/user").join(format!("{id}.md"))).ok()
