@@ -130,6 +130,12 @@ impl Harness {
             .await
     }
 
+    /// `POST /v1/memory/e2ee/{endpoint}` with `token`.
+    async fn e2ee(&self, token: &str, endpoint: &str, body: Value) -> Reply {
+        self.post(&format!("/v1/memory/e2ee/{endpoint}"), Some(token), body)
+            .await
+    }
+
     async fn commit(&self, token: &str, scope: &str, changes: Vec<Change>) -> Reply {
         let req = CommitRequest {
             scope: Scope::parse(scope).unwrap(),
@@ -1464,15 +1470,11 @@ async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
     let code = |r: &Reply| r.json["code"].as_str().unwrap_or_default().to_owned();
 
     // Nothing to rotate yet; then the first key.
-    let r = h
-        .post(keys, Some(&t), e2ee_blobs(&k1, Some(&k0), true))
-        .await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k1, Some(&k0), true)).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
-    let r = h.post(keys, Some(&t), e2ee_blobs(&k0, None, false)).await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k0, None, false)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, false))
-        .await;
+    let r = h.e2ee(&t, "mark", mark("user", &k0, false)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     let envelope = memoria_shared::e2ee::envelope::seal_note_with_nonce(
         &k0.derive(),
@@ -1487,78 +1489,55 @@ async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
         memoria_shared::e2ee::envelope::ENVELOPE_VERSION,
     )
     .unwrap();
+    let change = json!({"id": envelope.opaque_id.as_str(), "op": "put", "baseRevision": null, "body": envelope.body, "hash": envelope.hash.as_str()});
     let r = h
-        .post(
-            "/v1/memory/e2ee/commit",
-            Some(&t),
-            json!({"scope": "user", "changes": [{"id": envelope.opaque_id.as_str(), "op": "put", "baseRevision": null, "body": envelope.body, "hash": envelope.hash.as_str()}]}),
-        )
+        .e2ee(&t, "commit", json!({"scope": "user", "changes": [change]}))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
 
     // Another key without `previous` is refused; with it, a rotation starts.
-    let r = h.post(keys, Some(&t), e2ee_blobs(&k1, None, false)).await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k1, None, false)).await;
     assert_eq!(code(&r), "keys_exist", "{}", r.json);
     let wrong = e2ee_blobs(&k1, Some(&k2), true);
-    let r = h.post(keys, Some(&t), wrong).await;
+    let r = h.e2ee(&t, "keys", wrong).await;
     assert_eq!(
         code(&r),
         "keys_exist",
         "previous must wrap the stored key: {}",
         r.json
     );
-    let r = h
-        .post(keys, Some(&t), e2ee_blobs(&k1, Some(&k0), true))
-        .await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k1, Some(&k0), true)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     // Not another while it is under way; a new passphrase keeps it.
-    let r = h
-        .post(keys, Some(&t), e2ee_blobs(&k2, Some(&k1), false))
-        .await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k2, Some(&k1), false)).await;
     assert_eq!(code(&r), "keys_exist", "{}", r.json);
-    let r = h.post(keys, Some(&t), e2ee_blobs(&k1, None, false)).await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k1, None, false)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert!(r.json["keys"]["previous"].is_string(), "{}", r.json);
     assert!(r.json["keys"]["successor"].is_string(), "{}", r.json);
 
     // The previous key only asks; the new key moves the scope, which then refuses the old.
-    let r = h
-        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, true))
-        .await;
+    let r = h.e2ee(&t, "mark", mark("user", &k0, true)).await;
     assert_eq!(
         r.json["marked"], true,
         "still under the previous key: {}",
         r.json
     );
-    let r = h
-        .post(
-            "/v1/memory/e2ee/mark",
-            Some(&t),
-            mark("project:p", &k0, false),
-        )
-        .await;
+    let r = h.e2ee(&t, "mark", mark("project:p", &k0, false)).await;
     assert_eq!(code(&r), "keys_exist", "it never marks: {}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k1, false))
-        .await;
+    let r = h.e2ee(&t, "mark", mark("user", &k1, false)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/mark", Some(&t), mark("user", &k0, true))
-        .await;
+    let r = h.e2ee(&t, "mark", mark("user", &k0, true)).await;
     assert_eq!(code(&r), "scope_encrypted", "{}", r.json);
     let snap = |k: &AccountKey| json!({"scope": "user", "kid": kid(k)});
-    let r = h
-        .post("/v1/memory/e2ee/snapshot", Some(&t), snap(&k0))
-        .await;
+    let r = h.e2ee(&t, "snapshot", snap(&k0)).await;
     assert_eq!(
         code(&r),
         "scope_encrypted",
         "read with the old key: {}",
         r.json
     );
-    let r = h
-        .post("/v1/memory/e2ee/snapshot", Some(&t), snap(&k1))
-        .await;
+    let r = h.e2ee(&t, "snapshot", snap(&k1)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(
         r.json["notes"],
@@ -1572,13 +1551,9 @@ async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
             .to_json()
     };
     let off = |k: &AccountKey, p: String| json!({"kid": kid(k), "proof": p});
-    let r = h
-        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k1)))
-        .await;
+    let r = h.e2ee(&t, "off", off(&k1, proof(&k1))).await;
     assert_eq!(code(&r), "keys_exist", "{}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
-        .await;
+    let r = h.e2ee(&t, "purge", json!({"scope": "user"})).await;
     assert_eq!(r.json["removed"], 1, "{}", r.json);
     let r = h.raw(Method::GET, keys, Some(&t), Body::empty()).await;
     assert!(
@@ -1589,53 +1564,28 @@ async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
 
     // Turning off: a proof of another key is refused; then marks are refused, the scope is
     // unmarked, and the keys go with the last purge, the proof kept.
-    let r = h
-        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k0)))
-        .await;
+    let unmark = json!({"scope": "user", "kid": kid(&k1)});
+    let r = h.e2ee(&t, "off", off(&k1, proof(&k0))).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
-    let r = h
-        .post(
-            "/v1/memory/e2ee/unmark",
-            Some(&t),
-            json!({"scope": "user", "kid": kid(&k1)}),
-        )
-        .await;
+    let r = h.e2ee(&t, "unmark", unmark.clone()).await;
     assert_eq!(
         code(&r),
         "scope_encrypted",
         "only while turning off: {}",
         r.json
     );
-    let r = h
-        .post("/v1/memory/e2ee/off", Some(&t), off(&k1, proof(&k1)))
-        .await;
+    let r = h.e2ee(&t, "off", off(&k1, proof(&k1))).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let r = h
-        .post(
-            "/v1/memory/e2ee/mark",
-            Some(&t),
-            mark("project:p", &k1, false),
-        )
-        .await;
+    let r = h.e2ee(&t, "mark", mark("project:p", &k1, false)).await;
     assert_eq!(code(&r), "scope_not_encrypted", "{}", r.json);
-    let r = h
-        .post(
-            "/v1/memory/e2ee/unmark",
-            Some(&t),
-            json!({"scope": "user", "kid": kid(&k1)}),
-        )
-        .await;
+    let r = h.e2ee(&t, "unmark", unmark).await;
     assert_eq!(r.json["unmarked"], true, "{}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
-        .await;
+    let r = h.e2ee(&t, "purge", json!({"scope": "user"})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     let r = h.raw(Method::GET, keys, Some(&t), Body::empty()).await;
     assert_eq!(r.json["keys"], Value::Null, "{}", r.json);
     assert_eq!(r.json["ended"], json!(proof(&k1)), "{}", r.json);
-    let r = h
-        .post("/v1/memory/e2ee/purge", Some(&t), json!({"scope": "user"}))
-        .await;
+    let r = h.e2ee(&t, "purge", json!({"scope": "user"})).await;
     assert_eq!(
         code(&r),
         "scope_not_encrypted",
