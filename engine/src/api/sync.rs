@@ -492,7 +492,10 @@ pub fn unlock(engine: &mut Engine, secret: &e2ee::Secret) -> SyncResult<Unlocked
     check_e2ee_server(&syncer, &server)?;
     let blobs = wrapped_keys(&syncer, "nothing to unlock")?;
     let key = e2ee::unwrap_account_key(&blobs, secret)?;
-    Settings::update(&sync::sync_dir(&root), |s| s.e2ee_ended = false)?;
+    Settings::update(&sync::sync_dir(&root), |s| {
+        s.e2ee_ended = false;
+        s.e2ee_replaced_kid = None;
+    })?;
     // While a rotation is under way the previous key comes too: scopes still under it are
     // read with it before they move.
     let previous = match blobs.previous.as_deref() {
@@ -671,21 +674,64 @@ pub struct E2eeState {
     /// This machine holds the account key. Encrypted but not unlocked is the `e2ee_locked`
     /// state: nothing syncs until [`unlock`].
     pub unlocked: bool,
+    /// Locked because the key this machine holds was replaced on another machine, which
+    /// locked the others out: the passphrase or the new recovery key unlocks it.
+    pub key_replaced: bool,
 }
 
-/// Whether the signed-in account is end-to-end encrypted and this machine holds its key. A
-/// machine that holds the key answers without asking the server; otherwise the server is asked.
+/// What this machine holds of the account key for `server`, as its passes left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeldKey {
+    None,
+    /// Held, and no pass found it replaced.
+    Current,
+    /// Held, and a pass found the account's key replaced on another machine with no way from
+    /// this one to the new key (a rotation that locked the other machines out).
+    Replaced,
+}
+
+fn held_key(root: &std::path::Path, server: &str, s: &Settings) -> SyncResult<HeldKey> {
+    let Some(key) = e2ee::load_key(root, server)? else {
+        return Ok(HeldKey::None);
+    };
+    let replaced = s.e2ee_replaced_kid.as_deref() == Some(key.derive().key_id().as_str());
+    Ok(match replaced {
+        true => HeldKey::Replaced,
+        false => HeldKey::Current,
+    })
+}
+
+/// Whether the signed-in account is end-to-end encrypted and this machine holds its key.
+///
+/// A machine that holds a key answers without asking the server, from what its passes found:
+/// the key is current unless a pass was refused because the account's key was replaced on
+/// another machine and the key held here no longer leads to the new one (a rotation with
+/// `--lock-out`); that pass recorded the held key's id, and the machine is then locked
+/// (`key_replaced`) until it holds another key. So a rotation made elsewhere shows here at
+/// this machine's next pass (the app's background sync, or `sync now`). A machine that holds
+/// no key asks the server whether the account is encrypted.
 pub fn e2ee_state(engine: &Engine) -> SyncResult<E2eeState> {
     let root = engine.home().root();
-    let server = Settings::load(&sync::sync_dir(root))?
-        .server
-        .ok_or(SyncError::NotSignedIn)?;
-    if e2ee::load_key(root, &server)?.is_some() {
-        return Ok(E2eeState {
-            supported: true,
-            account_encrypted: true,
-            unlocked: true,
-        });
+    let settings = Settings::load(&sync::sync_dir(root))?;
+    let server = settings.server.clone().ok_or(SyncError::NotSignedIn)?;
+    match held_key(root, &server, &settings)? {
+        HeldKey::Current => {
+            return Ok(E2eeState {
+                supported: true,
+                account_encrypted: true,
+                unlocked: true,
+                key_replaced: false,
+            });
+        }
+        HeldKey::Replaced => {
+            return Ok(E2eeState {
+                supported: true,
+                account_encrypted: true,
+                unlocked: false,
+                key_replaced: true,
+            });
+        }
+        HeldKey::None => {}
     }
     let syncer = syncer(engine)?;
     let supported = syncer.client().identity()?.supports(FEATURE_E2EE);
@@ -694,6 +740,7 @@ pub fn e2ee_state(engine: &Engine) -> SyncResult<E2eeState> {
         supported,
         account_encrypted,
         unlocked: false,
+        key_replaced: false,
     })
 }
 
@@ -812,6 +859,10 @@ pub struct SyncStatus {
     pub include_secrets: bool,
     /// This machine holds the account key: its notes sync end-to-end encrypted.
     pub encrypted: bool,
+    /// The key this machine holds was replaced on another machine, which locked the others
+    /// out (as this machine's last pass found, [`e2ee_state`]): nothing syncs until it is
+    /// unlocked with the passphrase or the new recovery key.
+    pub encryption_locked: bool,
     /// End-to-end encryption is being turned off for the account: each scope goes back to
     /// plaintext at its next pass.
     pub encryption_turning_off: bool,
@@ -865,12 +916,14 @@ pub fn status(engine: &Engine) -> SyncResult<SyncStatus> {
         .map(|sc| sc.last_synced_ms)
         .try_fold(i64::MAX, |acc, t| t.map(|t| acc.min(t)))
         .filter(|_| !scopes.is_empty());
-    let encrypted = match &s.server {
-        Some(server) => e2ee::load_key(engine.home().root(), server)?.is_some(),
-        None => false,
+    let held = match &s.server {
+        Some(server) => held_key(engine.home().root(), server, &s)?,
+        None => HeldKey::None,
     };
+    let encrypted = held == HeldKey::Current;
     Ok(SyncStatus {
         encrypted,
+        encryption_locked: held == HeldKey::Replaced,
         encryption_turning_off: encrypted && s.e2ee_turning_off,
         encryption_ended: !encrypted && s.e2ee_ended,
         on: s.is_on(),
@@ -919,6 +972,46 @@ mod tests {
         e2ee::store_previous_key(&root, server, &previous).unwrap();
         e2ee::forget_previous_key(&root, server).unwrap();
         assert!(!rotation_under_way(&engine).unwrap(), "finished");
+        e2ee::forget_key(&root, server).unwrap();
+    }
+
+    /// The state a machine holding a key shows comes from this machine alone: the server's
+    /// address here reaches nothing, so any request would fail.
+    #[test]
+    fn a_held_key_a_pass_found_replaced_is_locked_until_another_key_is_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Engine::open(OpenOptions {
+            home: Some(tmp.path().to_path_buf()),
+            model_dir: Some(tmp.path().join("no-model")),
+            ..Default::default()
+        })
+        .unwrap();
+        let root = engine.home().root().to_path_buf();
+        let server = "http://127.0.0.1:9/replaced-key-test";
+        set_server(&engine, Some(server)).unwrap();
+        let (old, new) = (
+            AccountKey::from_bytes([3; 32]),
+            AccountKey::from_bytes([4; 32]),
+        );
+        let shown = |engine: &Engine| {
+            let st = status(engine).unwrap();
+            let e = e2ee_state(engine).unwrap();
+            assert!(e.supported && e.account_encrypted, "{e:?}");
+            assert_eq!(st.encrypted, e.unlocked, "{st:?} {e:?}");
+            assert_eq!(st.encryption_locked, e.key_replaced, "{st:?} {e:?}");
+            (e.unlocked, e.key_replaced)
+        };
+        e2ee::store_key(&root, server, &old).unwrap();
+        assert_eq!(shown(&engine), (true, false));
+        let dir = sync::sync_dir(&root);
+        Settings::update(&dir, |s| {
+            s.e2ee_replaced_kid = Some(old.derive().key_id().as_str().to_owned())
+        })
+        .unwrap();
+        assert_eq!(shown(&engine), (false, true), "locked out");
+        // Unlocked again: the key held is another one, whatever the record says.
+        e2ee::store_key(&root, server, &new).unwrap();
+        assert_eq!(shown(&engine), (true, false));
         e2ee::forget_key(&root, server).unwrap();
     }
 }

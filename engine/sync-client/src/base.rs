@@ -110,6 +110,11 @@ pub struct ScopeState {
     /// its own (read here too from a state written before it was).
     #[serde(default, skip_serializing)]
     pub pending: Option<PendingCommit>,
+    /// The base was kept when the scope moved to a new account key, and no pass under that key
+    /// has completed yet: a note the cloud does not list is taken as not uploaded under the
+    /// new key yet (its base is dropped, so this machine's copy goes up), never as deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rekeyed: bool,
 }
 
 /// A commit whose reply may have been lost. The next pass asks the server for its receipt

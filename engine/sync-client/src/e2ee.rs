@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 use memoria_shared::e2ee::{
     AccountKey, AccountKeys, KdfParams, KnownVersion, NoteContext, RecoveryKey, UnwrapError,
     WrappedKey, check_rollback, keyed_hash, next_seq, opaque_note_id, opaque_scope, open_note,
-    seal_note,
+    seal_note, seal_serialized,
 };
 use memoria_shared::protocol::{
-    Applied, ChangeOp, CommitRequest, CommitResponse, E2eeKeys, NoteBody, Scope as WireScope,
+    Applied, Change, ChangeOp, CommitRequest, CommitResponse, E2eeKeys, NoteBody, Scope as WireScope,
     SnapshotRequest, SnapshotResponse, StaleNote,
 };
 use memoria_shared::{ContentHash, NoteId};
@@ -361,6 +361,17 @@ impl ScopeCrypt {
         self.file.marked_kid.as_deref() == Some(self.keys.key_id().as_str())
     }
 
+    /// Whether this machine synced the scope encrypted under another account key (one a
+    /// rotation replaced), rather than in plaintext.
+    pub fn marked_under_another_key(&self) -> bool {
+        self.file.off.is_none()
+            && self
+                .file
+                .marked_kid
+                .as_ref()
+                .is_some_and(|k| *k != self.kid())
+    }
+
     pub fn set_marked(&mut self) -> SyncResult<()> {
         self.file.marked_kid = Some(self.keys.key_id().as_str().to_owned());
         self.file.purged = false;
@@ -568,8 +579,14 @@ impl ScopeCrypt {
         self.sent.clear();
         let mut changes = Vec::with_capacity(req.changes.len());
         for c in &req.changes {
-            let mut out = c.clone();
-            out.id = opaque_note_id(&self.keys, &self.scope, &c.id);
+            // The plaintext body stays in `req`: only the envelope is copied out.
+            let mut out = Change {
+                id: opaque_note_id(&self.keys, &self.scope, &c.id),
+                op: c.op,
+                base_revision: c.base_revision.clone(),
+                body: None,
+                hash: None,
+            };
             self.ids
                 .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
             if c.op == ChangeOp::Put {
@@ -581,14 +598,13 @@ impl ScopeCrypt {
                     .map(|k| k.seq.max(k.sealed))
                     .filter(|&n| n > 0);
                 let seq = next_seq(known, now_ms);
-                let sealed = seal_note(
-                    &self.keys,
-                    self.ctx(),
-                    &c.id,
-                    file,
-                    seq,
-                    &mut rand_core::OsRng,
-                )
+                let rng = &mut rand_core::OsRng;
+                // A pass's put carries the hash of the note it serialized: the file need not
+                // be parsed again to seal it.
+                let sealed = match &c.hash {
+                    Some(h) => seal_serialized(&self.keys, self.ctx(), &c.id, file, h, seq, rng),
+                    None => seal_note(&self.keys, self.ctx(), &c.id, file, seq, rng),
+                }
                 .map_err(|e| SyncError::Internal(e.to_string()))?;
                 self.to_plain.insert(
                     sealed.hash.as_str().to_owned(),

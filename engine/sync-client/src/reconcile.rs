@@ -323,6 +323,9 @@ impl Syncer {
             None => None,
         };
         let Some(next) = next else {
+            // Kept, so the state this machine shows (`sync status`, the app) says it is locked
+            // without asking the server, until a key other than this one is held.
+            Settings::update(&self.dir, |s| s.e2ee_replaced_kid = Some(held_kid.clone()))?;
             return Err(SyncError::E2ee {
                 code: memoria_store::error::ErrorCode::E2eeLocked,
                 message: "the account's key was replaced on another machine, and the key this machine holds no longer opens the notes: unlock this machine with the passphrase or the new recovery key".into(),
@@ -707,6 +710,11 @@ impl Syncer {
     /// into it from then on) and its pass state starts over: its base and list name plaintext
     /// ids and revisions. Every note is then matched by content against the encrypted cloud,
     /// as on a first sync; nothing is deleted on either side for lack of a base.
+    ///
+    /// A scope this machine synced under another account key (the account's key was rotated)
+    /// keeps its base: each note as last synced is the same text under any key, so an edit
+    /// made here since merges against it and uploads under the new key, never a conflict. Only
+    /// the list and revisions start over ([`ScopeState::rekeyed`]).
     fn e2ee_scope(&mut self, wire: &WireScope, sd: &ScopeDir) -> SyncResult<Option<ScopeCrypt>> {
         let Some(keys) = self.keys.clone() else {
             return Ok(None);
@@ -742,7 +750,10 @@ impl Syncer {
                     })?;
                 }
             }
-            reset_for_mark(sd)?;
+            match crypt.marked_under_another_key() {
+                true => reset_for_new_key(sd)?,
+                false => reset_for_mark(sd)?,
+            }
             crypt.set_marked()?;
         }
         Ok(Some(crypt))
@@ -1237,6 +1248,14 @@ impl Syncer {
         };
         let remote_map: BTreeMap<&str, &ManifestEntry> =
             remote.iter().map(|e| (e.id.as_str(), e)).collect();
+        if state.rekeyed {
+            // A note the cloud does not list under the new key is not uploaded there yet (the
+            // machine moving the scope may still be at it): this machine's copy goes up, as on
+            // a first sync, and is never taken as deleted.
+            state
+                .base
+                .retain(|id, _| remote_map.contains_key(id.as_str()));
+        }
 
         // A list of changes brings the bodies of those only. A note it did not change whose
         // cloud version this machine never took (held back until now, e.g. a conflict just
@@ -1635,6 +1654,7 @@ impl Syncer {
         };
         let complete = known && !incomplete && corrupt.is_empty();
         if complete {
+            state.rekeyed = false;
             let mut remote = remote;
             if let Some((_, changed)) = chained {
                 patch_manifest(&mut remote, changed);
@@ -2036,6 +2056,20 @@ fn patch_manifest(manifest: &mut Vec<ManifestEntry>, mut changed: BTreeMap<Strin
 /// A scope's pass state started over as it is marked encrypted under a key: its base and list
 /// name ids and revisions of what it was before. Every note is then matched by content, as on
 /// a first sync; nothing is deleted on either side for lack of a base.
+/// A scope moving to a new account key: what names the server's copy (the list, its version
+/// and generation, a commit in flight) starts over, and the base stays, taken for what it is
+/// only where the cloud under the new key lists the note ([`ScopeState::rekeyed`]).
+fn reset_for_new_key(sd: &ScopeDir) -> SyncResult<()> {
+    let mut state = sd.load_state()?;
+    state.remote.clear();
+    state.manifest_version = None;
+    state.generation = None;
+    state.pending = None;
+    state.rekeyed = true;
+    sd.save_state(&state)?;
+    sd.clear_pending()
+}
+
 fn reset_for_mark(sd: &ScopeDir) -> SyncResult<()> {
     let mut state = sd.load_state()?;
     state.base.clear();

@@ -45,6 +45,12 @@ pub struct Settings {
     /// account key (said by `sync status` until encryption is turned on again).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub e2ee_ended: bool,
+    /// The key id of the account key this machine holds, as a pass found it replaced on
+    /// another machine with no way from it to the new key (a rotation that locked the other
+    /// machines out): this machine is locked while it holds that key, until it is unlocked
+    /// with the passphrase or the new recovery key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2ee_replaced_kid: Option<String>,
 }
 
 /// The longest a server's Retry-After is honoured. A pause that reaches further ahead than

@@ -603,6 +603,9 @@ fn print_status(s: &SyncStatus) -> Result<()> {
             .as_deref()
             .map_or_else(|| " (not signed in)".to_owned(), |u| format!(", {u}")),
         match (s.encrypted, s.encryption_turning_off, s.encryption_ended) {
+            _ if s.encryption_locked => {
+                ", end-to-end encrypted, locked: the account key was changed on another machine, which locked this one out, and nothing syncs until you unlock it with the passphrase or the new recovery key (`memoria sync unlock`)"
+            }
             (true, false, _) => ", end-to-end encrypted",
             (true, true, _) => ", end-to-end encryption being turned off",
             (false, _, true) => {

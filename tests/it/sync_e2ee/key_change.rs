@@ -1,0 +1,83 @@
+//! What a machine keeps through a change of the account key made on another machine: an edit
+//! it had not synced yet goes up under the new key as a clean upload (never a conflict), both
+//! when it follows the rotation at its next sync and when the rotation locked it out and it is
+//! unlocked again; and a locked-out machine says it is locked, and how to unlock it.
+
+use memoria_tests::sync_fixture::{Backend, Device};
+
+use super::{
+    NOTES, account_keys, assert_notes_alike, encrypted_pair, envelopes_all_under, error_code,
+    objects, rotate,
+};
+use crate::sync_e2e::{World, json};
+
+/// `b` adds a line to the third of [`NOTES`] and does not sync; the note's id and new text.
+fn edit_without_syncing(b: &Device) -> (&'static str, String) {
+    let (id, _, _, body) = NOTES[2];
+    let edited = format!("{body}a line written on b before the key changed\n");
+    b.ok(&["edit", id, "--body", &edited]);
+    (id, edited)
+}
+
+/// The edit `b` made went up cleanly: `said` (the output of the pass that sent it) uploaded
+/// that one note and held nothing back, no conflict waits on `b`, and once `a` syncs both hold
+/// every note alike, the edited one with its new line, all under the account key now on the
+/// server.
+fn edit_went_up(w: &World, a: &Device, b: &Device, said: &str, (id, edited): &(&str, String)) {
+    assert!(
+        said.contains("user: uploaded 1, downloaded +0 ~0 -0, merged 0, held back 0"),
+        "{said}"
+    );
+    assert_eq!(json(&b.ok(&["--json", "conflicts"])), json("[]"));
+    a.ok(&["sync", "now"]);
+    let note = a.note(id).unwrap();
+    assert!(note.contains(edited.trim_end()), "{note}");
+    assert_notes_alike(a, b);
+    let (kid, _) = account_keys(&objects(w));
+    assert!(envelopes_all_under(&objects(w), &kid) >= NOTES.len());
+}
+
+#[test]
+fn e2ee_an_edit_not_synced_when_another_machine_rotates_the_key_uploads_under_the_new_key() {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    let edit = edit_without_syncing(&b);
+    let (out, _) = rotate(&a, &f, None, &[]);
+    assert_eq!(out["complete"], true, "{out}");
+    assert_eq!(out["lockedOut"], false, "{out}");
+
+    let said = b.ok(&["sync", "now"]);
+    edit_went_up(&w, &a, &b, &said, &edit);
+}
+
+#[test]
+fn e2ee_a_machine_locked_out_by_a_rotation_says_so_and_keeps_its_edit_through_unlocking() {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    let edit = edit_without_syncing(&b);
+    let unlocked = json(&b.ok(&["--json", "sync", "status"]));
+    assert_eq!(unlocked["encrypted"], true, "{unlocked}");
+    assert_eq!(unlocked["encryptionLocked"], false, "{unlocked}");
+    let (out, recovery) = rotate(&a, &f, None, &["--lock-out"]);
+    assert_eq!(out["complete"], true, "{out}");
+    assert_eq!(out["lockedOut"], true, "{out}");
+
+    // Its next pass finds the key it holds replaced: nothing synced, its edit still here.
+    let err = b.fails(&["--json", "sync", "now"]);
+    assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    assert!(b.note(edit.0).unwrap().contains(edit.1.trim_end()));
+
+    // From then on it says it is locked, why, and what unlocks it.
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], false, "{status}");
+    assert_eq!(status["encryptionLocked"], true, "{status}");
+    let said = b.ok(&["sync", "status"]);
+    assert!(said.contains("locked"), "{said}");
+    assert!(said.contains("changed on another machine"), "{said}");
+    assert!(said.contains("memoria sync unlock"), "{said}");
+
+    // The new recovery key unlocks it; the edit goes up under the new key, no conflict.
+    let said = b.ok(&["sync", "unlock", "--recovery-key", &recovery]);
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert_eq!(status["encrypted"], true, "{status}");
+    assert_eq!(status["encryptionLocked"], false, "{status}");
+    edit_went_up(&w, &a, &b, &said, &edit);
+}
