@@ -131,6 +131,56 @@ describe('Sync page: end-to-end encryption', () => {
     expect(callsOf(be, 'syncUnlock')).toEqual([['<recovery key>']]);
   });
 
+  it('a machine another one locked out by rotating the key says the key was changed there, and unlocks with the passphrase without asking the server first', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'lockedOut' }));
+    await goTo(user, 'sync');
+    const form = await screen.findByTestId('e2ee-unlock');
+    expect(form).toHaveAttribute('data-reason', 'key-replaced');
+    expect(screen.getByTestId('e2ee-unlock-why')).toHaveTextContent('The account key was changed on another machine, which locked the other machines out');
+    expect(screen.getByTestId('e2ee-unlock-why')).toHaveTextContent('the passphrase or the new recovery key');
+    expect(screen.getByTestId('sync-locked')).toHaveTextContent('Locked: the key was changed on another machine');
+    expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'no');
+    expect(screen.queryByTestId('sync-encrypted')).toBeNull();
+    expect(screen.queryByTestId('e2ee-on')).toBeNull();
+    expect(screen.queryByTestId('e2ee-setup')).toBeNull();
+    // Known from the status this machine keeps: the server is not asked.
+    expect(callsOf(be, 'syncE2ee')).toHaveLength(0);
+
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
+    expect(screen.getByTestId('sync-encrypted')).toHaveTextContent('End-to-end encrypted');
+    expect(screen.queryByTestId('e2ee-unlock')).toBeNull();
+    expect(screen.queryByTestId('sync-locked')).toBeNull();
+  });
+
+  it('a locked-out machine unlocks with the new recovery key, not the one the rotation replaced', async () => {
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'lockedOut' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-switch-secret'));
+    await user.type(screen.getByLabelText('Recovery key'), FAKE_RECOVERY_KEY);
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    expect(await screen.findByTestId('e2ee-unlock-error')).toHaveTextContent('does not open this account');
+    expect(screen.getByTestId('e2ee-unlock')).toHaveAttribute('data-reason', 'key-replaced');
+    await user.type(screen.getByLabelText('Recovery key'), FAKE_ROTATED_RECOVERY_KEY);
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
+    expect(callsOf(be, 'syncUnlock')).toEqual([['<recovery key>'], ['<recovery key>']]);
+  });
+
+  it('says a locked-out machine is locked, and why, in Chinese and Spanish', async () => {
+    for (const [language, status, why] of [
+      ['zh', '已锁定：密钥已在另一台电脑上更换', '账户密钥已在另一台电脑上更换'],
+      ['es', 'Bloqueado: la clave se cambió en otro equipo', 'La clave de la cuenta se cambió en otro equipo'],
+    ] as const) {
+      const { user } = await renderApp(demoSeed({ e2ee: 'lockedOut', settings: { language } }));
+      await goTo(user, 'sync');
+      expect(await screen.findByTestId('e2ee-unlock-why')).toHaveTextContent(why);
+      expect(screen.getByTestId('sync-locked')).toHaveTextContent(status);
+      document.body.innerHTML = '';
+    }
+  });
+
   it('changes the passphrase: the current one, the new one twice with its strength; a wrong current one is a clear error that changes nothing', async () => {
     const NEW = 'velvet compass harbor 1977';
     const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));

@@ -38,6 +38,9 @@ pub struct SyncStatus {
     pub paused_until_ms: Option<i64>,
     /// This machine holds the account key: its notes sync end-to-end encrypted.
     pub encrypted: bool,
+    /// The key this machine holds was replaced on another machine, which locked the others
+    /// out (as this machine's last pass found): nothing syncs until it is unlocked.
+    pub encryption_locked: bool,
     /// A rotation of the account key is under way: scopes synced only from other machines
     /// move to the new key when one of them syncs.
     pub rotation_under_way: bool,
@@ -92,6 +95,7 @@ pub fn status(engine: &Engine) -> Result<SyncStatus, UiError> {
         last_synced_ms: st.last_synced_ms,
         paused_until_ms: st.paused_until_ms,
         encrypted: st.encrypted,
+        encryption_locked: st.encryption_locked,
         rotation_under_way: st.encrypted && sync::rotation_under_way(engine)?,
         encryption_turning_off: st.encryption_turning_off,
         encryption_ended: st.encryption_ended,
@@ -453,7 +457,8 @@ mod tests {
         );
         assert_eq!(decrypt(&mut engine).unwrap_err().code, "not_signed_in");
         let st = status(&engine).unwrap();
-        assert!(!st.encrypted && !st.rotation_under_way && !st.encryption_turning_off);
+        assert!(!st.encrypted && !st.encryption_locked && !st.rotation_under_way);
+        assert!(!st.encryption_turning_off);
         let state = sync::e2ee_state(&engine).map_err(UiError::from);
         assert_eq!(state.unwrap_err().code, "not_signed_in");
     }

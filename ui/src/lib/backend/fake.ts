@@ -92,8 +92,10 @@ export interface FakeSeed {
   /** A re-point finds the server there is another store. */
   repointRefused?: boolean;
   /** End-to-end encryption: `locked` is an account encrypted on another machine with the
-   * passphrase `FAKE_PASSPHRASE` and the recovery key `FAKE_RECOVERY_KEY`, not unlocked here. */
-  e2ee?: 'off' | 'on' | 'locked';
+   * passphrase `FAKE_PASSPHRASE` and the recovery key `FAKE_RECOVERY_KEY`, not unlocked here;
+   * `lockedOut` one whose key another machine rotated with the others locked out, this machine
+   * holding only the old key (the new recovery key is `FAKE_ROTATED_RECOVERY_KEY`). */
+  e2ee?: 'off' | 'on' | 'locked' | 'lockedOut';
   /** A rotation or turning off leaves scopes synced only from other machines to move later:
    * it answers `complete: false` and stays under way. */
   e2eeOtherMachines?: boolean;
@@ -493,7 +495,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     movedFrom: seed.syncMovedFrom ?? null,
     e2ee: seed.e2ee ?? 'off',
     passphrase: FAKE_PASSPHRASE,
-    recoveryKey: FAKE_RECOVERY_KEY,
+    recoveryKey: seed.e2ee === 'lockedOut' ? FAKE_ROTATED_RECOVERY_KEY : FAKE_RECOVERY_KEY,
     rotating: seed.e2eeRotating ?? false,
     turningOff: false,
     ended: seed.e2eeEnded ?? false,
@@ -715,6 +717,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
     lastSyncedMs: sync.lastSyncedMs,
     pausedUntilMs: null,
     encrypted: sync.signedIn && sync.e2ee === 'on',
+    encryptionLocked: sync.signedIn && sync.e2ee === 'lockedOut',
     rotationUnderWay: sync.signedIn && sync.e2ee === 'on' && sync.rotating,
     encryptionTurningOff: sync.signedIn && sync.e2ee === 'on' && sync.turningOff,
     encryptionEnded: sync.signedIn && sync.e2ee === 'off' && sync.ended,
@@ -1033,7 +1036,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       record('syncE2ee', []);
       await tick();
       if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
-      return { supported: true, accountEncrypted: sync.e2ee !== 'off', unlocked: sync.e2ee === 'on' };
+      return { supported: true, accountEncrypted: sync.e2ee !== 'off', unlocked: sync.e2ee === 'on', keyReplaced: sync.e2ee === 'lockedOut' };
     },
 
     async syncEncrypt(passphrase) {
@@ -1088,7 +1091,7 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       await tick();
       if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
       if (sync.e2ee === 'off') throw fail('invalid_input', "this account's notes are not end-to-end encrypted: there is nothing to turn off");
-      if (sync.e2ee === 'locked') {
+      if (sync.e2ee === 'locked' || sync.e2ee === 'lockedOut') {
         throw fail('e2ee_locked', 'this machine does not hold the account key, which reads the encrypted notes before they go back to plaintext: unlock it first');
       }
       if (sync.rotating) throw fail('keys_exist', "a rotation of this account's key is under way: finish it (run it again) before turning encryption off");

@@ -235,6 +235,10 @@ export interface SyncStatus {
   pausedUntilMs: number | null;
   /** This machine holds the account key: its notes sync end-to-end encrypted. */
   encrypted: boolean;
+  /** The key this machine holds was replaced on another machine, which locked the others out
+   * (as this machine's last sync found): nothing syncs until it is unlocked with the passphrase
+   * or the new recovery key. */
+  encryptionLocked: boolean;
   /** A rotation of the account key is under way: scopes synced only from other machines move
    * to the new key when one of them syncs. */
   rotationUnderWay: boolean;
@@ -254,6 +258,9 @@ export interface SyncE2ee {
   supported: boolean;
   accountEncrypted: boolean;
   unlocked: boolean;
+  /** Locked because the key this machine holds was replaced on another machine, which locked
+   * the others out (answered from this machine's last sync, without asking the server). */
+  keyReplaced: boolean;
 }
 
 /** What turning end-to-end encryption on gives back: the recovery key, shown once, and the
