@@ -1740,8 +1740,15 @@ impl Syncer {
             }
             let rem = remote.get(id.as_str());
             match local.get(id) {
-                // Gone here, unchanged in the cloud: the pass would delete it everywhere.
-                None if rem.is_some_and(|r| !r.deleted && r.revision == entry.revision) => {
+                // Gone here, unchanged in the cloud (the same revision, or the same text under
+                // another one, as after a move to a new account key): the pass would delete it
+                // everywhere.
+                None if rem.is_some_and(|r| {
+                    !r.deleted
+                        && (r.revision == entry.revision
+                            || r.hash.as_ref().is_some_and(|h| h.as_str() == entry.hash))
+                }) =>
+                {
                     local_deletes.push(id.clone())
                 }
                 // Deleted in the cloud (or its tombstone expired), unchanged here.

@@ -81,3 +81,30 @@ fn e2ee_a_machine_locked_out_by_a_rotation_says_so_and_keeps_its_edit_through_un
     assert_eq!(status["encryptionLocked"], false, "{status}");
     edit_went_up(&w, &a, &b, &said, &edit);
 }
+
+#[test]
+fn e2ee_notes_gone_from_a_machine_that_follows_a_rotation_are_not_deleted_without_asking() {
+    let (w, f, a, b, _) = encrypted_pair(Backend::Fs);
+    // Two of the three notes are gone from b's folder (a folder wiped, say), not synced.
+    for (id, ..) in &NOTES[..2] {
+        std::fs::remove_file(b.home.join("memory/user").join(format!("{id}.md"))).unwrap();
+    }
+    let (out, _) = rotate(&a, &f, None, &[]);
+    assert_eq!(out["complete"], true, "{out}");
+
+    // So many deletions at once wait for the user under the new key as under the old one.
+    let err = b.fails(&["sync", "now"]);
+    assert!(err.contains("memoria sync confirm"), "{err}");
+    let status = json(&b.ok(&["--json", "sync", "status"]));
+    assert!(!status["scopes"][0]["pending"].is_null(), "{status}");
+    a.ok(&["sync", "now"]);
+    for (id, ..) in &NOTES[..2] {
+        assert!(a.note(id).is_some(), "{id} was deleted from the cloud");
+    }
+    // Declined, they come back, under the new key.
+    b.ok(&["sync", "cancel"]);
+    b.ok(&["sync", "now"]);
+    assert_notes_alike(&a, &b);
+    let (kid, _) = account_keys(&objects(&w));
+    assert!(envelopes_all_under(&objects(&w), &kid) >= NOTES.len());
+}
