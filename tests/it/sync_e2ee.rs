@@ -1321,3 +1321,4 @@ fn e2ee_turning_off_killed_midway_is_finished_by_the_next_sync() {
 }
 
 mod key_change;
+mod lost_passphrase;

@@ -474,6 +474,43 @@ pub fn change_passphrase(
     Ok(PassphraseChanged { keychain })
 }
 
+/// What setting a new passphrase with the key this machine holds did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassphraseReset {
+    /// The new recovery key, shown this once; the one before no longer unlocks.
+    pub recovery_key: String,
+}
+
+/// Sets a new passphrase and a new recovery key for the account, proven by the account key
+/// this machine holds rather than by the current passphrase or recovery key: the way back when
+/// both are lost while a machine is still unlocked. Holding the key is what either of them
+/// would prove, since each only unwraps it. The key must be the account's current one (the key
+/// the server's blobs wrap): a machine holding none, or one a rotation replaced, is
+/// `e2ee_locked` and changes nothing. The key is wrapped under `new` and under a new recovery
+/// key, in place of both wraps on the server; no note is uploaded again and machines already
+/// unlocked keep syncing. The passphrase and recovery key before, if found again, no longer
+/// unlock.
+pub fn reset_passphrase(engine: &mut Engine, new: &str) -> SyncResult<PassphraseReset> {
+    check_passphrase(new)?;
+    let (root, server) = signed_in(engine)?;
+    let syncer = syncer(engine)?;
+    check_e2ee_server(&syncer, &server)?;
+    let blobs = wrapped_keys(&syncer, "no passphrase to set")?;
+    let key = e2ee::load_key(&root, &server)?
+        .filter(|k| e2ee::blobs_kid(&blobs).as_deref() == Some(k.derive().key_id().as_str()))
+        .ok_or_else(|| SyncError::E2ee {
+            code: crate::error::ErrorCode::E2eeLocked,
+            message: "this machine does not hold the account's current key, which is what proves the account without the passphrase or the recovery key: set the new passphrase on a machine that syncs end-to-end encrypted now".into(),
+        })?;
+    let (recovery, next) = e2ee::new_recovery(&key, &blobs)?;
+    let next = e2ee::rewrap_passphrase(&key, &next, new)?;
+    syncer.client().put_e2ee_keys(&next)?;
+    Ok(PassphraseReset {
+        recovery_key: recovery.to_text().to_string(),
+    })
+}
+
 /// What unlocking a machine did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -88,14 +88,27 @@ pub enum SyncCommand {
     /// Change the passphrase of end-to-end encrypted sync: the account key is wrapped under the
     /// new one, nothing is uploaded again, and the recovery key still unlocks. Proves the
     /// account with the current passphrase (asked, --passphrase-file or
-    /// $MEMORIA_SYNC_PASSPHRASE) or, when it is forgotten, the recovery key.
+    /// $MEMORIA_SYNC_PASSPHRASE) or, when it is forgotten, the recovery key; with both lost,
+    /// --from-this-machine proves it with the account key this (unlocked) machine holds.
     Passphrase {
         /// Read the current passphrase from the first line of FILE.
-        #[arg(long, value_name = "FILE", conflicts_with = "recovery_key")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["recovery_key", "from_this_machine"])]
         passphrase_file: Option<PathBuf>,
         /// The recovery key, in place of a forgotten passphrase.
-        #[arg(long, value_name = "KEY")]
+        #[arg(long, value_name = "KEY", conflicts_with = "from_this_machine")]
         recovery_key: Option<String>,
+        /// Both the passphrase and the recovery key are lost: prove the account with the
+        /// account key this machine holds (it must sync end-to-end encrypted now). A new
+        /// recovery key replaces the old one and is printed once. Asks for confirmation.
+        #[arg(long)]
+        from_this_machine: bool,
+        /// With --from-this-machine: also write the new recovery key to FILE (readable only by
+        /// you; keep it off this machine).
+        #[arg(long, value_name = "FILE", requires = "from_this_machine")]
+        recovery_file: Option<PathBuf>,
+        /// With --from-this-machine: do not ask for confirmation.
+        #[arg(long, requires = "from_this_machine")]
+        yes: bool,
         /// Read the new passphrase from the first line of FILE (default: asked for, twice).
         #[arg(long, value_name = "FILE")]
         new_passphrase_file: Option<PathBuf>,
@@ -372,9 +385,45 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             report_passes(g, &done.scopes)?;
         }
         SyncCommand::Passphrase {
+            from_this_machine: true,
+            recovery_file,
+            yes,
+            new_passphrase_file,
+            ..
+        } => {
+            new_file(recovery_file)?;
+            if !yes {
+                confirm(
+                    "set a new passphrase and a new recovery key, proven by the account key this machine holds? the old passphrase and recovery key will no longer unlock",
+                )?;
+            }
+            let new = match new_passphrase_file {
+                Some(f) => passphrase(Some(f), false)?,
+                None => new_passphrase()?,
+            };
+            let done = sync::reset_passphrase(&mut engine, &new)?;
+            if let Some(f) = recovery_file {
+                write_private(f, &format!("{}\n", done.recovery_key))
+                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
+            }
+            if g.json {
+                print_json(&done)?;
+            } else {
+                outln!(
+                    "the passphrase is set: unlock new machines with it; the old passphrase and recovery key no longer unlock"
+                );
+                outln!("new recovery key (shown this once; the one before no longer unlocks):");
+                outln!("  {}", done.recovery_key);
+                if let Some(f) = recovery_file {
+                    outln!("  also written to {}", f.display());
+                }
+            }
+        }
+        SyncCommand::Passphrase {
             passphrase_file,
             recovery_key,
             new_passphrase_file,
+            ..
         } => {
             let current = match recovery_key {
                 Some(k) => sync::Secret::RecoveryKey(k.clone()),
