@@ -1,11 +1,10 @@
 //! The review queue and merging on crafted vaults: every finding kind, dismissals that come
 //! back after an edit, merges with their links, backups and refusals.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use memoria_fake_chat::ChatEndpoint;
 use memoria_shared::FixedClock;
 
 use crate::hygiene::merge::{DraftKind, merge_apply, merge_plan};
@@ -419,62 +418,26 @@ fn a_model_draft_without_a_model_configured_names_the_setting() {
     assert!(err.to_string().contains("model.url"), "{err}");
 }
 
-/// A one-request OpenAI-compatible stub: answers `reply` as the chat completion's content and
-/// hands back the request it got (request line and body).
-fn chat_stub(reply: &str) -> (String, std::thread::JoinHandle<(String, String)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let content = serde_json::json!({
-        "choices": [{"message": {"role": "assistant", "content": reply}}]
-    })
-    .to_string();
-    let handle = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut length = 0;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).unwrap();
-            if h == "\r\n" || h.is_empty() {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let mut out = stream;
-        write!(
-            out,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{content}",
-            content.len()
-        )
-        .unwrap();
-        (request_line, String::from_utf8(body).unwrap())
-    });
-    (url, handle)
-}
-
 #[test]
 fn a_model_draft_asks_the_configured_chat_endpoint() {
     let w = World::new();
     let mut e = w.engine(None);
     add(&mut e, "one", "One", "Alpha fact.");
     add(&mut e, "two", "Two", "Beta fact.");
-    let (url, stub) =
-        chat_stub("```json\n{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}\n```");
-    crate::config::set(e.home(), "model.url", Some(&url)).unwrap();
+    let chat = ChatEndpoint::always(
+        "```json\n{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}\n```",
+    );
+    crate::config::set(e.home(), "model.url", Some(chat.url())).unwrap();
     crate::config::set(e.home(), "model.name", Some("tiny")).unwrap();
     let plan = merge_plan(&e, &["one".into(), "two".into()], None, DraftKind::Model).unwrap();
     assert_eq!(plan.draft.kind, DraftKind::Model);
     assert_eq!(plan.draft.summary, "Alpha and beta");
     assert_eq!(plan.draft.body, "Alpha. Beta.");
-    let (line, body) = stub.join().unwrap();
+    let requests = chat.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let line = &requests[0].line;
     assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
-    let sent: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let sent: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
     assert_eq!(sent["model"], "tiny");
     let user = sent["messages"][1]["content"].as_str().unwrap();
     assert!(
@@ -489,12 +452,12 @@ fn a_model_that_answers_nonsense_is_a_model_error() {
     let mut e = w.engine(None);
     add(&mut e, "one", "One", "Alpha fact.");
     add(&mut e, "two", "Two", "Beta fact.");
-    let (url, stub) = chat_stub("Sure! Here is your merged note.");
-    crate::config::set(e.home(), "model.url", Some(&url)).unwrap();
+    let chat = ChatEndpoint::always("Sure! Here is your merged note.");
+    crate::config::set(e.home(), "model.url", Some(chat.url())).unwrap();
     let err = merge_plan(&e, &["one".into(), "two".into()], None, DraftKind::Model).unwrap_err();
-    stub.join().unwrap();
+    assert_eq!(chat.requests().len(), 1, "the endpoint was asked once");
     assert_eq!(err.code(), ErrorCode::Model);
-    assert!(err.to_string().contains(&url), "{err}");
+    assert!(err.to_string().contains(chat.url()), "{err}");
 }
 
 /// Ids of the notes matching `q` by their words, archived ones only when asked for.

@@ -421,18 +421,19 @@ const DERIVATIONS: &[Derivation] = &[
 /// word for word: a model that keeps every fact, so what a draft holds is what its sources
 /// held. Serves until the test ends.
 fn echo_model() -> String {
-    let (url, _) = memoria_tests::chat::serve(None, |request| {
+    memoria_fake_chat::ChatEndpoint::serve(|request| {
         let notes = request["messages"][1]["content"].as_str().unwrap_or("");
         serde_json::json!({"summary": "Merged notes", "body": notes}).to_string()
-    });
-    url
+    })
+    .url()
+    .to_owned()
 }
 
 /// An OpenAI-compatible chat endpoint that phrases a fact by giving back everything it was
 /// shown: the fact as the summary, and the fact, its value and every statement of it as the
 /// body. Serves until the test ends.
 fn echo_promoter() -> String {
-    let (url, _) = memoria_tests::chat::serve(None, |request| {
+    memoria_fake_chat::ChatEndpoint::serve(|request| {
         let shown = request["messages"][1]["content"].as_str().unwrap_or("");
         let fact = shown
             .lines()
@@ -440,15 +441,16 @@ fn echo_promoter() -> String {
             .and_then(|l| l.strip_prefix("The fact: "))
             .unwrap_or("");
         serde_json::json!({"summary": fact, "body": shown}).to_string()
-    });
-    url
+    })
+    .url()
+    .to_owned()
 }
 
 /// An OpenAI-compatible chat endpoint that captures a turn by giving back the line of the turn
 /// that states a fact, without its speaker, as one note's summary and body. Serves until the test
 /// ends.
 fn echo_capturer() -> String {
-    let (url, _) = memoria_tests::chat::serve(None, |request| {
+    memoria_fake_chat::ChatEndpoint::serve(|request| {
         let shown = request["messages"][1]["content"].as_str().unwrap_or("");
         // The turn follows the notes listed to the model, whose summaries state facts too.
         let turn = shown.split_once("The turn:\n").map_or("", |(_, t)| t);
@@ -462,8 +464,9 @@ fn echo_capturer() -> String {
             .collect::<String>();
         serde_json::json!({"notes": [{"type": "reference", "summary": line, "body": line}]})
             .to_string()
-    });
-    url
+    })
+    .url()
+    .to_owned()
 }
 
 /// Every note file the server stored, as text.

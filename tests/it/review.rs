@@ -313,9 +313,10 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     assert_eq!(e["code"], "config", "{e}");
     assert!(e["message"].as_str().unwrap().contains("model.url"), "{e}");
 
-    let (url, stub) = memoria_tests::chat::serve(Some(1), |_| {
-        "{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}".to_owned()
-    });
+    let chat = memoria_fake_chat::ChatEndpoint::always(
+        "{\"summary\": \"Alpha and beta\", \"body\": \"Alpha. Beta.\"}",
+    );
+    let url = chat.url().to_owned();
     let set = json(&d, &["config", "set", "model.url", &url]);
     assert_eq!(set["value"], url.as_str());
     assert_eq!(set["source"], "file");
@@ -323,7 +324,9 @@ fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     assert_eq!(plan["draft"]["kind"], "model", "{plan}");
     assert_eq!(plan["draft"]["summary"], "Alpha and beta");
     assert_eq!(plan["draft"]["body"], "Alpha. Beta.");
-    let (line, body) = stub.join().unwrap().remove(0);
+    let requests = chat.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (line, body) = (&requests[0].line, &requests[0].body);
     assert!(line.starts_with("POST /v1/chat/completions "), "{line}");
     assert!(
         body.contains("Alpha fact.") && body.contains("Beta fact."),

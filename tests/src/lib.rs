@@ -1,6 +1,5 @@
 //! Fixtures shared by the integration tests.
 
-pub mod chat;
 pub mod llama;
 pub mod moto;
 pub mod proxy;

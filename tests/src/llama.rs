@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use memoria_fake_chat::{Request, read_request};
+
 /// The venv's Python: `MEMORIA_TEST_LLAMA_PYTHON`, else where the install script puts it.
 pub fn llama_python() -> PathBuf {
     if let Some(p) = std::env::var_os("MEMORIA_TEST_LLAMA_PYTHON").filter(|p| !p.is_empty()) {
@@ -152,7 +154,7 @@ pub fn relay(
     let kept = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let Some((line, body)) = crate::chat::read_request(&stream) else {
+            let Some(Request { line, body }) = read_request(&stream) else {
                 continue;
             };
             kept.lock().unwrap().push(body.clone());

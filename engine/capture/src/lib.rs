@@ -18,8 +18,6 @@
 //! person configured (`model.url`), masked when that model is remote.
 
 pub mod extract;
-#[cfg(test)]
-mod fake_endpoint;
 pub mod format;
 pub mod model;
 pub mod promote;

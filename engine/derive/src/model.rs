@@ -238,8 +238,7 @@ fn post(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::net::TcpListener;
+    use memoria_fake_chat::ChatEndpoint;
 
     fn settings(url: &str, local: &[&str]) -> ModelSettings {
         ModelSettings {
@@ -290,14 +289,12 @@ mod tests {
         assert!(json_object("[1, 2]").is_none());
     }
 
-    /// An endpoint on a socket that counts the requests it got: masking that fails sends
-    /// nothing, so it gets none.
+    /// An endpoint that keeps the requests it got: masking that fails sends nothing, so it
+    /// gets none.
     #[test]
     fn when_masking_fails_nothing_is_sent() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let s = settings(&format!("http://{addr}"), &[]);
+        let chat = ChatEndpoint::always("{}");
+        let s = settings(chat.url(), &[]);
         let q = Ask {
             system: "sys",
             user: "mail ana@example.com",
@@ -306,40 +303,6 @@ mod tests {
             timeout: Duration::from_secs(5),
         };
         let failing = |_: &str| Err(MaskFailed { class: "email" });
-        let served = std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            let mut got = Vec::new();
-            while std::time::Instant::now() < deadline {
-                if let Ok((stream, _)) = listener.accept() {
-                    stream.set_nonblocking(false).unwrap();
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut len = 0;
-                    loop {
-                        let mut h = String::new();
-                        reader.read_line(&mut h).unwrap();
-                        if h == "\r\n" || h.is_empty() {
-                            break;
-                        }
-                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    reader.read_exact(&mut body).unwrap();
-                    got.push(String::from_utf8(body).unwrap());
-                    let reply = r#"{"choices":[{"message":{"content":"{}"}}]}"#;
-                    let mut out = stream;
-                    write!(
-                        out,
-                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                        reply.len()
-                    )
-                    .unwrap();
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            got
-        });
         // Loopback is local: the masker is not even asked, and the request arrives.
         let a = ask_masked_by(&s, &q, failing).unwrap();
         assert!(!a.masked);
@@ -348,7 +311,7 @@ mod tests {
         let e = ask_masked_by(&remote, &q, failing).unwrap_err();
         assert_eq!(e.code(), memoria_store::ErrorCode::Model);
         assert!(e.to_string().contains("nothing was sent"), "{e}");
-        let got = served.join().unwrap();
+        let got = chat.bodies();
         assert_eq!(got.len(), 1, "only the local request was sent: {got:?}");
         assert!(
             got[0].contains("ana@example.com"),
