@@ -917,6 +917,32 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     p = subprocess.run([CLI, "--json", "sync", "now"], env=b.env(), cwd=b.path,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "e2ee_locked" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    # c, unlocked before the rotation with its app still running, holds only the old key too.
+    # An edit made there meanwhile stays; its Sync page says the key was changed on another
+    # machine and asks for the passphrase or the new recovery key; unlocked with the
+    # passphrase, the edit goes up under the new key as a clean upload, no conflict.
+    okafor = next(n["id"] for n in c.cli("list")
+                  if n["summary"] == "Blood test results from Dr Okafor")
+    c.cli("edit", okafor, "--body", "Ferritin low; retest in March.\nRetest booked for the 4th.")
+    app_c.wait(lambda: app_c.one("sync-now").is_enabled(), "sync now is enabled", timeout=120)
+    app_c.click("sync-now")
+    app_c.wait(lambda: app_c.one("e2ee-unlock").get_attribute("data-reason") == "key-replaced",
+               "the unlock form says the key was replaced", timeout=120)
+    app_c.wait_text("e2ee-unlock-why", "changed on another machine")
+    app_c.wait_text("sync-locked", "the key was changed on another machine")
+    assert app_c.visible("sync-encrypted") == []
+    app_c.shot("e2ee-locked-out")
+    status_c = c.cli("sync", "status")
+    assert status_c["encryptionLocked"] is True and status_c["encrypted"] is False, status_c
+    assert "Retest booked" in c.cli("show", okafor)["body"], "the edit is kept while locked"
+    type_into(app_c, "e2ee-secret", new_passphrase)
+    app_c.click("e2ee-unlock-submit")
+    app_c.one("sync-encrypted", timeout=120)
+    assert app_c.visible("e2ee-unlock") == []
+    app_c.shot("e2ee-unlocked-after-lock-out")
+    assert c.cli("conflicts") == []
+    a.cli("sync", "now")
+    assert "Retest booked for the 4th." in a.cli("show", okafor)["body"]
     e = Home(tmp_root / "e", token)
     e.path.mkdir()
     e.cli("sync", "login", "--server", sync_server.url, "--token", token)

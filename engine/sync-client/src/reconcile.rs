@@ -596,6 +596,9 @@ impl Syncer {
     ) -> SyncResult<PassReport> {
         let (check, state) = self.check_folder(sd, scope, folder)?;
         let wire = self.admit(scope)?;
+        if self.keys.is_none() {
+            self.take_up_kept_key(sd)?;
+        }
         if self.keys.is_some() {
             self.settle_next_key()?;
         }
@@ -955,6 +958,19 @@ impl Syncer {
             }
         }
         Ok(report)
+    }
+
+    /// A syncer without the account key whose scope this machine synced encrypted: when the key
+    /// store holds the key now (kept by another process since this syncer was made: `sync
+    /// unlock`, `sync encrypt`), it is taken up, so the scope goes on encrypted with its base,
+    /// never taken for one going back to plaintext ([`Self::back_to_plaintext`]).
+    fn take_up_kept_key(&mut self, sd: &ScopeDir) -> SyncResult<()> {
+        use super::e2ee::{Plain, plain_state};
+        let (plain, marked) = plain_state(sd.root())?;
+        if marked && plain != Plain::Done {
+            self.load_keys()?;
+        }
+        Ok(())
     }
 
     /// A scope this machine synced encrypted, now that the account's notes are not: its pass

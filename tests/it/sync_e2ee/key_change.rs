@@ -6,8 +6,8 @@
 use memoria_tests::sync_fixture::{Backend, Device};
 
 use super::{
-    NOTES, account_keys, assert_notes_alike, encrypted_pair, envelopes_all_under, error_code,
-    objects, rotate,
+    NOTES, PASSPHRASE, account_keys, assert_notes_alike, encrypted_pair, envelopes_all_under,
+    error_code, objects, rotate,
 };
 use crate::sync_e2e::{World, json};
 
@@ -107,4 +107,44 @@ fn e2ee_notes_gone_from_a_machine_that_follows_a_rotation_are_not_deleted_withou
     assert_notes_alike(&a, &b);
     let (kid, _) = account_keys(&objects(&w));
     assert!(envelopes_all_under(&objects(&w), &kid) >= NOTES.len());
+}
+
+/// A long-running process (`memoria watch`) started on a machine before it was unlocked holds
+/// no key; once `sync unlock` ran beside it, its next pass takes the key up and syncs the scope
+/// encrypted, keeping the base, so a later rotation still finds the scope synced under the old
+/// key and an edit made since merges cleanly.
+#[test]
+fn e2ee_a_process_started_before_the_unlock_keeps_the_base_through_a_later_rotation() {
+    let (w, f, a, _b, _) = encrypted_pair(Backend::Fs);
+    let c = w.device("c", &a.token);
+    let mut watch = c.spawn(&["--json", "watch"]);
+    c.ok(&[
+        "sync",
+        "unlock",
+        "--passphrase-file",
+        &f.passphrase(PASSPHRASE),
+    ]);
+    // A note written beside the watcher: its pass, the first since the unlock, sends it.
+    std::fs::write(
+        c.home.join("memory/user/written-beside-the-watcher.md"),
+        "---\n{\"id\":\"written-beside-the-watcher\",\"summary\":\"Beside\",\"tags\":[]}\n---\nsent by the watcher\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while a.note("written-beside-the-watcher").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never sent the note"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        a.ok(&["sync", "now"]);
+    }
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+
+    let edit = edit_without_syncing(&c);
+    let (out, _) = rotate(&a, &f, None, &[]);
+    assert_eq!(out["complete"], true, "{out}");
+    let said = c.ok(&["sync", "now"]);
+    edit_went_up(&w, &a, &c, &said, &edit);
 }
