@@ -103,13 +103,11 @@ fn write_vault(home: &Path, n: usize) {
 
 fn open(home: &Path) -> Engine {
     Engine::open(OpenOptions {
-        home: Some(home.to_path_buf()),
         limits: Limits {
             notes_per_scope: 100_000,
             ..Limits::default()
         },
-        model_dir: Some(home.join("no-model")),
-        ..Default::default()
+        ..OpenOptions::without_model(home)
     })
     .unwrap()
 }

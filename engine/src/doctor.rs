@@ -301,11 +301,8 @@ mod tests {
         let root = tmp.path().canonicalize().unwrap();
         let open = || {
             Engine::open(OpenOptions {
-                home: Some(root.join("home")),
                 clock: Arc::new(FixedClock::new(1_789_000_000_000)),
-                // No model in unit tests: recall uses its deterministic hash embedder.
-                model_dir: Some(root.join("no-model")),
-                ..Default::default()
+                ..OpenOptions::without_model(root.join("home"))
             })
             .unwrap()
         };

@@ -27,12 +27,9 @@ impl World {
 
     fn open(&self, project: Option<&Path>, limits: Limits) -> Result<Engine> {
         Engine::open(OpenOptions {
-            home: Some(self.home.clone()),
             project_dir: project.map(Path::to_path_buf),
             limits,
-            // No model: recall uses its deterministic hash embedder.
-            model_dir: Some(self.root.join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(&self.home)
         })
     }
 

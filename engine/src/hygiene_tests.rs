@@ -34,12 +34,9 @@ impl World {
 
     fn engine(&self, project: Option<&Path>) -> Engine {
         Engine::open(OpenOptions {
-            home: Some(self.root.join("home")),
             project_dir: project.map(Path::to_path_buf),
             clock: self.clock.clone(),
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(self.root.join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(self.root.join("home"))
         })
         .unwrap()
     }
@@ -940,10 +937,8 @@ fn a_session_that_stays_up_consolidates_again_each_day_and_stops_at_once() {
     let w = World::new();
     add_same(&w, &["dup-1", "dup-2", "dup-3"], "Gateway rate limit", RATE);
     let mut o = SessionOptions::new(OpenOptions {
-        home: Some(w.root.join("home")),
         clock: w.clock.clone(),
-        model_dir: Some(w.root.join("no-model")),
-        ..Default::default()
+        ..OpenOptions::without_model(w.root.join("home"))
     });
     (o.sync, o.watch, o.consolidate) = (false, false, true);
     let (session, events) = Session::start_subscribed(o).unwrap();
@@ -1344,14 +1339,12 @@ fn a_note_labelled_private_after_the_plan_is_skipped_at_apply() {
 fn a_cluster_that_cannot_be_written_is_skipped_with_its_reason_and_the_others_go_on() {
     let w = World::new();
     let mut e = Engine::open(OpenOptions {
-        home: Some(w.root.join("home")),
         clock: w.clock.clone(),
-        model_dir: Some(w.root.join("no-model")),
         limits: crate::Limits {
             body_bytes: 800,
             ..Default::default()
         },
-        ..Default::default()
+        ..OpenOptions::without_model(w.root.join("home"))
     })
     .unwrap();
     let long = "A fact about the migration that takes most of the room a note has here. ";

@@ -25,13 +25,7 @@ fn home() -> (tempfile::TempDir, PathBuf) {
 }
 
 fn engine(home: &Path) -> Engine {
-    Engine::open(OpenOptions {
-        home: Some(home.to_path_buf()),
-        // No model: recall's deterministic hash embedder keeps the test fast.
-        model_dir: Some(home.join("no-model")),
-        ..OpenOptions::default()
-    })
-    .unwrap()
+    Engine::open(OpenOptions::without_model(home)).unwrap()
 }
 
 /// The word only message `n` says.

@@ -25,10 +25,8 @@ impl World {
 
     fn open(&self, project: &Path) -> memoria_engine::Result<Engine> {
         Engine::open(OpenOptions {
-            home: Some(self.root.join("home")),
             project_dir: Some(project.to_path_buf()),
-            model_dir: Some(self.root.join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(self.root.join("home"))
         })
     }
 
@@ -94,12 +92,7 @@ fn a_memory_link_to_another_project_opens_nothing() {
     let err = w.open(&linker).unwrap_err();
     assert!(matches!(err, Error::LinkOutsideProject { .. }), "{err}");
     // The user's own notes stay reachable from elsewhere, and never the victim's.
-    let mut elsewhere = Engine::open(OpenOptions {
-        home: Some(w.root.join("home")),
-        model_dir: Some(w.root.join("no-model")),
-        ..Default::default()
-    })
-    .unwrap();
+    let mut elsewhere = Engine::open(OpenOptions::without_model(w.root.join("home"))).unwrap();
     sees_nothing_of_the_victim(&w, &mut elsewhere);
     assert!(victim.join("MEMORY/roadmap.md").exists());
 }

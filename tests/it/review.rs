@@ -522,10 +522,8 @@ pub(crate) fn session_consolidating(
     consolidate: bool,
 ) -> memoria_engine::Session {
     let mut o = memoria_engine::SessionOptions::new(memoria_engine::OpenOptions {
-        home: Some(home.to_path_buf()),
-        model_dir: Some(home.join("no-model")),
         clock: clock.clone(),
-        ..Default::default()
+        ..memoria_engine::OpenOptions::without_model(home)
     });
     o.sync = false;
     o.consolidate = consolidate;
@@ -536,10 +534,8 @@ pub(crate) fn session_consolidating(
 /// consolidation folds.
 fn add_rewordings(home: &Path, clock: &std::sync::Arc<memoria_shared::FixedClock>, ids: [&str; 3]) {
     let mut e = memoria_engine::Engine::open(memoria_engine::OpenOptions {
-        home: Some(home.to_path_buf()),
-        model_dir: Some(home.join("no-model")),
         clock: clock.clone(),
-        ..Default::default()
+        ..memoria_engine::OpenOptions::without_model(home)
     })
     .unwrap();
     for (id, body) in ids.into_iter().zip([PRICING, PRICING_AGAIN, PRICING_THIRD]) {

@@ -18,14 +18,12 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 fn options(home: &Path) -> SessionOptions {
     let mut o = SessionOptions::new(OpenOptions {
-        home: Some(home.to_path_buf()),
         project_dir: None,
-        model_dir: Some(home.join("no-model")),
         limits: Limits {
             notes_per_scope: 10_000,
             ..Limits::default()
         },
-        ..Default::default()
+        ..OpenOptions::without_model(home)
     });
     o.sync = false;
     o

@@ -777,10 +777,8 @@ mod tests {
 
     fn engine(root: &std::path::Path) -> Engine {
         Engine::open(memoria_vault::vault::OpenOptions {
-            home: Some(root.join("home")),
             clock: std::sync::Arc::new(memoria_shared::FixedClock::new(1_789_000_000_000)),
-            model_dir: Some(root.join("no-model")),
-            ..Default::default()
+            ..memoria_vault::vault::OpenOptions::without_model(root.join("home"))
         })
         .unwrap()
     }

@@ -576,10 +576,8 @@ mod tests {
     /// An engine whose user states their team's name in three conversations.
     fn engine_with_a_ready_fact(root: &std::path::Path) -> Engine {
         let e = Engine::open(memoria_vault::vault::OpenOptions {
-            home: Some(root.join("home")),
             clock: Arc::new(memoria_shared::FixedClock::new(T0)),
-            model_dir: Some(root.join("no-model")),
-            ..Default::default()
+            ..memoria_vault::vault::OpenOptions::without_model(root.join("home"))
         })
         .unwrap();
         let lines: Vec<String> = ["monday", "wednesday", "friday"]

@@ -34,12 +34,9 @@ impl World {
 
     fn engine(&self, project: Option<&Path>) -> Engine {
         Engine::open(OpenOptions {
-            home: Some(self.home()),
             project_dir: project.map(Path::to_path_buf),
             clock: Arc::new(FixedClock::new(T0)),
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(self.root.join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(self.home())
         })
         .unwrap()
     }

@@ -813,11 +813,9 @@ mod tests {
     #[test]
     fn memory_log_is_refused_while_capture_is_off() {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(memoria_engine::OpenOptions {
-            home: Some(tmp.path().join("home")),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
+        let engine = Engine::open(memoria_engine::OpenOptions::without_model(
+            tmp.path().join("home"),
+        ))
         .unwrap();
         let home = engine.home().root().to_path_buf();
         let server = MemoriaMcp::new(engine);

@@ -392,12 +392,7 @@ mod tests {
     #[test]
     fn facts_list_the_current_ones_and_on_request_the_replaced_with_their_messages() {
         let tmp = tempfile::tempdir().unwrap();
-        let e = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let e = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         capture_text(&e, SAID, &CaptureRequest::default()).unwrap();
         let values = |q: &FactQuery| -> Vec<(String, Option<i64>)> {
             facts(&e, q)
@@ -500,10 +495,8 @@ mod tests {
         let root = tmp.path().canonicalize().unwrap();
         let open = |project: Option<&Path>| {
             Engine::open(OpenOptions {
-                home: Some(root.join("home")),
                 project_dir: project.map(Path::to_path_buf),
-                model_dir: Some(root.join("no-model")),
-                ..Default::default()
+                ..OpenOptions::without_model(root.join("home"))
             })
             .unwrap()
         };

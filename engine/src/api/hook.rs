@@ -62,6 +62,7 @@ pub fn claude_code(loc: &Location, input: &str) -> Result<Option<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::tests::here;
 
     const TRANSCRIPT: &str = r#"{"type":"user","uuid":"u1","sessionId":"s1","timestamp":"2025-06-01T10:00:00.000Z","message":{"role":"user","content":"We deploy on Tuesdays"}}
 {"type":"assistant","uuid":"a1","sessionId":"s1","timestamp":"2025-06-01T10:00:05.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Got it."}]}}
@@ -87,11 +88,7 @@ mod tests {
     fn the_prompt_hooks_index_says_which_notes_were_consolidated_or_superseded() {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
-        let loc = Location {
-            home: Some(home.clone()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Location::default()
-        };
+        let loc = here(&tmp);
         drop(loc.open().unwrap());
         let user = home.join("memory/user");
         let note = |id: &str, summary: &str, extra: &str| {
@@ -144,11 +141,7 @@ mod tests {
     #[test]
     fn the_stop_hook_captures_nothing_while_capture_is_off_nor_later_and_what_follows_once_on() {
         let tmp = tempfile::tempdir().unwrap();
-        let loc = Location {
-            home: Some(tmp.path().join("home")),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Location::default()
-        };
+        let loc = here(&tmp);
         let transcript = tmp.path().join("s1.jsonl");
         std::fs::write(&transcript, TRANSCRIPT).unwrap();
         let input = stop(&transcript, tmp.path());

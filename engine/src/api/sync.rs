@@ -982,12 +982,7 @@ mod tests {
     #[test]
     fn a_rotation_is_under_way_while_this_machine_keeps_a_previous_key_other_than_its_own() {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         let root = engine.home().root().to_path_buf();
         assert!(!rotation_under_way(&engine).unwrap(), "signed out");
         let server = "http://127.0.0.1:9/rotation-under-way-test";
@@ -1017,12 +1012,7 @@ mod tests {
     #[test]
     fn a_held_key_a_pass_found_replaced_is_locked_until_another_key_is_held() {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         let root = engine.home().root().to_path_buf();
         let server = "http://127.0.0.1:9/replaced-key-test";
         set_server(&engine, Some(server)).unwrap();

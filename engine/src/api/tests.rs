@@ -171,7 +171,7 @@ fn project_backup_and_switch_rows_are_camel_case() {
 }
 
 /// A fresh home with the hash embedder (the model folder does not exist).
-fn here(tmp: &tempfile::TempDir) -> super::Location {
+pub(super) fn here(tmp: &tempfile::TempDir) -> super::Location {
     super::Location {
         home: Some(tmp.path().join("home")),
         model_dir: Some(tmp.path().join("no-model")),

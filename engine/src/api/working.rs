@@ -114,10 +114,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let clock = Arc::new(FixedClock::new(T0));
         let mut e = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
             clock: clock.clone(),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(tmp.path())
         })
         .unwrap();
         let word = "zanzibarquill";
@@ -177,12 +175,7 @@ mod tests {
     #[test]
     fn a_block_removed_is_gone_from_recall() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut e = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let mut e = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         let b = add(&e, "try the quokkamint cache flag", None, None, Role::User).unwrap();
         assert_eq!(
             found(&mut e, "quokkamint cache flag"),

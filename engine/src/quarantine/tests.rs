@@ -15,12 +15,7 @@ const SAID: &str = r#"{"conversation":"g1","id":"1","role":"user","speaker":"Ana
 const CAPTURED: &str = "---\nid: grok-pier\nsummary: The harbour office moves to the north pier\norigin:\n  via: capture\n  host: grok\n  model: grok-3\n  conversation: g1\ncreated: 2024-03-01T09:05:00Z\n---\nThe harbour office moves to the north pier in May.\n";
 
 fn engine(dir: &Path) -> Engine {
-    Engine::open(OpenOptions {
-        home: Some(dir.to_path_buf()),
-        model_dir: Some(dir.join("no-model")),
-        ..Default::default()
-    })
-    .unwrap()
+    Engine::open(OpenOptions::without_model(dir)).unwrap()
 }
 
 fn grok() -> Selection {

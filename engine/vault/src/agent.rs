@@ -700,11 +700,8 @@ mod tests {
 
     fn engine_in(home: &std::path::Path, project: Option<&std::path::Path>) -> Engine {
         Engine::open(OpenOptions {
-            home: Some(home.to_path_buf()),
             project_dir: project.map(|p| p.to_path_buf()),
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(home.join("no-model")),
-            ..Default::default()
+            ..OpenOptions::without_model(home)
         })
         .unwrap()
     }

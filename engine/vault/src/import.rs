@@ -937,13 +937,7 @@ mod tests {
     use crate::vault::NoteEdit;
 
     fn engine_in(root: &Path) -> Engine {
-        Engine::open(OpenOptions {
-            home: Some(root.join("home")),
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(root.join("no-model")),
-            ..Default::default()
-        })
-        .unwrap()
+        Engine::open(OpenOptions::without_model(root.join("home"))).unwrap()
     }
 
     fn write(dir: &Path, rel: &str, text: &str) {

@@ -761,15 +761,12 @@ mod tests {
     fn engine(root: &Path) -> Engine {
         let clock = Arc::new(FixedClock::new(T0));
         let e = Engine::open(OpenOptions {
-            home: Some(root.join("home")),
             clock: clock.clone(),
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(root.join("no-model")),
-            ..OpenOptions::default()
+            ..OpenOptions::without_model(root.join("home"))
         })
         .unwrap();
         let mut config = RecallConfig::new(recall::default_dir(e.home().root()));
-        config.model_dir = Some(root.join("no-model"));
+        config.model_dir = e.model_dir().map(Path::to_path_buf);
         config.resident_messages = RESIDENT;
         let index = RecallIndex::open(&config, clock).unwrap();
         e.recall_index.set(SharedRecall::new(index)).unwrap();

@@ -62,6 +62,21 @@ impl Default for OpenOptions {
     }
 }
 
+impl OpenOptions {
+    /// Options for the home at `home` without an embedding model: the model folder named is
+    /// `home/no-model`, which nothing creates, so recall uses its deterministic hash embedder
+    /// whatever `MEMORIA_MODEL_DIR` says. What tests and benchmarks open, so that none of them
+    /// depends on a model being installed or is slowed by one.
+    pub fn without_model(home: impl Into<PathBuf>) -> OpenOptions {
+        let home = home.into();
+        OpenOptions {
+            model_dir: Some(home.join("no-model")),
+            home: Some(home),
+            ..OpenOptions::default()
+        }
+    }
+}
+
 /// Which scope a new note goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScopeChoice {

@@ -262,12 +262,7 @@ mod tests {
     #[test]
     fn a_conversation_is_listed_read_in_order_and_forgotten() {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         assert_eq!(list(&engine).unwrap(), []);
         let report =
             conversations::capture_text(&engine, TRIP, &CaptureRequest::default()).unwrap();

@@ -438,12 +438,7 @@ mod tests {
     #[test]
     fn consolidated_notes_are_listed_with_the_note_that_replaced_them() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let mut engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         let body = "Each client gets 100 requests a minute at the API gateway, token bucket.";
         let ids: Vec<String> = (0..3)
             .map(|_| {

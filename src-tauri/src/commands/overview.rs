@@ -186,12 +186,7 @@ mod tests {
     #[test]
     fn counts_and_the_engine_card() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let mut engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         for (s, t) in [("a", None), ("b", Some(memoria_shared::NoteType::Feedback))] {
             engine
                 .add(NewNote {
@@ -236,10 +231,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(1_700_000_000_000));
         let mut engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
             clock: clock.clone(),
-            ..Default::default()
+            ..OpenOptions::without_model(tmp.path())
         })
         .unwrap();
         for s in ["Staging database", "Release day"] {

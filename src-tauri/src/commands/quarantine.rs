@@ -73,12 +73,7 @@ mod tests {
     #[test]
     fn the_window_previews_applies_lists_and_releases_a_quarantine() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let mut engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         capture_text(&engine, SAID, &CaptureRequest::default()).unwrap();
         let listed = serde_json::to_value(overview(&engine).unwrap()).unwrap();
         assert_eq!(listed["quarantines"], serde_json::json!([]), "{listed}");

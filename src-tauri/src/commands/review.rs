@@ -184,12 +184,7 @@ mod tests {
     use super::*;
 
     fn engine(tmp: &tempfile::TempDir) -> Engine {
-        Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap()
+        Engine::open(OpenOptions::without_model(tmp.path())).unwrap()
     }
 
     fn add(engine: &mut Engine, summary: &str, body: &str) -> String {

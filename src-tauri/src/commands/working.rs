@@ -40,12 +40,7 @@ mod tests {
     #[test]
     fn a_block_is_listed_with_its_scope_and_expiry_and_removed() {
         let tmp = tempfile::tempdir().unwrap();
-        let engine = Engine::open(OpenOptions {
-            home: Some(tmp.path().to_path_buf()),
-            model_dir: Some(tmp.path().join("no-model")),
-            ..Default::default()
-        })
-        .unwrap();
+        let engine = Engine::open(OpenOptions::without_model(tmp.path())).unwrap();
         assert_eq!(list(&engine).unwrap(), []);
         let b = working::add(&engine, "trying the cache flag", None, Some(3), Role::User).unwrap();
         let listed = list(&engine).unwrap();

@@ -353,11 +353,7 @@ fn the_engine_runner_reports_a_missing_token_in_the_scope_status() {
         s.server = Some("http://127.0.0.1:9".into());
     })
     .unwrap();
-    let opts = OpenOptions {
-        home: Some(home.path().to_path_buf()),
-        model_dir: Some(home.path().join("no-model")),
-        ..Default::default()
-    };
+    let opts = OpenOptions::without_model(home.path());
     let mut runner = EngineRunner::new(home.path(), opts, None);
     let (r, requests) = runner.run(&Scope::User);
     assert!(r.is_err());

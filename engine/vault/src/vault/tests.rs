@@ -35,12 +35,10 @@ impl World {
 
     fn engine_with(&self, project: Option<&Path>, limits: Limits) -> Engine {
         Engine::open(OpenOptions {
-            home: Some(self.home.clone()),
             project_dir: project.map(Path::to_path_buf),
             clock: self.clock.clone(),
             limits,
-            // No model in unit tests: recall uses its deterministic hash embedder.
-            model_dir: Some(self.root.join("no-model")),
+            ..OpenOptions::without_model(&self.home)
         })
         .unwrap()
     }
@@ -668,11 +666,10 @@ fn export_then_import_reproduces_the_notes() {
 
 fn open_err(w: &World, project: &Path) -> Error {
     Engine::open(OpenOptions {
-        home: Some(w.home.clone()),
         project_dir: Some(project.to_path_buf()),
         clock: w.clock.clone(),
         limits: Limits::default(),
-        model_dir: Some(w.root.join("no-model")),
+        ..OpenOptions::without_model(&w.home)
     })
     .expect_err("the engine opened")
 }
