@@ -6,7 +6,7 @@
 use std::process::{Command, Output};
 
 use memoria_tests::sync_fixture::{Backend, Device};
-use memoria_tests::{test_python, workspace_bin};
+use memoria_tests::{project_folder, test_python, workspace_bin};
 use serde_json::Value;
 
 use crate::sync_e2e::world;
@@ -129,11 +129,7 @@ fn vanished_folders_are_folder_missing_and_confirmation_required() {
     let w = world(Backend::Fs, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
-    let proj = w.root.join("proj");
-    std::fs::create_dir_all(proj.join(".memoria")).unwrap();
-    std::fs::create_dir_all(proj.join("MEMORY")).unwrap();
-    std::fs::write(proj.join(".memoria/project.json"), "{\"id\": \"proj\"}\n").unwrap();
-    let proj = proj.to_string_lossy().into_owned();
+    let proj = project_folder(&w.root.join("proj"), "proj");
     a.ok(&["add", "--id", "u", "--summary", "U", "--body", "u\n"]);
     let project_note = [
         "--project",

@@ -2,6 +2,7 @@
 //! real `memoria-sync` binary on loopback. Every scenario runs twice, over the filesystem store
 //! (`sync_e2e::fs::…`) and over the S3 store on moto (`sync_e2e::s3::…`).
 
+use memoria_tests::project_folder;
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -413,19 +414,6 @@ fn tombstone_expiry_deletes_unchanged_and_conflicts_edited(backend: Backend) {
     assert!(b.note("plain").is_none());
 }
 
-/// A project folder at `dir` with the project id `id` (as a clone or a worktree of one
-/// repository has: the id comes from the repository, not the folder).
-fn project(dir: &std::path::Path, id: &str) -> String {
-    std::fs::create_dir_all(dir.join(".memoria")).unwrap();
-    std::fs::create_dir_all(dir.join("MEMORY")).unwrap();
-    std::fs::write(
-        dir.join(".memoria/project.json"),
-        format!("{{\"id\": \"{id}\"}}\n"),
-    )
-    .unwrap();
-    dir.canonicalize().unwrap().to_string_lossy().into_owned()
-}
-
 fn has_note(dir: &std::path::Path, id: &str) -> bool {
     dir.join(format!("{id}.md")).is_file()
 }
@@ -446,8 +434,8 @@ fn vanished_folders_pause_and_delete_nothing_anywhere(backend: Backend) {
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);
-    let pa = project(&w.root.join("a-proj"), "shared-proj");
-    let pb = project(&w.root.join("b-proj"), "shared-proj");
+    let pa = project_folder(&w.root.join("a-proj"), "shared-proj");
+    let pb = project_folder(&w.root.join("b-proj"), "shared-proj");
     for i in 1..=3 {
         let (n, p) = (format!("n{i}"), format!("p{i}"));
         a.ok(&["add", "--id", &n, "--summary", &n, "--body", "n\n"]);
@@ -618,8 +606,8 @@ fn two_worktrees_of_one_project_keep_their_own_base(backend: Backend) {
     let w = world(backend, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
-    let w1 = project(&w.root.join("wt1"), "one-repo");
-    let w2 = project(&w.root.join("wt2"), "one-repo");
+    let w1 = project_folder(&w.root.join("wt1"), "one-repo");
+    let w2 = project_folder(&w.root.join("wt2"), "one-repo");
     let m1 = std::path::Path::new(&w1).join("MEMORY");
     let m2 = std::path::Path::new(&w2).join("MEMORY");
     let add = |wt: &str, id: &str| {
@@ -862,7 +850,7 @@ fn a_fresh_clone_without_a_notes_folder_gets_the_projects_notes(backend: Backend
     let w = world(backend, &[]);
     let token = w.server.token("alice");
     let (a, b) = (w.device("a", &token), w.device("b", &token));
-    let pa = project(&w.root.join("clone-a"), "shared-repo");
+    let pa = project_folder(&w.root.join("clone-a"), "shared-repo");
     a.ok(&[
         "--project",
         &pa,

@@ -15,6 +15,7 @@ use memoria_shared::hash::sha256_hex;
 use memoria_shared::note::{FileContext, Note};
 use memoria_sync_server::store::s3::S3Store;
 use memoria_sync_server::store::{ObjectStore, StoreUrl, get_opt};
+use memoria_tests::project_folder;
 use memoria_tests::sync_fixture::{Backend, Device};
 use serde_json::Value;
 
@@ -244,16 +245,9 @@ const PROJECT_NOTE: (&str, &str, &str) = (
     "the gyroscope milestone slips a fortnight\n",
 );
 
+/// A folder `name` under the world's root that is a worktree of [`PROJECT`].
 fn project_dir(w: &World, name: &str) -> String {
-    let dir = w.root.join(name);
-    std::fs::create_dir_all(dir.join(".memoria")).unwrap();
-    std::fs::create_dir_all(dir.join("MEMORY")).unwrap();
-    std::fs::write(
-        dir.join(".memoria/project.json"),
-        format!("{{\"id\": \"{PROJECT}\"}}\n"),
-    )
-    .unwrap();
-    dir.canonicalize().unwrap().display().to_string()
+    project_folder(&w.root.join(name), PROJECT)
 }
 
 fn no_plaintext_on_the_server(backend: Backend) {

@@ -6,6 +6,7 @@
 //! none does; an end-to-end encrypted account compared through the account key. Also `sync
 //! login`'s warning and `sync status` naming the command.
 
+use memoria_tests::project_folder;
 use memoria_tests::sync_fixture::{Backend, Device, SyncServer};
 use serde_json::Value;
 
@@ -256,11 +257,7 @@ fn repoint_moves_every_scope_or_none() {
     let token = w.server.token("alice");
     let first = w.server.url.clone();
     let (other, other_token) = other_server(&w);
-    let proj = w.root.join("proj");
-    std::fs::create_dir_all(proj.join(".memoria")).unwrap();
-    std::fs::create_dir_all(proj.join("MEMORY")).unwrap();
-    std::fs::write(proj.join(".memoria/project.json"), "{\"id\": \"proj\"}\n").unwrap();
-    let proj = proj.to_string_lossy().into_owned();
+    let proj = project_folder(&w.root.join("proj"), "proj");
 
     let mut a = w.device("a", &token);
     add(&a, "deploys", "We deploy on Tuesdays.\n");

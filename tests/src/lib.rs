@@ -7,6 +7,20 @@ pub mod sync_server;
 
 use std::path::PathBuf;
 
+/// Makes `dir` a project folder with the project id `id` (its `.memoria/project.json`) and an
+/// empty `MEMORY/`, as a clone or a worktree of one repository has: the id comes from the
+/// repository, not the folder. Returns the folder's canonical path, as `--project` takes it.
+pub fn project_folder(dir: &std::path::Path, id: &str) -> String {
+    std::fs::create_dir_all(dir.join(".memoria")).unwrap();
+    std::fs::create_dir_all(dir.join("MEMORY")).unwrap();
+    std::fs::write(
+        dir.join(".memoria/project.json"),
+        format!("{{\"id\": \"{id}\"}}\n"),
+    )
+    .unwrap();
+    dir.canonicalize().unwrap().to_string_lossy().into_owned()
+}
+
 /// A binary of this workspace, built by the same `cargo test`/`cargo nextest` run (every
 /// workspace binary with integration tests of its own is built before tests run).
 pub fn workspace_bin(name: &str) -> PathBuf {
