@@ -61,6 +61,21 @@ impl Memoria {
     fn user_dir(&self) -> PathBuf {
         self.home.join("memory/user")
     }
+
+    /// Searches for `word` (BM25) until some note has it, for at most `secs` seconds (else
+    /// fails saying `what` did not happen); how many notes have it then.
+    fn wait_until_found(&self, word: &str, secs: u64, what: &str) -> usize {
+        let start = Instant::now();
+        loop {
+            let hits = self.json(&["search", word, "--mode", "bm25"]);
+            let n = hits.as_array().unwrap().len();
+            if n > 0 {
+                return n;
+            }
+            assert!(start.elapsed() < Duration::from_secs(secs), "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 fn kill9(child: &mut Child) {
@@ -263,36 +278,22 @@ fn watcher_makes_hand_edits_searchable_within_two_seconds() {
     // watcher can make this edit visible.
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("apple", "kumquat")).unwrap();
-    let start = Instant::now();
-    loop {
-        let hits = m.json(&["search", "kumquat", "--mode", "bm25"]);
-        if hits.as_array().unwrap().len() == 1 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "the watcher did not index the edit within 2 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let found = m.wait_until_found(
+        "kumquat",
+        2,
+        "the watcher did not index the edit within 2 s",
+    );
+    assert_eq!(found, 1);
     std::fs::write(
         m.user_dir().join("new.md"),
         "# Created by hand\npersimmon\n",
     )
     .unwrap();
-    let start = Instant::now();
-    while m
-        .json(&["search", "persimmon", "--mode", "bm25"])
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "the watcher did not index the new file within 2 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    m.wait_until_found(
+        "persimmon",
+        2,
+        "the watcher did not index the new file within 2 s",
+    );
     kill9(&mut watcher);
 
     // Without a watcher, the next start repairs the index.
@@ -766,35 +767,14 @@ fn the_watcher_reattaches_to_a_scope_folder_deleted_and_created_again() {
     )
     .unwrap();
     // The watcher still holds the scope, so only it can make the new file visible.
-    let start = Instant::now();
-    while m
-        .json(&["search", "quokka", "--mode", "bm25"])
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(3),
-            "the watcher lost the re-created folder"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    m.wait_until_found("quokka", 3, "the watcher lost the re-created folder");
     // And it keeps following edits there.
     std::fs::write(
         m.user_dir().join("quokka.md"),
         "# Written by hand\nwallaby\n",
     )
     .unwrap();
-    let start = Instant::now();
-    while m
-        .json(&["search", "wallaby", "--mode", "bm25"])
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(start.elapsed() < Duration::from_secs(3), "edit missed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    m.wait_until_found("wallaby", 3, "edit missed");
     drop(watcher);
 }
 
