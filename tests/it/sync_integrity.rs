@@ -145,6 +145,15 @@ impl World {
         }
     }
 
+    /// Machines `a` and `b` with a note `x` of `body` written on `a` and synced to both.
+    fn pair_sharing_x(&self, body: &str) -> (Machine, Machine) {
+        let (mut a, mut b) = (self.machine("a"), self.machine("b"));
+        a.add("x", body);
+        a.sync();
+        b.sync();
+        (a, b)
+    }
+
     fn machine(&self, name: &str) -> Machine {
         let home = self.root.join(name);
         Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
@@ -228,10 +237,7 @@ fn note_path(home: &Path, id: &str) -> PathBuf {
 #[test]
 fn a_quarantine_syncs_and_survives_a_later_edit() {
     let w = World::new();
-    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
-    a.add("x", "one\n");
-    a.sync();
-    b.sync();
+    let (mut a, mut b) = w.pair_sharing_x("one\n");
     assert_eq!(b.note("x").unwrap().trust, a.note("x").unwrap().trust);
 
     a.rewrite("x", |n| n.trust = Some(Trust::Quarantined));
@@ -271,10 +277,7 @@ fn a_quarantine_syncs_and_survives_a_later_edit() {
 #[test]
 fn a_merged_quarantine_is_not_overwritten_by_the_clouds_copy() {
     let w = World::new();
-    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
-    a.add("x", "one\ntwo\nthree\n");
-    a.sync();
-    b.sync();
+    let (mut a, mut b) = w.pair_sharing_x("one\ntwo\nthree\n");
     a.rewrite("x", |n| {
         n.trust = Some(Trust::Quarantined);
         n.importance = Some(0.1);
@@ -313,10 +316,7 @@ fn a_merged_quarantine_is_not_overwritten_by_the_clouds_copy() {
 #[test]
 fn a_local_edit_racing_a_commit_first_batch_merges_with_it() {
     let w = World::new();
-    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
-    a.add("x", "a\nb\nc\n");
-    a.sync();
-    b.sync();
+    let (mut a, mut b) = w.pair_sharing_x("a\nb\nc\n");
     let mut batch_note = a.engine.show("x", None).unwrap().note.unwrap();
     let planned = ContentHash::of_synced_note(&batch_note).as_str().to_owned();
     batch_note.body = "A from the batch\nb\nc\n".into();
@@ -361,10 +361,7 @@ fn a_local_edit_racing_a_commit_first_batch_merges_with_it() {
 #[test]
 fn a_lost_commit_reply_then_a_delete_elsewhere_stays_deleted() {
     let w = World::new();
-    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
-    a.add("x", "one\n");
-    a.sync();
-    b.sync();
+    let (mut a, mut b) = w.pair_sharing_x("one\n");
     a.rewrite("x", |n| n.body = "one\ntwo\n".into());
     w.after("/v1/memory/commit", || Delivery::Lost);
     assert!(
@@ -389,10 +386,7 @@ fn a_lost_commit_reply_then_a_delete_elsewhere_stays_deleted() {
 #[test]
 fn a_lost_commit_reply_then_a_revert_elsewhere_stays_reverted() {
     let w = World::new();
-    let (mut a, mut b) = (w.machine("a"), w.machine("b"));
-    a.add("x", "one\n");
-    a.sync();
-    b.sync();
+    let (mut a, mut b) = w.pair_sharing_x("one\n");
     a.rewrite("x", |n| n.body = "one\ntwo\n".into());
     w.after("/v1/memory/commit", || Delivery::Lost);
     assert!(a.syncer.sync_scope(&mut a.engine, &Scope::User).is_err());
