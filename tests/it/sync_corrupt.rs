@@ -19,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::response::Response;
 use memoria_tests::sync_fixture::{Backend, Device};
-use memoria_tests::sync_server::{create_token, note_file, sync_binary};
+use memoria_tests::sync_server::{create_token, note_file, post_json, sync_binary};
 use serde_json::{Value, json};
 
 use crate::sync_e2e::{World, json, world};
@@ -447,16 +447,13 @@ fn damaged_revision_is_reported_and_repaired(damage: impl Fn(&Path)) {
     // Asked directly, the server leaves the body out and names the note as damaged.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let snap: Value = rt.block_on(async {
-        reqwest::Client::new()
-            .post(format!("{}/v1/memory/snapshot", server.url))
-            .bearer_auth(&token)
-            .json(&json!({"scope": "user"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        post_json(
+            &reqwest::Client::new(),
+            &format!("{}/v1/memory/snapshot", server.url),
+            &token,
+            &json!({"scope": "user"}),
+        )
+        .await
     });
     let bodies: Vec<&Value> = snap["bodies"].as_array().unwrap().iter().collect();
     assert!(bodies.iter().all(|b| b["id"] != TARGET), "{snap}");

@@ -11,7 +11,7 @@ use memoria_sync_server::store::ObjectStore;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::{AppState, SeededRandom, Settings, auth};
 use memoria_tests::sync_server::{
-    ADMIN_KEY, InProcessServer, ServerProcess, create_token, put, run_sync, sync_binary,
+    ADMIN_KEY, InProcessServer, ServerProcess, create_token, post_json, put, run_sync, sync_binary,
 };
 use serde_json::json;
 
@@ -170,16 +170,13 @@ async fn two_processes_share_one_directory_without_lost_updates() {
         tasks.spawn(async move {
             for _ in 0..6 {
                 loop {
-                    let s: SnapshotResponse = http
-                        .post(format!("{base}/v1/memory/snapshot"))
-                        .bearer_auth(&token)
-                        .json(&json!({"scope": "user"}))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let s: SnapshotResponse = post_json(
+                        &http,
+                        &format!("{base}/v1/memory/snapshot"),
+                        &token,
+                        &json!({"scope": "user"}),
+                    )
+                    .await;
                     let (n, base_rev) = match s.bodies.first() {
                         Some(b) => (counter_of(&b.body) + 1, Some(b.revision.clone())),
                         None => (1, None),
@@ -207,16 +204,13 @@ async fn two_processes_share_one_directory_without_lost_updates() {
     while let Some(t) = tasks.join_next().await {
         t.unwrap();
     }
-    let s: SnapshotResponse = http
-        .post(a.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: SnapshotResponse = post_json(
+        &http,
+        &a.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user"}),
+    )
+    .await;
     let done = increments.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(done, 48);
     assert_eq!(

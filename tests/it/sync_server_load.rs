@@ -17,7 +17,7 @@ use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::ObjectStore;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::{AppState, OsRandom, Settings, auth};
-use memoria_tests::sync_server::{InProcessServer, put};
+use memoria_tests::sync_server::{InProcessServer, post_json, put};
 use serde_json::json;
 
 use crate::sync_server_listener::counter_of;
@@ -107,16 +107,13 @@ async fn sixteen_clients_commit_to_one_scope_without_lost_updates() {
                     continue;
                 }
                 loop {
-                    let s: SnapshotResponse = http
-                        .post(format!("{base}/v1/memory/snapshot"))
-                        .bearer_auth(&token)
-                        .json(&json!({"scope": "user", "have": []}))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let s: SnapshotResponse = post_json(
+                        &http,
+                        &format!("{base}/v1/memory/snapshot"),
+                        &token,
+                        &json!({"scope": "user", "have": []}),
+                    )
+                    .await;
                     let cur = s.bodies.iter().find(|b| b.id.as_str() == "shared");
                     let (n, base_rev) = cur.map_or((1, None), |b| {
                         (counter_of(&b.body) + 1, Some(b.revision.clone()))
@@ -154,16 +151,13 @@ async fn sixteen_clients_commit_to_one_scope_without_lost_updates() {
         own.push((id, acked));
         latencies.extend(l);
     }
-    let s: SnapshotResponse = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: SnapshotResponse = post_json(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user"}),
+    )
+    .await;
     for (id, acked) in &own {
         let body = s.bodies.iter().find(|b| b.id.as_str() == id).expect(id);
         assert_eq!(
@@ -216,46 +210,37 @@ async fn snapshot_throughput() {
     }
     let commit_ms = started.elapsed().as_secs_f64() * 1000.0 / 2.0;
     let started = Instant::now();
-    let s: SnapshotResponse = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: SnapshotResponse = post_json(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user"}),
+    )
+    .await;
     let full_ms = started.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(s.bodies.len(), 1000);
     let have: Vec<_> = s.bodies.iter().map(|b| b.hash.clone()).collect();
     let started = Instant::now();
-    let s2: SnapshotResponse = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user", "have": have}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s2: SnapshotResponse = post_json(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user", "have": have}),
+    )
+    .await;
     let manifest_ms = started.elapsed().as_secs_f64() * 1000.0;
     assert!(s2.bodies.is_empty() && s2.notes.len() == 1000);
     let version = s.manifest_version.clone();
     let polls = 500;
     let started = Instant::now();
     for _ in 0..polls {
-        let s: SnapshotResponse = http
-            .post(server.url("/v1/memory/snapshot"))
-            .bearer_auth(&token)
-            .json(&json!({"scope": "user", "knownManifest": version}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s: SnapshotResponse = post_json(
+            &http,
+            &server.url("/v1/memory/snapshot"),
+            &token,
+            &json!({"scope": "user", "knownManifest": version}),
+        )
+        .await;
         assert!(s.unchanged);
     }
     let poll_rate = polls as f64 / started.elapsed().as_secs_f64();

@@ -8,7 +8,7 @@ use memoria_sync_server::store::s3::{S3Location, S3Store};
 use memoria_sync_server::store::{ObjectStore, StoreUrl, conformance, get_opt};
 use memoria_tests::moto::{BUCKET, MotoServer};
 use memoria_tests::proxy::Proxy;
-use memoria_tests::sync_server::{ADMIN_KEY, ServerProcess, create_token, put};
+use memoria_tests::sync_server::{ADMIN_KEY, ServerProcess, create_token, post_json, put};
 use serde_json::json;
 
 const CREDS: [(&str, &str); 2] = memoria_tests::moto::CREDENTIALS;
@@ -71,28 +71,22 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    let s: SnapshotResponse = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "project:p1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: SnapshotResponse = post_json(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "project:p1"}),
+    )
+    .await;
     assert_eq!(s.bodies.len(), 1);
     // The poll with the current version is unchanged (S3 answers 304 to the validator).
-    let poll: SnapshotResponse = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "project:p1", "knownManifest": s.manifest_version}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let poll: SnapshotResponse = post_json(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "project:p1", "knownManifest": s.manifest_version}),
+    )
+    .await;
     assert!(poll.unchanged);
     let store = store_on(&moto);
     let keys = store.list("users/alice/").await.unwrap();

@@ -12,6 +12,24 @@ use memoria_shared::protocol::{Change, ChangeOp};
 use memoria_shared::{ContentHash, Note, NoteId};
 use memoria_sync_server::AppState;
 
+/// `POST url` with `token` and the JSON `body`; the answer's JSON read as `T`.
+pub async fn post_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> T {
+    http.post(url)
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// An admin key long enough for `memoria-sync` to accept.
 pub const ADMIN_KEY: &str = "admin-key-for-tests-0123456789abcdef";
 
