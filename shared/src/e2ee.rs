@@ -25,7 +25,7 @@ pub mod wrap;
 
 pub use envelope::{
     EnvelopeError, NoteContext, OpenError, OpenedNote, SealError, SealedNote, open_note, seal_note,
-    verify_envelope_file,
+    seal_serialized, verify_envelope_file,
 };
 pub use keys::{AccountKey, AccountKeys, KeyId};
 pub use opaque::{keyed_hash, opaque_note_id, opaque_project_id, opaque_scope};

@@ -230,10 +230,13 @@ pub fn sha256_hex_of_files(paths: &[&std::path::Path]) -> std::io::Result<String
     Ok(hex(&hasher.finalize()))
 }
 
-fn hex(digest: &[u8]) -> String {
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     s
 }

@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 use memoria_shared::e2ee::{
     AccountKey, AccountKeys, KdfParams, KnownVersion, NoteContext, RecoveryKey, UnwrapError,
     WrappedKey, check_rollback, keyed_hash, next_seq, opaque_note_id, opaque_scope, open_note,
-    seal_note,
+    seal_note, seal_serialized,
 };
 use memoria_shared::protocol::{
-    Applied, ChangeOp, CommitRequest, CommitResponse, E2eeKeys, NoteBody, Scope as WireScope,
-    SnapshotRequest, SnapshotResponse, StaleNote,
+    Applied, Change, ChangeOp, CommitRequest, CommitResponse, E2eeKeys, NoteBody,
+    Scope as WireScope, SnapshotRequest, SnapshotResponse, StaleNote,
 };
 use memoria_shared::{ContentHash, NoteId};
 use serde::{Deserialize, Serialize};
@@ -579,10 +579,15 @@ impl ScopeCrypt {
         self.sent.clear();
         let mut changes = Vec::with_capacity(req.changes.len());
         for c in &req.changes {
-            let mut out = c.clone();
-            out.id = opaque_note_id(&self.keys, &self.scope, &c.id);
-            self.ids
-                .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
+            // The plaintext body stays in `req`: only the envelope is copied out. A put's
+            // opaque id comes with its envelope.
+            let mut out = Change {
+                id: c.id.clone(),
+                op: c.op,
+                base_revision: c.base_revision.clone(),
+                body: None,
+                hash: None,
+            };
             if c.op == ChangeOp::Put {
                 let file = c.body.as_deref().unwrap_or_default();
                 let known = self
@@ -592,14 +597,13 @@ impl ScopeCrypt {
                     .map(|k| k.seq.max(k.sealed))
                     .filter(|&n| n > 0);
                 let seq = next_seq(known, now_ms);
-                let sealed = seal_note(
-                    &self.keys,
-                    self.ctx(),
-                    &c.id,
-                    file,
-                    seq,
-                    &mut rand_core::OsRng,
-                )
+                let rng = &mut rand_core::OsRng;
+                // A pass's put carries the hash of the note it serialized: the file need not
+                // be parsed again to seal it.
+                let sealed = match &c.hash {
+                    Some(h) => seal_serialized(&self.keys, self.ctx(), &c.id, file, h, seq, rng),
+                    None => seal_note(&self.keys, self.ctx(), &c.id, file, seq, rng),
+                }
                 .map_err(|e| SyncError::Internal(e.to_string()))?;
                 self.to_plain.insert(
                     sealed.hash.as_str().to_owned(),
@@ -619,9 +623,14 @@ impl ScopeCrypt {
                     c.id.as_str().to_owned(),
                     (seq, sealed.hash.as_str().to_owned()),
                 );
+                out.id = sealed.opaque_id;
                 out.body = Some(sealed.body);
                 out.hash = Some(sealed.hash);
+            } else {
+                out.id = opaque_note_id(&self.keys, &self.scope, &c.id);
             }
+            self.ids
+                .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
             changes.push(out);
         }
         self.flush()?;

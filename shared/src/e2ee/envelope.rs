@@ -37,7 +37,8 @@
 //! compression, so what the size says of the text is its compressed size class
 //! (`docs/privacy.md`).
 
-use base64ct::{Base64, Encoding};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
@@ -229,7 +230,9 @@ impl Envelope {
         if ContentHash::parse(&header.sum).is_none() {
             return Err(bad("`sum` is not a SHA-256"));
         }
-        let sealed = Base64::decode_vec(b64).map_err(|_| bad("the ciphertext is not base64"))?;
+        let sealed = BASE64
+            .decode(b64)
+            .map_err(|_| bad("the ciphertext is not base64"))?;
         let env = Envelope {
             id,
             kid,
@@ -240,7 +243,8 @@ impl Envelope {
         };
         // The base64 decoder is strict (one encoding per byte string: no whitespace, canonical
         // padding and trailing bits), so a header in its one form makes the whole body the
-        // one [`Envelope::to_file`] writes.
+        // one [`Envelope::to_file`] writes. The sealed bytes are public (the server stores
+        // them), so their encoding need not be constant-time, unlike the key blobs'.
         if env.header_line() != line {
             return Err(bad("not in the envelope's canonical form"));
         }
@@ -255,30 +259,26 @@ impl Envelope {
         Ok(env)
     }
 
-    /// The header's JSON line.
+    /// The header's JSON line, as `serde_json` writes [`Header`]: every value is made of
+    /// characters JSON writes as they are (a note id's, a key id's, lowercase hex), so the
+    /// line is written directly.
     fn header_line(&self) -> String {
-        let header = Header {
-            id: self.id.to_string(),
-            summary: String::new(),
-            tags: Vec::new(),
-            e2ee: self.version,
-            kid: self.kid.to_string(),
-            hash: self.hash.to_string(),
-            sum: self.sum.clone(),
-        };
-        serde_json::to_string(&header).expect("the header serializes")
+        format!(
+            r#"{{"id":"{}","summary":"","tags":[],"e2ee":{},"kid":"{}","hash":"{}","sum":"{}"}}"#,
+            self.id, self.version, self.kid, self.hash, self.sum
+        )
     }
 
     /// The envelope as a note file.
     pub fn to_file(&self) -> String {
         let line = self.header_line();
         let start = 4 + line.len() + 5;
-        let mut out = vec![0u8; start + Base64::encoded_len(&self.sealed)];
-        out[..4].copy_from_slice(b"---\n");
-        out[4..4 + line.len()].copy_from_slice(line.as_bytes());
-        out[start - 5..start].copy_from_slice(b"\n---\n");
-        Base64::encode(&self.sealed, &mut out[start..]).expect("room for the base64");
-        String::from_utf8(out).expect("JSON and base64 are UTF-8")
+        let mut out = String::with_capacity(start + self.sealed.len().div_ceil(3) * 4);
+        out.push_str("---\n");
+        out.push_str(&line);
+        out.push_str("\n---\n");
+        BASE64.encode_string(&self.sealed, &mut out);
+        out
     }
 }
 
@@ -368,6 +368,38 @@ pub fn seal_note<R: rand_core::TryCryptoRng + ?Sized>(
     seal_note_with_nonce(keys, ctx, id, file, seq, nonce, ENVELOPE_VERSION)
 }
 
+/// [`seal_note`] for the file `file` the caller serialized from a note it holds, whose
+/// sync-form content hash (`ContentHash::of_synced_note`) is `plain_hash`: the file is not
+/// parsed again. The caller vouches for the two agreeing; a machine opening the envelope checks
+/// the note inside against its keyed hash and refuses it if they do not.
+pub fn seal_serialized<R: rand_core::TryCryptoRng + ?Sized>(
+    keys: &AccountKeys,
+    ctx: NoteContext<'_>,
+    id: &NoteId,
+    file: &str,
+    plain_hash: &ContentHash,
+    seq: u64,
+    rng: &mut R,
+) -> Result<SealedNote, SealError> {
+    debug_assert!(
+        parse_note(id, file)
+            .is_ok_and(|n| n.id == *id && ContentHash::of_synced_note(&n) == *plain_hash),
+        "note {id}: the file sealed is not the note whose hash is given"
+    );
+    let mut nonce = [0u8; NONCE_BYTES];
+    fill(rng, &mut nonce)?;
+    seal_parts(
+        keys,
+        ctx,
+        id,
+        file,
+        plain_hash.clone(),
+        seq,
+        nonce,
+        ENVELOPE_VERSION,
+    )
+}
+
 /// [`seal_note`] with the nonce and the envelope version given: for test vectors only, since
 /// a nonce used twice under one key reveals the two plaintexts' difference.
 pub fn seal_note_with_nonce(
@@ -379,13 +411,6 @@ pub fn seal_note_with_nonce(
     nonce: [u8; NONCE_BYTES],
     version: u32,
 ) -> Result<SealedNote, SealError> {
-    assert!(
-        ENVELOPE_VERSIONS.contains(&version),
-        "envelope version {version} is not one this module writes"
-    );
-    if ctx.user_id.is_empty() || ctx.user_id.contains('\0') {
-        return Err(SealError::UserId(ctx.user_id.to_owned()));
-    }
     let note = parse_note(id, file).map_err(|reason| SealError::NotANote {
         id: id.clone(),
         reason,
@@ -396,8 +421,30 @@ pub fn seal_note_with_nonce(
             found: note.id,
         });
     }
-    let file_len = u32::try_from(file.len()).map_err(|_| SealError::TooLarge(id.clone()))?;
     let plain_hash = ContentHash::of_synced_note(&note);
+    seal_parts(keys, ctx, id, file, plain_hash, seq, nonce, version)
+}
+
+/// Seals note `id`'s file `file`, whose sync-form content hash is `plain_hash`.
+#[allow(clippy::too_many_arguments)]
+fn seal_parts(
+    keys: &AccountKeys,
+    ctx: NoteContext<'_>,
+    id: &NoteId,
+    file: &str,
+    plain_hash: ContentHash,
+    seq: u64,
+    nonce: [u8; NONCE_BYTES],
+    version: u32,
+) -> Result<SealedNote, SealError> {
+    assert!(
+        ENVELOPE_VERSIONS.contains(&version),
+        "envelope version {version} is not one this module writes"
+    );
+    if ctx.user_id.is_empty() || ctx.user_id.contains('\0') {
+        return Err(SealError::UserId(ctx.user_id.to_owned()));
+    }
+    let file_len = u32::try_from(file.len()).map_err(|_| SealError::TooLarge(id.clone()))?;
     let hash = keyed_hash(keys, ctx.scope, &plain_hash);
     let opaque_id = opaque_note_id(keys, ctx.scope, id);
 

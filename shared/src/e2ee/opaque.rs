@@ -71,6 +71,6 @@ pub fn keyed_hash(keys: &AccountKeys, scope: &Scope, hash: &ContentHash) -> Cont
         &keys.hash,
         &[b"hash", scope.as_bytes(), hash.as_str().as_bytes()],
     );
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-    ContentHash::parse(&hex).expect("64 lowercase hex characters are a content hash")
+    ContentHash::parse(&crate::hash::hex(&mac))
+        .expect("64 lowercase hex characters are a content hash")
 }

@@ -515,6 +515,59 @@ fn notes_round_trip_through_their_envelope() {
     }
 }
 
+/// A note sealed from the file its caller serialized, with the hash the caller computed, is
+/// the envelope [`seal_note`] makes after parsing that file again.
+#[test]
+fn a_note_sealed_from_its_serialized_file_opens_like_one_parsed_again() {
+    let k = key(1);
+    let scope = project("p1");
+    let note = Note::new(
+        id("standup-notes-2c4"),
+        "Summary of standup-notes-2c4",
+        "at 9:30\r\nshort\n",
+    );
+    let text = note.serialize();
+    let plain = ContentHash::of_synced_note(&note);
+    let s = seal_serialized(
+        &k,
+        ctx("alice", &scope),
+        &note.id,
+        &text,
+        &plain,
+        7,
+        &mut OsRng,
+    )
+    .unwrap();
+    let parsed = sealed(&k, &scope, "standup-notes-2c4", "at 9:30\r\nshort\n");
+    assert_eq!(
+        (&s.opaque_id, &s.hash, &s.plain_hash),
+        (&parsed.opaque_id, &parsed.hash, &parsed.plain_hash)
+    );
+    let opened = open(&k, &scope, &s).unwrap();
+    assert_eq!(
+        (opened.text, opened.plain_hash, opened.seq),
+        (text, plain, 7)
+    );
+}
+
+/// A hash that is not the file's is the caller's bug: caught where debug assertions are on.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "is not the note whose hash is given")]
+fn a_file_sealed_with_another_notes_hash_is_caught_in_debug_builds() {
+    let k = key(1);
+    let other = ContentHash::of_synced_note(&Note::new(id("a"), "A", "other\n"));
+    let _ = seal_serialized(
+        &k,
+        ctx("alice", &USER),
+        &id("a"),
+        &file("a", "alpha\n"),
+        &other,
+        7,
+        &mut OsRng,
+    );
+}
+
 /// Seals note `note_id` in envelope version `version`, with a fresh nonce.
 fn sealed_as(
     keys: &AccountKeys,
@@ -728,9 +781,12 @@ fn only_the_one_spelling_of_an_envelope_is_taken() {
     let mut respelt = b64.to_owned();
     respelt.replace_range(at..=at, &alphabet[i ^ 1..=i ^ 1]);
     assert_eq!(
-        Base64::decode_vec(b64.trim_end_matches('='))
-            .ok()
-            .map(|v| v.len()),
+        base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            b64.trim_end_matches('=')
+        )
+        .ok()
+        .map(|v| v.len()),
         None,
         "the decoder wants its padding"
     );
