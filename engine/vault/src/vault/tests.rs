@@ -872,19 +872,34 @@ fn all_versions(e: &Engine, path: &Path) -> Vec<String> {
     v
 }
 
+/// A fresh engine holding the note `id` ("a note", its body "first version"), with its world
+/// (kept for the engine's lifetime) and its file.
+fn first_version_of(id: &str) -> (World, Engine, PathBuf) {
+    let w = World::new();
+    let mut e = w.engine(None);
+    let n = e
+        .add(NewNote {
+            id: Some(id.into()),
+            ..note("a note", "first version")
+        })
+        .unwrap();
+    (w, e, PathBuf::from(&n.path))
+}
+
+/// The note's first version is among `versions` (the file and its backups), unless the
+/// editor saved at `step` before the file was moved aside, when the editor's save replaced it.
+fn assert_first_version_kept(step: fsx::Step, versions: &[String]) {
+    assert!(
+        versions.iter().any(|v| v.contains("first version")) || step == fsx::Step::BeforeMoveAside,
+        "{step:?}: {versions:?}"
+    );
+}
+
 #[test]
 fn an_editor_saving_during_a_replacement_loses_nothing() {
     use fsx::Step;
     for step in [Step::BeforeMoveAside, Step::MovedAside, Step::BeforeInstall] {
-        let w = World::new();
-        let mut e = w.engine(None);
-        let n = e
-            .add(NewNote {
-                id: Some("n".into()),
-                ..note("a note", "first version")
-            })
-            .unwrap();
-        let path = PathBuf::from(&n.path);
+        let (_w, mut e, path) = first_version_of("n");
         editor_at(step, &path, "editor autosave\n");
         let result = e.edit_with_backup(
             "n",
@@ -909,10 +924,7 @@ fn an_editor_saving_during_a_replacement_loses_nothing() {
             fs::read_to_string(&path).unwrap() == "editor autosave\n",
             "{step:?}: the editor's save stays in place: {versions:?}"
         );
-        assert!(
-            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
-            "{step:?}: {versions:?}"
-        );
+        assert_first_version_kept(step, &versions);
         assert!(
             !versions.iter().any(|v| v.contains("agent version")),
             "{step:?}: nothing overwrote the editor: {versions:?}"
@@ -934,15 +946,7 @@ fn an_editor_saving_during_a_replacement_loses_nothing() {
 fn an_editor_saving_during_a_sync_download_loses_nothing() {
     use fsx::Step;
     for step in [Step::BeforeMoveAside, Step::MovedAside, Step::BeforeInstall] {
-        let w = World::new();
-        let mut e = w.engine(None);
-        let n = e
-            .add(NewNote {
-                id: Some("n".into()),
-                ..note("a note", "first version")
-            })
-            .unwrap();
-        let path = PathBuf::from(&n.path);
+        let (_w, mut e, path) = first_version_of("n");
         let read = fs::read(&path).unwrap();
         let (scope, row) = e.resolve("n", None).unwrap();
         let mut cloud = memoria_shared::Note::parse(
@@ -970,22 +974,11 @@ fn an_editor_saving_during_a_sync_download_loses_nothing() {
             "editor autosave\n",
             "{step:?}: {versions:?}"
         );
-        assert!(
-            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
-            "{step:?}: {versions:?}"
-        );
+        assert_first_version_kept(step, &versions);
         assert_eq!(e.resolve("n", None).unwrap().1.body, "editor autosave\n");
     }
     // Without an editor, the download lands and the version it replaced is backed up.
-    let w = World::new();
-    let mut e = w.engine(None);
-    let n = e
-        .add(NewNote {
-            id: Some("m".into()),
-            ..note("a note", "first version")
-        })
-        .unwrap();
-    let path = PathBuf::from(&n.path);
+    let (_w, mut e, path) = first_version_of("m");
     let read = fs::read(&path).unwrap();
     let (scope, row) = e.resolve("m", None).unwrap();
     let mut cloud =
@@ -1015,15 +1008,7 @@ fn an_editor_saving_during_a_sync_download_loses_nothing() {
 fn an_editor_saving_during_forget_keeps_its_text() {
     use fsx::Step;
     for step in [Step::BeforeMoveAside, Step::MovedAside] {
-        let w = World::new();
-        let mut e = w.engine(None);
-        let n = e
-            .add(NewNote {
-                id: Some("n".into()),
-                ..note("a note", "first version")
-            })
-            .unwrap();
-        let path = PathBuf::from(&n.path);
+        let (_w, mut e, path) = first_version_of("n");
         editor_at(step, &path, "editor autosave\n");
         let result = e.forget("n", None);
         fsx::set_hook(None);
@@ -1036,10 +1021,7 @@ fn an_editor_saving_during_forget_keeps_its_text() {
             versions.iter().any(|v| v == "editor autosave\n"),
             "{step:?}: {versions:?}"
         );
-        assert!(
-            versions.iter().any(|v| v.contains("first version")) || step == Step::BeforeMoveAside,
-            "{step:?}: {versions:?}"
-        );
+        assert_first_version_kept(step, &versions);
     }
     // Without interference, a rewrite keeps the file's mode.
     let w = World::new();
