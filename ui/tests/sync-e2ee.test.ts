@@ -1,6 +1,6 @@
 import { screen, waitFor } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY, FAKE_ROTATED_RECOVERY_KEY } from '../src/lib/backend/fake';
+import { FAKE_PASSPHRASE, FAKE_RECOVERY_KEY, FAKE_RESET_RECOVERY_KEY, FAKE_ROTATED_RECOVERY_KEY } from '../src/lib/backend/fake';
 import { lastGroup, matchesLastGroup, newPassphraseReady, passphraseStrength } from '../src/lib/sync/passphrase';
 import { callsOf, demoSeed, goTo, renderApp } from './helpers';
 
@@ -243,6 +243,54 @@ describe('Sync page: end-to-end encryption', () => {
     expect(callsOf(be, 'syncChangePassphrase')).toEqual([['<recovery key>', '<new passphrase>']]);
     expect(document.body.innerHTML).not.toContain(FAKE_RECOVERY_KEY);
     await be.syncChangePassphrase({ passphrase: NEW }, FAKE_PASSPHRASE);
+  });
+
+  it('with both the passphrase and the recovery key lost, sets new ones proven by the key this machine holds, the new recovery key shown once', async () => {
+    const NEW = 'velvet compass harbor 1977';
+    const { be, user } = await renderApp(demoSeed({ e2ee: 'on' }));
+    await goTo(user, 'sync');
+    await user.click(await screen.findByTestId('e2ee-change'));
+    await user.click(screen.getByTestId('e2ee-change-lost-both'));
+    expect(screen.getByTestId('e2ee-lost-both-what')).toHaveTextContent('This machine holds your account key, which proves the account');
+    expect(screen.getByTestId('e2ee-lost-both-what')).toHaveTextContent('will no longer unlock anything');
+    expect(screen.queryByTestId('e2ee-current')).toBeNull();
+    const submit = screen.getByTestId('e2ee-change-submit');
+    expect(submit).toHaveTextContent('Set the new passphrase and recovery key');
+    expect(submit).toBeDisabled();
+    await user.type(screen.getByLabelText('New passphrase'), NEW);
+    await user.type(screen.getByLabelText('New passphrase again'), NEW);
+    expect(submit).toBeEnabled();
+    await user.click(submit);
+
+    const key = await screen.findByTestId('e2ee-recovery-key');
+    expect(key).toHaveTextContent(FAKE_RESET_RECOVERY_KEY);
+    expect(callsOf(be, 'syncResetPassphrase')).toEqual([['<new passphrase>']]);
+    expect(callsOf(be, 'syncChangePassphrase')).toHaveLength(0);
+    expect(document.body.innerHTML).not.toContain(NEW);
+    await user.type(screen.getByTestId('e2ee-recovery-check'), lastGroup(FAKE_RESET_RECOVERY_KEY));
+    await user.click(screen.getByTestId('e2ee-recovery-done'));
+    expect(await screen.findByTestId('e2ee-on')).toBeVisible();
+    expect(document.body.innerHTML).not.toContain(FAKE_RESET_RECOVERY_KEY);
+    // The new passphrase and recovery key open the account; the old ones do not.
+    await expect(be.syncChangePassphrase({ passphrase: FAKE_PASSPHRASE }, 'whatever long enough')).rejects.toMatchObject({ code: 'wrong_passphrase' });
+    await expect(be.syncChangePassphrase({ recoveryKey: FAKE_RECOVERY_KEY }, 'whatever long enough')).rejects.toMatchObject({ code: 'wrong_passphrase' });
+    await be.syncChangePassphrase({ recoveryKey: FAKE_RESET_RECOVERY_KEY }, NEW);
+  });
+
+  it('offers the way back with both lost in Chinese and Spanish', async () => {
+    for (const [language, button, what] of [
+      ['zh', '两者都丢了？使用这台电脑持有的密钥', '这台电脑持有你的账户密钥'],
+      ['es', '¿Perdiste ambas? Usa la clave que tiene este equipo', 'Este equipo tiene la clave de tu cuenta'],
+    ] as const) {
+      const { user } = await renderApp(demoSeed({ e2ee: 'on', settings: { language } }));
+      await goTo(user, 'sync');
+      await user.click(await screen.findByTestId('e2ee-change'));
+      const lostBoth = screen.getByTestId('e2ee-change-lost-both');
+      expect(lostBoth).toHaveTextContent(button);
+      await user.click(lostBoth);
+      expect(screen.getByTestId('e2ee-lost-both-what')).toHaveTextContent(what);
+      document.body.innerHTML = '';
+    }
   });
 
   it('offers to change the passphrase in Chinese and Spanish, and cancelling changes nothing', async () => {

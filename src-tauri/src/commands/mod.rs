@@ -39,6 +39,7 @@ pub fn handler() -> impl Fn(tauri::ipc::Invoke) -> bool + Send + Sync + 'static 
         sync::sync_encrypt,
         sync::sync_unlock,
         sync::sync_change_passphrase,
+        sync::sync_reset_passphrase,
         sync::sync_rotate_key,
         sync::sync_decrypt,
         conflicts::list_conflicts,

@@ -214,6 +214,16 @@ pub fn change_passphrase(
     Ok(())
 }
 
+/// Sets a new passphrase and a new recovery key proven by the account key this machine holds,
+/// for when both are lost (`api::sync::reset_passphrase`): the new recovery key, to show once.
+/// A machine without the account's current key is `e2ee_locked` and changes nothing.
+pub fn reset_passphrase(
+    engine: &mut Engine,
+    new_passphrase: &str,
+) -> Result<sync::PassphraseReset, UiError> {
+    Ok(sync::reset_passphrase(engine, new_passphrase)?)
+}
+
 /// What rotating the account key gives the window: the new recovery key, to show once, and
 /// the status after the passes that moved each scope.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -309,6 +319,16 @@ pub async fn sync_change_passphrase(
 ) -> Result<(), UiError> {
     shell
         .call(move |e| change_passphrase(e, passphrase, recovery_key, &new_passphrase))
+        .await
+}
+
+#[tauri::command]
+pub async fn sync_reset_passphrase(
+    shell: State<'_, Shell>,
+    new_passphrase: String,
+) -> Result<sync::PassphraseReset, UiError> {
+    shell
+        .call(move |e| reset_passphrase(e, &new_passphrase))
         .await
 }
 

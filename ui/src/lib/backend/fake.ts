@@ -80,6 +80,9 @@ export const FAKE_PASSPHRASE = 'correct horse battery staple';
 export const FAKE_RECOVERY_KEY = 'K7QD-3M9X-ZB2R-T8WN-4HFA-6YCE-P1VG-J5SK-0RDM-XW3Q-9TBN-7FHZ-2CKE-M8PA';
 /** The recovery key a rotation of the fake account's key makes (the one before stops opening). */
 export const FAKE_ROTATED_RECOVERY_KEY = 'R4TE-8NKW-2QHD-V6ZP-1MXC-J9FB-5SGA-T3YE-7LUN-0PWD-X2KR-6BQM-H8CZ-9VTJ';
+/** The recovery key a new passphrase set with this machine's key makes (the one before stops
+ * opening). */
+export const FAKE_RESET_RECOVERY_KEY = 'N2WX-5JQC-8RTB-K4MZ-0HDV-7PGE-3YSA-L6FU-9CXN-1BQR-T5WK-4ZDM-J7HP-2EVG';
 
 export interface FakeSeed {
   scopes?: ScopeInfo[];
@@ -1071,6 +1074,19 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       if (!opens(current)) throw fail('wrong_passphrase', 'the passphrase does not open the account key; nothing was changed on this machine');
       sync.passphrase = newPassphrase;
       sync.e2ee = 'on';
+    },
+
+    async syncResetPassphrase(newPassphrase) {
+      record('syncResetPassphrase', ['<new passphrase>']);
+      await tick();
+      if (!sync.signedIn) throw fail('not_signed_in', 'Sign in to a sync server first.');
+      if ([...newPassphrase].length < 8) throw fail('invalid_input', 'the passphrase is too short: use at least 8 characters (a few unrelated words are best)');
+      if (sync.e2ee !== 'on') {
+        throw fail('e2ee_locked', "this machine does not hold the account's current key, which is what proves the account without the passphrase or the recovery key: set the new passphrase on a machine that syncs end-to-end encrypted now");
+      }
+      sync.passphrase = newPassphrase;
+      sync.recoveryKey = FAKE_RESET_RECOVERY_KEY;
+      return { recoveryKey: FAKE_RESET_RECOVERY_KEY };
     },
 
     async syncRotateKey(passphrase, lockOut) {

@@ -58,6 +58,7 @@ import type {
   SyncE2ee,
   SyncEncrypted,
   SyncLogin,
+  SyncPassphraseReset,
   SyncRotated,
   SyncSecret,
   SyncStatus,
@@ -185,6 +186,11 @@ export const syncUnlock = (secret: SyncSecret): Promise<SyncStatus> => call('syn
  * open the account key, and `invalid_input` for a new passphrase under 8 characters. */
 export const syncChangePassphrase = (current: SyncSecret, newPassphrase: string): Promise<void> =>
   call('sync_change_passphrase', { ...secretArgs(current), newPassphrase });
+
+/** `sync_reset_passphrase({newPassphrase: string})` → `{recoveryKey}`: a new passphrase and a
+ * new recovery key (shown once) proven by the account key this machine holds; rejects with
+ * `e2ee_locked` when it does not hold the account's current key. */
+export const syncResetPassphrase = (newPassphrase: string): Promise<SyncPassphraseReset> => call('sync_reset_passphrase', { newPassphrase });
 
 /** `sync_rotate_key({passphrase: string, lockOut: boolean})` → `SyncRotated`; rejects with
  * `wrong_passphrase` when the passphrase does not open the account key. */
@@ -334,6 +340,7 @@ export const tauriBackend: Backend = {
   syncEncrypt,
   syncUnlock,
   syncChangePassphrase,
+  syncResetPassphrase,
   syncRotateKey,
   syncDecrypt,
   listConflicts,

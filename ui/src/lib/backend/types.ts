@@ -270,6 +270,12 @@ export interface SyncEncrypted {
   status: SyncStatus;
 }
 
+/** What setting a new passphrase with this machine's key gives back: the new recovery key,
+ * shown once (the one before no longer unlocks). */
+export interface SyncPassphraseReset {
+  recoveryKey: string;
+}
+
 /** What rotating the account key gives back: the new recovery key, shown once (the one before
  * no longer unlocks), and the status after the passes that moved each scope. */
 export interface SyncRotated {
@@ -973,6 +979,10 @@ export interface Backend {
    * characters), nothing is uploaded again and the recovery key still unlocks. Rejects with
    * `wrong_passphrase` (nothing changed) when `current` does not open the account key. */
   syncChangePassphrase(current: SyncSecret, newPassphrase: string): Promise<void>;
+  /** Sets a new passphrase (at least 8 characters) and a new recovery key, proven by the account
+   * key this machine holds rather than the current passphrase or recovery key (both lost);
+   * rejects with `e2ee_locked` (nothing changed) when this machine does not hold it. */
+  syncResetPassphrase(newPassphrase: string): Promise<SyncPassphraseReset>;
   /** Replaces the account key and re-encrypts every scope under it, proven with the
    * passphrase; rejects with `wrong_passphrase` (nothing changed) when it does not open the
    * account key. With `lockOut`, machines holding only the previous key must unlock again. */
