@@ -41,6 +41,10 @@ pub struct LocomoArgs {
     /// Write the TREC run here.
     #[arg(long)]
     pub run: Option<PathBuf>,
+    /// How many results each question asks the agent's search for (its `limit`, at most 50);
+    /// recall@5 and @10 read the first 5 and 10 of them, the run writes them all.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
     /// Fail unless the ONNX model loaded.
     #[arg(long)]
     pub require_model: bool,
@@ -156,6 +160,18 @@ fn normal_dia(id: &str) -> String {
     }
 }
 
+/// One question's lines of a TREC run: each id in the order the agent reads it, with the score
+/// of the hit it was read from, each at least a millionth below the one before it, so tools
+/// that order a run by score (ties by id) keep the agent's order.
+fn write_run(w: &mut impl Write, query: &str, ids: &[(String, f64)]) -> std::io::Result<()> {
+    let mut last = f64::INFINITY;
+    for (rank, (d, score)) in ids.iter().enumerate() {
+        last = score.min(last - 1e-6);
+        writeln!(w, "{query} Q0 {d} {} {last:.9} memoria", rank + 1)?;
+    }
+    Ok(())
+}
+
 pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.data)
         .with_context(|| format!("reading {}", args.data.display()))?;
@@ -263,12 +279,13 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
                 &mut engine,
                 &AgentQuery {
                     queries: vec![question.to_owned()],
-                    limit: 10,
+                    limit: args.limit,
                     ..Default::default()
                 },
             )?;
             search_ms += t.elapsed().as_secs_f64() * 1000.0;
-            let mut ids: Vec<String> = Vec::new();
+            // Each message's dia_id with the score of the hit it was read from.
+            let mut ids: Vec<(String, f64)> = Vec::new();
             {
                 let log = engine.log()?;
                 // A message stands for itself; a fact or summary for the messages it names,
@@ -282,23 +299,21 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
                     for key in keys {
                         // A run names each message once, where the agent first reads it.
                         if let Some(m) = log.get(key)?
-                            && !ids.contains(&normal_dia(&m.message_id))
+                            && !ids.iter().any(|(d, _)| *d == normal_dia(&m.message_id))
                         {
-                            ids.push(normal_dia(&m.message_id));
+                            ids.push((normal_dia(&m.message_id), h.score));
                         }
                     }
                 }
             }
             if let Some(w) = run.as_mut() {
-                for (rank, d) in ids.iter().enumerate() {
-                    writeln!(w, "{id}-q{qi} Q0 {d} {} {} memoria", rank + 1, 100 - rank)?;
-                }
+                write_run(w, &format!("{id}-q{qi}"), &ids)?;
             }
             let found = |k: usize| {
                 if evidence.is_empty() {
                     return 0.0;
                 }
-                let top: Vec<&String> = ids.iter().take(k).collect();
+                let top: Vec<&String> = ids.iter().take(k).map(|(d, _)| d).collect();
                 evidence.iter().filter(|e| top.contains(e)).count() as f64 / evidence.len() as f64
             };
             let (r5, r10) = (found(5), found(10));
@@ -375,5 +390,34 @@ mod tests {
         );
         assert_eq!(session_time("sometime"), None);
         assert_eq!(normal_dia("D30:05"), "D30:5");
+    }
+
+    #[test]
+    fn a_run_keeps_the_agents_order_when_read_by_score() {
+        // A summary's messages share its score, and the first of them sorts last by id.
+        let ids: Vec<(String, f64)> = [("D9:1", 0.8), ("D10:2", 0.5), ("D1:3", 0.5), ("D2:4", 0.5)]
+            .iter()
+            .map(|(d, s)| ((*d).to_owned(), *s))
+            .collect();
+        let mut out = Vec::new();
+        write_run(&mut out, "conv-1-q0", &ids).unwrap();
+        let lines: Vec<Vec<String>> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| l.split(' ').map(str::to_owned).collect())
+            .collect();
+        let mut by_score = lines.clone();
+        by_score.sort_by(|a, b| {
+            let s = |l: &Vec<String>| l[4].parse::<f64>().unwrap();
+            s(b).total_cmp(&s(a)).then_with(|| b[2].cmp(&a[2]))
+        });
+        assert_eq!(by_score, lines);
+        let read: Vec<(&str, &str, f64)> = lines
+            .iter()
+            .map(|l| (l[2].as_str(), l[3].as_str(), l[4].parse().unwrap()))
+            .collect();
+        assert_eq!(read[0], ("D9:1", "1", 0.8));
+        assert_eq!(read[1].0, "D10:2");
+        assert!((read[3].2 - (0.5 - 2e-6)).abs() < 1e-12);
     }
 }
