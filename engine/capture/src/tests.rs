@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use memoria_shared::FixedClock;
 use memoria_store::Project;
-use memoria_vault::agent::{self, AgentQuery};
+use memoria_vault::agent::{self, AgentHit, AgentQuery};
 use memoria_vault::vault::{NewNote, OpenOptions};
 
 use super::*;
@@ -52,19 +52,24 @@ fn line(conv: &str, id: &str, role: &str, speaker: &str, text: &str) -> String {
     .to_string()
 }
 
-fn found(e: &mut Engine, query: &str) -> Vec<String> {
+/// An agent's search for `query`: its first `limit` hits.
+fn search(e: &mut Engine, query: &str, limit: usize) -> Vec<AgentHit> {
     agent::search(
         e,
         &AgentQuery {
             queries: vec![query.into()],
-            limit: 10,
+            limit,
             ..Default::default()
         },
     )
     .unwrap()
-    .into_iter()
-    .map(|h| h.snippet)
-    .collect()
+}
+
+fn found(e: &mut Engine, query: &str) -> Vec<String> {
+    search(e, query, 10)
+        .into_iter()
+        .map(|h| h.snippet)
+        .collect()
 }
 
 #[test]
@@ -198,15 +203,7 @@ fn messages_are_found_beside_notes_and_open_with_their_neighbours() {
         &CaptureOptions::default(),
     )
     .unwrap();
-    let hits = agent::search(
-        &mut e,
-        &AgentQuery {
-            queries: vec!["who presents the pricing review".into()],
-            limit: 5,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let hits = search(&mut e, "who presents the pricing review", 5);
     let top = hits
         .iter()
         .find(|h| h.snippet.contains("Carla"))
@@ -544,21 +541,7 @@ fn a_time_the_question_names_ranks_what_was_said_then_first() {
         &CaptureOptions::default(),
     )
     .unwrap();
-    let first = |e: &mut Engine, q: &str| {
-        agent::search(
-            e,
-            &AgentQuery {
-                queries: vec![q.into()],
-                limit: 3,
-                ..Default::default()
-            },
-        )
-        .unwrap()[0]
-            .said
-            .clone()
-            .unwrap()
-            .conversation
-    };
+    let first = |e: &mut Engine, q: &str| search(e, q, 3)[0].said.clone().unwrap().conversation;
     assert_eq!(
         first(&mut e, "what did we settle about the budget last May"),
         "may"
@@ -690,15 +673,7 @@ fn what_was_said_becomes_facts_a_summary_and_entities_an_agent_finds_at_once() {
     assert!(entities.iter().any(|x| x.name == "Carlos"), "{entities:?}");
 
     // Found by an agent's search with no wait, naming its source, which it opens to.
-    let hits = agent::search(
-        &mut e,
-        &AgentQuery {
-            queries: vec!["where does Ana live".into()],
-            limit: 5,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let hits = search(&mut e, "where does Ana live", 5);
     let hit = hits
         .iter()
         .find(|h| h.id == fact.key)
@@ -827,15 +802,7 @@ fn a_fact_from_someone_else_is_as_trusted_as_they_are() {
         .unwrap()
         .remove(0);
     assert_eq!(fact.trust.as_deref(), Some("peer"));
-    let hits = agent::search(
-        &mut e,
-        &AgentQuery {
-            queries: vec!["Mallory account number refund".into()],
-            limit: 5,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let hits = search(&mut e, "Mallory account number refund", 5);
     let hit = hits.iter().find(|h| h.id == fact.key).expect("found");
     assert_eq!(hit.trust, "[PEER]");
 }
