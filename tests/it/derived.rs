@@ -154,15 +154,7 @@ fn a_consolidation_draft_holding_an_injection_is_refused_and_nothing_is_written(
 fn a_goal_fold_never_copies_a_secret_into_the_closing_note() {
     let tmp = tempfile::tempdir().unwrap();
     let d = home(tmp.path(), "home");
-    d.ok(&[
-        "add",
-        "--id",
-        "safe",
-        "--summary",
-        "Open the office safe",
-        "--body",
-        "The goal.",
-    ]);
+    d.add("safe", "Open the office safe", "The goal.");
     write(
         &d,
         "combination",
@@ -258,24 +250,8 @@ fn a_merge_never_reverts_an_edit_a_pass_downloaded_while_it_was_written() {
     let proxy = Proxy::start(&w.server.url);
     let a = w.device_via("a", &token, &proxy.url);
     let b = w.device("b", &token);
-    a.ok(&[
-        "add",
-        "--id",
-        "deploys",
-        "--summary",
-        "Deploy days",
-        "--body",
-        "Deploys go out on Tuesdays.",
-    ]);
-    a.ok(&[
-        "add",
-        "--id",
-        "deploy-day",
-        "--summary",
-        "Deploy day",
-        "--body",
-        "We deploy on Tuesday.",
-    ]);
+    a.add("deploys", "Deploy days", "Deploys go out on Tuesdays.");
+    a.add("deploy-day", "Deploy day", "We deploy on Tuesday.");
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     assert!(b.note("deploys").is_some());

@@ -109,7 +109,7 @@ fn sync_off_and_account_mismatch() {
     let alice = w.server.token("alice");
     let bob = w.server.token("bob");
     let mut a = w.device("a", &alice);
-    a.ok(&["add", "--id", "n", "--summary", "N", "--body", "n\n"]);
+    a.add("n", "N", "n\n");
     a.ok(&["sync", "off"]);
     let e = failure(&a, &["sync", "now"]);
     assert_eq!(e["code"], "sync_off", "{e}");
@@ -130,7 +130,7 @@ fn vanished_folders_are_folder_missing_and_confirmation_required() {
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let proj = project_folder(&w.root.join("proj"), "proj");
-    a.ok(&["add", "--id", "u", "--summary", "U", "--body", "u\n"]);
+    a.add("u", "U", "u\n");
     let project_note = [
         "--project",
         &proj,
@@ -195,7 +195,7 @@ fn server_quota_and_rate_limit() {
     );
     let a = w.device("a", &w.server.token("alice"));
     for id in ["one", "two"] {
-        a.ok(&["add", "--id", id, "--summary", id, "--body", "b\n"]);
+        a.add(id, id, "b\n");
     }
     let e = failure(&a, &["sync", "now"]);
     assert_eq!(e["code"], "limit_reached", "{e}");
@@ -209,7 +209,7 @@ fn server_quota_and_rate_limit() {
         ],
     );
     let a = w.device("a", &w.server.token("alice"));
-    a.ok(&["add", "--id", "n", "--summary", "N", "--body", "b\n"]);
+    a.add("n", "N", "b\n");
     let e = failure(&a, &["sync", "now"]);
     assert_eq!(e["code"], "rate_limited", "{e}");
     assert!(e["detail"]["retryAfterS"].as_u64().unwrap() > 0, "{e}");
@@ -220,7 +220,7 @@ fn an_erased_account_is_account_erased() {
     const ADMIN: &str = "admin-key-for-the-errors-test-0123456789";
     let w = world(Backend::Fs, &[("MEMORIA_SYNC_ADMIN_KEY", ADMIN)]);
     let a = w.device("a", &w.server.token("alice"));
-    a.ok(&["add", "--id", "n", "--summary", "N", "--body", "b\n"]);
+    a.add("n", "N", "b\n");
     a.ok(&["sync", "now"]);
     let url = format!("{}/v1/admin/erase", w.server.url);
     let status = tokio::runtime::Runtime::new().unwrap().block_on(async {

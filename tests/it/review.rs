@@ -37,10 +37,6 @@ fn error(d: &Device, args: &[&str]) -> Value {
     v["error"].clone()
 }
 
-fn add(d: &Device, id: &str, summary: &str, body: &str) {
-    d.ok(&["add", "--id", id, "--summary", summary, "--body", body]);
-}
-
 fn findings<'a>(review: &'a Value, kind: &str) -> Vec<&'a Value> {
     review["findings"]
         .as_array()
@@ -63,9 +59,9 @@ fn note_ids(f: &Value) -> Vec<&str> {
 fn review_lists_findings_and_a_dismissal_holds_until_an_edit() {
     let tmp = tempfile::tempdir().unwrap();
     let d = device(tmp.path());
-    add(&d, "pricing", "Pricing cards", PRICING);
-    add(&d, "pricing-2", "Pricing cards look", PRICING_AGAIN);
-    add(&d, "linker", "Links", "See [[pricing]] and [[nowhere]].");
+    d.add("pricing", "Pricing cards", PRICING);
+    d.add("pricing-2", "Pricing cards look", PRICING_AGAIN);
+    d.add("linker", "Links", "See [[pricing]] and [[nowhere]].");
     let r = json(&d, &["review"]);
     assert_eq!(r["notes"], 3, "{r}");
     let topic = findings(&r, "same_topic");
@@ -221,9 +217,9 @@ fn review_of_a_project_reports_paths_missing_from_it() {
 fn merge_prints_a_plan_and_applies_it_with_links_and_backups() {
     let tmp = tempfile::tempdir().unwrap();
     let d = device(tmp.path());
-    add(&d, "first", "First", "First text.");
-    add(&d, "second", "Second", "Second text.");
-    add(&d, "reader", "Reader", "Reads [[second]].");
+    d.add("first", "First", "First text.");
+    d.add("second", "Second", "Second text.");
+    d.add("reader", "Reader", "Reads [[second]].");
     let plan = json(&d, &["merge", "second", "first"]);
     assert_eq!(plan["keptId"], "first", "{plan}");
     assert_eq!(plan["deletedIds"], serde_json::json!(["second"]));
@@ -281,8 +277,8 @@ fn merge_prints_a_plan_and_applies_it_with_links_and_backups() {
 fn merge_apply_is_refused_when_a_note_changed_since_the_plan() {
     let tmp = tempfile::tempdir().unwrap();
     let d = device(tmp.path());
-    add(&d, "one", "One", "One text.");
-    add(&d, "two", "Two", "Two text.");
+    d.add("one", "One", "One text.");
+    d.add("two", "Two", "Two text.");
     let plan = json(&d, &["merge", "one", "two"]);
     let plan_id = plan["planId"].as_str().unwrap();
     d.ok(&["edit", "two", "--body", "Two text, edited."]);
@@ -307,8 +303,8 @@ fn merge_apply_is_refused_when_a_note_changed_since_the_plan() {
 fn a_model_draft_needs_model_url_and_then_asks_that_endpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let d = device(tmp.path());
-    add(&d, "one", "One", "Alpha fact.");
-    add(&d, "two", "Two", "Beta fact.");
+    d.add("one", "One", "Alpha fact.");
+    d.add("two", "Two", "Beta fact.");
     let e = error(&d, &["merge", "one", "two", "--draft", "model"]);
     assert_eq!(e["code"], "config", "{e}");
     assert!(e["message"].as_str().unwrap().contains("model.url"), "{e}");
@@ -352,10 +348,10 @@ const PRICING_THIRD: &str = "Landing page pricing cards: filled backgrounds, nev
 fn consolidate_previews_with_dry_run_then_folds_the_cluster() {
     let tmp = tempfile::tempdir().unwrap();
     let d = device(tmp.path());
-    add(&d, "pricing", "Pricing cards", PRICING);
-    add(&d, "pricing-2", "Pricing cards look", PRICING_AGAIN);
-    add(&d, "pricing-3", "Pricing card style", PRICING_THIRD);
-    add(&d, "deploys", "Deploy days", "Deploys go out on Tuesdays.");
+    d.add("pricing", "Pricing cards", PRICING);
+    d.add("pricing-2", "Pricing cards look", PRICING_AGAIN);
+    d.add("pricing-3", "Pricing card style", PRICING_THIRD);
+    d.add("deploys", "Deploy days", "Deploys go out on Tuesdays.");
     let user = d.home.join("memory").join("user");
     let files = || {
         let mut v: Vec<(String, String)> = std::fs::read_dir(&user)
@@ -429,9 +425,9 @@ fn with_sync_on_a_merge_goes_to_the_cloud_first_and_a_change_elsewhere_refuses_i
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let (_server, a, b) = synced_pair(&root);
-    add(&a, "first", "First", "First text.");
-    add(&a, "second", "Second", "Second text.");
-    add(&a, "reader", "Reader", "Reads [[second]].");
+    a.add("first", "First", "First text.");
+    a.add("second", "Second", "Second text.");
+    a.add("reader", "Reader", "Reads [[second]].");
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     // b changes a note of the merge; a has not synced since.
@@ -473,9 +469,9 @@ fn with_sync_on_a_consolidation_goes_to_the_cloud_first_and_waits_for_a_change_e
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let (_server, a, b) = synced_pair(&root);
-    add(&a, "pricing", "Pricing cards", PRICING);
-    add(&a, "pricing-2", "Pricing cards look", PRICING_AGAIN);
-    add(&a, "pricing-3", "Pricing card style", PRICING_THIRD);
+    a.add("pricing", "Pricing cards", PRICING);
+    a.add("pricing-2", "Pricing cards look", PRICING_AGAIN);
+    a.add("pricing-3", "Pricing card style", PRICING_THIRD);
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     b.ok(&[

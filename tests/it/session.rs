@@ -60,15 +60,7 @@ fn a_note_written_by_another_process_arrives_as_an_event() {
     let session = Session::start(options(&home)).unwrap();
     let events = session.subscribe();
     let other = Device::new(home.clone(), "");
-    other.ok(&[
-        "add",
-        "--id",
-        "from-elsewhere",
-        "--summary",
-        "Written by another process",
-        "--body",
-        "hello",
-    ]);
+    other.add("from-elsewhere", "Written by another process", "hello");
     expect(&events, "event for the other process's note", |e| {
         *e == Event::NoteAdded {
             scope: "user".into(),

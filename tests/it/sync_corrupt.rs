@@ -224,7 +224,7 @@ fn two_machines() -> (World, Stand, Device, Device) {
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     for (id, body) in [("good", "fine\n"), (TARGET, "original text\n")] {
-        a.ok(&["add", "--id", id, "--summary", id, "--body", body]);
+        a.add(id, id, body);
     }
     a.ok(&["sync", "now"]);
     let stand = Stand::start(&w.server.url);
@@ -439,7 +439,7 @@ fn damaged_revision_is_reported_and_repaired(damage: impl Fn(&Path)) {
     };
     let a = device("a");
     for (id, body) in [("good", "fine\n"), (TARGET, "original text\n")] {
-        a.ok(&["add", "--id", id, "--summary", id, "--body", body]);
+        a.add(id, id, body);
     }
     a.ok(&["sync", "now"]);
     damage(&stored_revision(&dir, "alice", TARGET));

@@ -103,16 +103,8 @@ fn two_devices_merge_edits_tags_and_edit_vs_delete(backend: Backend) {
         "--tags",
         "keep,drop",
     ]);
-    a.ok(&[
-        "add",
-        "--id",
-        "other",
-        "--summary",
-        "Other",
-        "--body",
-        "o\n",
-    ]);
-    a.ok(&["add", "--id", "gone", "--summary", "Gone", "--body", "g\n"]);
+    a.add("other", "Other", "o\n");
+    a.add("gone", "Gone", "g\n");
     a.ok(&["sync", "now"]);
     let out = b.ok(&["sync", "now"]);
     assert!(out.contains("+3"), "{out}");
@@ -187,8 +179,8 @@ fn three_devices_converge_on_concurrent_edits(backend: Backend) {
     ];
     let [a, b, c] = &devices;
     let twelve = body_lines(12, "s");
-    a.ok(&["add", "--id", "shared", "--summary", "S", "--body", &twelve]);
-    a.ok(&["add", "--id", "doomed", "--summary", "D", "--body", "d\n"]);
+    a.add("shared", "S", &twelve);
+    a.add("doomed", "D", "d\n");
     for d in &devices {
         d.ok(&["sync", "now"]);
     }
@@ -198,7 +190,7 @@ fn three_devices_converge_on_concurrent_edits(backend: Backend) {
         let body = twelve.replace(&line, &format!("s line {} (edited on {i})\n", 2 + 4 * i));
         d.ok(&["edit", "shared", "--body", &body]);
         let own = format!("own-{i}");
-        d.ok(&["add", "--id", &own, "--summary", &own, "--body", "mine\n"]);
+        d.add(&own, &own, "mine\n");
     }
     c.ok(&["forget", "doomed", "--confirm"]);
     // Sync in an order where each machine merges over the others' commits.
@@ -229,15 +221,7 @@ fn same_line_edits_conflict_and_resolve_each_way(backend: Backend) {
         "k-local", "k-cloud", "k-both", "k-merged", "adjacent", "quiet",
     ];
     for id in ids {
-        a.ok(&[
-            "add",
-            "--id",
-            id,
-            "--summary",
-            id,
-            "--body",
-            "one\ntwo\nthree\n",
-        ]);
+        a.add(id, id, "one\ntwo\nthree\n");
     }
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
@@ -333,7 +317,7 @@ fn off_blocks_everything_and_survives_login(backend: Backend) {
     let w = world(backend, &[]);
     let token = w.server.token("alice");
     let a = w.device("a", &token);
-    a.ok(&["add", "--id", "n", "--summary", "N", "--body", "n\n"]);
+    a.add("n", "N", "n\n");
     a.ok(&["sync", "off"]);
     let err = a.fails(&["sync", "now"]);
     assert!(err.contains("cloud sync is off"), "{err}");
@@ -356,7 +340,7 @@ fn pinning_pauses_a_scope_on_account_change(backend: Backend) {
     let alice = w.server.token("alice");
     let bob = w.server.token("bob");
     let mut a = w.device("a", &alice);
-    a.ok(&["add", "--id", "n", "--summary", "N", "--body", "n\n"]);
+    a.add("n", "N", "n\n");
     a.ok(&["sync", "now"]);
     a.token = bob.clone();
     a.login(&w.server.url);
@@ -385,8 +369,8 @@ fn tombstone_expiry_deletes_unchanged_and_conflicts_edited(backend: Backend) {
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);
-    a.ok(&["add", "--id", "plain", "--summary", "P", "--body", "p\n"]);
-    a.ok(&["add", "--id", "edited", "--summary", "E", "--body", "e\n"]);
+    a.add("plain", "P", "p\n");
+    a.add("edited", "E", "e\n");
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     b.ok(&["forget", "plain", "--confirm"]);
@@ -438,7 +422,7 @@ fn vanished_folders_pause_and_delete_nothing_anywhere(backend: Backend) {
     let pb = project_folder(&w.root.join("b-proj"), "shared-proj");
     for i in 1..=3 {
         let (n, p) = (format!("n{i}"), format!("p{i}"));
-        a.ok(&["add", "--id", &n, "--summary", &n, "--body", "n\n"]);
+        a.add(&n, &n, "n\n");
         a.ok(&[
             "--project",
             &pa,
@@ -530,7 +514,7 @@ fn mass_deletes_wait_for_confirmation_in_both_directions(backend: Backend) {
     let b = w.device("b", &token);
     let ids: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
     for id in &ids {
-        a.ok(&["add", "--id", id, "--summary", id, "--body", "m\n"]);
+        a.add(id, id, "m\n");
     }
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
@@ -674,7 +658,7 @@ fn unreadable_note_files_are_held_back_not_deleted(backend: Backend) {
     let a = w.device("a", &token);
     let b = w.device("b", &token);
     for id in ["u1", "u2", "u3"] {
-        a.ok(&["add", "--id", id, "--summary", id, "--body", "u\n"]);
+        a.add(id, id, "u\n");
     }
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
@@ -766,7 +750,7 @@ fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
         "--tags",
         "contains-secrets",
     ]);
-    a.ok(&["add", "--id", "plain", "--summary", "P", "--body", "p\n"]);
+    a.add("plain", "P", "p\n");
     // Written by hand, untagged: the guard's match keeps it here just the same.
     std::fs::write(
         a.home.join("memory/user/vpn.md"),
@@ -779,15 +763,7 @@ fn secret_notes_stay_on_this_machine_unless_included(backend: Backend) {
         "---\nsummary: [unclosed\n---\ndb password: heron-fig-31\n",
     )
     .unwrap();
-    a.ok(&[
-        "add",
-        "--id",
-        "later",
-        "--summary",
-        "L",
-        "--body",
-        "first version\n",
-    ]);
+    a.add("later", "L", "first version\n");
     let out = json(&a.ok(&["--json", "sync", "now"]));
     let report = &out[0]["report"];
     assert_eq!(report["uploaded"], 2, "{out}");
@@ -894,22 +870,14 @@ fn one_scope_turned_off_stays_here_and_comes_back_when_turned_on(backend: Backen
     let token = w.server.token("alice");
     let a = w.device("a", &token);
     let b = w.device("b", &token);
-    a.ok(&["add", "--id", "n1", "--summary", "First", "--body", "one\n"]);
+    a.add("n1", "First", "one\n");
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     assert!(b.note("n1").is_some());
 
     let off = json(&a.ok(&["--json", "sync", "off", "--scope", "user"]));
     assert_eq!(off, serde_json::json!({"scope": "user", "enabled": false}));
-    a.ok(&[
-        "add",
-        "--id",
-        "n2",
-        "--summary",
-        "Second",
-        "--body",
-        "two\n",
-    ]);
+    a.add("n2", "Second", "two\n");
     let passes = json(&a.ok(&["--json", "sync", "now"]));
     assert_eq!(passes[0]["scope"], "user", "{passes}");
     assert_eq!(passes[0]["off"], true, "{passes}");

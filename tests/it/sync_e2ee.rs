@@ -262,15 +262,7 @@ fn no_plaintext_on_the_server(backend: Backend) {
         "--body",
         "the aubergine protocol sings at dawn\nedited on a\n",
     ]);
-    b.ok(&[
-        "add",
-        "--id",
-        "newt-from-b",
-        "--summary",
-        "Newt",
-        "--body",
-        "n\n",
-    ]);
+    b.add("newt-from-b", "Newt", "n\n");
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     a.ok(&["sync", "now"]);
@@ -414,15 +406,11 @@ fn e2ee_passphrase_change_rewraps_the_key_and_uploads_nothing() {
     e.ok(&["sync", "unlock", "--passphrase-file", &f.passphrase(newer)]);
 
     // Machines unlocked before keep syncing with each other.
-    a.ok(&[
-        "add",
-        "--id",
+    a.add(
         "after-rewrap",
-        "--summary",
         "After the rewrap",
-        "--body",
         "written after the passphrase changed",
-    ]);
+    );
     a.ok(&["sync", "now"]);
     for d in [&b, &c, &e] {
         d.ok(&["sync", "now"]);
@@ -441,7 +429,7 @@ fn e2ee_passphrase_change_rewraps_the_key_and_uploads_nothing() {
 fn e2ee_merges_different_lines_and_conflicts_on_the_same_line() {
     let (_w, _f, a, b, _) = encrypted_pair(Backend::Fs);
     let ten = body_lines(10, "m");
-    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    a.add("doc", "Doc", &ten);
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     assert_eq!(a.note("doc"), b.note("doc"));
@@ -857,7 +845,7 @@ fn rand_name() -> String {
 /// its line 2 edited on `a` and its line 8 on `b`, merges on `b` and both end with both edits.
 fn edits_to_different_lines_merge(a: &Device, b: &Device, tag: &str) {
     let ten = body_lines(10, tag);
-    a.ok(&["add", "--id", "doc", "--summary", "Doc", "--body", &ten]);
+    a.add("doc", "Doc", &ten);
     a.ok(&["sync", "now"]);
     b.ok(&["sync", "now"]);
     let (two, eight) = (format!("{tag} line 2\n"), format!("{tag} line 8\n"));
@@ -990,15 +978,7 @@ fn turning_off_between_two_machines(backend: Backend) {
     let (w, _f, a, b, _, pa, pb) = encrypted_pair_with_a_project(backend);
     let (_, _, pbody) = PROJECT_NOTE;
     // A note only the cloud and b hold: a's last encrypted pass brings it before anything goes.
-    b.ok(&[
-        "add",
-        "--id",
-        "written-on-b",
-        "--summary",
-        "Written on b",
-        "--body",
-        "the ocelot line\n",
-    ]);
+    b.add("written-on-b", "Written on b", "the ocelot line\n");
     b.ok(&["sync", "now"]);
 
     // Without a terminal to ask on, nothing changes unless --yes says so.
@@ -1254,15 +1234,7 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
 fn e2ee_a_server_cannot_turn_encryption_off_on_its_own() {
     let (w, _f, a, _b, _) = encrypted_pair(Backend::Fs);
     let store = store_dir(&w);
-    a.ok(&[
-        "add",
-        "--id",
-        "after-the-fake",
-        "--summary",
-        "Written after",
-        "--body",
-        "the pangolin password\n",
-    ]);
+    a.add("after-the-fake", "Written after", "the pangolin password\n");
     let keys_path = keys_file(&w);
     let (path, mut m) = manifest(&store);
     m.as_object_mut().unwrap().remove("e2ee");

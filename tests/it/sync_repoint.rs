@@ -18,7 +18,7 @@ fn as_localhost(url: &str) -> String {
 }
 
 fn add(d: &Device, id: &str, body: &str) {
-    d.ok(&["add", "--id", id, "--summary", id, "--body", body]);
+    d.add(id, id, body);
 }
 
 /// The home's sync settings file, as bytes: a refused re-point must leave it as it was.

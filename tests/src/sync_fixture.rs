@@ -198,6 +198,12 @@ impl Device {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
+    /// Adds a note to the user scope (`memoria add --id ID --summary SUMMARY --body BODY`);
+    /// requires success and returns stdout.
+    pub fn add(&self, id: &str, summary: &str, body: &str) -> String {
+        self.ok(&["add", "--id", id, "--summary", summary, "--body", body])
+    }
+
     /// Signs in to `url` with the device's token; requires success and returns what it said on
     /// standard error (a sign-in to another account or address warns there).
     pub fn login(&self, url: &str) -> String {
