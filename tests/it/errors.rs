@@ -131,20 +131,7 @@ fn vanished_folders_are_folder_missing_and_confirmation_required() {
     let a = w.device("a", &token);
     let proj = project_folder(&w.root.join("proj"), "proj");
     a.add("u", "U", "u\n");
-    let project_note = [
-        "--project",
-        &proj,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "p",
-        "--summary",
-        "P",
-        "--body",
-        "p\n",
-    ];
-    a.ok(&project_note);
+    a.add_to_project(&proj, "p", "P", "p\n");
     a.ok(&["--project", &proj, "sync", "now"]);
     std::fs::rename(a.home.join("memory/user"), a.home.join("user-elsewhere")).unwrap();
     std::fs::rename(

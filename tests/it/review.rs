@@ -188,19 +188,12 @@ fn review_of_a_project_reports_paths_missing_from_it() {
     std::fs::write(proj.join("src/main.rs"), "fn main() {}").unwrap();
     let p = proj.to_str().unwrap();
     d.ok(&["init", p]);
-    d.ok(&[
-        "--project",
+    d.add_to_project(
         p,
-        "add",
-        "--scope",
-        "project",
-        "--id",
         "layout",
-        "--summary",
         "Layout",
-        "--body",
         "Start in `src/main.rs`, then `src/gone.rs`.",
-    ]);
+    );
     let r = json(&d, &["--project", p, "review", "--scope", "project"]);
     let missing = findings(&r, "missing_file");
     assert_eq!(missing.len(), 1, "{r}");

@@ -423,19 +423,7 @@ fn vanished_folders_pause_and_delete_nothing_anywhere(backend: Backend) {
     for i in 1..=3 {
         let (n, p) = (format!("n{i}"), format!("p{i}"));
         a.add(&n, &n, "n\n");
-        a.ok(&[
-            "--project",
-            &pa,
-            "add",
-            "--scope",
-            "project",
-            "--id",
-            &p,
-            "--summary",
-            &p,
-            "--body",
-            "p\n",
-        ]);
+        a.add_to_project(&pa, &p, &p, "p\n");
     }
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
@@ -594,21 +582,7 @@ fn two_worktrees_of_one_project_keep_their_own_base(backend: Backend) {
     let w2 = project_folder(&w.root.join("wt2"), "one-repo");
     let m1 = std::path::Path::new(&w1).join("MEMORY");
     let m2 = std::path::Path::new(&w2).join("MEMORY");
-    let add = |wt: &str, id: &str| {
-        a.ok(&[
-            "--project",
-            wt,
-            "add",
-            "--scope",
-            "project",
-            "--id",
-            id,
-            "--summary",
-            id,
-            "--body",
-            "x\n",
-        ])
-    };
+    let add = |wt: &str, id: &str| a.add_to_project(wt, id, id, "x\n");
     add(&w1, "w1-a");
     add(&w1, "w1-b");
     a.ok(&["--project", &w1, "sync", "now"]);
@@ -827,19 +801,7 @@ fn a_fresh_clone_without_a_notes_folder_gets_the_projects_notes(backend: Backend
     let token = w.server.token("alice");
     let (a, b) = (w.device("a", &token), w.device("b", &token));
     let pa = project_folder(&w.root.join("clone-a"), "shared-repo");
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "p1",
-        "--summary",
-        "p1",
-        "--body",
-        "x\n",
-    ]);
+    a.add_to_project(&pa, "p1", "p1", "x\n");
     a.ok(&["--project", &pa, "sync", "now"]);
     let pb = w.root.join("clone-b");
     std::fs::create_dir_all(pb.join(".memoria")).unwrap();

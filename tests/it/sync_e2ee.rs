@@ -699,19 +699,7 @@ fn e2ee_account_never_gets_a_new_plaintext_scope() {
     // The current client on a machine not unlocked: its new project is refused the same way.
     let b = w.device("b", &token);
     let pb = project_dir(&w, "b-proj");
-    b.ok(&[
-        "--project",
-        &pb,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "plain-project-note",
-        "--summary",
-        "Plain",
-        "--body",
-        "x\n",
-    ]);
+    b.add_to_project(&pb, "plain-project-note", "Plain", "x\n");
     let out = b.run(&["--json", "--project", &pb, "sync", "now"]);
     assert!(!out.status.success());
     let passes = json(&String::from_utf8_lossy(&out.stdout));
@@ -726,19 +714,7 @@ fn e2ee_account_never_gets_a_new_plaintext_scope() {
 
     // The machine holding the key creates the project encrypted.
     let pa = project_dir(&w, "a-proj");
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "plain-project-note",
-        "--summary",
-        "Plain",
-        "--body",
-        "x\n",
-    ]);
+    a.add_to_project(&pa, "plain-project-note", "Plain", "x\n");
     a.ok(&["--project", &pa, "sync", "now"]);
     let created: Vec<String> = store_files(&store)
         .into_keys()
@@ -876,19 +852,7 @@ fn encrypted_pair_with_a_project(
     let (w, f, a, b, recovery) = encrypted_pair(backend);
     let (pa, pb) = (project_dir(&w, "a-proj"), project_dir(&w, "b-proj"));
     let (pid, psummary, pbody) = PROJECT_NOTE;
-    a.ok(&[
-        "--project",
-        &pa,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        pid,
-        "--summary",
-        psummary,
-        "--body",
-        pbody,
-    ]);
+    a.add_to_project(&pa, pid, psummary, pbody);
     a.ok(&["--project", &pa, "sync", "now"]);
     b.ok(&["--project", &pb, "sync", "now"]);
     (w, f, a, b, recovery, pa, pb)
@@ -1199,19 +1163,7 @@ fn e2ee_turning_off_left_halfway_is_finished_by_other_machines_syncing() {
 
     // The other machine learns it from the user scope, then takes the project back itself.
     b.ok(&["sync", "now"]);
-    b.ok(&[
-        "--project",
-        &pb,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "late-note",
-        "--summary",
-        "Late",
-        "--body",
-        "written while turning off\n",
-    ]);
+    b.add_to_project(&pb, "late-note", "Late", "written while turning off\n");
     b.ok(&["--project", &pb, "sync", "now"]);
     assert_eq!(
         encrypted_leftovers(&objects(&w)),

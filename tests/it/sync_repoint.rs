@@ -264,19 +264,7 @@ fn repoint_moves_every_scope_or_none() {
     a.ok(&["sync", "now"]);
     a.token = other_token.clone();
     a.login(&other.url);
-    a.ok(&[
-        "--project",
-        &proj,
-        "add",
-        "--scope",
-        "project",
-        "--id",
-        "p",
-        "--summary",
-        "P",
-        "--body",
-        "p\n",
-    ]);
+    a.add_to_project(&proj, "p", "P", "p\n");
     let out = a.run(&["--json", "--project", &proj, "sync", "now"]);
     let passes = json(&String::from_utf8_lossy(&out.stdout));
     let project = passes

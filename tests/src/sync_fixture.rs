@@ -204,6 +204,24 @@ impl Device {
         self.ok(&["add", "--id", id, "--summary", summary, "--body", body])
     }
 
+    /// Adds a note to the scope of the project at `project` (`memoria --project PROJECT add
+    /// --scope project …`); requires success and returns stdout.
+    pub fn add_to_project(&self, project: &str, id: &str, summary: &str, body: &str) -> String {
+        self.ok(&[
+            "--project",
+            project,
+            "add",
+            "--scope",
+            "project",
+            "--id",
+            id,
+            "--summary",
+            summary,
+            "--body",
+            body,
+        ])
+    }
+
     /// Signs in to `url` with the device's token; requires success and returns what it said on
     /// standard error (a sign-in to another account or address warns there).
     pub fn login(&self, url: &str) -> String {
