@@ -662,6 +662,12 @@ pub fn decrypt(engine: &mut Engine) -> SyncResult<Decrypted> {
     let (root, server) = signed_in(engine)?;
     let mut syncer = syncer(engine)?;
     check_e2ee_server(&syncer, &server)?;
+    if held_key(&root, &server, &Settings::load(&sync::sync_dir(&root))?)? == HeldKey::Replaced {
+        return Err(SyncError::E2ee {
+            code: crate::error::ErrorCode::E2eeLocked,
+            message: "the key this machine holds was replaced on another machine, so it cannot read the encrypted notes before they go back to plaintext: unlock this machine first".into(),
+        });
+    }
     let Some(key) = e2ee::load_key(&root, &server)? else {
         let code = match syncer.client().e2ee_keys()? {
             Some(_) => crate::error::ErrorCode::E2eeLocked,

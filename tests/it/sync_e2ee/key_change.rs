@@ -73,6 +73,22 @@ fn e2ee_a_machine_locked_out_by_a_rotation_says_so_and_keeps_its_edit_through_un
     assert!(said.contains("locked"), "{said}");
     assert!(said.contains("changed on another machine"), "{said}");
     assert!(said.contains("memoria sync unlock"), "{said}");
+    // Nor does it turn encryption off or set a new passphrase with the key it holds.
+    let before = objects(&w);
+    let err = b.fails(&["--json", "sync", "decrypt", "--yes"]);
+    assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    let new = f.passphrase("a passphrase set from a locked-out machine");
+    let err = b.fails(&[
+        "--json",
+        "sync",
+        "passphrase",
+        "--from-this-machine",
+        "--yes",
+        "--new-passphrase-file",
+        &new,
+    ]);
+    assert_eq!(error_code(&err), "e2ee_locked", "{err}");
+    assert_eq!(objects(&w), before, "nothing was written to the store");
 
     // The new recovery key unlocks it; the edit goes up under the new key, no conflict.
     let said = b.ok(&["sync", "unlock", "--recovery-key", &recovery]);
