@@ -953,6 +953,39 @@ def test_end_to_end_encryption_is_set_up_on_the_sync_page_and_unlocks_a_new_mach
     for root in (a.path, app.shots):
         assert files_holding(root, rotated.encode()) == [], f"the new recovery key under {root}"
 
+    # Both the passphrase and the recovery key lost: c, unlocked, proves the account with the
+    # key it holds and sets new ones on its Sync page; the new recovery key is shown once, the
+    # new passphrase unlocks a new machine, and the recovery key before no longer does.
+    app_c.click("e2ee-change")
+    app_c.click("e2ee-change-lost-both")
+    app_c.wait_text("e2ee-lost-both-what", "proves the account")
+    assert app_c.visible("e2ee-current") == []
+    reset_passphrase = "amber kettle harbor 61"
+    type_into(app_c, "e2ee-new-passphrase", reset_passphrase)
+    type_into(app_c, "e2ee-new-passphrase-again", reset_passphrase)
+    app_c.wait(lambda: app_c.one("e2ee-change-submit").is_enabled(), "setting them is enabled")
+    app_c.shot("e2ee-lost-both")
+    app_c.click("e2ee-change-submit")
+    reset_key = app_c.one("e2ee-recovery-key", timeout=120).text.strip()
+    assert re.fullmatch(r"([0-9A-Z]{4}-){13}[0-9A-Z]{4}", reset_key), reset_key
+    assert reset_key not in (key, rotated)
+    type_into(app_c, "e2ee-recovery-check", reset_key.split("-")[-1])
+    app_c.click("e2ee-recovery-done")
+    app_c.one("e2ee-on")
+    assert reset_key not in app_c.driver.page_source
+    g = Home(tmp_root / "g", token)
+    g.path.mkdir()
+    g.cli("sync", "login", "--server", sync_server.url, "--token", token)
+    g.cli("sync", "unlock", "--recovery-key", rotated, check=False)
+    assert g.cli("sync", "status")["encrypted"] is False, "the recovery key before still unlocks"
+    reset_file = tmp_root / "reset-passphrase"
+    reset_file.write_text(reset_passphrase + "\n")
+    g.cli("sync", "unlock", "--passphrase-file", str(reset_file))
+    assert "Blood test results from Dr Okafor" in summaries(g)
+    for root in (c.path, app_c.shots):
+        for secret in (reset_passphrase, reset_key):
+            assert files_holding(root, secret.encode()) == [], f"a secret was written under {root}"
+
     # Encryption is turned off on a's Sync page: the confirmation says what it does and only
     # its own button turns it off; then the note is in the store in plaintext again, this
     # machine no longer keeps the key, and the card offers setting encryption up.

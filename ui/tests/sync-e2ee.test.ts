@@ -253,6 +253,7 @@ describe('Sync page: end-to-end encryption', () => {
     await user.click(screen.getByTestId('e2ee-change-lost-both'));
     expect(screen.getByTestId('e2ee-lost-both-what')).toHaveTextContent('This machine holds your account key, which proves the account');
     expect(screen.getByTestId('e2ee-lost-both-what')).toHaveTextContent('will no longer unlock anything');
+    expect(screen.getByTestId('e2ee-change-form')).not.toHaveTextContent('the recovery key still works');
     expect(screen.queryByTestId('e2ee-current')).toBeNull();
     const submit = screen.getByTestId('e2ee-change-submit');
     expect(submit).toHaveTextContent('Set the new passphrase and recovery key');
