@@ -3,29 +3,10 @@
 //! scopes, and `forget --conversation --purge`.
 
 use std::io::Write;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
 
 use super::Memoria;
-
-fn hook(m: &Memoria, input: &Value) -> std::process::Output {
-    let mut child = m
-        .command()
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
 
 /// Lines in the shape Claude Code writes them (user prompts as strings, assistant content as
 /// blocks, tool results as user lines, meta lines, a summary line).
@@ -74,7 +55,7 @@ fn the_claude_code_hook_captures_the_transcript_where_it_stopped_and_search_find
     .unwrap();
     let stop = json!({"session_id": "s1", "transcript_path": transcript, "cwd": proj,
         "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": false});
-    let out = hook(&m, &stop);
+    let out = m.hook(&stop.to_string());
     assert_eq!(out.status.code(), Some(0));
     assert!(
         out.stdout.is_empty() && out.stderr.is_empty(),
@@ -101,9 +82,9 @@ fn the_claude_code_hook_captures_the_transcript_where_it_stopped_and_search_find
     drop(f);
     let end = json!({"session_id": "s1", "transcript_path": transcript, "cwd": proj,
         "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"});
-    assert_eq!(hook(&m, &end).status.code(), Some(0));
+    assert_eq!(m.hook(&end.to_string()).status.code(), Some(0));
     assert_eq!(
-        hook(&m, &end).status.code(),
+        m.hook(&end.to_string()).status.code(),
         Some(0),
         "twice changes nothing"
     );
@@ -320,7 +301,7 @@ fn with_capture_turned_off_the_hook_keeps_nothing_and_capture_file_still_runs() 
     .unwrap();
     let stop = json!({"session_id": "s2", "transcript_path": transcript, "cwd": m.cwd,
         "hook_event_name": "Stop", "stop_hook_active": false});
-    let out = hook(&m, &stop);
+    let out = m.hook(&stop.to_string());
     assert_eq!(out.status.code(), Some(0));
     assert!(
         out.stdout.is_empty() && out.stderr.is_empty(),

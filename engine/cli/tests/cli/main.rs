@@ -62,6 +62,25 @@ impl Memoria {
         self.home.join("memory/user")
     }
 
+    /// Runs `memoria hook claude-code` with `input` on its standard input, as Claude Code does.
+    fn hook(&self, input: &str) -> Output {
+        let mut child = self
+            .command()
+            .args(["hook", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     /// Searches for `word` (BM25) until some note has it, for at most `secs` seconds (else
     /// fails saying `what` did not happen); how many notes have it then.
     fn wait_until_found(&self, word: &str, secs: u64, what: &str) -> usize {
@@ -563,24 +582,7 @@ fn claude_code_hook_answers_recorded_hook_json_with_the_recall_block() {
         "hook_event_name": "UserPromptSubmit",
         "prompt": "Can we deploy on Friday?"
     });
-    let run = |input: &str| {
-        let mut child = m
-            .command()
-            .args(["hook", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
-    let out = run(&input.to_string());
+    let out = m.hook(&input.to_string());
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -600,10 +602,10 @@ fn claude_code_hook_answers_recorded_hook_json_with_the_recall_block() {
     assert!(ctx.contains("vt:project/no-friday-deploys"), "{ctx}");
     // SessionStart gets the index of durable notes.
     let start = serde_json::json!({"session_id": "abc123", "cwd": proj, "hook_event_name": "SessionStart", "source": "startup"});
-    let v: Value = serde_json::from_slice(&run(&start.to_string()).stdout).unwrap();
+    let v: Value = serde_json::from_slice(&m.hook(&start.to_string()).stdout).unwrap();
     assert_eq!(v["hookSpecificOutput"]["hookEventName"], "SessionStart");
     // Garbage never blocks the prompt: exit 0, nothing on stdout, a note on stderr.
-    let out = run("not json at all");
+    let out = m.hook("not json at all");
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("hook JSON"));
