@@ -2,8 +2,9 @@
 //!
 //! Each conversation goes into a home of its own through the capture path an agent's hook
 //! uses (one captured conversation per session, the session's date as its messages' time,
-//! an image's caption with its turn), then every question of categories 1–4 is asked through
-//! the agent's search (`api::agent::search`, what `memory_search` answers). The ids read back
+//! an image's caption with its turn), then every question of categories 1–4 is asked, a day
+//! after the conversation's last message (the engine's and recall's clock stand there),
+//! through the agent's search (`api::agent::search`, what `memory_search` answers). The ids read back
 //! are LoCoMo's `dia_id`s in the order an agent would read them: a message hit is its own id.
 //! Evidence recall@k is the share of a question's evidence turns among the first k ids,
 //! averaged over questions. A TREC run (`<sample_id>-q<index in qa>`) can be written for
@@ -22,7 +23,7 @@ use memoria_engine::log::Role;
 use memoria_engine::recall::{RecallConfig, RecallIndex};
 use memoria_engine::search::SharedRecall;
 use memoria_engine::vault::{Engine, OpenOptions};
-use memoria_shared::SystemClock;
+use memoria_shared::FixedClock;
 use serde_json::Value;
 
 use crate::ModelArgs;
@@ -172,6 +173,110 @@ fn write_run(w: &mut impl Write, query: &str, ids: &[(String, f64)]) -> std::io:
     Ok(())
 }
 
+/// How long after a conversation's last message its questions are asked: a day, the user
+/// coming back to it the next day. An agent is asked during or right after the conversation it
+/// took part in, so recency and a question's time expression ("last week", "two weeks before
+/// the trip") are read against the conversation's own time, not against the day the eval runs;
+/// a day keeps "yesterday" meaning the conversation's last day while leaving its last session
+/// as recent as a real user's would be.
+pub const ASKED_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// When a conversation's questions are asked: [`ASKED_AFTER_MS`] after its last message, or
+/// `None` for a conversation without a dated message.
+pub fn asked_at(incoming: &[Incoming]) -> Option<i64> {
+    incoming
+        .iter()
+        .filter_map(|m| m.at)
+        .max()
+        .map(|last| last + ASKED_AFTER_MS)
+}
+
+/// Where each conversation's recall finds its model and vector cache.
+struct Setup {
+    model_dir: Option<PathBuf>,
+    vector_cache: Option<PathBuf>,
+    resident_messages: Option<usize>,
+}
+
+/// A conversation captured into a home of its own, with the engine and recall index an agent
+/// would search, both on `clock`: the time the questions are asked.
+fn open_conversation(
+    id: &str,
+    incoming: Vec<Incoming>,
+    clock: Arc<FixedClock>,
+    setup: &Setup,
+) -> anyhow::Result<(tempfile::TempDir, Engine, u128)> {
+    let home = tempfile::tempdir()?;
+    let engine = Engine::open(OpenOptions {
+        home: Some(home.path().to_path_buf()),
+        clock: clock.clone(),
+        model_dir: setup.model_dir.clone(),
+        ..Default::default()
+    })?;
+    let n = incoming.len();
+    let started = std::time::Instant::now();
+    let captured = capture(
+        &engine,
+        incoming,
+        &CaptureOptions {
+            host: Some("locomo".into()),
+            ..Default::default()
+        },
+    )?;
+    let capture_ms = started.elapsed().as_millis();
+    if captured.added != n {
+        bail!("{id}: {n} turns, {} captured", captured.added);
+    }
+    // The index the engine would open, its vectors cached across runs; opened after the
+    // capture, as the default path opens it, so nothing is embedded in the background while
+    // questions are asked.
+    let mut config = RecallConfig::new(memoria_engine::recall::default_dir(home.path()));
+    config.model_dir = setup.model_dir.clone();
+    config.vector_cache = setup.vector_cache.clone();
+    if let Some(resident) = setup.resident_messages {
+        config.resident_messages = resident;
+    }
+    let index = RecallIndex::open(&config, clock)?;
+    let _ = engine.recall_index.set(SharedRecall::new(index));
+    // Opening recall brings the messages in with their vectors, as a session's indexer leaves
+    // them before the questions.
+    engine.recall()?;
+    Ok((home, engine, capture_ms))
+}
+
+/// One question through the agent's search: each message's `dia_id` in the order the agent
+/// reads it, with the score of the hit it was read from.
+fn ask(engine: &mut Engine, question: &str, limit: usize) -> anyhow::Result<Vec<(String, f64)>> {
+    let hits = search(
+        engine,
+        &AgentQuery {
+            queries: vec![question.to_owned()],
+            limit,
+            ..Default::default()
+        },
+    )?;
+    let mut ids: Vec<(String, f64)> = Vec::new();
+    let log = engine.log()?;
+    // A message stands for itself; a fact or summary for the messages it names, in order,
+    // each taking a place.
+    for h in &hits {
+        let keys = if h.sources.is_empty() {
+            std::slice::from_ref(&h.id)
+        } else {
+            h.sources.as_slice()
+        };
+        for key in keys {
+            // A run names each message once, where the agent first reads it.
+            if let Some(m) = log.get(key)?
+                && !ids.iter().any(|(d, _)| *d == normal_dia(&m.message_id))
+            {
+                ids.push((normal_dia(&m.message_id), h.score));
+            }
+        }
+    }
+    Ok(ids)
+}
+
 pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.data)
         .with_context(|| format!("reading {}", args.data.display()))?;
@@ -194,6 +299,11 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
         .unwrap_or_else(crate::default_cache_dir);
     std::fs::create_dir_all(&cache_dir)
         .with_context(|| format!("creating the vector cache {}", cache_dir.display()))?;
+    let setup = Setup {
+        model_dir: model_dir.clone(),
+        vector_cache: Some(cache_dir.join("vectors.sqlite")),
+        resident_messages: args.resident_messages,
+    };
     let mut report = LocomoReport::default();
     let mut per_cat: HashMap<u64, (usize, f64, f64)> = HashMap::new();
     let (mut sum5, mut sum10) = (0.0, 0.0);
@@ -210,41 +320,13 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             .get("conversation")
             .context("a sample has no conversation")?;
         let incoming = incoming_of(id, conv)?;
-        let home = tempfile::tempdir()?;
-        let mut engine = Engine::open(OpenOptions {
-            home: Some(home.path().to_path_buf()),
-            clock: Arc::new(SystemClock),
-            model_dir: model_dir.clone(),
-            ..Default::default()
-        })?;
-        let started = std::time::Instant::now();
         let n = incoming.len();
-        let captured = capture(
-            &engine,
-            incoming,
-            &CaptureOptions {
-                host: Some("locomo".into()),
-                ..Default::default()
-            },
-        )?;
-        report.capture_ms += started.elapsed().as_millis();
-        if captured.added != n {
-            bail!("{id}: {n} turns, {} captured", captured.added);
-        }
+        let clock = Arc::new(FixedClock::new(asked_at(&incoming).with_context(|| {
+            format!("{id}: the conversation has no turns to ask about")
+        })?));
+        let (_home, mut engine, capture_ms) = open_conversation(id, incoming, clock, &setup)?;
+        report.capture_ms += capture_ms;
         report.messages += n;
-        // The index the engine would open, its vectors cached across runs; opened after the
-        // capture, as the default path opens it, so nothing is embedded in the background
-        // while questions are asked.
-        let mut config = RecallConfig::new(memoria_engine::recall::default_dir(home.path()));
-        config.model_dir = model_dir.clone();
-        config.vector_cache = Some(cache_dir.join("vectors.sqlite"));
-        if let Some(resident) = args.resident_messages {
-            config.resident_messages = resident;
-        }
-        let index = RecallIndex::open(&config, Arc::new(SystemClock))?;
-        let _ = engine.recall_index.set(SharedRecall::new(index));
-        // Opening recall brings the messages in with their vectors, as a session's indexer
-        // leaves them before the questions.
         let status = engine.recall()?.status();
         report.embedder = status.model_id.clone();
         if args.require_model && status.fallback_reason.is_some() {
@@ -258,7 +340,7 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             .get("qa")
             .and_then(Value::as_array)
             .context("no qa")?;
-        let mut asked = 0;
+        let (mut asked, mut conv5) = (0, 0.0);
         for (qi, q) in qa.iter().enumerate() {
             let cat = q.get("category").and_then(Value::as_u64).unwrap_or(0);
             if !(1..=4).contains(&cat) {
@@ -275,37 +357,8 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
                 .map(|a| a.iter().filter_map(Value::as_str).map(normal_dia).collect())
                 .unwrap_or_default();
             let t = std::time::Instant::now();
-            let hits = search(
-                &mut engine,
-                &AgentQuery {
-                    queries: vec![question.to_owned()],
-                    limit: args.limit,
-                    ..Default::default()
-                },
-            )?;
+            let ids = ask(&mut engine, question, args.limit)?;
             search_ms += t.elapsed().as_secs_f64() * 1000.0;
-            // Each message's dia_id with the score of the hit it was read from.
-            let mut ids: Vec<(String, f64)> = Vec::new();
-            {
-                let log = engine.log()?;
-                // A message stands for itself; a fact or summary for the messages it names,
-                // in order, each taking a place.
-                for h in &hits {
-                    let keys = if h.sources.is_empty() {
-                        std::slice::from_ref(&h.id)
-                    } else {
-                        h.sources.as_slice()
-                    };
-                    for key in keys {
-                        // A run names each message once, where the agent first reads it.
-                        if let Some(m) = log.get(key)?
-                            && !ids.iter().any(|(d, _)| *d == normal_dia(&m.message_id))
-                        {
-                            ids.push((normal_dia(&m.message_id), h.score));
-                        }
-                    }
-                }
-            }
             if let Some(w) = run.as_mut() {
                 write_run(w, &format!("{id}-q{qi}"), &ids)?;
             }
@@ -319,6 +372,7 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             let (r5, r10) = (found(5), found(10));
             sum5 += r5;
             sum10 += r10;
+            conv5 += r5;
             let c = per_cat.entry(cat).or_default();
             c.0 += 1;
             c.1 += r5;
@@ -326,7 +380,8 @@ pub fn run_locomo(args: &LocomoArgs, json: bool) -> anyhow::Result<()> {
             report.questions += 1;
         }
         eprintln!(
-            "{id}: {n} turns, {asked} questions, R@5 so far {:.3}",
+            "{id}: {n} turns, {asked} questions, R@5 {:.3}, so far {:.3}",
+            conv5 / asked.max(1) as f64,
             sum5 / report.questions.max(1) as f64
         );
     }
@@ -390,6 +445,78 @@ mod tests {
         );
         assert_eq!(session_time("sometime"), None);
         assert_eq!(normal_dia("D30:05"), "D30:5");
+    }
+
+    /// Four sessions: the kitten in January and in the last session (22 May), the garden plan
+    /// on 1 May (said most) and on 12 May (the week before the questions). The older of each
+    /// pair says more of a question's words.
+    fn sessions() -> Value {
+        serde_json::json!({
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "10:00 am on 3 January, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1",
+                 "text": "Our kitten Miso is a tiny grey kitten, the kitten sleeps all day."}
+            ],
+            "session_2_date_time": "1:00 pm on 1 May, 2023",
+            "session_2": [
+                {"speaker": "Ana", "dia_id": "D2:1",
+                 "text": "The garden plan: tomatoes in the garden, garden beds, garden paths."}
+            ],
+            "session_3_date_time": "1:00 pm on 12 May, 2023",
+            "session_3": [
+                {"speaker": "Ben", "dia_id": "D3:1",
+                 "text": "I changed the garden plan, beans instead of tomatoes."}
+            ],
+            "session_4_date_time": "9:30 am on 22 May, 2023",
+            "session_4": [
+                {"speaker": "Ana", "dia_id": "D4:1", "text": "Our kitten Miso learned to open doors."}
+            ]
+        })
+    }
+
+    /// The first turn the agent reads for each question, asked at `at`.
+    fn first_answers(at: i64, home: &std::path::Path, questions: &[&str]) -> Vec<String> {
+        let incoming = incoming_of("conv", &sessions()).unwrap();
+        let setup = Setup {
+            model_dir: Some(home.join("no-model")),
+            vector_cache: None,
+            resident_messages: None,
+        };
+        let (_home, mut engine, _) =
+            open_conversation("conv", incoming, Arc::new(FixedClock::new(at)), &setup).unwrap();
+        questions
+            .iter()
+            .map(|q| {
+                let ids = ask(&mut engine, q, 10).unwrap();
+                ids.first().map(|(d, _)| d.clone()).unwrap_or_default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn questions_are_asked_the_day_after_the_conversation() {
+        let incoming = incoming_of("conv", &sessions()).unwrap();
+        let last = session_time("9:30 am on 22 May, 2023").unwrap();
+        assert_eq!(asked_at(&incoming), Some(last + ASKED_AFTER_MS));
+        assert_eq!(asked_at(&[]), None);
+
+        // Asked then, "last week" is the week of the garden's second session and the kitten's
+        // last session is the recent one; asked years later, every turn is as old as the
+        // others and the same search prefers the turns with more of the words.
+        let questions = [
+            "What did we say about the garden plan last week?",
+            "Tell me about our kitten Miso.",
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let then = first_answers(asked_at(&incoming).unwrap(), dir.path(), &questions);
+        assert_eq!(then, ["D3:1", "D4:1"]);
+        let wall = memoria_shared::Clock::now_ms(&memoria_shared::SystemClock);
+        assert_eq!(
+            first_answers(wall, dir.path(), &questions),
+            ["D2:1", "D1:1"]
+        );
     }
 
     #[test]
