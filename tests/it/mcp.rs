@@ -176,44 +176,9 @@ fn python_sdk_client(python: &Path) -> Value {
 
 #[test]
 fn streamable_http_with_a_bearer_token() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-
     let tmp = tempfile::tempdir().unwrap();
-    let memoria = workspace_bin("memoria");
-    let mut server = Command::new(&memoria)
-        .env("MEMORIA_HOME", tmp.path())
-        .current_dir(tmp.path())
-        .args(["mcp", "--http", "127.0.0.1:0", "--token", "s3cret-token"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.split("serving on ").nth(1) {
-            break rest.trim().to_owned();
-        }
-    };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_http_client.py");
-    let out = Command::new(test_python())
-        .arg(script)
-        .arg(&url)
-        .arg("s3cret-token")
-        .output()
-        .unwrap();
-    server.kill().unwrap();
-    server.wait().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    let (server, url, _) = start_http(tmp.path(), &["--token", "s3cret-token"]);
+    let facts = http_client_facts(server, &url, "s3cret-token");
     assert_eq!(facts["without_token"], 401);
     assert_eq!(facts["foreign_origin"], 403);
     assert_eq!(facts["tools"].as_array().unwrap().len(), 6);
@@ -250,24 +215,14 @@ fn start_http(home: &std::path::Path, extra: &[&str]) -> (std::process::Child, S
     (server, url, said)
 }
 
-#[test]
-fn loopback_http_without_a_token_generates_one_shown_once_and_kept_private() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (mut server, url, said) = start_http(tmp.path(), &[]);
-    let path = tmp.path().join("mcp-token");
-    let token = std::fs::read_to_string(&path).unwrap();
-    assert!(said.contains(&token), "{said}");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
+/// Runs the MCP Python SDK's HTTP client (`mcp_http_client.py`) against `url` with `token`,
+/// then stops `server`; what the client found.
+fn http_client_facts(mut server: std::process::Child, url: &str, token: &str) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/it/mcp_http_client.py");
     let out = Command::new(test_python())
         .arg(script)
-        .arg(&url)
-        .arg(&token)
+        .arg(url)
+        .arg(token)
         .output()
         .unwrap();
     server.kill().unwrap();
@@ -278,7 +233,23 @@ fn loopback_http_without_a_token_generates_one_shown_once_and_kept_private() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let facts: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    serde_json::from_slice(out.stdout.trim_ascii()).unwrap()
+}
+
+#[test]
+fn loopback_http_without_a_token_generates_one_shown_once_and_kept_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, url, said) = start_http(tmp.path(), &[]);
+    let path = tmp.path().join("mcp-token");
+    let token = std::fs::read_to_string(&path).unwrap();
+    assert!(said.contains(&token), "{said}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let facts = http_client_facts(server, &url, &token);
     assert_eq!(facts["without_token"], 401, "loopback needs the token too");
     assert_eq!(facts["foreign_origin"], 403);
     // The second start reuses the token and does not show it again.
