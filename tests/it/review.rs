@@ -37,6 +37,20 @@ fn error(d: &Device, args: &[&str]) -> Value {
     v["error"].clone()
 }
 
+/// Every entry directly in `dir` by name, with its bytes (none for a folder), in name order.
+fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|f| {
+            let bytes = std::fs::read(f.path()).unwrap_or_default();
+            (f.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 fn findings<'a>(review: &'a Value, kind: &str) -> Vec<&'a Value> {
     review["findings"]
         .as_array()
@@ -346,20 +360,7 @@ fn consolidate_previews_with_dry_run_then_folds_the_cluster() {
     d.add("pricing-3", "Pricing card style", PRICING_THIRD);
     d.add("deploys", "Deploy days", "Deploys go out on Tuesdays.");
     let user = d.home.join("memory").join("user");
-    let files = || {
-        let mut v: Vec<(String, String)> = std::fs::read_dir(&user)
-            .unwrap()
-            .flatten()
-            .map(|f| {
-                (
-                    f.file_name().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(f.path()).unwrap_or_default(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    let files = || files_in(&user);
     let before = files();
     let dry = json(&d, &["consolidate", "--dry-run"]);
     assert_eq!(dry["dryRun"], true, "{dry}");
@@ -549,20 +550,7 @@ fn a_session_runs_the_daily_consolidation_in_the_background_once_a_day() {
     let clock = std::sync::Arc::new(memoria_shared::FixedClock::new(T0));
     add_rewordings(&home, &clock, ["pricing", "pricing-2", "pricing-3"]);
     let user = home.join("memory").join("user");
-    let files = || {
-        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&user)
-            .unwrap()
-            .flatten()
-            .map(|f| {
-                (
-                    f.file_name().to_string_lossy().into_owned(),
-                    std::fs::read(f.path()).unwrap(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    let files = || files_in(&user);
     clock.set(T0 + 3_600_000);
     let (s, events) = {
         let s = session(&home, &clock);
