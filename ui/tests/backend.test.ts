@@ -41,6 +41,7 @@ describe('backend module', () => {
     ['syncUnlock recovery key', () => be.syncUnlock({ recoveryKey: 'K7QD-…' }), 'sync_unlock', { passphrase: null, recoveryKey: 'K7QD-…' }],
     ['syncChangePassphrase passphrase', () => be.syncChangePassphrase({ passphrase: 'old one' }, 'new pass phrase'), 'sync_change_passphrase', { passphrase: 'old one', recoveryKey: null, newPassphrase: 'new pass phrase' }],
     ['syncChangePassphrase recovery key', () => be.syncChangePassphrase({ recoveryKey: 'K7QD-…' }, 'new pass phrase'), 'sync_change_passphrase', { passphrase: null, recoveryKey: 'K7QD-…', newPassphrase: 'new pass phrase' }],
+    ['syncResetPassphrase', () => be.syncResetPassphrase('new pass phrase'), 'sync_reset_passphrase', { newPassphrase: 'new pass phrase' }],
     ['syncRotateKey', () => be.syncRotateKey('pass phrase', true), 'sync_rotate_key', { passphrase: 'pass phrase', lockOut: true }],
     ['syncDecrypt', () => be.syncDecrypt(), 'sync_decrypt', undefined],
     ['listConflicts', () => be.listConflicts(), 'list_conflicts', undefined],
