@@ -288,11 +288,20 @@ pub async fn mark(
             None if asks => return Err(keys_exist()),
             None => {}
         }
+        let mut born_encrypted = false;
         if etag.is_none() {
             let (index, _) = account::load(store, &user).await?;
             if let Err(refusal) = index.check(&req.scope, false, 0, 0, &st.storage) {
                 return Err(crate::api::account_refusal(refusal));
             }
+            // A scope without a manifest holds no entry; a file under its name can only be
+            // left by a plaintext commit that never landed. With none, nothing of the scope is
+            // ever plaintext: a plaintext commit still in flight loses its compare-and-swap to
+            // this mark, is refused against it and removes what it wrote.
+            born_encrypted = store
+                .list(&objects_prefix(&user, &req.scope))
+                .await?
+                .is_empty();
         }
         m.generation += 1;
         // A client holding an older generation gets the whole list again.
@@ -300,6 +309,7 @@ pub async fn mark(
         m.e2ee = Some(ScopeMark {
             kid: kid.as_str().to_owned(),
             since: m.generation,
+            born_encrypted,
         });
         // Envelopes left from an earlier unmark are older than this mark: its plaintext.
         m.e2ee_off = None;
@@ -523,7 +533,14 @@ pub async fn purge(
                 Err(e) => return Err(e.into()),
             }
         }
-        let deleted = delete_plaintext_files(&st, &user, &req.scope, &next, &plain).await?;
+        // A scope the mark created empty has no plaintext file to find: its listing, a walk
+        // over every note's revisions, is skipped.
+        let born_encrypted =
+            plain.is_empty() && next.e2ee.as_ref().is_some_and(|e| e.born_encrypted);
+        let deleted = match born_encrypted {
+            true => 0,
+            false => delete_plaintext_files(&st, &user, &req.scope, &next, &plain).await?,
+        };
         tracing::info!(scope = %req.scope, removed = plain.len(), deleted, "plaintext purged");
         finish_rotation(&st, &user).await?;
         finish_off(&st, &user).await?;
@@ -653,6 +670,7 @@ pub async fn unmark(
         m.e2ee_off = m.e2ee.take().map(|mark| ScopeMark {
             kid: mark.kid,
             since: m.generation,
+            born_encrypted: false,
         });
         match store.put_if_match(&key, m.to_bytes(), &etag).await {
             Ok(new_etag) => {
@@ -802,6 +820,7 @@ mod tests {
             e2ee: Some(ScopeMark {
                 kid: KID.into(),
                 since: 2,
+                born_encrypted: false,
             }),
             ..Manifest::default()
         };
@@ -855,6 +874,7 @@ mod tests {
         m.e2ee_off = m.e2ee.take().map(|mark| ScopeMark {
             kid: mark.kid,
             since: 3,
+            born_encrypted: false,
         });
         m.generation = 4;
         m.notes.insert(id("plain"), entry("plain"));

@@ -61,6 +61,10 @@ pub struct ScopeMark {
     /// The generation the mark was set at: entries last changed at or before it are the
     /// scope's plaintext, which encrypted requests never see and a purge removes.
     pub since: u64,
+    /// The mark created the scope and found no file under its name: the scope never held
+    /// plaintext, so a purge has no file to look for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub born_encrypted: bool,
 }
 
 /// A revision file no longer named by the manifest, kept for a grace period.

@@ -1593,3 +1593,89 @@ async fn e2ee_rotation_and_turning_off_follow_the_keys_rules() {
         r.json
     );
 }
+
+/// A purge looks for plaintext files only where there can be some: a scope its mark created
+/// with nothing under its name is purged without listing its revision files, while a scope
+/// that held a plaintext file before its mark (left by a plaintext commit that never landed)
+/// or plaintext entries is purged of them.
+#[tokio::test]
+async fn a_purge_lists_revision_files_only_of_a_scope_that_can_hold_plaintext() {
+    use memoria_shared::e2ee::AccountKey;
+    use memoria_sync_server::layout::{object_key, objects_prefix};
+    let (h, store) = instrumented(false);
+    let t = h.token("alice").await;
+    let alice = UserId::new("alice").unwrap();
+    let k = AccountKey::from_bytes([1; 32]);
+    let mark = |scope: &str| json!({"scope": scope, "kid": k.derive().key_id().as_str(), "onlyExisting": false});
+    // Plaintext entries, committed before the account had keys.
+    h.commit_ok(&t, "project:old", vec![put("kept", None, "plain\n")])
+        .await;
+    let r = h.e2ee(&t, "keys", e2ee_blobs(&k, None, false)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // A plaintext revision file under a scope that has no manifest.
+    let orphan_scope = Scope::parse("project:orphan").unwrap();
+    let stray = object_key(
+        &alice,
+        &orphan_scope,
+        &memoria_shared::NoteId::new("stray").unwrap(),
+        "r-stray",
+    );
+    store
+        .put_if_absent(&stray, note_file("stray", "S", "plain\n").0.into_bytes())
+        .await
+        .unwrap();
+
+    for (n, (scope, removed, deleted, listed)) in [
+        ("user", 0, 0, false),
+        ("project:orphan", 0, 1, true),
+        ("project:old", 1, 1, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = h.e2ee(&t, "mark", mark(scope)).await;
+        assert_eq!(r.status, StatusCode::OK, "{scope}: {}", r.json);
+        let wire = Scope::parse(scope).unwrap();
+        let envelope = memoria_shared::e2ee::envelope::seal_note_with_nonce(
+            &k.derive(),
+            memoria_shared::e2ee::NoteContext {
+                user_id: "alice",
+                scope: &wire,
+            },
+            &memoria_shared::NoteId::new("n").unwrap(),
+            &note_file("n", "N", "sealed\n").0,
+            1,
+            [n as u8; 24],
+            memoria_shared::e2ee::envelope::ENVELOPE_VERSION,
+        )
+        .unwrap();
+        let change = json!({"id": envelope.opaque_id.as_str(), "op": "put", "baseRevision": null, "body": envelope.body, "hash": envelope.hash.as_str()});
+        let r = h
+            .e2ee(&t, "commit", json!({"scope": scope, "changes": [change]}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{scope}: {}", r.json);
+        store.take_log();
+        let r = h.e2ee(&t, "purge", json!({"scope": scope})).await;
+        assert_eq!(r.status, StatusCode::OK, "{scope}: {}", r.json);
+        assert_eq!(r.json["removed"], removed, "{scope}: {}", r.json);
+        assert_eq!(r.json["deletedObjects"], deleted, "{scope}: {}", r.json);
+        let objects = objects_prefix(&alice, &wire);
+        let log = store.take_log();
+        assert_eq!(
+            log.contains(&format!("list {objects}")),
+            listed,
+            "{scope}: {log:?}"
+        );
+        // Only the envelope is left under the scope's name.
+        let left: Vec<String> = h
+            .tree()
+            .into_keys()
+            .filter(|f| f.starts_with(&objects))
+            .collect();
+        assert_eq!(left.len(), 1, "{scope}: {left:?}");
+        assert!(
+            left[0].contains(envelope.opaque_id.as_str()),
+            "{scope}: {left:?}"
+        );
+    }
+}
