@@ -154,6 +154,26 @@ describe('Sync page: end-to-end encryption', () => {
     expect(screen.queryByTestId('sync-locked')).toBeNull();
   });
 
+  it('a locked-out machine shows an amber status, and Sync now says a scope could not sync instead of finished', async () => {
+    const { user } = await renderApp(demoSeed({ e2ee: 'lockedOut' }));
+    await goTo(user, 'sync');
+    await screen.findByTestId('e2ee-unlock');
+    const dot = screen.getByTestId('sync-status').querySelector('.dot');
+    expect(dot).toHaveClass('warn');
+    expect(dot).not.toHaveClass('on');
+    await user.click(screen.getByTestId('sync-now'));
+    await waitFor(() => expect(screen.getByTestId('toast')).toHaveTextContent('Sync finished, but not every scope could sync: the error is below.'));
+    expect(screen.getByTestId('toast')).not.toHaveTextContent(/^Sync finished\.$/);
+    const scope = screen.getAllByTestId('sync-scope')[0];
+    expect(scope).toHaveTextContent("the account's key was replaced on another machine");
+
+    await user.type(screen.getByLabelText('Passphrase'), FAKE_PASSPHRASE);
+    await user.click(screen.getByTestId('e2ee-unlock-submit'));
+    await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
+    expect(screen.getByTestId('sync-status').querySelector('.dot')).toHaveClass('on');
+    expect(screen.getByTestId('sync-status').querySelector('.dot')).not.toHaveClass('warn');
+  });
+
   it('a locked-out machine unlocks with the new recovery key, not the one the rotation replaced', async () => {
     const { be, user } = await renderApp(demoSeed({ e2ee: 'lockedOut' }));
     await goTo(user, 'sync');

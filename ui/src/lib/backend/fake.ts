@@ -1017,8 +1017,16 @@ export function createFakeBackend(seed: FakeSeed = {}): FakeBackend {
       for (const s of status().scopes.filter((x) => x.enabled)) emit({ kind: 'syncStarted', scope: s.scope });
       sync.lastSyncedMs = Date.now();
       sync.lastDownload = { added: 0, changed: 0, deleted: 0 };
+      // A machine without the account's current key is refused each scope's pass, as the
+      // engine's is: nothing sent or taken, the scope's error says why.
+      const locked = sync.e2ee === 'locked' || sync.e2ee === 'lockedOut';
       for (const s of status().scopes.filter((x) => x.enabled)) {
-        emit({ kind: 'syncFinished', scope: s.scope, ok: true, error: null, download: { added: 0, changed: 0, deleted: 0 }, uploaded: 0, newConflicts: [] });
+        const error = locked
+          ? `${s.scope}: ${sync.e2ee === 'lockedOut' ? "the account's key was replaced on another machine, and the key this machine holds no longer opens the notes" : "this account's notes are end-to-end encrypted and this machine does not hold the key"}: unlock this machine with the passphrase or the recovery key`
+          : null;
+        if (error) sync.lastError.set(s.scope, error);
+        else sync.lastError.delete(s.scope);
+        emit({ kind: 'syncFinished', scope: s.scope, ok: !error, error, download: { added: 0, changed: 0, deleted: 0 }, uploaded: 0, newConflicts: [] });
       }
       return status();
     },

@@ -190,6 +190,7 @@ export const en = {
   'sync.heldBack': '{n} held back',
   'sync.error': 'Error',
   'sync.done': 'Sync finished.',
+  'sync.doneWithErrors': 'Sync finished, but not every scope could sync: the error is below.',
   'sync.movedTitle': 'Paused: first synced at {from}',
   'sync.movedHint': 'If that is the same server at a new address ({to}), re-point this scope: Memoria first checks that the server there holds the notes last synced, and changes nothing if it does not.',
   'sync.repoint': 'Re-point to {to}',

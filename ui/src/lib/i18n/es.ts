@@ -190,6 +190,7 @@ export const es: Dict = {
   'sync.heldBack': '{n} retenidas',
   'sync.error': 'Error',
   'sync.done': 'Sincronización terminada.',
+  'sync.doneWithErrors': 'Sincronización terminada, pero no todos los ámbitos se pudieron sincronizar: el error está abajo.',
   'sync.movedTitle': 'En pausa: se sincronizó primero en {from}',
   'sync.movedHint': 'Si es el mismo servidor en una dirección nueva ({to}), vuelve a apuntar este ámbito: Memoria comprueba antes que el servidor de allí tiene las notas sincronizadas por última vez, y no cambia nada si no es así.',
   'sync.repoint': 'Apuntar a {to}',

@@ -190,6 +190,7 @@ export const zh: Dict = {
   'sync.heldBack': '{n} 条暂缓',
   'sync.error': '错误',
   'sync.done': '同步完成。',
+  'sync.doneWithErrors': '同步完成，但有范围未能同步：错误见下方。',
   'sync.movedTitle': '已暂停：最初同步于 {from}',
   'sync.movedHint': '如果这是同一台服务器的新地址（{to}），可将此范围改指向它：Memoria 会先确认那里的服务器保存着上次同步的笔记，否则不做任何更改。',
   'sync.repoint': '改指向 {to}',
