@@ -22,7 +22,9 @@ use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::store::{ETag, Fetched, ObjectStore, StoreError};
 use memoria_sync_server::{AppState, SeededRandom, Settings, auth};
-use memoria_tests::sync_server::{ADMIN_KEY, InProcessServer, create_token, put, sync_binary};
+use memoria_tests::sync_server::{
+    ADMIN_KEY, InProcessServer, create_token, put, send_post, sync_binary,
+};
 use serde_json::json;
 
 /// Slack on top of a limit before a test calls the server wrong: the machine may be busy.
@@ -547,13 +549,13 @@ async fn a_response_left_unread_is_dropped_after_the_request_timeout() {
     let changes: Vec<_> = (0..64)
         .map(|i| put(&format!("n{i}"), None, &body))
         .collect();
-    let r = http
-        .post(server.url("/v1/memory/commit"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user", "changes": changes}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/memory/commit"),
+        &token,
+        &json!({"scope": "user", "changes": changes}),
+    )
+    .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
 
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

@@ -11,7 +11,8 @@ use memoria_sync_server::store::ObjectStore;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::{AppState, SeededRandom, Settings, auth};
 use memoria_tests::sync_server::{
-    ADMIN_KEY, InProcessServer, ServerProcess, create_token, post_json, put, run_sync, sync_binary,
+    ADMIN_KEY, InProcessServer, ServerProcess, create_token, post_json, put, run_sync, send_post,
+    sync_binary,
 };
 use serde_json::json;
 
@@ -43,22 +44,22 @@ async fn in_process_server_on_port_zero_and_graceful_shutdown() {
     let http = reqwest::Client::new();
     let r = http.get(server.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let r = http
-        .post(server.url("/v1/memory/commit"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user", "changes": [put("a", None, "hello\n")]}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/memory/commit"),
+        &token,
+        &json!({"scope": "user", "changes": [put("a", None, "hello\n")]}),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let c: CommitResponse = r.json().await.unwrap();
-    let r = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user"}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user"}),
+    )
+    .await;
     let s: SnapshotResponse = r.json().await.unwrap();
     assert_eq!(s.notes[0].revision, c.applied[0].revision);
     let url = server.url("/healthz");
@@ -100,13 +101,13 @@ async fn binary_serve_and_token_commands() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["userId"], "alice");
     // The admin key comes from the environment.
-    let r = http
-        .post(server.url("/v1/admin/erase"))
-        .bearer_auth(ADMIN_KEY)
-        .json(&json!({"userId": "nobody"}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/admin/erase"),
+        ADMIN_KEY,
+        &json!({"userId": "nobody"}),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let out = run_sync(&["token", "revoke", "--store", &store, &token], &[]);
     assert!(out.contains("revoked"));
@@ -262,13 +263,13 @@ async fn oversized_requests_are_refused_before_their_body_is_read() {
     let addr = server.addr;
     let answer = declared_length_answer(addr, &token, 1_000_000_000).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer:?}");
-    let r = reqwest::Client::new()
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "user", "have": ["a", "b"]}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &reqwest::Client::new(),
+        &server.url("/v1/memory/snapshot"),
+        &token,
+        &json!({"scope": "user", "have": ["a", "b"]}),
+    )
+    .await;
     assert_eq!(r.status(), 400);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["code"], "bad_request");

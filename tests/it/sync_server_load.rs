@@ -17,7 +17,7 @@ use memoria_sync_server::layout::UserId;
 use memoria_sync_server::store::ObjectStore;
 use memoria_sync_server::store::fs::FsStore;
 use memoria_sync_server::{AppState, OsRandom, Settings, auth};
-use memoria_tests::sync_server::{InProcessServer, post_json, put};
+use memoria_tests::sync_server::{InProcessServer, post_json, put, send_post};
 use serde_json::json;
 
 use crate::sync_server_listener::counter_of;
@@ -199,13 +199,13 @@ async fn snapshot_throughput() {
         let changes: Vec<_> = (0..500)
             .map(|i| put(&format!("n{batch}-{i}"), None, &"x".repeat(1000)))
             .collect();
-        let r = http
-            .post(server.url("/v1/memory/commit"))
-            .bearer_auth(&token)
-            .json(&json!({"scope": "user", "changes": changes}))
-            .send()
-            .await
-            .unwrap();
+        let r = send_post(
+            &http,
+            &server.url("/v1/memory/commit"),
+            &token,
+            &json!({"scope": "user", "changes": changes}),
+        )
+        .await;
         assert_eq!(r.status(), 200);
     }
     let commit_ms = started.elapsed().as_secs_f64() * 1000.0 / 2.0;

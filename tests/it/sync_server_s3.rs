@@ -8,7 +8,9 @@ use memoria_sync_server::store::s3::{S3Location, S3Store};
 use memoria_sync_server::store::{ObjectStore, StoreUrl, conformance, get_opt};
 use memoria_tests::moto::{BUCKET, MotoServer};
 use memoria_tests::proxy::Proxy;
-use memoria_tests::sync_server::{ADMIN_KEY, ServerProcess, create_token, post_json, put};
+use memoria_tests::sync_server::{
+    ADMIN_KEY, ServerProcess, create_token, post_json, put, send_post,
+};
 use serde_json::json;
 
 const CREDS: [(&str, &str); 2] = memoria_tests::moto::CREDENTIALS;
@@ -63,13 +65,13 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
     env.push(("MEMORIA_SYNC_ADMIN_KEY", ADMIN_KEY));
     let server = ServerProcess::start(&url, &env);
     let http = reqwest::Client::new();
-    let r = http
-        .post(server.url("/v1/memory/commit"))
-        .bearer_auth(&token)
-        .json(&json!({"scope": "project:p1", "changes": [put("a", None, "from s3\n")]}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/memory/commit"),
+        &token,
+        &json!({"scope": "project:p1", "changes": [put("a", None, "from s3\n")]}),
+    )
+    .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let s: SnapshotResponse = post_json(
         &http,
@@ -98,13 +100,13 @@ async fn binary_serves_from_s3_commit_snapshot_and_erase() {
     ] {
         assert!(keys.iter().any(|k| k == kept), "{kept}: {keys:?}");
     }
-    let r = http
-        .post(server.url("/v1/admin/erase"))
-        .bearer_auth(ADMIN_KEY)
-        .json(&json!({"userId": "alice"}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        &http,
+        &server.url("/v1/admin/erase"),
+        ADMIN_KEY,
+        &json!({"userId": "alice"}),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     assert!(store.list("users/alice/").await.unwrap().is_empty());
     let r = http
@@ -123,13 +125,13 @@ async fn every_entry_has_its_body(
     server: &ServerProcess,
     token: &str,
 ) -> SnapshotResponse {
-    let r = http
-        .post(server.url("/v1/memory/snapshot"))
-        .bearer_auth(token)
-        .json(&json!({"scope": "project:p1"}))
-        .send()
-        .await
-        .unwrap();
+    let r = send_post(
+        http,
+        &server.url("/v1/memory/snapshot"),
+        token,
+        &json!({"scope": "project:p1"}),
+    )
+    .await;
     assert_eq!(r.status(), 200, "snapshot: {}", r.text().await.unwrap());
     let s: SnapshotResponse = r.json().await.unwrap();
     let keys = store
@@ -166,13 +168,13 @@ async fn a_manifest_write_whose_reply_is_lost_keeps_its_revisions() {
     let commit = |changes: serde_json::Value| {
         let (http, server, token) = (&http, &server, &token);
         async move {
-            let r = http
-                .post(server.url("/v1/memory/commit"))
-                .bearer_auth(token)
-                .json(&json!({"scope": "project:p1", "changes": changes}))
-                .send()
-                .await
-                .unwrap();
+            let r = send_post(
+                http,
+                &server.url("/v1/memory/commit"),
+                token,
+                &json!({"scope": "project:p1", "changes": changes}),
+            )
+            .await;
             let status = r.status();
             (status, r.json::<serde_json::Value>().await.unwrap())
         }
@@ -219,13 +221,13 @@ async fn s3_objects_after_many_edits_of_one_note_are_bounded() {
     let http = reqwest::Client::new();
     let mut base: Option<String> = None;
     let mut commit = async |i: usize| {
-        let r = http
-            .post(server.url("/v1/memory/commit"))
-            .bearer_auth(&token)
-            .json(&json!({"scope": "user", "changes": [put("n", base.as_deref(), &format!("{i}\n"))]}))
-            .send()
-            .await
-            .unwrap();
+        let r = send_post(
+            &http,
+            &server.url("/v1/memory/commit"),
+            &token,
+            &json!({"scope": "user", "changes": [put("n", base.as_deref(), &format!("{i}\n"))]}),
+        )
+        .await;
         assert_eq!(r.status(), 200);
         let body: serde_json::Value = r.json().await.unwrap();
         base = Some(body["applied"][0]["revision"].as_str().unwrap().to_owned());
@@ -262,13 +264,7 @@ async fn s3_a_damaged_manifest_and_a_missing_revision_keep_the_scope_serving() {
     let store = store_on(&moto);
     let http = reqwest::Client::new();
     let post = async |path: &str, body: serde_json::Value| -> (u16, serde_json::Value) {
-        let r = http
-            .post(server.url(path))
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = send_post(&http, &server.url(path), &token, &body).await;
         (r.status().as_u16(), r.json().await.unwrap_or_default())
     };
     let (status, c) = post(

@@ -12,19 +12,30 @@ use memoria_shared::protocol::{Change, ChangeOp};
 use memoria_shared::{ContentHash, Note, NoteId};
 use memoria_sync_server::AppState;
 
-/// `POST url` with `token` and the JSON `body`; the answer's JSON read as `T`.
-pub async fn post_json<T: serde::de::DeserializeOwned>(
+/// `POST url` with `token` as its bearer token and the JSON `body`; the answer.
+pub async fn send_post(
     http: &reqwest::Client,
     url: &str,
     token: &str,
     body: &serde_json::Value,
-) -> T {
+) -> reqwest::Response {
     http.post(url)
         .bearer_auth(token)
         .json(body)
         .send()
         .await
         .unwrap()
+}
+
+/// [`send_post`], its answer's JSON read as `T`.
+pub async fn post_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> T {
+    send_post(http, url, token, body)
+        .await
         .json()
         .await
         .unwrap()
