@@ -2,7 +2,6 @@
 //! (an RAII guard that kills it, and the moto server behind it), tokens from its CLI, and
 //! devices — `memoria` CLI calls with their own home.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -47,28 +46,11 @@ impl SyncServer {
                 (m.store_url(), Some(m))
             }
         };
-        let mut child = Command::new(crate::sync_server::sync_binary())
-            .arg("serve")
-            .arg("--store")
-            .arg(&store)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .env("MEMORIA_SYNC_LOG", "warn")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting memoria-sync");
-        let stdout = child.stdout.take().expect("server stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("reading the server's address");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line from memoria-sync: {line:?}"))
-            .to_owned();
+        let (child, url) = crate::sync_server::spawn_serve(
+            &store,
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            Stdio::null(),
+        );
         SyncServer {
             child,
             url,

@@ -158,28 +158,43 @@ pub struct ServerProcess {
     pub addr: SocketAddr,
 }
 
+/// Starts `memoria-sync serve` on `store` at a free loopback port, with `env` and its log at
+/// `warn`, its standard error going to `stderr`; the child and its URL
+/// (`http://127.0.0.1:PORT`) once it listens.
+pub fn spawn_serve<'a>(
+    store: &str,
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
+    stderr: Stdio,
+) -> (Child, String) {
+    let mut child = Command::new(sync_binary())
+        .args(["serve", "--store", store, "--listen", "127.0.0.1:0"])
+        .envs(env)
+        .env("MEMORIA_SYNC_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start memoria-sync serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the bound address");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line from memoria-sync serve: {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
 impl ServerProcess {
     pub fn start(store: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(sync_binary())
-            .args(["serve", "--store", store, "--listen", "127.0.0.1:0"])
-            .envs(env.iter().copied())
-            .env("MEMORIA_SYNC_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start memoria-sync serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the bound address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line from serve: {line:?}"))
-            .parse()
-            .expect("a socket address");
+        let (child, url) = spawn_serve(store, env.iter().copied(), Stdio::inherit());
+        let addr = url
+            .strip_prefix("http://")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("not an http://ADDRESS: {url}"));
         ServerProcess { child, addr }
     }
 
