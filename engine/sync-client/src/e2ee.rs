@@ -15,12 +15,16 @@
 //! its own per server. Per scope, `e2ee.json` beside the scope's base keeps each note's highest
 //! sequence number and keyed hash (kept across deletes) and whether the scope was marked and
 //! its plaintext purged; `e2ee.log` beside it the notes' versions changed since
-//! ([`journal`]), so a pass that changes a few notes does not write every note's again.
+//! ([`journal`]), so a pass that changes a few notes does not write every note's again. A
+//! process keeps what a pass left of a scope (its notes' versions, the opaque ids and keyed
+//! hashes it made) for the next pass, which takes it up while the scope's files still hold
+//! exactly what it was built from.
 
 mod journal;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use memoria_shared::e2ee::{
     AccountKey, AccountKeys, KdfParams, KnownVersion, NoteContext, RecoveryKey, UnwrapError,
@@ -41,6 +45,53 @@ use super::settings::{ParsedFiles, read_json, write_json};
 /// The scopes' `e2ee.json` as this process last read or wrote each: a pass opens its scope's
 /// every time, and a poll with nothing new then neither parses nor writes it.
 static STATES: ParsedFiles<ScopeFile> = ParsedFiles::new();
+
+/// What the last pass over each scope left, by the path of its `e2ee.json`: taken up by the
+/// next pass in this process while the scope's files still hold what it was built from, so a
+/// pass copies no note's versions and makes no opaque id or keyed hash made before.
+static KEPT: LazyLock<Mutex<HashMap<PathBuf, Kept>>> = LazyLock::new(Mutex::default);
+
+/// A scope's state as a pass left it, equal to what its files hold.
+struct Kept {
+    /// Whose and which scope, under which key: the ids and hashes are theirs.
+    kid: String,
+    user: String,
+    scope: WireScope,
+    /// `e2ee.json` as parsed (the value [`STATES`] holds for its bytes; `None`: no file) and
+    /// the journal's text beside it, which `file` is built from.
+    base: Option<Arc<ScopeFile>>,
+    journal: String,
+    file: ScopeFile,
+    derived: Derived,
+}
+
+/// What a scope's key makes of its ids and hashes, learnt as a pass needs them: the same
+/// under the same key, user and scope, whatever the files hold.
+#[derive(Default)]
+struct Derived {
+    /// Opaque id → note id, of the notes learnt so far.
+    ids: HashMap<String, String>,
+    /// Every note id named to it, learnt or not; sorted, so the ids a pass names (its notes
+    /// and its base, each in order) are checked against it in one walk.
+    named: BTreeSet<String>,
+    /// Note ids whose opaque ids are made only when a reply names an id not learnt yet (a
+    /// poll with nothing new makes none).
+    unlearnt: Vec<String>,
+    /// Keyed hash → content hash, and back.
+    to_plain: HashMap<String, String>,
+    to_keyed: HashMap<String, String>,
+}
+
+impl Derived {
+    /// Bounds what is kept of hashes to a few versions a note: older versions' hashes are made
+    /// again when a pass names them.
+    fn trim(&mut self, notes: usize) {
+        if self.to_keyed.len() > 4 * notes + 4096 {
+            self.to_plain.clear();
+            self.to_keyed.clear();
+        }
+    }
+}
 
 /// The key-store entry of a server's account key, beside its token's.
 fn key_entry(server: &str) -> String {
@@ -298,31 +349,78 @@ pub struct ScopeCrypt {
     /// last append.
     journal: journal::Journal,
     dirty: BTreeSet<String>,
-    /// Opaque id → note id, of the notes learnt so far.
-    ids: HashMap<String, String>,
-    /// Note ids whose opaque ids are made only when a reply names an id not learnt yet (a
-    /// poll with nothing new makes none).
-    unlearnt: Vec<String>,
-    /// Keyed hash → content hash, and back.
-    to_plain: HashMap<String, String>,
-    to_keyed: HashMap<String, String>,
+    /// `e2ee.json` as last read or written whole.
+    base: Option<Arc<ScopeFile>>,
+    /// A write of `file` was begun and did not finish: the files may hold less than `file`.
+    unsaved: bool,
+    derived: Derived,
+    /// Keyed hashes of bodies refused in this pass, listed in `have` as they are.
+    refused: HashSet<String>,
     /// The versions of the commit in flight (note id → number, keyed hash), known once it
     /// applied.
     sent: HashMap<String, (u64, String)>,
+}
+
+/// A pass's state is kept for the next pass in this process when it is what the files hold.
+impl Drop for ScopeCrypt {
+    fn drop(&mut self) {
+        if self.unsaved || !self.dirty.is_empty() {
+            return;
+        }
+        let kept = Kept {
+            kid: self.kid(),
+            user: std::mem::take(&mut self.user),
+            scope: self.scope.clone(),
+            base: self.base.take(),
+            journal: self.journal.text().to_owned(),
+            file: std::mem::take(&mut self.file),
+            derived: std::mem::take(&mut self.derived),
+        };
+        KEPT.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(std::mem::take(&mut self.path), kept);
+    }
 }
 
 impl ScopeCrypt {
     /// The state of `scope` kept in `root` (the scope's sync folder).
     pub fn open(keys: AccountKeys, user: &str, scope: &WireScope, root: &Path) -> SyncResult<Self> {
         let path = root.join("e2ee.json");
-        let mut file: ScopeFile = STATES
-            .read(&path)?
-            .map(|f| (*f).clone())
-            .unwrap_or_default();
+        let base = STATES.read(&path)?;
         let (journal, lines, torn) = journal::Journal::open::<Line>(&path)?;
-        for l in lines {
-            file.notes.insert(l.id, l.known);
-        }
+        let kid = keys.key_id().as_str();
+        let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).remove(&path);
+        let (file, derived) = match kept {
+            // The files hold what the last pass left: its state as it is.
+            Some(k)
+                if !torn
+                    && k.kid == kid
+                    && k.user == user
+                    && k.scope == *scope
+                    && k.journal == journal.text()
+                    && match (&k.base, &base) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    } =>
+            {
+                let mut derived = k.derived;
+                derived.trim(k.file.notes.len());
+                (k.file, derived)
+            }
+            _ => {
+                let mut file = base.as_deref().cloned().unwrap_or_default();
+                for l in lines {
+                    file.notes.insert(l.id, l.known);
+                }
+                let derived = Derived {
+                    named: file.notes.keys().cloned().collect(),
+                    unlearnt: file.notes.keys().cloned().collect(),
+                    ..Derived::default()
+                };
+                (file, derived)
+            }
+        };
         let wire = opaque_scope(&keys, scope);
         let mut me = ScopeCrypt {
             keys,
@@ -333,13 +431,12 @@ impl ScopeCrypt {
             file,
             journal,
             dirty: BTreeSet::new(),
-            ids: HashMap::new(),
-            unlearnt: Vec::new(),
-            to_plain: HashMap::new(),
-            to_keyed: HashMap::new(),
+            base,
+            unsaved: false,
+            derived,
+            refused: HashSet::new(),
             sent: HashMap::new(),
         };
-        me.unlearnt = me.file.notes.keys().cloned().collect();
         if torn || me.journal.len() > FOLD_AT {
             me.save()?;
         }
@@ -390,10 +487,12 @@ impl ScopeCrypt {
 
     /// Writes the whole state, the journal folded in.
     fn save(&mut self) -> SyncResult<()> {
-        STATES.write(&self.path, self.file.clone())?;
+        self.unsaved = true;
+        self.base = Some(STATES.write(&self.path, self.file.clone())?);
         crate::fsx::private_file(&self.path)?;
         self.journal.clear()?;
         self.dirty.clear();
+        self.unsaved = false;
         Ok(())
     }
 
@@ -406,14 +505,22 @@ impl ScopeCrypt {
         if self.journal.len() + self.dirty.len() > FOLD_AT.max(self.file.notes.len()) {
             return self.save();
         }
-        let lines: Vec<Line> = std::mem::take(&mut self.dirty)
-            .into_iter()
+        let lines: Vec<Line> = self
+            .dirty
+            .iter()
             .filter_map(|id| {
-                let known = self.file.notes.get(&id)?.clone();
-                Some(Line { id, known })
+                let known = self.file.notes.get(id)?.clone();
+                Some(Line {
+                    id: id.clone(),
+                    known,
+                })
             })
             .collect();
-        self.journal.append(&lines)
+        self.unsaved = true;
+        self.journal.append(&lines)?;
+        self.dirty.clear();
+        self.unsaved = false;
+        Ok(())
     }
 
     fn ctx(&self) -> NoteContext<'_> {
@@ -426,52 +533,93 @@ impl ScopeCrypt {
     /// Makes the opaque ids of `ids` known when a reply needs them, so entries listed
     /// without a body map back.
     pub fn learn<'b>(&mut self, ids: impl Iterator<Item = &'b str>) {
-        self.unlearnt.extend(ids.map(str::to_owned));
-    }
-
-    fn learn_all(&mut self) {
-        for id in std::mem::take(&mut self.unlearnt) {
-            if let Ok(n) = NoteId::new(&id) {
-                let opaque = opaque_note_id(&self.keys, &self.scope, &n);
-                self.ids.insert(opaque.as_str().to_owned(), id);
+        let named = &self.derived.named;
+        let mut fresh = Vec::new();
+        let mut last: Option<&str> = None;
+        let from = |id: &'b str| {
+            named
+                .range::<str, _>((std::ops::Bound::Included(id), std::ops::Bound::Unbounded))
+                .peekable()
+        };
+        let mut at = from("");
+        for id in ids {
+            if last.is_some_and(|l| id < l) {
+                at = from(id);
+            }
+            while at.next_if(|n| n.as_str() < id).is_some() {}
+            if at.peek().map(|n| n.as_str()) != Some(id) {
+                fresh.push(id.to_owned());
+            }
+            last = Some(id);
+        }
+        for id in fresh {
+            if self.derived.named.insert(id.clone()) {
+                self.derived.unlearnt.push(id);
             }
         }
     }
 
+    fn learn_all(&mut self) {
+        for id in std::mem::take(&mut self.derived.unlearnt) {
+            if let Ok(n) = NoteId::new(&id) {
+                let opaque = opaque_note_id(&self.keys, &self.scope, &n);
+                self.learnt(opaque.as_str(), &id);
+            }
+        }
+    }
+
+    /// Remembers that `opaque` is note `id`.
+    fn learnt(&mut self, opaque: &str, id: &str) {
+        let d = &mut self.derived;
+        d.ids.insert(opaque.to_owned(), id.to_owned());
+        if !d.named.contains(id) {
+            d.named.insert(id.to_owned());
+        }
+    }
+
+    /// Remembers that `keyed` is the keyed hash of `plain`.
+    fn hashed(&mut self, keyed: &str, plain: &str) {
+        let d = &mut self.derived;
+        d.to_plain.insert(keyed.to_owned(), plain.to_owned());
+        d.to_keyed.insert(plain.to_owned(), keyed.to_owned());
+    }
+
     fn keyed(&mut self, plain: &ContentHash) -> ContentHash {
-        if let Some(k) = self.to_keyed.get(plain.as_str()) {
+        if self.refused.contains(plain.as_str()) {
+            return plain.clone();
+        }
+        if let Some(k) = self.derived.to_keyed.get(plain.as_str()) {
             return ContentHash::parse(k).unwrap_or_else(|| plain.clone());
         }
         let k = keyed_hash(&self.keys, &self.scope, plain);
-        self.to_keyed
-            .insert(plain.as_str().to_owned(), k.as_str().to_owned());
-        self.to_plain
-            .insert(k.as_str().to_owned(), plain.as_str().to_owned());
+        self.hashed(k.as_str(), plain.as_str());
         k
     }
 
     fn plain_hash(&self, keyed: &ContentHash) -> ContentHash {
-        self.to_plain
+        self.derived
+            .to_plain
             .get(keyed.as_str())
             .and_then(|p| ContentHash::parse(p))
             .unwrap_or_else(|| keyed.clone())
     }
 
     fn plain_id(&mut self, opaque: &NoteId) -> NoteId {
-        if !self.ids.contains_key(opaque.as_str()) {
+        if !self.derived.ids.contains_key(opaque.as_str()) {
             self.learn_all();
         }
-        self.ids
+        self.derived
+            .ids
             .get(opaque.as_str())
             .and_then(|p| NoteId::new(p).ok())
             .unwrap_or_else(|| opaque.clone())
     }
 
     fn name(&mut self, opaque: &NoteId) -> String {
-        if !self.ids.contains_key(opaque.as_str()) {
+        if !self.derived.ids.contains_key(opaque.as_str()) {
             self.learn_all();
         }
-        match self.ids.get(opaque.as_str()) {
+        match self.derived.ids.get(opaque.as_str()) {
             Some(id) => id.clone(),
             None => opaque.as_str().to_owned(),
         }
@@ -517,12 +665,8 @@ impl ScopeCrypt {
                 });
             match opened {
                 Ok(o) => {
-                    self.ids
-                        .insert(b.id.as_str().to_owned(), o.id.as_str().to_owned());
-                    self.to_plain
-                        .insert(b.hash.as_str().to_owned(), o.plain_hash.as_str().to_owned());
-                    self.to_keyed
-                        .insert(o.plain_hash.as_str().to_owned(), b.hash.as_str().to_owned());
+                    self.learnt(b.id.as_str(), o.id.as_str());
+                    self.hashed(b.hash.as_str(), o.plain_hash.as_str());
                     let k = self.file.notes.entry(o.id.as_str().to_owned()).or_default();
                     k.seq = o.seq;
                     k.hash = b.hash.as_str().to_owned();
@@ -536,8 +680,7 @@ impl ScopeCrypt {
                 }
                 Err(reason) => {
                     // Listed in `have` as itself, so the server does not send it again.
-                    self.to_keyed
-                        .insert(b.hash.as_str().to_owned(), b.hash.as_str().to_owned());
+                    self.refused.insert(b.hash.as_str().to_owned());
                     refused.push(Refused {
                         note: self.name(&b.id),
                         reason: format!("{reason} (the cloud copy was refused)"),
@@ -605,14 +748,7 @@ impl ScopeCrypt {
                     None => seal_note(&self.keys, self.ctx(), &c.id, file, seq, rng),
                 }
                 .map_err(|e| SyncError::Internal(e.to_string()))?;
-                self.to_plain.insert(
-                    sealed.hash.as_str().to_owned(),
-                    sealed.plain_hash.as_str().to_owned(),
-                );
-                self.to_keyed.insert(
-                    sealed.plain_hash.as_str().to_owned(),
-                    sealed.hash.as_str().to_owned(),
-                );
+                self.hashed(sealed.hash.as_str(), sealed.plain_hash.as_str());
                 self.file
                     .notes
                     .entry(c.id.as_str().to_owned())
@@ -629,8 +765,7 @@ impl ScopeCrypt {
             } else {
                 out.id = opaque_note_id(&self.keys, &self.scope, &c.id);
             }
-            self.ids
-                .insert(out.id.as_str().to_owned(), c.id.as_str().to_owned());
+            self.learnt(out.id.as_str(), c.id.as_str());
             changes.push(out);
         }
         self.flush()?;

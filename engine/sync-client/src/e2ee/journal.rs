@@ -17,6 +17,8 @@ use crate::fsx;
 pub(super) struct Journal {
     path: PathBuf,
     lines: usize,
+    /// Its whole lines as they are on disk.
+    text: String,
 }
 
 impl Journal {
@@ -46,7 +48,8 @@ impl Journal {
             })
             .collect::<SyncResult<Vec<T>>>()?;
         let lines = items.len();
-        Ok((Journal { path, lines }, items, torn))
+        let text = whole.to_owned();
+        Ok((Journal { path, lines, text }, items, torn))
     }
 
     /// Lines it holds.
@@ -54,14 +57,20 @@ impl Journal {
         self.lines
     }
 
+    /// Its whole lines.
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Appends `items`, one line each, in one write, and syncs them to disk.
     pub(super) fn append<T: Serialize>(&mut self, items: &[T]) -> SyncResult<()> {
-        let mut bytes = Vec::new();
+        let mut text = String::new();
         for item in items {
-            serde_json::to_writer(&mut bytes, item).map_err(|e| {
+            let line = serde_json::to_string(item).map_err(|e| {
                 crate::Error::Internal(format!("encoding {}: {e}", self.path.display()))
             })?;
-            bytes.push(b'\n');
+            text.push_str(&line);
+            text.push('\n');
         }
         let io = |op| crate::Error::io(op, &self.path);
         let mut file = std::fs::OpenOptions::new()
@@ -70,9 +79,10 @@ impl Journal {
             .open(&self.path)
             .map_err(io("open"))?;
         fsx::private_file(&self.path)?;
-        file.write_all(&bytes).map_err(io("write"))?;
+        file.write_all(text.as_bytes()).map_err(io("write"))?;
         file.sync_data().map_err(io("write"))?;
         self.lines += items.len();
+        self.text.push_str(&text);
         Ok(())
     }
 
@@ -84,13 +94,14 @@ impl Journal {
             Err(e) => return Err(crate::Error::io("remove", &self.path)(e).into()),
         }
         self.lines = 0;
+        self.text.clear();
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use memoria_shared::e2ee::AccountKey;
+    use memoria_shared::e2ee::{AccountKey, opaque_note_id};
     use memoria_shared::protocol::{
         Applied, Change, ChangeOp, CommitRequest, CommitResponse, Quotas,
     };
@@ -244,6 +255,93 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("e2ee.log"), "{err}");
+    }
+
+    #[test]
+    fn the_next_pass_takes_up_the_state_a_pass_left_while_the_files_hold_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut c = crypt(root);
+        c.set_marked().unwrap();
+        commit(&mut c, vec![put("a", "one\n")], 1_000);
+        let opaque = opaque_note_id(&c.keys, &c.scope, &NoteId::new("a").unwrap());
+        drop(c);
+        // Taken up: the opaque id made by the commit is known without being made again.
+        let c = crypt(root);
+        assert_eq!(c.derived.ids.get(opaque.as_str()).unwrap(), "a");
+        assert!(c.derived.unlearnt.is_empty());
+        assert_eq!(c.file.notes["a"].seq, 1_000);
+        drop(c);
+        // Another process appends a version: the files are read again, and nothing is kept
+        // of what they no longer hold.
+        let line = r#"{"id":"a","seq":5000,"hash":"h","sealed":5000}"#;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("e2ee.log"))
+            .unwrap();
+        f.write_all(format!("{line}\n").as_bytes()).unwrap();
+        drop(f);
+        let c = crypt(root);
+        assert_eq!(c.file.notes["a"].seq, 5_000);
+        assert!(c.derived.ids.is_empty());
+        drop(c);
+        // The state file rewritten with the same journal: read again too.
+        let mut f: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("e2ee.json")).unwrap()).unwrap();
+        f["purged"] = true.into();
+        std::fs::write(root.join("e2ee.json"), f.to_string()).unwrap();
+        let c = crypt(root);
+        assert!(c.purged());
+        assert_eq!(c.file.notes["a"].seq, 5_000);
+        drop(c);
+        // Another key never takes up what this one made.
+        let other = AccountKey::from_bytes([8; 32]).derive();
+        let c =
+            ScopeCrypt::open(other, "alice", &memoria_shared::protocol::Scope::User, root).unwrap();
+        assert!(c.derived.ids.is_empty() && c.derived.to_keyed.is_empty());
+        assert!(!c.marked());
+    }
+
+    #[test]
+    fn every_id_a_pass_names_is_learnt_once_in_whatever_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = crypt(dir.path());
+        c.learn(["b", "d"].into_iter());
+        // Two sorted runs (a pass's notes, then its base), and an id out of order.
+        c.learn(["a", "b", "c", "e"].into_iter().chain(["b", "d", "f", "a"]));
+        let mut unlearnt = c.derived.unlearnt.clone();
+        unlearnt.sort();
+        assert_eq!(unlearnt, ["a", "b", "c", "d", "e", "f"]);
+        c.learn(["f", "e", "d", "c", "b", "a"].into_iter());
+        assert_eq!(c.derived.unlearnt.len(), 6);
+        // A reply naming one of them maps back to it.
+        let opaque = opaque_note_id(&c.keys, &c.scope, &NoteId::new("e").unwrap());
+        assert_eq!(c.plain_id(&opaque).as_str(), "e");
+        assert!(c.derived.unlearnt.is_empty());
+    }
+
+    #[test]
+    fn a_state_whose_write_failed_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut c = crypt(root);
+        c.set_marked().unwrap();
+        commit(&mut c, vec![put("a", "one\n")], 1_000);
+        // The journal cannot be written: the versions sealed stay in memory only.
+        std::fs::remove_file(root.join("e2ee.log")).unwrap();
+        std::fs::create_dir(root.join("e2ee.log")).unwrap();
+        let req = CommitRequest {
+            scope: memoria_shared::protocol::Scope::User,
+            changes: vec![put("a", "two\n")],
+            commit_id: None,
+        };
+        assert!(c.seal_commit(&req, 2_000).is_err());
+        assert_eq!(c.file.notes["a"].sealed, 2_000);
+        drop(c);
+        std::fs::remove_dir(root.join("e2ee.log")).unwrap();
+        // What the files hold: the state file as written at the mark, the lost lines gone.
+        let c = crypt(root);
+        assert!(!c.file.notes.contains_key("a"));
     }
 
     #[cfg(unix)]
