@@ -1153,7 +1153,9 @@ fn sync_commit_first_batches() {
 /// the median of its rounds (on a loaded machine the fastest is the least disturbed).
 /// Every round's files stay until the end: a file system slows the creation of files right
 /// after many were deleted, which would fall on whichever mode ran second.
-/// `MEMORIA_SYNC_BENCH_ONLY=plaintext` (or `encrypted`) runs one mode, for a profiler.
+/// `MEMORIA_SYNC_BENCH_ONLY=plaintext` (or `encrypted`) runs one mode, for a profiler;
+/// `MEMORIA_SYNC_BENCH_REPEAT=K` adds K more passes of one change and of a cheap poll per
+/// run, with their mean time and CPU.
 #[test]
 fn sync_bench_first_upload_poll_and_one_change() {
     let var = |name: &str, default: usize| -> usize {
@@ -1267,7 +1269,14 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     let store: Arc<dyn ObjectStore> = Arc::new(FsStore::open(&root.join("store")).unwrap());
     let clock = Arc::new(FixedClock::new(1_800_000_000_000));
     let rng = Arc::new(SeededRandom::new(1));
-    let settings = memoria_sync_server::Settings::default();
+    // The repeated passes would outrun the default rate limit.
+    let settings = memoria_sync_server::Settings {
+        rate_limit: RateLimit {
+            burst: 100_000,
+            per_minute: 100_000,
+        },
+        ..Default::default()
+    };
     let state = AppState::new(&settings, store.clone(), clock.clone(), rng.clone());
     let token = rt
         .block_on(memoria_sync_server::auth::create_token(
@@ -1383,5 +1392,53 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     let (r, req) = measure(&mut a, "one change");
     assert_eq!(r.uploaded, 1);
     assert_eq!(req, 2, "snapshot + commit");
+    let repeat = std::env::var("MEMORIA_SYNC_BENCH_REPEAT")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(0);
+    if repeat > 0 {
+        bench_repeat(&mut a, &server, repeat, mode);
+    }
     cases
+}
+
+/// `repeat` more passes of each of the two cheap cases, one change and a poll with nothing
+/// new, and each one's mean time and CPU a pass: summed over many passes, the CPU time is
+/// precise where one pass's is counted in 10 ms ticks, and a profiler sees mostly these.
+fn bench_repeat(a: &mut Device, server: &InProcess, repeat: u32, mode: &str) {
+    let run = |a: &mut Device, what: &str, edit: bool| {
+        server.spent.lock().unwrap().clear();
+        let cpu = cpu_time();
+        let t = std::time::Instant::now();
+        for k in 0..repeat {
+            if edit {
+                a.engine
+                    .edit(
+                        "note-00042",
+                        None,
+                        NoteEdit {
+                            body: Some(format!("changed {k}\n")),
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap();
+            }
+            let r = a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+            assert_eq!(r.uploaded, usize::from(edit));
+            assert!(edit || r.unchanged, "a poll with nothing new");
+        }
+        let took = t.elapsed() / repeat;
+        let cpu = cpu.zip(cpu_time()).map(|(a, b)| b - a).unwrap_or_default() / repeat;
+        let spent = std::mem::take(&mut *server.spent.lock().unwrap());
+        let on_server: std::time::Duration = spent.values().map(|(_, d)| *d).sum();
+        eprintln!(
+            "bench repeated {what} ({mode}, {repeat} passes): a pass {took:?}, CPU {cpu:?}, server {:?}",
+            on_server / repeat
+        );
+    };
+    run(a, "one change", true);
+    // The edited note settles first, or every poll would read it again.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    a.syncer.sync_scope(&mut a.engine, &Scope::User).unwrap();
+    run(a, "no-change poll (cheap)", false);
 }
