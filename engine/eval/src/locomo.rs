@@ -502,16 +502,17 @@ mod tests {
         assert_eq!(asked_at(&incoming), Some(last + ASKED_AFTER_MS));
         assert_eq!(asked_at(&[]), None);
 
-        // Asked then, "last week" is the week of the garden's second session and the kitten's
-        // last session is the recent one; asked years later, every turn is as old as the
-        // others and the same search prefers the turns with more of the words.
+        // Asked then, "last week" is the week of the garden's second session; asked years
+        // later, "last week" names no turn and the same search prefers the turn with more of
+        // the words. A message's age never counts against it: the kitten's months-old turn
+        // with more of the question's words comes before the recent one, asked then or later.
         let questions = [
             "What did we say about the garden plan last week?",
             "Tell me about our kitten Miso.",
         ];
         let dir = tempfile::tempdir().unwrap();
         let then = first_answers(asked_at(&incoming).unwrap(), dir.path(), &questions);
-        assert_eq!(then, ["D3:1", "D4:1"]);
+        assert_eq!(then, ["D3:1", "D1:1"]);
         let wall = memoria_shared::Clock::now_ms(&memoria_shared::SystemClock);
         assert_eq!(
             first_answers(wall, dir.path(), &questions),

@@ -158,7 +158,11 @@ pub fn type_half_life_days(note_type: Option<&str>) -> Option<f64> {
         // Who the user is and how they want things done stay true until changed.
         Some("user" | "feedback" | "reference" | "domain") => None,
         Some("fact") => Some(30.0),
-        Some("message") => Some(90.0),
+        // What was said stays what was said: a message months old that answers the question
+        // is not worth less than a recent one that merely touches it. Recency among messages
+        // comes from the time a question names and from the facts taken from them, where a
+        // newer value closes the older.
+        Some("message") => None,
         _ => Some(365.0),
     }
 }

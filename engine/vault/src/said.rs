@@ -183,22 +183,23 @@ pub fn rank_messages(
     {
         // Who said it and when. A fact or summary is ranked by its time only: a fact's text
         // already names its subject, so its words meet a question that names them.
-        let (speaker, at) = if is_message_key(&h.id) {
+        let (speaker, at, kind) = if is_message_key(&h.id) {
             let Some(m) = log.get(&h.id)? else { continue };
             conversation_of[i] = Some((m.scope, m.conversation));
-            (m.speaker, m.at)
+            (m.speaker, m.at, MESSAGE_TYPE)
         } else {
             let Some(d) = log.derived_item(&h.id)? else {
                 continue;
             };
-            (None, d.at)
+            (None, d.at, d.kind.as_str())
         };
         if let (Some((start, end)), Some(at)) = (window, at)
             && (start..end).contains(&at)
         {
-            // Said when the question asks about: its age no longer counts against it.
+            // Said when the question asks about: its age, as its kind decays, no longer counts
+            // against it.
             let age = crate::recall::rank::age_decay(
-                crate::recall::rank::type_half_life_days(Some(MESSAGE_TYPE)),
+                crate::recall::rank::type_half_life_days(Some(kind)),
                 Some(at),
                 now_ms,
             );
