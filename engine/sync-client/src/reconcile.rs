@@ -2076,9 +2076,6 @@ fn patch_manifest(manifest: &mut Vec<ManifestEntry>, mut changed: BTreeMap<Strin
     }
 }
 
-/// A scope's pass state started over as it is marked encrypted under a key: its base and list
-/// name ids and revisions of what it was before. Every note is then matched by content, as on
-/// a first sync; nothing is deleted on either side for lack of a base.
 /// A scope moving to a new account key: what names the server's copy (the list, its version
 /// and generation, a commit in flight) starts over, and the base stays, taken for what it is
 /// only where the cloud under the new key lists the note ([`ScopeState::rekeyed`]).
@@ -2093,6 +2090,9 @@ fn reset_for_new_key(sd: &ScopeDir) -> SyncResult<()> {
     sd.clear_pending()
 }
 
+/// A scope's pass state started over as it is marked encrypted under a key: its base and list
+/// name ids and revisions of what it was before. Every note is then matched by content, as on
+/// a first sync; nothing is deleted on either side for lack of a base.
 fn reset_for_mark(sd: &ScopeDir) -> SyncResult<()> {
     let mut state = sd.load_state()?;
     state.base.clear();
