@@ -92,6 +92,32 @@ fn is_placeholder(matched: &str) -> bool {
     .any(|p| lower.starts_with(p))
 }
 
+/// Rules for a token made of a fixed prefix and random material, which a note's id made from
+/// words can also begin with (`sk-learn-pipeline-tips-3fa` from "sk-learn pipeline tips").
+const PREFIXED_TOKENS: &[&str] = &[
+    "anthropic-api-key",
+    "openai-api-key",
+    "gitlab-token",
+    "slack-token",
+];
+
+/// Whether a token one of [`PREFIXED_TOKENS`] matched is words joined by `-` or `_` (lower-case
+/// letters, each at most 20), perhaps ending in a short number or hex suffix as a note's id
+/// does: what follows a real token's prefix is random, with digits or capitals in a long run.
+fn is_word_slug(matched: &str) -> bool {
+    let parts: Vec<&str> = matched.split(['-', '_']).skip(1).collect();
+    let Some((last, words)) = parts.split_last() else {
+        return false;
+    };
+    let word = |w: &&str| (1..=20).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_lowercase());
+    let suffix = |w: &&str| {
+        (1..=5).contains(&w.len())
+            && w.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    words.len() >= 2 && words.iter().all(word) && (word(last) || suffix(last))
+}
+
 /// Whether a note holds a secret: tagged [`SECRETS_TAG`], or its file text trips a rule (a
 /// hand-written or downloaded file is not tagged, only its index row is).
 pub fn holds_secret(note: &memoria_shared::Note) -> bool {
@@ -104,6 +130,9 @@ pub fn scan(text: &str) -> Option<Finding> {
     for (rule, re) in RULES.iter() {
         for m in re.find_iter(text) {
             if *rule == "password-line" && is_placeholder(m.as_str()) {
+                continue;
+            }
+            if PREFIXED_TOKENS.contains(rule) && is_word_slug(m.as_str()) {
                 continue;
             }
             let line = text[..m.start()].matches('\n').count() + 1;
@@ -141,6 +170,14 @@ mod tests {
                 "OPENAI=sk-proj-abcdefghijklmnopqrstuvwxyz0123",
                 "openai-api-key",
             ),
+            // Random material after the prefix, even where a dash or a word falls in it.
+            ("sk-proj-abcdefghijk-lmnopqrstuvwxyz_Q7x9", "openai-api-key"),
+            (
+                "sk-T3BlbkFJabcdefghijklmnopqrstuvwxyz0123456789",
+                "openai-api-key",
+            ),
+            ("glpat-abcdefghijklmnopqrst", "gitlab-token"),
+            ("the key sk-learn-pipeline-Tips-3fa9c1", "openai-api-key"),
             ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github-token"),
             ("xoxb-123456789012-abcdefghij", "slack-token"),
             ("AIzaSyA-abcdefghijklmnopqrstuvwxyz01234", "google-api-key"),
@@ -173,6 +210,10 @@ mod tests {
             "api_key: your-key-here",
             "The token bucket refills every second.",
             "Ask-based pricing: sk-rates are different",
+            "id: sk-learn-pipeline-tips-for-imbalanced-data-3fa",
+            "id: sk-and-makes-it-findable-by-1341",
+            "glpat-style-tokens-and-how-to-rotate-them",
+            "xoxb-tokens-for-the-team-bot-a1f",
             "https://example.com/a@b",
             "eyJ alone is not a JWT",
         ] {
