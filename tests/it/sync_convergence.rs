@@ -1260,6 +1260,30 @@ fn bench_body(i: usize, len: usize) -> String {
     format!("{}\n", TEXT[start..end].trim())
 }
 
+/// The `i`th bench note's id and summary, as a person's notes have them: the summary is the
+/// first words of the note's text and its number, and the id is made from it as the vault makes one (a slug
+/// of its first six words, at most 48 characters, and a three-digit suffix), since the
+/// length of the ids is part of what each pass sends and the server keeps.
+fn bench_id_and_summary(i: usize) -> (memoria_shared::NoteId, String) {
+    let body = bench_body(i, 3800);
+    let words: Vec<&str> = body
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .take(10)
+        .collect();
+    // Numbered, as two windows of the same text can start alike.
+    let summary = format!("{} {i}", words.join(" "));
+    let slug = memoria_shared::slugify(&words[..words.len().min(6)].join(" "));
+    let slug: String = slug.as_str().chars().take(48).collect();
+    let slug = match slug.trim_end_matches(['-', '.', '_']) {
+        "" => "note",
+        slug => slug,
+    };
+    // The suffix is the note's number, so ids stay distinct where two windows start alike.
+    let id = memoria_shared::NoteId::new(&format!("{slug}-{i:03x}")).unwrap();
+    (id, summary)
+}
+
 /// One run of the benchmark's cases in `root`; their figures.
 fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -1304,13 +1328,10 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     let user_dir = home.join("memory/user");
     std::fs::create_dir_all(&user_dir).unwrap();
     for i in 0..n {
-        let mut note = Note::new(
-            memoria_shared::NoteId::new(&format!("note-{i:05}")).unwrap(),
-            format!("Note {i}"),
-            bench_body(i, 3800),
-        );
+        let (id, summary) = bench_id_and_summary(i);
+        let mut note = Note::new(id.clone(), summary, bench_body(i, 3800));
         note.tags = vec!["bench".into()];
-        std::fs::write(user_dir.join(format!("note-{i:05}.md")), note.serialize()).unwrap();
+        std::fs::write(user_dir.join(format!("{id}.md")), note.serialize()).unwrap();
     }
     let written = std::time::Instant::now();
     Settings::update(&memoria_engine::sync::sync_dir(&home), |s| {
@@ -1364,7 +1385,7 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
         (r, requests)
     };
     let (r, req) = measure(&mut a, "first upload");
-    assert_eq!(r.uploaded, n);
+    assert_eq!(r.uploaded, n, "held back: {:?}", r.held_back);
     // identity + snapshot + one commit per 500 changes; encrypted, the scope's mark before
     // and the purge of its plaintext after.
     let extra = if encrypted { 2 } else { 0 };
@@ -1381,7 +1402,7 @@ fn sync_bench(root: &Path, n: usize, encrypted: bool) -> Vec<BenchCase> {
     assert_eq!(req, 1);
     a.engine
         .edit(
-            "note-00042",
+            bench_id_and_summary(42).0.as_str(),
             None,
             NoteEdit {
                 body: Some("changed\n".into()),
@@ -1414,7 +1435,7 @@ fn bench_repeat(a: &mut Device, server: &InProcess, repeat: u32, mode: &str) {
             if edit {
                 a.engine
                     .edit(
-                        "note-00042",
+                        bench_id_and_summary(42).0.as_str(),
                         None,
                         NoteEdit {
                             body: Some(format!("changed {k}\n")),
