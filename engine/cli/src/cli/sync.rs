@@ -363,10 +363,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             let passphrase = passphrase(passphrase_file.as_deref(), true)?;
             new_file(recovery_file)?;
             let done = sync::encrypt(&mut engine, &passphrase)?;
-            if let Some(f) = recovery_file {
-                write_private(f, &format!("{}\n", done.recovery_key))
-                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
-            }
+            save_recovery_key(recovery_file.as_deref(), &done.recovery_key)?;
             if g.json {
                 print_json(&done)?;
             } else {
@@ -402,10 +399,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
                 None => new_passphrase()?,
             };
             let done = sync::reset_passphrase(&mut engine, &new)?;
-            if let Some(f) = recovery_file {
-                write_private(f, &format!("{}\n", done.recovery_key))
-                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
-            }
+            save_recovery_key(recovery_file.as_deref(), &done.recovery_key)?;
             if g.json {
                 print_json(&done)?;
             } else {
@@ -489,10 +483,7 @@ pub fn run(g: &Globals, command: &SyncCommand) -> Result<()> {
             let passphrase = passphrase(passphrase_file.as_deref(), false)?;
             new_file(recovery_file)?;
             let done = sync::rotate_key(&mut engine, &passphrase, *lock_out)?;
-            if let Some(f) = recovery_file {
-                write_private(f, &format!("{}\n", done.recovery_key))
-                    .with_context(|| format!("writing the recovery key to {}", f.display()))?;
-            }
+            save_recovery_key(recovery_file.as_deref(), &done.recovery_key)?;
             if g.json {
                 print_json(&done)?;
             } else {
@@ -621,14 +612,18 @@ fn ask_hidden(prompt: &str) -> Result<String> {
     Ok(line)
 }
 
-/// Writes `text` to a new file readable only by the user.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// Writes the recovery key, when a file was asked for, to that new file readable only by the
+/// user.
+fn save_recovery_key(file: Option<&std::path::Path>, key: &str) -> Result<()> {
     use std::io::Write;
+    let Some(path) = file else { return Ok(()) };
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    opts.open(path)?.write_all(text.as_bytes())
+    opts.open(path)
+        .and_then(|mut f| f.write_all(format!("{key}\n").as_bytes()))
+        .with_context(|| format!("writing the recovery key to {}", path.display()))
 }
 
 fn ask_token(server: &str) -> Result<String> {
