@@ -757,24 +757,14 @@ pub fn e2ee_state(engine: &Engine) -> SyncResult<E2eeState> {
     let root = engine.home().root();
     let settings = Settings::load(&sync::sync_dir(root))?;
     let server = settings.server.clone().ok_or(SyncError::NotSignedIn)?;
-    match held_key(root, &server, &settings)? {
-        HeldKey::Current => {
-            return Ok(E2eeState {
-                supported: true,
-                account_encrypted: true,
-                unlocked: true,
-                key_replaced: false,
-            });
-        }
-        HeldKey::Replaced => {
-            return Ok(E2eeState {
-                supported: true,
-                account_encrypted: true,
-                unlocked: false,
-                key_replaced: true,
-            });
-        }
-        HeldKey::None => {}
+    let held = held_key(root, &server, &settings)?;
+    if held != HeldKey::None {
+        return Ok(E2eeState {
+            supported: true,
+            account_encrypted: true,
+            unlocked: held == HeldKey::Current,
+            key_replaced: held == HeldKey::Replaced,
+        });
     }
     let syncer = syncer(engine)?;
     let supported = syncer.client().identity()?.supports(FEATURE_E2EE);

@@ -88,15 +88,11 @@ fn e2ee_a_machine_holding_the_key_sets_a_new_passphrase_and_recovery_key_when_bo
     d.ok(&["sync", "unlock", "--recovery-key", &recovery]);
 
     // The machine unlocked before keeps syncing with the key it holds.
-    b.ok(&[
-        "add",
-        "--id",
+    b.add(
         "after-the-reset",
-        "--summary",
         "After the reset",
-        "--body",
         "written on b after the new passphrase was set",
-    ]);
+    );
     b.ok(&["sync", "now"]);
     for m in [&a, &c, &d] {
         m.ok(&["sync", "now"]);
