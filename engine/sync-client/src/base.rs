@@ -365,7 +365,11 @@ impl ScopeDir {
             root: self.primary.clone(),
             primary: self.primary.clone(),
         };
-        Ok(first.load_state()?.folder.map(|f| f.path))
+        Ok(first
+            .shared_state()?
+            .folder
+            .as_ref()
+            .map(|f| f.path.clone()))
     }
 
     pub fn root(&self) -> &Path {
@@ -400,14 +404,22 @@ impl ScopeDir {
     }
 
     pub fn load_state(&self) -> SyncResult<ScopeState> {
-        let mut state = STATES
-            .read(&self.root.join("state.json"))?
-            .map(|s| ScopeState::clone(&s))
-            .unwrap_or_default();
-        if let Some(p) = read_json(&self.commit_path())? {
-            state.pending = Some(p);
-        }
-        Ok(state)
+        self.shared_state().map(Arc::unwrap_or_clone)
+    }
+
+    /// [`ScopeDir::load_state`] as this process holds it, not copied: for a caller that only
+    /// reads it, or copies it once it has to change it (a poll with nothing new copies none of
+    /// its entries).
+    pub fn shared_state(&self) -> SyncResult<Arc<ScopeState>> {
+        let saved = STATES.read(&self.root.join("state.json"))?;
+        Ok(match (saved, read_json(&self.commit_path())?) {
+            (Some(state), None) => state,
+            (saved, pending) => {
+                let mut state = saved.map(Arc::unwrap_or_clone).unwrap_or_default();
+                state.pending = pending;
+                Arc::new(state)
+            }
+        })
     }
 
     /// Saves `state`, its commit in flight (if any) apart.
@@ -642,6 +654,35 @@ mod tests {
         .unwrap();
         assert_eq!(sd.load_state().unwrap().pending, None);
         assert!(!sd.root().join("commit.json").exists());
+    }
+
+    #[test]
+    fn the_shared_state_is_one_copy_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sd = ScopeDir::new(dir.path(), "user");
+        let mut state = ScopeState {
+            manifest_version: Some("v1".into()),
+            ..ScopeState::default()
+        };
+        sd.save_state(&state).unwrap();
+        let (a, b) = (sd.shared_state().unwrap(), sd.shared_state().unwrap());
+        assert!(Arc::ptr_eq(&a, &b), "read twice, copied");
+        assert_eq!(*a, state);
+        // A commit in flight comes with it, in a copy of its own.
+        let pending = PendingCommit {
+            commit_id: "c1".into(),
+            changes: BTreeMap::new(),
+        };
+        sd.save_pending(&pending).unwrap();
+        let c = sd.shared_state().unwrap();
+        assert_eq!(c.pending.as_ref(), Some(&pending));
+        assert_eq!(a.pending, None, "the shared copy is not changed");
+        // Saved again, the next read is what was saved.
+        state.manifest_version = Some("v2".into());
+        sd.save_state(&state).unwrap();
+        let d = sd.shared_state().unwrap();
+        assert_eq!(d.manifest_version.as_deref(), Some("v2"));
+        assert_eq!(d.pending, None);
     }
 
     #[test]

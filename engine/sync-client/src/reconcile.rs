@@ -499,7 +499,7 @@ impl Syncer {
     /// [`Syncer::has_local_changes`], the pass lock held by the caller.
     fn local_changes(&self, engine: &Engine, scope: &Scope) -> SyncResult<bool> {
         let sd = ScopeDir::of(engine, scope)?;
-        let state = sd.load_state()?;
+        let state = sd.shared_state()?;
         let folder = engine.scope_dir(scope)?;
         if state.pending.is_some() || !folder.exists() {
             return Ok(true);
@@ -542,8 +542,8 @@ impl Syncer {
         sd: &ScopeDir,
         scope: &Scope,
         folder: &Path,
-    ) -> SyncResult<(FolderCheck, ScopeState)> {
-        let mut state = sd.load_state()?;
+    ) -> SyncResult<(FolderCheck, Arc<ScopeState>)> {
+        let state = sd.shared_state()?;
         if state.folder.is_none() && state.base.is_empty() && !folder.exists() {
             std::fs::create_dir_all(folder).map_err(crate::Error::io("create folder", folder))?;
         }
@@ -553,13 +553,14 @@ impl Syncer {
         })?;
         match &state.folder {
             None if sd.is_primary() => {
+                let mut state = Arc::unwrap_or_clone(state);
                 state.folder = Some(ident.clone());
                 sd.save_state(&state)?;
                 let check = FolderCheck {
                     ident,
                     replaced: false,
                 };
-                Ok((check, state))
+                Ok((check, Arc::new(state)))
             }
             None => {
                 let p = Pending {
@@ -638,7 +639,7 @@ impl Syncer {
         sd: &ScopeDir,
         check: &FolderCheck,
         folder: &Path,
-        mut state: Option<ScopeState>,
+        mut state: Option<Arc<ScopeState>>,
     ) -> SyncResult<PassReport> {
         let mut last = None;
         for attempt in 0..STALE_RETRIES {
@@ -668,8 +669,8 @@ impl Syncer {
         sd: &ScopeDir,
         check: &FolderCheck,
         folder: &Path,
-        state: ScopeState,
-    ) -> SyncResult<Option<ScopeState>> {
+        state: Arc<ScopeState>,
+    ) -> SyncResult<Option<Arc<ScopeState>>> {
         let (Some(keys), Some(previous)) = (self.keys.clone(), self.previous.clone()) else {
             return Ok(Some(state));
         };
@@ -874,7 +875,7 @@ impl Syncer {
         sd: &ScopeDir,
         check: &FolderCheck,
         folder: &Path,
-        state: ScopeState,
+        state: Arc<ScopeState>,
     ) -> SyncResult<PassReport> {
         use super::e2ee::{Plain, plain_state, set_plain};
         let user = self.user()?;
@@ -994,17 +995,27 @@ impl Syncer {
     }
 
     /// A snapshot, through the scope's encryption when it has one: bodies that fail its checks
-    /// come back refused, beside the reply.
+    /// come back refused, beside the reply. `learn` tells the encryption the note ids the
+    /// reply may name by their opaque ids; a reply that names no note (nothing new) needs none.
     fn snapshot_via(
         &self,
         crypt: &mut Option<ScopeCrypt>,
         req: SnapshotRequest,
+        learn: impl FnOnce(&mut ScopeCrypt),
     ) -> SyncResult<(SnapshotResponse, Vec<Refused>)> {
         match crypt {
             None => Ok((self.client.snapshot(&req)?, Vec::new())),
             Some(c) => {
                 let sealed = c.snapshot_request(&req);
-                c.open_snapshot(self.client.e2ee_snapshot(&sealed)?)
+                let resp = self.client.e2ee_snapshot(&sealed)?;
+                let names_none = resp.notes.is_empty()
+                    && resp.bodies.is_empty()
+                    && resp.damaged.is_empty()
+                    && resp.receipt.as_ref().is_none_or(Vec::is_empty);
+                if !(resp.unchanged && names_none) {
+                    learn(c);
+                }
+                c.open_snapshot(resp)
             }
         }
     }
@@ -1037,18 +1048,20 @@ impl Syncer {
         check: &FolderCheck,
         folder: &Path,
         full: bool,
-        state: Option<ScopeState>,
+        state: Option<Arc<ScopeState>>,
     ) -> SyncResult<PassReport> {
         let mut report = PassReport {
             scope: scope.key(),
             ..PassReport::default()
         };
         let include_secrets = Settings::load(&self.dir)?.include_secrets;
-        // As `check_folder` read it, for the first attempt.
-        let mut state = match state {
+        // As `check_folder` read it, for the first attempt; shared with the process's copy of
+        // the file until the pass has something to change in it.
+        let shared = match state {
             Some(s) => s,
-            None => sd.load_state()?,
+            None => sd.shared_state()?,
         };
+        let state = &*shared;
         // Fingerprints first, reads after: an edit in between is seen by the next pass. One
         // walk of the folder serves the index's rescan and the pass.
         let files = scan::list_for_scan(folder)?;
@@ -1115,15 +1128,15 @@ impl Syncer {
                 uploaded.chain(edited).map(str::to_owned).collect()
             }
         };
-        if let Some(c) = crypt.as_mut() {
+        // The ids a reply may name by their opaque ids: this machine's notes and its base.
+        let learn = |c: &mut ScopeCrypt| {
             c.learn(
                 local_hashes
                     .keys()
                     .copied()
                     .chain(state.base.keys().map(String::as_str)),
-            );
-        }
-        drop(local_hashes);
+            )
+        };
 
         self.check_on()?;
         let pending = state.pending.clone();
@@ -1141,11 +1154,14 @@ impl Syncer {
                 since,
                 kid: None,
             },
+            learn,
         )?;
+        drop(local_hashes);
         if quiet && resp.unchanged {
             report.unchanged = true;
             return Ok(report);
         }
+        let mut state = Arc::unwrap_or_clone(shared);
         let (mut local, refused) = match read {
             Some(r) => r,
             None => self.read_scope(engine, scope, (&files, &walk), &cache, &mut report)?,
@@ -1241,6 +1257,7 @@ impl Syncer {
                         since,
                         kid: None,
                     },
+                    |_| {},
                 )?;
                 resp = next;
                 refuse(refused, &mut have, &mut corrupt);
