@@ -172,6 +172,10 @@ describe('Sync page: end-to-end encryption', () => {
     await waitFor(() => expect(screen.getByTestId('sync-status')).toHaveAttribute('data-encrypted', 'yes'));
     expect(screen.getByTestId('sync-status').querySelector('.dot')).toHaveClass('on');
     expect(screen.getByTestId('sync-status').querySelector('.dot')).not.toHaveClass('warn');
+    // The error the locked pass reported goes with the lock; the unlock says so instead.
+    const toasts = screen.getAllByTestId('toast');
+    expect(toasts).toHaveLength(1);
+    expect(toasts[0]).not.toHaveTextContent('not every scope could sync');
   });
 
   it('a locked-out machine unlocks with the new recovery key, not the one the rotation replaced', async () => {

@@ -53,6 +53,11 @@ export class AppState {
     this.toasts = this.toasts.filter((x) => x.id !== id);
   }
 
+  /** Dismisses every error toast, once what they reported is mended. */
+  dismissErrors(): void {
+    this.toasts = this.toasts.filter((x) => x.kind !== 'error');
+  }
+
   /** Registers something Esc closes; returns the unregister function. */
   onEscape(close: () => void): () => void {
     this.closers.push(close);
