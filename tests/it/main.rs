@@ -1,5 +1,10 @@
 //! One integration test binary for the workspace: tests that cross crate boundaries.
 
+/// The allocator of the `memoria` binary and the app, so what runs here in-process (the
+/// sync benchmarks' client above all) allocates as the product does.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod derived;
 mod errors;
 mod fuzz_corpus;
