@@ -10,6 +10,8 @@ export interface Toast {
   id: number;
   text: string;
   kind: 'info' | 'error';
+  /** What it is about (`sync`), so it can go once that is mended. */
+  about?: string;
 }
 
 export class AppState {
@@ -43,9 +45,9 @@ export class AppState {
     this.page = 'notes';
   }
 
-  toast(text: string, kind: Toast['kind'] = 'info'): void {
+  toast(text: string, kind: Toast['kind'] = 'info', about?: string): void {
     const id = ++this.seq;
-    this.toasts = [...this.toasts, { id, text, kind }];
+    this.toasts = [...this.toasts, { id, text, kind, about }];
     setTimeout(() => this.dismiss(id), kind === 'error' ? 8000 : 4000);
   }
 
@@ -53,9 +55,9 @@ export class AppState {
     this.toasts = this.toasts.filter((x) => x.id !== id);
   }
 
-  /** Dismisses every error toast, once what they reported is mended. */
-  dismissErrors(): void {
-    this.toasts = this.toasts.filter((x) => x.kind !== 'error');
+  /** Dismisses the error toasts about `about`, once what they reported is mended. */
+  dismissErrors(about: string): void {
+    this.toasts = this.toasts.filter((x) => x.kind !== 'error' || x.about !== about);
   }
 
   /** Registers something Esc closes; returns the unregister function. */
